@@ -1,0 +1,53 @@
+//! Server-wide commands: `flush_all [delay] [noreply]`, `verbosity <n>
+//! [noreply]`, `shutdown [graceful]`, and strata's test-only
+//! `debug_advance_clock <seconds>`. (`version`, `quit` and `stats` need no
+//! argument parsing here.)
+
+use super::{done, error, ClientError, Command, Line, Parse};
+use crate::numbers::{parse_i32, parse_u32};
+
+pub(super) fn parse_flush_all<'a>(l: &Line<'a>, consumed: usize) -> Parse<'a> {
+    if !(2..=4).contains(&l.ntokens) {
+        return error(ClientError::Error, false, consumed);
+    }
+    let noreply = l.noreply();
+    let mut delay = 0;
+    if l.ntokens != if noreply { 3 } else { 2 } {
+        match parse_i32(l.tokens[1]) {
+            Some(d) => delay = d,
+            None => return error(ClientError::InvalidExptime, noreply, consumed),
+        }
+    }
+    done(Command::FlushAll { delay }, noreply, consumed)
+}
+
+pub(super) fn parse_verbosity<'a>(l: &Line<'a>, consumed: usize) -> Parse<'a> {
+    if !l.count_is(3, 4) {
+        return error(ClientError::Error, false, consumed);
+    }
+    let noreply = l.noreply();
+    if parse_u32(l.tokens[1]).is_none() {
+        return error(ClientError::BadFormat, noreply, consumed);
+    }
+    done(Command::Verbosity, noreply, consumed)
+}
+
+pub(super) fn parse_shutdown<'a>(l: &Line<'a>, consumed: usize) -> Parse<'a> {
+    let mode = match l.ntokens {
+        2 => None,
+        _ => Some(l.tokens[1]),
+    };
+    // Anything but a bare `shutdown` or `shutdown graceful` is an invalid mode.
+    let mode = if l.ntokens > 3 { Some(&b""[..]) } else { mode };
+    done(Command::Shutdown { mode }, false, consumed)
+}
+
+pub(super) fn parse_debug_clock<'a>(l: &Line<'a>, consumed: usize) -> Parse<'a> {
+    if l.ntokens != 3 {
+        return error(ClientError::Error, false, consumed);
+    }
+    match parse_u32(l.tokens[1]) {
+        Some(seconds) => done(Command::DebugAdvanceClock { seconds }, false, consumed),
+        None => error(ClientError::BadFormat, false, consumed),
+    }
+}

@@ -1,0 +1,260 @@
+//! The classic text protocol (memcached 1.6 `doc/protocol.txt`).
+//!
+//! [`parse`] looks at the front of a connection's read buffer and returns one
+//! request, how many bytes it used, or that more bytes are needed. It follows
+//! memcached's `proto_text.c` step by step where clients can see the
+//! difference: tokens split on single spaces only, at most 24 tokens counted,
+//! the same token-count checks (`ERROR`), the same order of argument checks,
+//! and the same treatment of `noreply` (set before an argument error, so the
+//! error reply is suppressed too).
+//!
+//! One file per command family: [`storage`], [`retrieval`], [`delete`],
+//! [`arith`], [`touch`], [`admin`].
+
+pub mod admin;
+pub mod arith;
+pub mod delete;
+pub mod retrieval;
+pub mod storage;
+pub mod touch;
+
+pub use retrieval::Keys;
+pub use storage::StoreOp;
+
+/// A line without a newline longer than this is junk and closes the
+/// connection, unless it is a `get`/`gets` (memcached's 2048-byte rule).
+pub const MAX_COMMAND_LINE: usize = 2048;
+
+/// memcached's `MAX_TOKENS`: the tokenizer stops counting after 23 tokens.
+const MAX_TOKENS: usize = 24;
+
+/// Limits the parser needs from the server's configuration.
+#[derive(Debug, Clone, Copy)]
+pub struct Config {
+    /// `-I`: the largest item, in bytes, header and key included.
+    pub item_size_max: usize,
+    /// Bytes of per-item overhead counted against `item_size_max`.
+    pub item_overhead: usize,
+    /// Longest `get`/`gets` line accepted before the connection is closed.
+    pub max_get_line: usize,
+    /// Whether `debug_advance_clock` is recognised (test builds of a deployment).
+    pub debug_clock: bool,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            item_size_max: 1024 * 1024,
+            item_overhead: 0,
+            max_get_line: 1024 * 1024,
+            debug_clock: false,
+        }
+    }
+}
+
+/// The outcome of looking at the front of the read buffer.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Parse<'a> {
+    /// A whole request; `consumed` bytes of the buffer belong to it.
+    Done { request: Request<'a>, consumed: usize },
+    /// Not enough bytes yet. `need` is the buffer length at which parsing can
+    /// make progress, when known (a storage command waiting for its data), or 0.
+    Incomplete { need: usize },
+    /// memcached drops the connection here (junk line too long, HTTP request).
+    Close,
+}
+
+/// One parsed request.
+#[derive(Debug, PartialEq, Eq)]
+pub struct Request<'a> {
+    pub command: Command<'a>,
+    /// No reply is sent for success nor for the errors memcached suppresses.
+    pub noreply: bool,
+}
+
+/// What the client asked for, keys and values borrowed from the read buffer.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Command<'a> {
+    /// `get`/`gets`/`bget` and, with `touch`, `gat`/`gats`.
+    Get { keys: Keys<'a>, cas: bool, touch: Option<i32> },
+    /// `set add replace append prepend cas` with its data block.
+    Store { op: StoreOp, key: &'a [u8], flags: u32, exptime: i32, data: &'a [u8] },
+    /// A storage command whose item exceeds `-I`: reply, then discard
+    /// `swallow` bytes of data that follow the line.
+    TooLarge { op: StoreOp, key: &'a [u8], swallow: usize },
+    Delete { key: &'a [u8] },
+    Arith { key: &'a [u8], incr: bool, delta: u64 },
+    Touch { key: &'a [u8], exptime: i32 },
+    FlushAll { delay: i32 },
+    Version,
+    Verbosity,
+    Quit,
+    /// `shutdown` with its optional mode token (checked by the server, after
+    /// it has checked that shutdown is enabled, as memcached does).
+    Shutdown { mode: Option<&'a [u8]> },
+    /// `stats` with its argument tokens (the server owns the groups).
+    Stats { args: Tokens<'a> },
+    /// `debug_advance_clock <seconds>`: only with [`Config::debug_clock`].
+    DebugAdvanceClock { seconds: u32 },
+    /// A request that gets an error reply; the connection stays usable.
+    Error(ClientError),
+}
+
+/// Error replies to a request; the connection carries on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ClientError {
+    /// Unknown command or wrong number of tokens.
+    Error,
+    BadFormat,
+    BadDataChunk,
+    InvalidExptime,
+    InvalidDelta,
+    DeleteUsage,
+}
+
+impl ClientError {
+    /// The exact reply line.
+    pub fn reply(self) -> &'static [u8] {
+        match self {
+            ClientError::Error => b"ERROR\r\n",
+            ClientError::BadFormat => b"CLIENT_ERROR bad command line format\r\n",
+            ClientError::BadDataChunk => b"CLIENT_ERROR bad data chunk\r\n",
+            ClientError::InvalidExptime => b"CLIENT_ERROR invalid exptime argument\r\n",
+            ClientError::InvalidDelta => b"CLIENT_ERROR invalid numeric delta argument\r\n",
+            ClientError::DeleteUsage => {
+                b"CLIENT_ERROR bad command line format.  Usage: delete <key> [noreply]\r\n"
+            }
+        }
+    }
+}
+
+/// Space-separated tokens of part of a line, borrowed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Tokens<'a>(pub &'a [u8]);
+
+impl<'a> Tokens<'a> {
+    pub fn iter(&self) -> impl Iterator<Item = &'a [u8]> + 'a {
+        self.0.split(|&b| b == b' ').filter(|t| !t.is_empty())
+    }
+}
+
+/// The tokens of one command line, as memcached's `tokenize_command` sees them.
+pub(crate) struct Line<'a> {
+    pub tokens: [&'a [u8]; MAX_TOKENS],
+    /// memcached's `ntokens`: real tokens plus the terminal empty one.
+    pub ntokens: usize,
+    /// Everything after the first token, for multi-key commands.
+    pub after_command: &'a [u8],
+}
+
+impl<'a> Line<'a> {
+    fn new(line: &'a [u8]) -> Line<'a> {
+        let mut tokens: [&'a [u8]; MAX_TOKENS] = [&[]; MAX_TOKENS];
+        let mut n = 0;
+        let mut after_command: &'a [u8] = &[];
+        let mut pos = 0;
+        for tok in line.split(|&b| b == b' ') {
+            let start = pos;
+            pos += tok.len() + 1;
+            if tok.is_empty() {
+                continue;
+            }
+            if n == 0 {
+                after_command = line.get(start + tok.len()..).unwrap_or(&[]);
+            }
+            if n < MAX_TOKENS - 1 {
+                tokens[n] = tok;
+            }
+            n += 1;
+        }
+        // Past 23 tokens memcached stops and reports 24.
+        let ntokens = n.min(MAX_TOKENS - 1) + 1;
+        Line { tokens, ntokens, after_command }
+    }
+
+    /// memcached's `set_noreply_maybe`: the last real token is `noreply`.
+    fn noreply(&self) -> bool {
+        self.ntokens >= 2 && self.tokens[self.ntokens - 2] == b"noreply"
+    }
+
+    fn count_is(&self, a: usize, b: usize) -> bool {
+        self.ntokens == a || self.ntokens == b
+    }
+}
+
+fn error<'a>(e: ClientError, noreply: bool, consumed: usize) -> Parse<'a> {
+    Parse::Done { request: Request { command: Command::Error(e), noreply }, consumed }
+}
+
+fn done(command: Command<'_>, noreply: bool, consumed: usize) -> Parse<'_> {
+    Parse::Done { request: Request { command, noreply }, consumed }
+}
+
+/// Parses the request at the front of `buf`.
+pub fn parse<'a>(buf: &'a [u8], config: &Config) -> Parse<'a> {
+    let Some(nl) = memchr::memchr(b'\n', buf) else {
+        return no_newline_yet(buf, config);
+    };
+    let consumed = nl + 1;
+    let mut line = &buf[..nl];
+    if line.len() > 1 && line[line.len() - 1] == b'\r' {
+        line = &line[..line.len() - 1];
+    }
+    // memcached works on a C string: a NUL byte ends the command.
+    if let Some(nul) = memchr::memchr(0, line) {
+        line = &line[..nul];
+    }
+    let l = Line::new(line);
+    if l.ntokens < 2 || l.tokens[0].len() < 2 {
+        return error(ClientError::Error, false, consumed);
+    }
+    let cmd = l.tokens[0];
+    match cmd {
+        b"get" | b"bget" => retrieval::parse(&l, false, false, consumed),
+        b"gets" => retrieval::parse(&l, true, false, consumed),
+        b"gat" => retrieval::parse(&l, false, true, consumed),
+        b"gats" => retrieval::parse(&l, true, true, consumed),
+        b"set" => storage::parse(&l, StoreOp::Set, buf, consumed, config),
+        b"add" => storage::parse(&l, StoreOp::Add, buf, consumed, config),
+        b"replace" => storage::parse(&l, StoreOp::Replace, buf, consumed, config),
+        b"append" => storage::parse(&l, StoreOp::Append, buf, consumed, config),
+        b"prepend" => storage::parse(&l, StoreOp::Prepend, buf, consumed, config),
+        b"cas" => storage::parse(&l, StoreOp::Cas(0), buf, consumed, config),
+        b"delete" => delete::parse(&l, consumed),
+        b"incr" => arith::parse(&l, true, consumed),
+        b"decr" => arith::parse(&l, false, consumed),
+        b"touch" => touch::parse(&l, consumed),
+        b"flush_all" => admin::parse_flush_all(&l, consumed),
+        b"version" => done(Command::Version, false, consumed),
+        b"quit" => done(Command::Quit, false, consumed),
+        b"verbosity" => admin::parse_verbosity(&l, consumed),
+        b"shutdown" => admin::parse_shutdown(&l, consumed),
+        b"stats" => done(Command::Stats { args: Tokens(l.after_command) }, false, consumed),
+        b"debug_advance_clock" if config.debug_clock => admin::parse_debug_clock(&l, consumed),
+        _ => {
+            // memcached hangs up on what looks like an HTTP request.
+            if l.tokens[l.ntokens - 2].starts_with(b"HTTP/") {
+                Parse::Close
+            } else {
+                error(ClientError::Error, false, consumed)
+            }
+        }
+    }
+}
+
+fn no_newline_yet<'a>(buf: &'a [u8], config: &Config) -> Parse<'a> {
+    if buf.len() <= MAX_COMMAND_LINE {
+        return Parse::Incomplete { need: 0 };
+    }
+    let spaces = buf.iter().take_while(|&&b| b == b' ').count();
+    let rest = &buf[spaces..];
+    let is_get = rest.starts_with(b"get ") || rest.starts_with(b"gets ");
+    if spaces > 100 || !is_get || buf.len() > config.max_get_line {
+        Parse::Close
+    } else {
+        Parse::Incomplete { need: 0 }
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,67 @@
+//! `set add replace append prepend cas <key> <flags> <exptime> <bytes> [<cas>] [noreply]`
+//! followed by a data block of `<bytes>` bytes and `\r\n`.
+
+use super::{done, error, ClientError, Command, Config, Line, Parse};
+use crate::numbers::{parse_i32, parse_u32, parse_u64};
+use crate::KEY_MAX_LENGTH;
+
+/// Which storage command; `Cas` carries the client's CAS unique.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StoreOp {
+    Set,
+    Add,
+    Replace,
+    Append,
+    Prepend,
+    Cas(u64),
+}
+
+pub(super) fn parse<'a>(
+    l: &Line<'a>,
+    op: StoreOp,
+    buf: &'a [u8],
+    line_len: usize,
+    config: &Config,
+) -> Parse<'a> {
+    let is_cas = matches!(op, StoreOp::Cas(_));
+    let ok_count = if is_cas { l.count_is(7, 8) } else { l.count_is(6, 7) };
+    if !ok_count {
+        return error(ClientError::Error, false, line_len);
+    }
+    let noreply = l.noreply();
+    let key = l.tokens[1];
+    if key.len() > KEY_MAX_LENGTH {
+        return error(ClientError::BadFormat, noreply, line_len);
+    }
+    let (Some(flags), Some(exptime), Some(vlen)) =
+        (parse_u32(l.tokens[2]), parse_i32(l.tokens[3]), parse_i32(l.tokens[4]))
+    else {
+        return error(ClientError::BadFormat, noreply, line_len);
+    };
+    let op = match op {
+        StoreOp::Cas(_) => match parse_u64(l.tokens[5]) {
+            Some(unique) => StoreOp::Cas(unique),
+            None => return error(ClientError::BadFormat, noreply, line_len),
+        },
+        other => other,
+    };
+    // memcached refuses negative lengths and those that overflow `vlen + 2`.
+    let Ok(vlen) = usize::try_from(vlen) else {
+        return error(ClientError::BadFormat, noreply, line_len);
+    };
+    if vlen > i32::MAX as usize - 2 {
+        return error(ClientError::BadFormat, noreply, line_len);
+    }
+    if key.len() + vlen + config.item_overhead > config.item_size_max {
+        return done(Command::TooLarge { op, key, swallow: vlen + 2 }, noreply, line_len);
+    }
+    let total = line_len + vlen + 2;
+    if buf.len() < total {
+        return Parse::Incomplete { need: total };
+    }
+    if &buf[line_len + vlen..total] != b"\r\n" {
+        return error(ClientError::BadDataChunk, noreply, total);
+    }
+    let data = &buf[line_len..line_len + vlen];
+    done(Command::Store { op, key, flags, exptime, data }, noreply, total)
+}

@@ -1,0 +1,157 @@
+use super::*;
+use proptest::prelude::*;
+
+fn cfg() -> Config {
+    Config { item_size_max: 1024, item_overhead: 0, max_get_line: 8192, debug_clock: false }
+}
+
+fn cmd(buf: &[u8]) -> (Command<'_>, bool, usize) {
+    match parse(buf, &cfg()) {
+        Parse::Done { request, consumed } => (request.command, request.noreply, consumed),
+        other => panic!("expected a request, got {other:?}"),
+    }
+}
+
+#[test]
+fn set_waits_for_its_data_then_borrows_it() {
+    assert_eq!(parse(b"set k 5 0 3\r\nab", &cfg()), Parse::Incomplete { need: 18 });
+    let (c, noreply, used) = cmd(b"set k 5 0 3\r\nabc\r\nget k\r\n");
+    assert_eq!(c, Command::Store { op: StoreOp::Set, key: b"k", flags: 5, exptime: 0, data: b"abc" });
+    assert!(!noreply);
+    assert_eq!(used, 18);
+}
+
+#[test]
+fn data_not_followed_by_crlf_is_a_bad_chunk_consuming_the_block() {
+    let (c, _, used) = cmd(b"set k 0 0 3\r\nabcde\r\n");
+    assert_eq!(c, Command::Error(ClientError::BadDataChunk));
+    assert_eq!(used, 18);
+}
+
+#[test]
+fn too_large_reports_how_much_to_swallow() {
+    let (c, _, used) = cmd(b"set k 0 0 2000 noreply\r\n");
+    assert_eq!(c, Command::TooLarge { op: StoreOp::Set, key: b"k", swallow: 2002 });
+    assert_eq!(used, 24);
+}
+
+#[test]
+fn token_count_errors_are_plain_error() {
+    assert_eq!(cmd(b"set k 0 0\r\n").0, Command::Error(ClientError::Error));
+    assert_eq!(cmd(b"incr k\r\n").0, Command::Error(ClientError::Error));
+    assert_eq!(cmd(b"get\r\n").0, Command::Error(ClientError::Error));
+    assert_eq!(cmd(b"x\r\n").0, Command::Error(ClientError::Error));
+    assert_eq!(cmd(b"\r\n").0, Command::Error(ClientError::Error));
+}
+
+#[test]
+fn noreply_suppresses_argument_errors_too() {
+    let (c, noreply, _) = cmd(b"incr k x noreply\r\n");
+    assert_eq!(c, Command::Error(ClientError::InvalidDelta));
+    assert!(noreply);
+}
+
+#[test]
+fn key_length_limit() {
+    let long = [b'a'; 251];
+    let mut line = b"set ".to_vec();
+    line.extend_from_slice(&long);
+    line.extend_from_slice(b" 0 0 1\r\nx\r\n");
+    assert_eq!(cmd(&line).0, Command::Error(ClientError::BadFormat));
+}
+
+#[test]
+fn negative_length_is_bad_format() {
+    assert_eq!(cmd(b"set k 0 0 -1\r\n").0, Command::Error(ClientError::BadFormat));
+}
+
+#[test]
+fn cas_parses_its_unique() {
+    let (c, _, _) = cmd(b"cas k 0 0 1 99\r\nx\r\n");
+    assert_eq!(c, Command::Store { op: StoreOp::Cas(99), key: b"k", flags: 0, exptime: 0, data: b"x" });
+}
+
+#[test]
+fn multi_get_keys_are_walked_lazily() {
+    let (c, _, _) = cmd(b"gets a  bb ccc\r\n");
+    let Command::Get { keys, cas: true, touch: None } = c else { panic!("{c:?}") };
+    let got: Vec<_> = keys.iter().collect();
+    assert_eq!(got, vec![retrieval::Key::Ok(b"a"), retrieval::Key::Ok(b"bb"), retrieval::Key::Ok(b"ccc")]);
+}
+
+#[test]
+fn gat_takes_exptime_first() {
+    let (c, _, _) = cmd(b"gat 10 a b\r\n");
+    let Command::Get { keys, cas: false, touch: Some(10) } = c else { panic!("{c:?}") };
+    assert_eq!(keys.iter().count(), 2);
+    assert_eq!(cmd(b"gat x a\r\n").0, Command::Error(ClientError::InvalidExptime));
+}
+
+#[test]
+fn delete_accepts_only_zero_hold() {
+    assert_eq!(cmd(b"delete k 0\r\n").0, Command::Delete { key: b"k" });
+    assert_eq!(cmd(b"delete k 0 noreply\r\n").1, true);
+    assert_eq!(cmd(b"delete k 5\r\n").0, Command::Error(ClientError::DeleteUsage));
+}
+
+#[test]
+fn flush_all_forms() {
+    assert_eq!(cmd(b"flush_all\r\n").0, Command::FlushAll { delay: 0 });
+    assert_eq!(cmd(b"flush_all 10\r\n").0, Command::FlushAll { delay: 10 });
+    assert_eq!(cmd(b"flush_all noreply\r\n"), (Command::FlushAll { delay: 0 }, true, 19));
+    assert_eq!(cmd(b"flush_all x\r\n").0, Command::Error(ClientError::InvalidExptime));
+}
+
+#[test]
+fn long_lines_without_newline() {
+    let junk = vec![b'x'; MAX_COMMAND_LINE + 1];
+    assert_eq!(parse(&junk, &cfg()), Parse::Close);
+    let mut get = b"get ".to_vec();
+    get.extend(std::iter::repeat(b'k').take(MAX_COMMAND_LINE));
+    assert_eq!(parse(&get, &cfg()), Parse::Incomplete { need: 0 });
+    get.extend(std::iter::repeat(b'k').take(8192));
+    assert_eq!(parse(&get, &cfg()), Parse::Close);
+}
+
+#[test]
+fn http_requests_are_dropped() {
+    assert_eq!(parse(b"GET / HTTP/1.1\r\n", &cfg()), Parse::Close);
+}
+
+#[test]
+fn debug_clock_only_when_enabled() {
+    assert_eq!(cmd(b"debug_advance_clock 5\r\n").0, Command::Error(ClientError::Error));
+    let c = Config { debug_clock: true, ..cfg() };
+    assert!(matches!(
+        parse(b"debug_advance_clock 5\r\n", &c),
+        Parse::Done { request: Request { command: Command::DebugAdvanceClock { seconds: 5 }, .. }, .. }
+    ));
+}
+
+proptest! {
+    /// Whatever arrives, the parser never panics, never claims more bytes than
+    /// it was given, and a storage command's data is exactly the declared size.
+    #[test]
+    fn parse_is_total_and_bounded(buf in proptest::collection::vec(any::<u8>(), 0..600)) {
+        match parse(&buf, &cfg()) {
+            Parse::Done { request, consumed } => {
+                prop_assert!(consumed <= buf.len() && consumed > 0);
+                if let Command::Store { data, .. } = request.command {
+                    prop_assert!(data.len() < consumed);
+                }
+            }
+            Parse::Incomplete { need } => prop_assert!(need == 0 || need > buf.len()),
+            Parse::Close => {}
+        }
+    }
+
+    #[test]
+    fn well_formed_sets_round_trip(key in "[a-z]{1,40}", flags in any::<u32>(), data in proptest::collection::vec(any::<u8>(), 0..300)) {
+        let mut buf = format!("set {key} {flags} 0 {}\r\n", data.len()).into_bytes();
+        buf.extend_from_slice(&data);
+        buf.extend_from_slice(b"\r\n");
+        let (c, _, used) = cmd(&buf);
+        prop_assert_eq!(used, buf.len());
+        prop_assert_eq!(c, Command::Store { op: StoreOp::Set, key: key.as_bytes(), flags, exptime: 0, data: &data });
+    }
+}

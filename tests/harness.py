@@ -1,0 +1,161 @@
+"""Launch a memcached-protocol server under test and talk raw bytes to it.
+
+Every suite (wire tests, client-library compatibility, capacity and stress
+scripts) starts servers through this module so that the same test can run
+against strata and, for checking that an expectation is really memcached's,
+against Debian's memcached: set ``WIRE_TARGET=memcached``.
+"""
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+STRATA_BIN = os.environ.get("STRATA_BIN", os.path.join(ROOT, "target", "release", "strata"))
+MEMCACHED_BIN = os.environ.get("MEMCACHED_BIN", shutil.which("memcached") or "/usr/bin/memcached")
+
+
+def target():
+    """Which server the suites run against: 'strata' (default) or 'memcached'."""
+    return os.environ.get("WIRE_TARGET", "strata")
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Server:
+    """A server process on 127.0.0.1:<port>, stopped by PID when done."""
+
+    def __init__(self, args=(), kind=None, port=None, listen=True, env=None):
+        self.kind = kind or target()
+        self.port = port or free_port()
+        binary = STRATA_BIN if self.kind == "strata" else MEMCACHED_BIN
+        cmd = [binary]
+        if listen:
+            cmd += ["-l", "127.0.0.1", "-p", str(self.port)]
+        if self.kind == "memcached":
+            cmd += ["-U", "0"]
+            if os.geteuid() == 0:
+                cmd += ["-u", "root"]
+        cmd += list(args)
+        self.cmd = cmd
+        self.proc = subprocess.Popen(
+            cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env
+        )
+        if listen:
+            self._wait_ready()
+
+    def _wait_ready(self, timeout=10.0):
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                out, err = self.proc.communicate()
+                raise RuntimeError(
+                    f"{self.cmd} exited with {self.proc.returncode}: {err.decode(errors='replace')}"
+                )
+            try:
+                socket.create_connection(("127.0.0.1", self.port), timeout=0.2).close()
+                return
+            except OSError:
+                time.sleep(0.02)
+        raise RuntimeError(f"{self.cmd} did not start listening within {timeout}s")
+
+    def connect(self, timeout=5.0):
+        return Conn(socket.create_connection(("127.0.0.1", self.port), timeout=timeout))
+
+    def pid(self):
+        return self.proc.pid
+
+    def rss_bytes(self):
+        with open(f"/proc/{self.proc.pid}/status") as f:
+            for line in f:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1]) * 1024
+        return 0
+
+    def stop(self, sig=signal.SIGTERM, timeout=10.0):
+        """Signal the server and wait; returns its exit code."""
+        if self.proc.poll() is None:
+            self.proc.send_signal(sig)
+            try:
+                self.proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        for stream in (self.proc.stdout, self.proc.stderr):
+            if stream:
+                stream.close()
+        return self.proc.returncode
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.stop()
+
+
+class Conn:
+    """A raw TCP connection: send bytes, read exact replies."""
+
+    def __init__(self, sock):
+        self.sock = sock
+        self.buf = b""
+
+    def send(self, data):
+        self.sock.sendall(data)
+
+    def _fill(self):
+        chunk = self.sock.recv(65536)
+        if not chunk:
+            raise ConnectionError("server closed the connection")
+        self.buf += chunk
+
+    def read_exact(self, n):
+        while len(self.buf) < n:
+            self._fill()
+        out, self.buf = self.buf[:n], self.buf[n:]
+        return out
+
+    def read_line(self):
+        """One reply line including its trailing \\r\\n."""
+        while b"\r\n" not in self.buf:
+            self._fill()
+        i = self.buf.index(b"\r\n") + 2
+        out, self.buf = self.buf[:i], self.buf[i:]
+        return out
+
+    def read_until(self, terminator):
+        """Everything up to and including the first occurrence of terminator."""
+        while terminator not in self.buf:
+            self._fill()
+        i = self.buf.index(terminator) + len(terminator)
+        out, self.buf = self.buf[:i], self.buf[i:]
+        return out
+
+    def call(self, data, terminator=b"\r\n"):
+        """Send a request and return the reply up to terminator."""
+        self.send(data)
+        return self.read_until(terminator)
+
+    def is_closed(self, timeout=2.0):
+        """True once the server has closed the connection (EOF or reset)."""
+        self.sock.settimeout(timeout)
+        try:
+            while True:
+                chunk = self.sock.recv(65536)
+                if not chunk:
+                    return True
+                self.buf += chunk
+        except (ConnectionResetError, BrokenPipeError):
+            return True
+        except socket.timeout:
+            return False
+
+    def close(self):
+        self.sock.close()
