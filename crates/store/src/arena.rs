@@ -1,0 +1,153 @@
+//! The memory all segments live in: one zeroed allocation of
+//! `segments × segment_size` bytes, reserved up front so item memory can never
+//! exceed `-m`. Pages are only backed by RAM once written, so an empty cache
+//! has a small RSS.
+//!
+//! Segments are written and read by different threads at once, so the arena
+//! hands out raw views and the store upholds the rules that make them sound:
+//!
+//! 1. A byte range is written only by the thread that reserved it in a segment
+//!    it owns (a worker's active segment, or the eviction target), before the
+//!    item is linked into the index.
+//! 2. Linking and reading a linked item happen under the item's bucket lock,
+//!    so a reader sees the writer's bytes (the lock's release/acquire).
+//! 3. A segment is reused only after every item in it has been unlinked under
+//!    its bucket lock, so no reader can still be looking at it.
+//! 4. The only in-place change to a published item is its expiry field, made
+//!    under the bucket lock; lock-free readers (the scanner) never read it.
+
+use std::alloc::{alloc_zeroed, dealloc, Layout};
+use std::ptr::NonNull;
+
+use crate::item::{Header, Item};
+use crate::store::StoreError;
+
+pub struct Arena {
+    base: NonNull<u8>,
+    layout: Layout,
+    seg_size: usize,
+    nsegs: u32,
+}
+
+// SAFETY: the arena is a plain byte buffer; the access rules in the module
+// doc (ownership of reserved ranges, bucket locks for published items) are
+// what make concurrent use sound, and every access goes through the unsafe
+// methods below whose callers uphold them.
+unsafe impl Send for Arena {}
+// SAFETY: see `Send` above.
+unsafe impl Sync for Arena {}
+
+impl Arena {
+    pub fn new(seg_size: usize, nsegs: u32) -> Result<Arena, StoreError> {
+        let size = seg_size
+            .checked_mul(nsegs as usize)
+            .filter(|&s| s > 0)
+            .ok_or(StoreError::BadConfig("memory limit too small for one segment"))?;
+        let layout =
+            Layout::from_size_align(size, 4096).map_err(|_| StoreError::BadConfig("memory limit too large"))?;
+        // SAFETY: `layout` has a non-zero size (checked above).
+        let ptr = unsafe { alloc_zeroed(layout) };
+        let base = NonNull::new(ptr).ok_or(StoreError::BadConfig("cannot reserve the memory limit"))?;
+        Ok(Arena { base, layout, seg_size, nsegs })
+    }
+
+    pub fn segment_size(&self) -> usize {
+        self.seg_size
+    }
+
+    pub fn segments(&self) -> u32 {
+        self.nsegs
+    }
+
+    fn ptr(&self, seg: u32, off: usize, len: usize) -> *mut u8 {
+        // A bad location is a bug in the store; refusing it keeps it from
+        // becoming memory corruption.
+        assert!(seg < self.nsegs && off <= self.seg_size && len <= self.seg_size - off, "arena bounds");
+        // SAFETY: the assert keeps the offset inside the allocation.
+        unsafe { self.base.as_ptr().add(seg as usize * self.seg_size + off) }
+    }
+
+    /// # Safety
+    /// Nobody writes `[off, off+len)` of `seg` while the slice lives (rules 1-4).
+    pub unsafe fn bytes(&self, seg: u32, off: usize, len: usize) -> &[u8] {
+        // SAFETY: in bounds (checked by `ptr`); no concurrent writer per the caller.
+        unsafe { std::slice::from_raw_parts(self.ptr(seg, off, len), len) }
+    }
+
+    /// # Safety
+    /// The caller owns `[off, off+len)` of `seg` exclusively (rule 1).
+    #[allow(clippy::mut_from_ref)]
+    pub unsafe fn bytes_mut(&self, seg: u32, off: usize, len: usize) -> &mut [u8] {
+        // SAFETY: in bounds (checked by `ptr`); exclusive per the caller.
+        unsafe { std::slice::from_raw_parts_mut(self.ptr(seg, off, len), len) }
+    }
+
+    /// Reads the length prefix of the item at `off`, touching no other byte.
+    /// `None` if it would run past `end`.
+    ///
+    /// # Safety
+    /// An item was fully written at `off` before the caller could see it
+    /// (sealed segment, or linked item under its bucket lock).
+    pub unsafe fn header(&self, seg: u32, off: usize, end: usize) -> Option<Header> {
+        if off + 2 > end {
+            return None;
+        }
+        // SAFETY: per the caller, these bytes are written and not being written.
+        let lead = unsafe { self.bytes(seg, off, 2) };
+        let n = Header::lengths_len(lead[1]);
+        if off + n > end {
+            return None;
+        }
+        // SAFETY: as above.
+        let h = Header::parse_lengths(unsafe { self.bytes(seg, off, n) });
+        (off + h.total_len() <= end).then_some(h)
+    }
+
+    /// The whole item at `off`.
+    ///
+    /// # Safety
+    /// The item is linked and the caller holds its bucket lock (rules 2, 4), or
+    /// the caller owns the segment exclusively.
+    pub unsafe fn item(&self, seg: u32, off: usize) -> Option<Item<'_>> {
+        // SAFETY: forwarded from the caller.
+        let h = unsafe { self.header(seg, off, self.seg_size)? };
+        // SAFETY: forwarded from the caller; `header` checked the bounds.
+        Some(Item::new(h, unsafe { self.bytes(seg, off, h.total_len()) }))
+    }
+}
+
+impl Drop for Arena {
+    fn drop(&mut self) {
+        // SAFETY: allocated in `new` with this layout, freed once.
+        unsafe { dealloc(self.base.as_ptr(), self.layout) }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::item::{encoded_len, write_head};
+
+    #[test]
+    fn write_then_read_an_item() {
+        let a = Arena::new(4096, 2).unwrap_or_else(|e| panic!("{e}"));
+        let len = encoded_len(3, 5, 7, 0, None);
+        // SAFETY: single-threaded test owns the whole arena.
+        let dst = unsafe { a.bytes_mut(1, 100, len) };
+        let v = write_head(dst, b"key", 5, 7, 0, None);
+        dst[v..].copy_from_slice(b"hello");
+        // SAFETY: written above, no concurrent writer.
+        let it = unsafe { a.item(1, 100) }.unwrap_or_else(|| panic!("item"));
+        assert_eq!((it.key(), it.value(), it.flags()), (&b"key"[..], &b"hello"[..], 7));
+        // SAFETY: as above.
+        assert_eq!(unsafe { a.header(1, 100, 100 + len - 1) }, None, "runs past end");
+    }
+
+    #[test]
+    #[should_panic(expected = "arena bounds")]
+    fn out_of_bounds_is_refused() {
+        let a = Arena::new(4096, 1).unwrap_or_else(|e| panic!("{e}"));
+        // SAFETY: the call must panic before touching memory.
+        let _ = unsafe { a.bytes(0, 4000, 200) };
+    }
+}

@@ -1,0 +1,125 @@
+//! Server time in whole seconds, and memcached's expiry rules.
+//!
+//! Like memcached, time is kept relative to process start (`rel_time_t`) so an
+//! item's expiry fits in 4 bytes. The clock is read on every request, so it is
+//! a single atomic load; a ticker (the server's timer thread) refreshes it.
+//! Tests drive it by hand with [`Clock::manual`] and [`Clock::advance`].
+
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
+
+/// memcached's `REALTIME_MAXDELTA`: expiry times up to 30 days are relative.
+pub const REALTIME_MAXDELTA: i64 = 60 * 60 * 24 * 30;
+
+/// Relative time at start. memcached starts slightly above zero so that the
+/// "already expired" marker (1) is always in the past.
+const START: u32 = 2;
+
+/// Seconds since (just before) process start, shared by all threads.
+#[derive(Debug)]
+pub struct Clock {
+    started: Option<Instant>,
+    /// Unix time corresponding to relative time 0.
+    process_started: i64,
+    ticks: AtomicU32,
+    /// Seconds added by [`Clock::advance`] (tests, `debug_advance_clock`).
+    offset: AtomicU32,
+}
+
+impl Clock {
+    /// A clock following real time; call [`Clock::tick`] regularly.
+    pub fn system() -> Clock {
+        let unix = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_secs() as i64).unwrap_or(0);
+        Clock {
+            started: Some(Instant::now()),
+            process_started: unix - i64::from(START),
+            ticks: AtomicU32::new(START),
+            offset: AtomicU32::new(0),
+        }
+    }
+
+    /// A clock that moves only when told to; starts at `unix_now`.
+    pub fn manual(unix_now: i64) -> Clock {
+        Clock {
+            started: None,
+            process_started: unix_now - i64::from(START),
+            ticks: AtomicU32::new(START),
+            offset: AtomicU32::new(0),
+        }
+    }
+
+    /// Refreshes the cached time from the monotonic clock.
+    pub fn tick(&self) {
+        if let Some(started) = self.started {
+            let secs = u32::try_from(started.elapsed().as_secs()).unwrap_or(u32::MAX - START);
+            self.ticks.store(START.saturating_add(secs), Ordering::Relaxed);
+        }
+    }
+
+    /// Moves the clock forward by `secs` seconds.
+    pub fn advance(&self, secs: u32) {
+        self.offset.fetch_add(secs, Ordering::Relaxed);
+    }
+
+    /// Current relative time in seconds.
+    #[inline]
+    pub fn now(&self) -> u32 {
+        self.ticks.load(Ordering::Relaxed).saturating_add(self.offset.load(Ordering::Relaxed))
+    }
+
+    /// Current unix time as the server sees it.
+    pub fn unix_now(&self) -> i64 {
+        self.process_started + i64::from(self.now())
+    }
+
+    /// Unix time of relative time 0.
+    pub fn process_started(&self) -> i64 {
+        self.process_started
+    }
+
+    /// memcached's `realtime()`: a client exptime to relative expiry time.
+    /// 0 is never; negative is already expired; up to 30 days is relative to
+    /// now; larger is a unix timestamp (already expired if in the past).
+    pub fn expiry(&self, exptime: i64) -> u32 {
+        if exptime == 0 {
+            return 0;
+        }
+        if exptime < 0 {
+            return 1;
+        }
+        if exptime > REALTIME_MAXDELTA {
+            if exptime <= self.process_started {
+                return 1;
+            }
+            return u32::try_from(exptime - self.process_started).unwrap_or(u32::MAX);
+        }
+        self.now().saturating_add(exptime as u32)
+    }
+
+    /// Whether an item with relative expiry `expiry` is dead at `now`.
+    #[inline]
+    pub fn is_expired(expiry: u32, now: u32) -> bool {
+        expiry != 0 && expiry <= now
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn memcached_expiry_rules() {
+        let c = Clock::manual(1_700_000_000);
+        let now = c.now();
+        assert_eq!(c.expiry(0), 0);
+        assert!(Clock::is_expired(c.expiry(-1), now));
+        assert_eq!(c.expiry(10), now + 10);
+        assert_eq!(c.expiry(REALTIME_MAXDELTA), now + REALTIME_MAXDELTA as u32);
+        // Just past 30 days it is a unix time, long gone.
+        assert!(Clock::is_expired(c.expiry(REALTIME_MAXDELTA + 1), now));
+        assert_eq!(c.expiry(1_700_000_100), now + 100);
+        c.advance(100);
+        assert!(Clock::is_expired(now + 100, c.now()));
+        assert!(!Clock::is_expired(now + 101, c.now()));
+    }
+}

@@ -1,0 +1,285 @@
+//! The hash index: buckets of eight packed 8-byte slots, chained into
+//! overflow buckets, guarded by striped locks (one lock per group of buckets,
+//! never a global one).
+//!
+//! Slot layout (u64):
+//! ```text
+//!  63      52 51  48 47            24 23             0
+//! +----------+------+----------------+----------------+
+//! | tag (12) | freq | segment id (24)| offset (24)    |
+//! +----------+------+----------------+----------------+
+//! ```
+//! - tag: 12 bits of the key's hash, never 0, to skip most non-matching keys
+//!   without touching the item; matches are confirmed on the full key.
+//! - freq: reads since the item was written or last copied forward (saturates
+//!   at 15); eviction copies forward items with freq > 0.
+//! - offset: in granules of `2^granule_shift` bytes (1 byte for segments up to
+//!   16 MiB).
+//!
+//! A slot of 0 is empty. A slot with tag 0 and a non-zero value is the chain
+//! link in a bucket's last position: the index + 1 of an overflow bucket.
+//! Buckets and their overflow chains belong to one stripe, and everything in a
+//! stripe is behind its mutex, so the index is plain safe Rust.
+
+use parking_lot::{Mutex, MutexGuard};
+
+pub type Bucket = [u64; 8];
+
+pub mod slot {
+    pub const SEG_BITS: u32 = 24;
+    pub const OFF_BITS: u32 = 24;
+    pub const MAX_SEGMENTS: u32 = 1 << SEG_BITS;
+    const FREQ_SHIFT: u32 = 48;
+    const TAG_SHIFT: u32 = 52;
+
+    pub fn pack(tag: u16, freq: u8, seg: u32, off: u32) -> u64 {
+        (u64::from(tag) << TAG_SHIFT)
+            | (u64::from(freq & 0xf) << FREQ_SHIFT)
+            | (u64::from(seg) << OFF_BITS)
+            | u64::from(off & ((1 << OFF_BITS) - 1))
+    }
+    pub fn tag(s: u64) -> u16 {
+        (s >> TAG_SHIFT) as u16
+    }
+    pub fn freq(s: u64) -> u8 {
+        ((s >> FREQ_SHIFT) & 0xf) as u8
+    }
+    pub fn seg(s: u64) -> u32 {
+        ((s >> OFF_BITS) & ((1 << SEG_BITS) - 1)) as u32
+    }
+    pub fn off(s: u64) -> u32 {
+        (s & ((1 << OFF_BITS) - 1)) as u32
+    }
+    pub fn with_freq(s: u64, freq: u8) -> u64 {
+        (s & !(0xf << FREQ_SHIFT)) | (u64::from(freq & 0xf) << FREQ_SHIFT)
+    }
+    /// The slot without its frequency: identifies the item's location.
+    pub fn location(s: u64) -> u64 {
+        s & !(0xf << FREQ_SHIFT) & ((1 << TAG_SHIFT) - 1)
+    }
+    pub fn is_item(s: u64) -> bool {
+        tag(s) != 0
+    }
+    pub fn link_target(s: u64) -> Option<u32> {
+        (s != 0 && tag(s) == 0).then(|| (s - 1) as u32)
+    }
+}
+
+/// Where a slot is: main or overflow bucket, and position.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Pos {
+    overflow: bool,
+    bucket: u32,
+    slot: u8,
+}
+
+/// The buckets behind one lock, with their overflow chains and live totals.
+#[derive(Debug, Default)]
+pub struct Stripe {
+    buckets: Vec<Bucket>,
+    overflow: Vec<Bucket>,
+    free_overflow: Vec<u32>,
+    /// Linked items in this stripe and their total bytes.
+    pub items: u64,
+    pub bytes: u64,
+}
+
+impl Stripe {
+    fn bucket(&self, overflow: bool, i: u32) -> &Bucket {
+        if overflow {
+            &self.overflow[i as usize]
+        } else {
+            &self.buckets[i as usize]
+        }
+    }
+
+    fn bucket_mut(&mut self, overflow: bool, i: u32) -> &mut Bucket {
+        if overflow {
+            &mut self.overflow[i as usize]
+        } else {
+            &mut self.buckets[i as usize]
+        }
+    }
+
+    /// The first item slot in `b`'s chain for which `pred` holds.
+    pub fn find(&self, b: u32, mut pred: impl FnMut(u64) -> bool) -> Option<(Pos, u64)> {
+        let (mut overflow, mut i) = (false, b);
+        loop {
+            let bucket = self.bucket(overflow, i);
+            for (n, &s) in bucket.iter().enumerate() {
+                if slot::is_item(s) && pred(s) {
+                    return Some((Pos { overflow, bucket: i, slot: n as u8 }, s));
+                }
+            }
+            match slot::link_target(bucket[7]) {
+                Some(next) => (overflow, i) = (true, next),
+                None => return None,
+            }
+        }
+    }
+
+    pub fn get(&self, p: Pos) -> u64 {
+        self.bucket(p.overflow, p.bucket)[p.slot as usize]
+    }
+
+    pub fn set(&mut self, p: Pos, v: u64) {
+        self.bucket_mut(p.overflow, p.bucket)[p.slot as usize] = v;
+    }
+
+    pub fn remove(&mut self, p: Pos) {
+        self.set(p, 0);
+    }
+
+    /// Puts `v` in the first empty slot of `b`'s chain, growing the chain if full.
+    pub fn insert(&mut self, b: u32, v: u64) {
+        let (mut overflow, mut i) = (false, b);
+        loop {
+            let bucket = self.bucket_mut(overflow, i);
+            if let Some(s) = bucket.iter_mut().take(7).find(|s| **s == 0) {
+                *s = v;
+                return;
+            }
+            match slot::link_target(bucket[7]) {
+                Some(next) => (overflow, i) = (true, next),
+                None if bucket[7] == 0 => {
+                    bucket[7] = v;
+                    return;
+                }
+                None => {
+                    // Last slot holds an item: move it into a new overflow
+                    // bucket and link that bucket in its place.
+                    let moved = bucket[7];
+                    let next = self.new_overflow();
+                    let nb = &mut self.overflow[next as usize];
+                    nb[0] = moved;
+                    nb[1] = v;
+                    self.bucket_mut(overflow, i)[7] = u64::from(next) + 1;
+                    return;
+                }
+            }
+        }
+    }
+
+    fn new_overflow(&mut self) -> u32 {
+        if let Some(i) = self.free_overflow.pop() {
+            self.overflow[i as usize] = [0; 8];
+            return i;
+        }
+        self.overflow.push([0; 8]);
+        (self.overflow.len() - 1) as u32
+    }
+
+    /// Removes every item, calling `f` on each; overflow buckets are recycled.
+    pub fn drain(&mut self, mut f: impl FnMut(u64)) {
+        for b in self.buckets.iter_mut().chain(self.overflow.iter_mut()) {
+            for s in b.iter_mut() {
+                if slot::is_item(*s) {
+                    f(*s);
+                }
+                *s = 0;
+            }
+        }
+        self.free_overflow = (0..self.overflow.len() as u32).collect();
+        self.items = 0;
+        self.bytes = 0;
+    }
+
+    pub fn overflow_buckets(&self) -> usize {
+        self.overflow.len()
+    }
+}
+
+/// Cache-line padding so two stripes' locks never share a line.
+#[repr(align(128))]
+struct Padded(Mutex<Stripe>);
+
+/// Which stripe, which bucket in it, and the tag of a hashed key.
+#[derive(Debug, Clone, Copy)]
+pub struct Loc {
+    pub stripe: usize,
+    pub bucket: u32,
+    pub tag: u16,
+}
+
+pub struct Index {
+    stripes: Box<[Padded]>,
+    stripe_bits: u32,
+    bucket_mask: u64,
+    hasher: ahash::RandomState,
+}
+
+impl Index {
+    /// An index of `2^hash_power` buckets.
+    pub fn new(hash_power: u32) -> Index {
+        let nbuckets = 1u64 << hash_power;
+        let stripe_bits = hash_power.min(12);
+        let per_stripe = (nbuckets >> stripe_bits) as usize;
+        let stripes = (0..1u64 << stripe_bits)
+            .map(|_| Padded(Mutex::new(Stripe { buckets: vec![[0; 8]; per_stripe], ..Stripe::default() })))
+            .collect();
+        Index { stripes, stripe_bits, bucket_mask: nbuckets - 1, hasher: ahash::RandomState::new() }
+    }
+
+    pub fn locate(&self, key: &[u8]) -> Loc {
+        let h = self.hasher.hash_one(key);
+        let b = h & self.bucket_mask;
+        let tag = ((h >> 52) as u16).max(1);
+        Loc {
+            stripe: (b & ((1 << self.stripe_bits) - 1)) as usize,
+            bucket: (b >> self.stripe_bits) as u32,
+            tag,
+        }
+    }
+
+    pub fn lock(&self, stripe: usize) -> MutexGuard<'_, Stripe> {
+        self.stripes[stripe].0.lock()
+    }
+
+    pub fn stripes(&self) -> usize {
+        self.stripes.len()
+    }
+
+    /// Bytes the index occupies (main and overflow buckets).
+    pub fn memory(&self) -> usize {
+        let buckets = (self.bucket_mask + 1) as usize;
+        let overflow: usize = self.stripes.iter().map(|s| s.0.lock().overflow_buckets()).sum();
+        (buckets + overflow) * std::mem::size_of::<Bucket>() + self.stripes.len() * std::mem::size_of::<Padded>()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn layouts() {
+        assert_eq!(std::mem::size_of::<Bucket>(), 64);
+        assert_eq!(std::mem::size_of::<Padded>() % 128, 0);
+        let s = slot::pack(0xabc, 9, (1 << 24) - 1, 123_456);
+        assert_eq!((slot::tag(s), slot::freq(s), slot::seg(s), slot::off(s)), (0xabc, 9, (1 << 24) - 1, 123_456));
+        assert_eq!(slot::location(slot::with_freq(s, 3)), slot::location(s));
+        assert!(slot::link_target(s).is_none());
+        assert_eq!(slot::link_target(5), Some(4));
+    }
+
+    #[test]
+    fn chains_grow_and_find_every_slot() {
+        let mut st = Stripe { buckets: vec![[0; 8]; 1], ..Stripe::default() };
+        for i in 1..=40u32 {
+            st.insert(0, slot::pack(1, 0, i, i));
+        }
+        assert!(st.overflow_buckets() >= 5);
+        for i in 1..=40u32 {
+            let (p, s) = st.find(0, |s| slot::seg(s) == i).unwrap_or_else(|| panic!("slot {i}"));
+            assert_eq!(slot::off(s), i);
+            if i % 2 == 0 {
+                st.remove(p);
+            }
+        }
+        assert!(st.find(0, |s| slot::seg(s) == 2).is_none());
+        let mut seen = 0;
+        st.drain(|_| seen += 1);
+        assert_eq!(seen, 20);
+        assert!(st.find(0, |_| true).is_none());
+    }
+}

@@ -1,0 +1,225 @@
+//! The item layout inside a segment.
+//!
+//! ```text
+//!  0        1        2                2+w
+//! +--------+--------+----------------+----------+-----------+-----------+-----+-------+
+//! | keylen | bits   | value length w | [flags4] | [expiry4] | [cas8]    | key | value |
+//! +--------+--------+----------------+----------+-----------+-----------+-----+-------+
+//!  bits 0-1: width w of the value length: 0 → 1 byte, 1 → 2 bytes, 2 → 4 bytes
+//!  bit 2: client flags present (only when non-zero)
+//!  bit 3: expiry present (relative seconds; only when the item can expire)
+//!  bit 4: explicit CAS present (only on items moved or rewritten in place of
+//!         an older version; otherwise the CAS is derived from the location,
+//!         see `store`)
+//!  bit 5: compressed value (reserved for the compression codec)
+//! ```
+//! All integers little-endian, no alignment. A 14-byte key with a 100-byte
+//! value, no flags and no expiry costs 3 bytes of header; with a TTL, 7.
+//!
+//! Concurrency: a published item's bytes never change, except the 4 expiry
+//! bytes, which `touch` rewrites under the item's bucket lock. Code that reads
+//! items without that lock (the segment scanner) reads only the length fields
+//! and the key.
+
+const WIDTH_MASK: u8 = 0b11;
+const HAS_FLAGS: u8 = 1 << 2;
+const HAS_EXPIRY: u8 = 1 << 3;
+const HAS_CAS: u8 = 1 << 4;
+
+/// The longest header: lengths, flags, expiry and CAS.
+pub const MAX_HEADER_LEN: usize = 2 + 4 + 4 + 4 + 8;
+
+/// An item's header fields.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Header {
+    pub klen: u8,
+    pub bits: u8,
+    pub vlen: u32,
+}
+
+fn width_of(bits: u8) -> usize {
+    match bits & WIDTH_MASK {
+        0 => 1,
+        1 => 2,
+        _ => 4,
+    }
+}
+
+impl Header {
+    /// The header an item with these fields gets.
+    pub fn new(klen: usize, vlen: usize, flags: u32, expiry: u32, cas: Option<u64>) -> Header {
+        let mut bits = match vlen {
+            0..=0xff => 0,
+            0x100..=0xffff => 1,
+            _ => 2,
+        };
+        if flags != 0 {
+            bits |= HAS_FLAGS;
+        }
+        if expiry != 0 {
+            bits |= HAS_EXPIRY;
+        }
+        if cas.is_some() {
+            bits |= HAS_CAS;
+        }
+        Header { klen: klen as u8, bits, vlen: vlen as u32 }
+    }
+
+    /// Bytes of the length prefix (key length, bits, value length).
+    pub fn lengths_len(bits: u8) -> usize {
+        2 + width_of(bits)
+    }
+
+    /// Parses the length prefix; `b` must hold exactly [`Header::lengths_len`] bytes.
+    pub fn parse_lengths(b: &[u8]) -> Header {
+        let bits = b[1];
+        let vlen = match width_of(bits) {
+            1 => u32::from(b[2]),
+            2 => u32::from(u16::from_le_bytes([b[2], b[3]])),
+            _ => u32::from_le_bytes([b[2], b[3], b[4], b[5]]),
+        };
+        Header { klen: b[0], bits, vlen }
+    }
+
+    fn flags_at(&self) -> usize {
+        Self::lengths_len(self.bits)
+    }
+
+    /// Offset of the expiry field, when present.
+    pub fn expiry_at(&self) -> Option<usize> {
+        (self.bits & HAS_EXPIRY != 0)
+            .then(|| self.flags_at() + if self.bits & HAS_FLAGS != 0 { 4 } else { 0 })
+    }
+
+    fn cas_at(&self) -> usize {
+        self.flags_at()
+            + if self.bits & HAS_FLAGS != 0 { 4 } else { 0 }
+            + if self.bits & HAS_EXPIRY != 0 { 4 } else { 0 }
+    }
+
+    /// Header length in bytes.
+    pub fn len(&self) -> usize {
+        self.cas_at() + if self.bits & HAS_CAS != 0 { 8 } else { 0 }
+    }
+
+    /// Header, key and value.
+    pub fn total_len(&self) -> usize {
+        self.len() + usize::from(self.klen) + self.vlen as usize
+    }
+}
+
+/// Bytes an item with these fields occupies.
+pub fn encoded_len(klen: usize, vlen: usize, flags: u32, expiry: u32, cas: Option<u64>) -> usize {
+    Header::new(klen, vlen, flags, expiry, cas).total_len()
+}
+
+/// Writes header and key at the start of `dst` and returns where the value
+/// goes. `dst` must be at least [`encoded_len`] bytes.
+pub fn write_head(dst: &mut [u8], key: &[u8], vlen: usize, flags: u32, expiry: u32, cas: Option<u64>) -> usize {
+    let h = Header::new(key.len(), vlen, flags, expiry, cas);
+    dst[0] = h.klen;
+    dst[1] = h.bits;
+    let mut p = 2;
+    match width_of(h.bits) {
+        1 => dst[p] = vlen as u8,
+        2 => dst[p..p + 2].copy_from_slice(&(vlen as u16).to_le_bytes()),
+        _ => dst[p..p + 4].copy_from_slice(&(vlen as u32).to_le_bytes()),
+    }
+    p += width_of(h.bits);
+    if flags != 0 {
+        dst[p..p + 4].copy_from_slice(&flags.to_le_bytes());
+        p += 4;
+    }
+    if expiry != 0 {
+        dst[p..p + 4].copy_from_slice(&expiry.to_le_bytes());
+        p += 4;
+    }
+    if let Some(cas) = cas {
+        dst[p..p + 8].copy_from_slice(&cas.to_le_bytes());
+        p += 8;
+    }
+    dst[p..p + key.len()].copy_from_slice(key);
+    p + key.len()
+}
+
+/// A whole item, borrowed from its segment.
+#[derive(Debug, Clone, Copy)]
+pub struct Item<'a> {
+    pub header: Header,
+    bytes: &'a [u8],
+}
+
+impl<'a> Item<'a> {
+    /// `bytes` must be exactly the item (`header.total_len()` bytes).
+    pub fn new(header: Header, bytes: &'a [u8]) -> Item<'a> {
+        Item { header, bytes }
+    }
+
+    pub fn key(&self) -> &'a [u8] {
+        let at = self.header.len();
+        &self.bytes[at..at + usize::from(self.header.klen)]
+    }
+
+    pub fn value(&self) -> &'a [u8] {
+        &self.bytes[self.header.len() + usize::from(self.header.klen)..]
+    }
+
+    pub fn flags(&self) -> u32 {
+        if self.header.bits & HAS_FLAGS == 0 {
+            return 0;
+        }
+        let p = self.header.flags_at();
+        u32::from_le_bytes([self.bytes[p], self.bytes[p + 1], self.bytes[p + 2], self.bytes[p + 3]])
+    }
+
+    pub fn expiry(&self) -> u32 {
+        match self.header.expiry_at() {
+            Some(p) => u32::from_le_bytes([self.bytes[p], self.bytes[p + 1], self.bytes[p + 2], self.bytes[p + 3]]),
+            None => 0,
+        }
+    }
+
+    /// The CAS stored in the item, if it carries one.
+    pub fn explicit_cas(&self) -> Option<u64> {
+        if self.header.bits & HAS_CAS == 0 {
+            return None;
+        }
+        let p = self.header.cas_at();
+        let mut b = [0u8; 8];
+        b.copy_from_slice(&self.bytes[p..p + 8]);
+        Some(u64::from_le_bytes(b))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    #[test]
+    fn typical_small_item_header_is_at_most_8_bytes() {
+        assert_eq!(Header::new(14, 100, 0, 0, None).len(), 3);
+        assert_eq!(Header::new(14, 100, 0, 1000, None).len(), 7);
+        assert_eq!(Header::new(14, 1000, 0, 1000, None).len(), 8);
+        assert_eq!(Header::new(250, 1 << 20, u32::MAX, 5, Some(1)).len(), MAX_HEADER_LEN);
+    }
+
+    proptest! {
+        #[test]
+        fn round_trip(key in proptest::collection::vec(any::<u8>(), 1..250), vlen in 0usize..70_000,
+                      flags in any::<u32>(), expiry in any::<u32>(), cas in any::<Option<u64>>()) {
+            let len = encoded_len(key.len(), vlen, flags, expiry, cas);
+            let mut buf = vec![0u8; len];
+            let voff = write_head(&mut buf, &key, vlen, flags, expiry, cas);
+            prop_assert_eq!(voff + vlen, len);
+            let h = Header::parse_lengths(&buf[..Header::lengths_len(buf[1])]);
+            prop_assert_eq!(h.total_len(), len);
+            let it = Item::new(h, &buf);
+            prop_assert_eq!(it.key(), &key[..]);
+            prop_assert_eq!(it.value().len(), vlen);
+            prop_assert_eq!(it.flags(), flags);
+            prop_assert_eq!(it.expiry(), expiry);
+            prop_assert_eq!(it.explicit_cas(), cas);
+        }
+    }
+}

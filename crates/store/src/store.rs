@@ -1,0 +1,905 @@
+//! Segments' life cycle and the cache operations.
+//!
+//! **Segments.** The memory limit is cut into fixed-size segments. Each worker
+//! appends items to its own active segment for the item's TTL class, so items
+//! of similar expiry share segments and a whole segment can be dropped once
+//! its last item has expired, without a scan. A full segment is sealed onto
+//! the FIFO; its metadata (write offset, live items and bytes, latest expiry,
+//! epoch) is kept apart from its data.
+//!
+//! **CAS.** A fresh item's CAS is derived from where it was written:
+//! `epoch(segment) << offset_bits | offset`, where a segment gets a new epoch
+//! from a global counter every time it is (re)opened for writing. That is
+//! unique per write and costs no bytes per item. An item that is moved
+//! (eviction copy-forward) or rewritten with unchanged contents (`touch` that
+//! needs a new header) carries its previous CAS explicitly, so clients never
+//! see a CAS change without a change of value.
+//!
+//! **Eviction.** When no free segment is left, a worker takes a victim: first
+//! a sealed segment with no live items or whose items have all expired, else
+//! (evictions on) the oldest sealed segment. Each live item of the victim is,
+//! under its bucket lock, either copied forward into the eviction target
+//! segment (when it was read since written — segment-level FIFO-reinsertion)
+//! or unlinked. With `-M` (no evictions), only empty or expired segments are
+//! reclaimed, plus compaction of the sparsest segment when all its live items
+//! fit in the target; otherwise the write fails with out-of-memory.
+//! Eviction runs under one mutex, taken once per segment allocated (not per
+//! request); lock order is eviction mutex → bucket lock, never the reverse.
+
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering::*};
+use std::sync::Arc;
+
+use parking_lot::Mutex;
+
+use crate::arena::Arena;
+use crate::clock::Clock;
+use crate::index::{slot, Index, Loc, Pos, Stripe};
+use crate::item::{encoded_len, write_head, Item, MAX_HEADER_LEN};
+
+/// Errors of the store.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum StoreError {
+    #[error("out of memory")]
+    OutOfMemory,
+    #[error("object too large for cache")]
+    TooLarge,
+    #[error("the item kept changing under concurrent writers")]
+    Contended,
+    #[error("invalid store configuration: {0}")]
+    BadConfig(&'static str),
+}
+
+/// Store settings, from the server's flags.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// `-m`: bytes of item memory.
+    pub memory_limit: usize,
+    /// `-I`: the largest item (header, key and value).
+    pub item_size_max: usize,
+    /// Segment size; 0 picks max(1 MiB, `item_size_max`).
+    pub segment_size: usize,
+    /// `-M` turns this off.
+    pub evictions: bool,
+    /// `-C` turns this off: CAS values read as 0 and `cas` always matches.
+    pub cas: bool,
+    /// log2 of the number of index buckets; 0 sizes it from the memory limit.
+    pub hash_power: u32,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            memory_limit: 64 << 20,
+            item_size_max: 1 << 20,
+            segment_size: 0,
+            evictions: true,
+            cas: true,
+            hash_power: 0,
+        }
+    }
+}
+
+/// Storage commands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SetOp {
+    Set,
+    Add,
+    Replace,
+    Append,
+    Prepend,
+    Cas(u64),
+}
+
+/// Result of a storage command.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StoreOutcome {
+    Stored,
+    NotStored,
+    Exists,
+    NotFound,
+}
+
+/// Result of incr/decr.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ArithOutcome {
+    Value(u64),
+    NotFound,
+    NonNumeric,
+}
+
+/// An item as handed to a reader, valid only inside the reader's closure.
+#[derive(Debug, Clone, Copy)]
+pub struct ItemView<'a> {
+    pub key: &'a [u8],
+    pub value: &'a [u8],
+    pub flags: u32,
+    pub cas: u64,
+}
+
+/// TTL classes: never, ≤1 min, ≤5 min, ≤30 min, ≤3 h, ≤1 day, ≤7 days, longer.
+pub const TTL_CLASSES: usize = 8;
+
+fn ttl_class(expiry: u32, now: u32) -> usize {
+    if expiry == 0 {
+        return 0;
+    }
+    match expiry.saturating_sub(now) {
+        0..=60 => 1,
+        61..=300 => 2,
+        301..=1800 => 3,
+        1801..=10_800 => 4,
+        10_801..=86_400 => 5,
+        86_401..=604_800 => 6,
+        _ => 7,
+    }
+}
+
+/// `max_expire` of a segment holding at least one item that never expires.
+const NEVER: u32 = u32::MAX;
+
+#[derive(Debug, Default)]
+struct SegMeta {
+    write_off: AtomicU32,
+    live_items: AtomicU32,
+    live_bytes: AtomicU32,
+    /// Latest expiry of any item written into it ([`NEVER`] if one never expires).
+    max_expire: AtomicU32,
+    epoch: AtomicU64,
+}
+
+#[derive(Debug, Default)]
+struct Evict {
+    fifo: VecDeque<u32>,
+    /// Where copied-forward items go.
+    target: Option<u32>,
+}
+
+/// Per-worker counters, written only by their worker, summed for `stats`.
+#[derive(Debug, Default)]
+pub struct Counters {
+    pub total_items: AtomicU64,
+    pub evictions: AtomicU64,
+    pub expired_unlinked: AtomicU64,
+    pub reinserted: AtomicU64,
+    pub segments_evicted: AtomicU64,
+    pub segments_reclaimed: AtomicU64,
+}
+
+fn bump(c: &AtomicU64) {
+    c.store(c.load(Relaxed) + 1, Relaxed);
+}
+
+/// Totals for `stats`.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct StoreStats {
+    pub curr_items: u64,
+    pub bytes: u64,
+    pub total_items: u64,
+    pub evictions: u64,
+    pub expired_unlinked: u64,
+    pub reinserted: u64,
+    pub segments_evicted: u64,
+    pub segments_reclaimed: u64,
+    pub segments_total: u64,
+    pub segments_free: u64,
+    pub segment_size: u64,
+    pub memory_limit: u64,
+    pub index_bytes: u64,
+    pub hash_power: u32,
+}
+
+/// The shared cache. Operations go through a per-thread [`Worker`].
+pub struct Store {
+    cfg: Config,
+    arena: Arena,
+    segs: Box<[SegMeta]>,
+    index: Index,
+    hash_power: u32,
+    clock: Arc<Clock>,
+    granule_shift: u32,
+    /// Bits of a derived CAS taken by the offset.
+    cas_off_bits: u32,
+    free: Mutex<Vec<u32>>,
+    evict: Mutex<Evict>,
+    epoch: AtomicU64,
+    flush_at: AtomicU32,
+    flush_lock: Mutex<()>,
+    counters: Mutex<Vec<Arc<Counters>>>,
+}
+
+impl Store {
+    pub fn new(mut cfg: Config, clock: Arc<Clock>) -> Result<Arc<Store>, StoreError> {
+        if cfg.item_size_max < 1024 {
+            return Err(StoreError::BadConfig("item size limit below 1 KiB"));
+        }
+        let seg_size = if cfg.segment_size == 0 { cfg.item_size_max.max(1 << 20) } else { cfg.segment_size };
+        if seg_size < cfg.item_size_max || seg_size > u32::MAX as usize / 2 {
+            return Err(StoreError::BadConfig("segment size must hold the largest item"));
+        }
+        cfg.segment_size = seg_size;
+        let nsegs = (cfg.memory_limit / seg_size).min(slot::MAX_SEGMENTS as usize - 1);
+        if nsegs < 2 {
+            return Err(StoreError::BadConfig("memory limit must hold at least two segments"));
+        }
+        let seg_bits = usize::BITS - (seg_size - 1).leading_zeros();
+        let granule_shift = seg_bits.saturating_sub(slot::OFF_BITS);
+        let hash_power = if cfg.hash_power != 0 {
+            cfg.hash_power.clamp(4, 32)
+        } else {
+            // About one slot per 128 bytes of memory; chains absorb more.
+            (usize::BITS - (cfg.memory_limit / 128 / 8).max(16).leading_zeros() - 1).clamp(4, 30)
+        };
+        let arena = Arena::new(seg_size, nsegs as u32)?;
+        let segs: Box<[SegMeta]> = (0..nsegs).map(|_| SegMeta::default()).collect();
+        let store = Store {
+            arena,
+            segs,
+            index: Index::new(hash_power),
+            hash_power,
+            clock,
+            granule_shift,
+            cas_off_bits: seg_bits,
+            free: Mutex::new((1..nsegs as u32).rev().collect()),
+            evict: Mutex::new(Evict::default()),
+            epoch: AtomicU64::new(0),
+            flush_at: AtomicU32::new(0),
+            flush_lock: Mutex::new(()),
+            counters: Mutex::new(Vec::new()),
+            cfg,
+        };
+        // Segment 0 starts as the eviction target, so copy-forward and -M
+        // compaction always have somewhere to go.
+        store.open_segment(0);
+        store.evict.lock().target = Some(0);
+        Ok(Arc::new(store))
+    }
+
+    /// A handle for one worker thread.
+    pub fn worker(self: &Arc<Self>) -> Worker {
+        let counters = Arc::new(Counters::default());
+        self.counters.lock().push(counters.clone());
+        Worker { store: self.clone(), active: [None; TTL_CLASSES], counters }
+    }
+
+    pub fn clock(&self) -> &Arc<Clock> {
+        &self.clock
+    }
+
+    pub fn config(&self) -> &Config {
+        &self.cfg
+    }
+
+    /// Bytes of per-item overhead counted against `-I` (the worst-case header).
+    pub const ITEM_OVERHEAD: usize = MAX_HEADER_LEN;
+
+    fn granule(&self) -> usize {
+        1 << self.granule_shift
+    }
+
+    fn aligned(&self, len: usize) -> usize {
+        (len + self.granule() - 1) & !(self.granule() - 1)
+    }
+
+    fn byte_off(&self, s: u64) -> usize {
+        (slot::off(s) as usize) << self.granule_shift
+    }
+
+    fn open_segment(&self, seg: u32) {
+        let m = &self.segs[seg as usize];
+        m.write_off.store(0, Relaxed);
+        m.live_items.store(0, Relaxed);
+        m.live_bytes.store(0, Relaxed);
+        m.max_expire.store(0, Relaxed);
+        m.epoch.store(self.epoch.fetch_add(1, Relaxed) + 1, Relaxed);
+    }
+
+    fn note_expiry(&self, seg: u32, expiry: u32) {
+        let e = if expiry == 0 { NEVER } else { expiry };
+        self.segs[seg as usize].max_expire.fetch_max(e, Relaxed);
+    }
+
+    fn derived_cas(&self, seg: u32, off: usize) -> u64 {
+        (self.segs[seg as usize].epoch.load(Relaxed) << self.cas_off_bits) | off as u64
+    }
+
+    fn cas_of(&self, s: u64, it: &Item<'_>) -> u64 {
+        if !self.cfg.cas {
+            return 0;
+        }
+        it.explicit_cas().unwrap_or_else(|| self.derived_cas(slot::seg(s), self.byte_off(s)))
+    }
+
+    /// The linked item a slot points at.
+    ///
+    /// Callers hold the slot's stripe lock, which is what keeps the item alive
+    /// and its bytes visible (arena rules 2 and 3).
+    fn item_at(&self, s: u64) -> Option<Item<'_>> {
+        // SAFETY: the slot is linked and the caller holds its bucket lock.
+        unsafe { self.arena.item(slot::seg(s), self.byte_off(s)) }
+    }
+
+    /// The slot of `key`, if linked (expired or not).
+    fn find(&self, st: &Stripe, loc: Loc, key: &[u8]) -> Option<(Pos, u64)> {
+        st.find(loc.bucket, |s| slot::tag(s) == loc.tag && self.item_at(s).is_some_and(|it| it.key() == key))
+    }
+
+    /// The slot of `key` if it is linked and alive; an expired item found on
+    /// the way is unlinked.
+    fn lookup(&self, st: &mut Stripe, loc: Loc, key: &[u8], now: u32, c: &Counters) -> Option<(Pos, u64)> {
+        let (pos, s) = self.find(st, loc, key)?;
+        let it = self.item_at(s)?;
+        if Clock::is_expired(it.expiry(), now) {
+            self.unlink(st, pos, s);
+            bump(&c.expired_unlinked);
+            return None;
+        }
+        Some((pos, s))
+    }
+
+    fn unlink(&self, st: &mut Stripe, pos: Pos, s: u64) {
+        let len = self.item_at(s).map_or(0, |it| it.header.total_len());
+        st.remove(pos);
+        self.unaccount(st, s, len);
+    }
+
+    fn unaccount(&self, st: &mut Stripe, s: u64, len: usize) {
+        st.items -= 1;
+        st.bytes -= len as u64;
+        let m = &self.segs[slot::seg(s) as usize];
+        m.live_items.fetch_sub(1, Relaxed);
+        m.live_bytes.fetch_sub(len as u32, Relaxed);
+    }
+
+    fn account(&self, st: &mut Stripe, seg: u32, len: usize) {
+        st.items += 1;
+        st.bytes += len as u64;
+        let m = &self.segs[seg as usize];
+        m.live_items.fetch_add(1, Relaxed);
+        m.live_bytes.fetch_add(len as u32, Relaxed);
+    }
+
+    /// Links a new item for `loc`, replacing `old` if given.
+    fn link(&self, st: &mut Stripe, loc: Loc, old: Option<(Pos, u64)>, seg: u32, off: usize, len: usize, c: &Counters) {
+        let new = slot::pack(loc.tag, 0, seg, (off >> self.granule_shift) as u32);
+        match old {
+            Some((pos, s)) => {
+                let old_len = self.item_at(s).map_or(0, |it| it.header.total_len());
+                st.set(pos, new);
+                self.unaccount(st, s, old_len);
+            }
+            None => st.insert(loc.bucket, new),
+        }
+        self.account(st, seg, len);
+        bump(&c.total_items);
+    }
+
+    fn seal(&self, seg: u32) {
+        self.evict.lock().fifo.push_back(seg);
+    }
+
+    /// A fresh segment for a writer: from the free list, else by eviction.
+    fn alloc_segment(&self, c: &Counters) -> Result<u32, StoreError> {
+        if let Some(s) = self.free.lock().pop() {
+            self.open_segment(s);
+            return Ok(s);
+        }
+        let mut ev = self.evict.lock();
+        for _ in 0..4 {
+            if let Some(s) = self.free.lock().pop() {
+                self.open_segment(s);
+                return Ok(s);
+            }
+            let Some(victim) = self.pick_victim(&mut ev) else { break };
+            self.clear_segment(victim, &mut ev, c);
+            let room = ev.target.map_or(0, |t| self.room(t));
+            if room < self.arena.segment_size() / 8 {
+                // The target is (nearly) full: seal it and let the victim
+                // become the new target, then find another for the writer.
+                if let Some(t) = ev.target.take() {
+                    ev.fifo.push_back(t);
+                }
+                self.open_segment(victim);
+                ev.target = Some(victim);
+                continue;
+            }
+            self.open_segment(victim);
+            return Ok(victim);
+        }
+        Err(StoreError::OutOfMemory)
+    }
+
+    fn room(&self, seg: u32) -> usize {
+        self.arena.segment_size() - self.segs[seg as usize].write_off.load(Relaxed) as usize
+    }
+
+    fn pick_victim(&self, ev: &mut Evict) -> Option<u32> {
+        let now = self.clock.now();
+        let dead = ev.fifo.iter().position(|&s| {
+            let m = &self.segs[s as usize];
+            let e = m.max_expire.load(Relaxed);
+            m.live_items.load(Relaxed) == 0 || (e != NEVER && e <= now)
+        });
+        if let Some(i) = dead {
+            return ev.fifo.remove(i);
+        }
+        if self.cfg.evictions {
+            return ev.fifo.pop_front();
+        }
+        // -M: compact the sparsest sealed segment if it fits the target.
+        let room = ev.target.map_or(0, |t| self.room(t));
+        let (i, s) = ev.fifo.iter().enumerate().min_by_key(|(_, &s)| self.segs[s as usize].live_bytes.load(Relaxed))?;
+        let m = &self.segs[*s as usize];
+        let need = m.live_bytes.load(Relaxed) as usize + m.live_items.load(Relaxed) as usize * (8 + self.granule());
+        if need <= room && need < self.arena.segment_size() / 2 {
+            ev.fifo.remove(i)
+        } else {
+            None
+        }
+    }
+
+    /// Unlinks or moves every live item of `victim`, which the caller has
+    /// taken off the FIFO and so owns.
+    fn clear_segment(&self, victim: u32, ev: &mut Evict, c: &Counters) {
+        if self.segs[victim as usize].live_items.load(Relaxed) == 0 {
+            // Every item was overwritten or deleted: nothing links here.
+            bump(&c.segments_reclaimed);
+            return;
+        }
+        let end = self.segs[victim as usize].write_off.load(Acquire) as usize;
+        let now = self.clock.now();
+        let mut evicted = false;
+        let mut off = 0;
+        while off < end {
+            // SAFETY: the segment is sealed and owned by us: every byte below
+            // `end` was written before it was sealed, and nothing writes it now
+            // except expiry fields, which `header` does not read.
+            let Some(h) = (unsafe { self.arena.header(victim, off, end) }) else { break };
+            // SAFETY: as above; the key bytes are never rewritten.
+            let key = unsafe { self.arena.bytes(victim, off + h.len(), usize::from(h.klen)) };
+            let loc = self.index.locate(key);
+            let granule_off = (off >> self.granule_shift) as u32;
+            let mut st = self.index.lock(loc.stripe);
+            if let Some((pos, s)) = st.find(loc.bucket, |s| slot::seg(s) == victim && slot::off(s) == granule_off) {
+                let expired = self.item_at(s).is_none_or(|it| Clock::is_expired(it.expiry(), now));
+                let keep = !expired && (!self.cfg.evictions || slot::freq(s) > 0);
+                let moved = keep && self.copy_forward(&mut st, ev, pos, s);
+                if !moved {
+                    self.unlink(&mut st, pos, s);
+                    if expired {
+                        bump(&c.expired_unlinked);
+                    } else {
+                        bump(&c.evictions);
+                        evicted = true;
+                    }
+                } else {
+                    bump(&c.reinserted);
+                }
+            }
+            drop(st);
+            off += self.aligned(h.total_len());
+        }
+        bump(if evicted { &c.segments_evicted } else { &c.segments_reclaimed });
+    }
+
+    /// Copies the item at slot `s` into the eviction target, keeping its CAS.
+    fn copy_forward(&self, st: &mut Stripe, ev: &mut Evict, pos: Pos, s: u64) -> bool {
+        let (Some(target), Some(it)) = (ev.target, self.item_at(s)) else { return false };
+        let cas = self.cas_of(s, &it);
+        let (key, value) = (it.key(), it.value());
+        let len = encoded_len(key.len(), value.len(), it.flags(), it.expiry(), Some(cas));
+        let m = &self.segs[target as usize];
+        let off = m.write_off.load(Relaxed) as usize;
+        if off + self.aligned(len) > self.arena.segment_size() {
+            return false;
+        }
+        // SAFETY: the target belongs to the eviction state we hold, and this
+        // range is above its write offset, so nobody else can see it.
+        let dst = unsafe { self.arena.bytes_mut(target, off, len) };
+        let v = write_head(dst, key, value.len(), it.flags(), it.expiry(), Some(cas));
+        dst[v..].copy_from_slice(value);
+        m.write_off.store((off + self.aligned(len)) as u32, Release);
+        self.note_expiry(target, it.expiry());
+        let old_len = it.header.total_len();
+        st.set(pos, slot::pack(slot::tag(s), 0, target, (off >> self.granule_shift) as u32));
+        self.unaccount(st, s, old_len);
+        self.account(st, target, len);
+        true
+    }
+
+    /// `flush_all`: now if `at` is `None` or not in the future, else at `at`.
+    pub fn flush_all(&self, at: Option<u32>) {
+        match at {
+            Some(t) if t > self.clock.now() => self.flush_at.store(t, Relaxed),
+            _ => {
+                self.flush_at.store(0, Relaxed);
+                self.flush_now();
+            }
+        }
+    }
+
+    fn maybe_flush(&self) {
+        let at = self.flush_at.load(Relaxed);
+        if at != 0 && self.clock.now() >= at {
+            let _g = self.flush_lock.lock();
+            if self.flush_at.load(Relaxed) == at {
+                self.flush_now();
+                self.flush_at.store(0, Relaxed);
+            }
+        }
+    }
+
+    fn flush_now(&self) {
+        for i in 0..self.index.stripes() {
+            let mut st = self.index.lock(i);
+            let mut freed = Vec::new();
+            st.drain(|s| freed.push(s));
+            for s in freed {
+                let len = self.item_at(s).map_or(0, |it| it.header.total_len());
+                let m = &self.segs[slot::seg(s) as usize];
+                m.live_items.fetch_sub(1, Relaxed);
+                m.live_bytes.fetch_sub(len as u32, Relaxed);
+            }
+        }
+    }
+
+    pub fn stats(&self) -> StoreStats {
+        let mut s = StoreStats {
+            segments_total: self.segs.len() as u64,
+            segments_free: self.free.lock().len() as u64,
+            segment_size: self.arena.segment_size() as u64,
+            memory_limit: self.cfg.memory_limit as u64,
+            index_bytes: self.index.memory() as u64,
+            hash_power: self.hash_power,
+            ..StoreStats::default()
+        };
+        for i in 0..self.index.stripes() {
+            let st = self.index.lock(i);
+            s.curr_items += st.items;
+            s.bytes += st.bytes;
+        }
+        for c in self.counters.lock().iter() {
+            s.total_items += c.total_items.load(Relaxed);
+            s.evictions += c.evictions.load(Relaxed);
+            s.expired_unlinked += c.expired_unlinked.load(Relaxed);
+            s.reinserted += c.reinserted.load(Relaxed);
+            s.segments_evicted += c.segments_evicted.load(Relaxed);
+            s.segments_reclaimed += c.segments_reclaimed.load(Relaxed);
+        }
+        s
+    }
+
+    /// Zeroes the counters `stats reset` resets.
+    pub fn reset_stats(&self) {
+        for c in self.counters.lock().iter() {
+            for a in [&c.total_items, &c.evictions, &c.expired_unlinked, &c.reinserted] {
+                a.store(0, Relaxed);
+            }
+        }
+    }
+}
+
+/// What a rewrite of an existing item will write.
+struct Plan {
+    flags: u32,
+    expiry: u32,
+    cas: Option<u64>,
+    vlen: usize,
+}
+
+enum Step<E, T> {
+    Write(Plan, E),
+    Done(T),
+}
+
+enum Rewritten<E, T> {
+    Missing,
+    Done(T),
+    Written(E),
+}
+
+/// One worker thread's handle: its active segments and counters.
+pub struct Worker {
+    store: Arc<Store>,
+    active: [Option<u32>; TTL_CLASSES],
+    counters: Arc<Counters>,
+}
+
+impl Drop for Worker {
+    fn drop(&mut self) {
+        for seg in self.active.iter_mut().filter_map(Option::take) {
+            self.store.seal(seg);
+        }
+    }
+}
+
+impl Worker {
+    pub fn store(&self) -> &Arc<Store> {
+        &self.store
+    }
+
+    /// Reserves `len` bytes in the active segment of `class`.
+    fn reserve(&mut self, class: usize, len: usize) -> Result<(u32, usize), StoreError> {
+        let st = &self.store;
+        let len = st.aligned(len);
+        if len > st.arena.segment_size() {
+            return Err(StoreError::TooLarge);
+        }
+        if let Some(seg) = self.active[class] {
+            let m = &st.segs[seg as usize];
+            let w = m.write_off.load(Relaxed) as usize;
+            if w + len <= st.arena.segment_size() {
+                m.write_off.store((w + len) as u32, Release);
+                return Ok((seg, w));
+            }
+            self.active[class] = None;
+            st.seal(seg);
+        }
+        let seg = st.alloc_segment(&self.counters)?;
+        self.active[class] = Some(seg);
+        st.segs[seg as usize].write_off.store(len as u32, Release);
+        Ok((seg, 0))
+    }
+
+    /// Gives back the latest reservation (nothing was linked there).
+    fn unreserve(&mut self, seg: u32, off: usize, len: usize) {
+        let m = &self.store.segs[seg as usize];
+        if m.write_off.load(Relaxed) as usize == off + self.store.aligned(len) {
+            m.write_off.store(off as u32, Release);
+        }
+    }
+
+    /// Reads `key`, handing the item to `f` while it is pinned by its bucket lock.
+    pub fn get<R>(&mut self, key: &[u8], f: impl FnOnce(ItemView<'_>) -> R) -> Option<R> {
+        let st = &*self.store;
+        st.maybe_flush();
+        let loc = st.index.locate(key);
+        let now = st.clock.now();
+        let mut stripe = st.index.lock(loc.stripe);
+        let (pos, s) = st.lookup(&mut stripe, loc, key, now, &self.counters)?;
+        let f_old = slot::freq(s);
+        if f_old < 15 {
+            stripe.set(pos, slot::with_freq(s, f_old + 1));
+        }
+        let it = st.item_at(s)?;
+        Some(f(ItemView { key: it.key(), value: it.value(), flags: it.flags(), cas: st.cas_of(s, &it) }))
+    }
+
+    /// Whether `key` is present (no frequency bump).
+    pub fn contains(&mut self, key: &[u8]) -> bool {
+        let st = &*self.store;
+        st.maybe_flush();
+        let loc = st.index.locate(key);
+        let now = st.clock.now();
+        let mut stripe = st.index.lock(loc.stripe);
+        st.lookup(&mut stripe, loc, key, now, &self.counters).is_some()
+    }
+
+    /// set/add/replace/append/prepend/cas. `expiry` is relative server time
+    /// (see [`Clock::expiry`]).
+    pub fn set(&mut self, op: SetOp, key: &[u8], flags: u32, expiry: u32, value: &[u8]) -> Result<StoreOutcome, StoreError> {
+        self.store.maybe_flush();
+        match op {
+            SetOp::Append => return self.concat(key, value, false),
+            SetOp::Prepend => return self.concat(key, value, true),
+            _ => {}
+        }
+        let store = self.store.clone();
+        let len = encoded_len(key.len(), value.len(), flags, expiry, None);
+        if len > store.cfg.item_size_max {
+            return Err(StoreError::TooLarge);
+        }
+        let now = store.clock.now();
+        let (seg, off) = self.reserve(ttl_class(expiry, now), len)?;
+        // SAFETY: freshly reserved by this worker in its active segment.
+        let dst = unsafe { store.arena.bytes_mut(seg, off, len) };
+        let v = write_head(dst, key, value.len(), flags, expiry, None);
+        dst[v..].copy_from_slice(value);
+        store.note_expiry(seg, expiry);
+
+        let loc = store.index.locate(key);
+        let mut stripe = store.index.lock(loc.stripe);
+        let found = store.lookup(&mut stripe, loc, key, now, &self.counters);
+        let outcome = match (op, found) {
+            (SetOp::Add, Some(_)) | (SetOp::Replace, None) => StoreOutcome::NotStored,
+            (SetOp::Cas(_), None) => StoreOutcome::NotFound,
+            (SetOp::Cas(want), Some((_, s))) => {
+                let have = store.item_at(s).map_or(0, |it| store.cas_of(s, &it));
+                if store.cfg.cas && have != want {
+                    StoreOutcome::Exists
+                } else {
+                    StoreOutcome::Stored
+                }
+            }
+            _ => StoreOutcome::Stored,
+        };
+        if outcome == StoreOutcome::Stored {
+            store.link(&mut stripe, loc, found, seg, off, len, &self.counters);
+        } else {
+            self.unreserve(seg, off, len);
+        }
+        Ok(outcome)
+    }
+
+    pub fn delete(&mut self, key: &[u8]) -> bool {
+        let st = &*self.store;
+        st.maybe_flush();
+        let loc = st.index.locate(key);
+        let now = st.clock.now();
+        let mut stripe = st.index.lock(loc.stripe);
+        match st.lookup(&mut stripe, loc, key, now, &self.counters) {
+            Some((pos, s)) => {
+                st.unlink(&mut stripe, pos, s);
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Replaces a linked item by one built from it: plan under the lock,
+    /// reserve space without it (reserving may evict, which takes other bucket
+    /// locks), then re-check the item is unchanged and build under the lock.
+    fn rewrite<E, T>(
+        &mut self,
+        key: &[u8],
+        mut plan: impl FnMut(&Item<'_>, u64) -> Step<E, T>,
+        fill: impl Fn(&Item<'_>, &E, &mut [u8]),
+    ) -> Result<Rewritten<E, T>, StoreError> {
+        let store = self.store.clone();
+        store.maybe_flush();
+        let loc = store.index.locate(key);
+        for _ in 0..16 {
+            let now = store.clock.now();
+            let (seen, epoch, p, extra) = {
+                let mut stripe = store.index.lock(loc.stripe);
+                let Some((_, s)) = store.lookup(&mut stripe, loc, key, now, &self.counters) else {
+                    return Ok(Rewritten::Missing);
+                };
+                let Some(it) = store.item_at(s) else { return Ok(Rewritten::Missing) };
+                match plan(&it, store.cas_of(s, &it)) {
+                    Step::Done(t) => return Ok(Rewritten::Done(t)),
+                    Step::Write(p, e) => (slot::location(s), store.segs[slot::seg(s) as usize].epoch.load(Relaxed), p, e),
+                }
+            };
+            let len = encoded_len(key.len(), p.vlen, p.flags, p.expiry, p.cas);
+            let (seg, off) = self.reserve(ttl_class(p.expiry, now), len)?;
+            let mut stripe = store.index.lock(loc.stripe);
+            let found = store.lookup(&mut stripe, loc, key, now, &self.counters);
+            let unchanged = found.is_some_and(|(_, s)| {
+                slot::location(s) == seen && store.segs[slot::seg(s) as usize].epoch.load(Relaxed) == epoch
+            });
+            match (found, unchanged) {
+                (Some((pos, s)), true) => {
+                    let Some(old) = store.item_at(s) else { break };
+                    // SAFETY: freshly reserved by this worker in its active segment.
+                    let dst = unsafe { store.arena.bytes_mut(seg, off, len) };
+                    let v = write_head(dst, key, p.vlen, p.flags, p.expiry, p.cas);
+                    fill(&old, &extra, &mut dst[v..]);
+                    store.note_expiry(seg, p.expiry);
+                    store.link(&mut stripe, loc, Some((pos, s)), seg, off, len, &self.counters);
+                    return Ok(Rewritten::Written(extra));
+                }
+                (None, _) => {
+                    self.unreserve(seg, off, len);
+                    return Ok(Rewritten::Missing);
+                }
+                (Some(_), false) => self.unreserve(seg, off, len),
+            }
+        }
+        Err(StoreError::Contended)
+    }
+
+    fn concat(&mut self, key: &[u8], data: &[u8], prepend: bool) -> Result<StoreOutcome, StoreError> {
+        let max = self.store.cfg.item_size_max;
+        let r = self.rewrite(
+            key,
+            |it, _| {
+                let vlen = it.value().len() + data.len();
+                if encoded_len(key.len(), vlen, it.flags(), it.expiry(), None) > max {
+                    return Step::Done(StoreOutcome::NotStored);
+                }
+                Step::Write(Plan { flags: it.flags(), expiry: it.expiry(), cas: None, vlen }, ())
+            },
+            |old, _, dst| {
+                let (a, b) = if prepend { (data, old.value()) } else { (old.value(), data) };
+                dst[..a.len()].copy_from_slice(a);
+                dst[a.len()..].copy_from_slice(b);
+            },
+        )?;
+        Ok(match r {
+            Rewritten::Missing => StoreOutcome::NotStored,
+            Rewritten::Done(o) => o,
+            Rewritten::Written(()) => StoreOutcome::Stored,
+        })
+    }
+
+    /// incr/decr. Like memcached, a result with fewer digits than the stored
+    /// value keeps the value's length, padded with trailing spaces.
+    pub fn arith(&mut self, key: &[u8], incr: bool, delta: u64) -> Result<ArithOutcome, StoreError> {
+        let r = self.rewrite(
+            key,
+            |it, _| {
+                let Some(old) = parse_counter(it.value()) else { return Step::Done(()) };
+                let new = if incr { old.wrapping_add(delta) } else { old.saturating_sub(delta) };
+                let digits = count_digits(new);
+                let vlen = digits.max(it.value().len());
+                Step::Write(Plan { flags: it.flags(), expiry: it.expiry(), cas: None, vlen }, new)
+            },
+            |_, &new, dst| {
+                let mut buf = itoa::Buffer::new();
+                let s = buf.format(new).as_bytes();
+                dst[..s.len()].copy_from_slice(s);
+                dst[s.len()..].fill(b' ');
+            },
+        )?;
+        Ok(match r {
+            Rewritten::Missing => ArithOutcome::NotFound,
+            Rewritten::Done(()) => ArithOutcome::NonNumeric,
+            Rewritten::Written(v) => ArithOutcome::Value(v),
+        })
+    }
+
+    /// Sets a new expiry; false if the key is missing.
+    pub fn touch(&mut self, key: &[u8], expiry: u32) -> Result<bool, StoreError> {
+        let store = self.store.clone();
+        store.maybe_flush();
+        {
+            let loc = store.index.locate(key);
+            let now = store.clock.now();
+            let mut stripe = store.index.lock(loc.stripe);
+            let Some((_, s)) = store.lookup(&mut stripe, loc, key, now, &self.counters) else {
+                return Ok(false);
+            };
+            let Some(it) = store.item_at(s) else { return Ok(false) };
+            match it.header.expiry_at() {
+                Some(at) => {
+                    // SAFETY: we hold the item's bucket lock, the only way
+                    // anyone reads or writes an expiry field (arena rule 4).
+                    let dst = unsafe { store.arena.bytes_mut(slot::seg(s), store.byte_off(s) + at, 4) };
+                    dst.copy_from_slice(&expiry.to_le_bytes());
+                    store.note_expiry(slot::seg(s), expiry);
+                    return Ok(true);
+                }
+                None if expiry == 0 => return Ok(true),
+                None => {}
+            }
+        }
+        // The item has no expiry field: rewrite it with one, same CAS.
+        let r = self.rewrite(
+            key,
+            |it, cas| {
+                Step::<(), ()>::Write(
+                    Plan { flags: it.flags(), expiry, cas: Some(cas).filter(|_| store.cfg.cas), vlen: it.value().len() },
+                    (),
+                )
+            },
+            |old, _, dst| dst.copy_from_slice(old.value()),
+        )?;
+        Ok(matches!(r, Rewritten::Written(())))
+    }
+}
+
+/// memcached's `safe_strtoull` on a stored value: optional leading spaces,
+/// digits, then the end or whitespace.
+fn parse_counter(v: &[u8]) -> Option<u64> {
+    let start = v.iter().position(|b| !b.is_ascii_whitespace())?;
+    let v = &v[start..];
+    let v = v.strip_prefix(b"+").unwrap_or(v);
+    let digits = v.iter().take_while(|b| b.is_ascii_digit()).count();
+    if digits == 0 || v.get(digits).is_some_and(|b| !b.is_ascii_whitespace()) {
+        return None;
+    }
+    let mut n: u64 = 0;
+    for &d in &v[..digits] {
+        n = n.checked_mul(10)?.checked_add(u64::from(d - b'0'))?;
+    }
+    Some(n)
+}
+
+fn count_digits(n: u64) -> usize {
+    itoa::Buffer::new().format(n).len()
+}
+
+#[cfg(test)]
+#[path = "store_tests.rs"]
+mod tests;

@@ -1,0 +1,375 @@
+use super::*;
+use proptest::prelude::*;
+use std::collections::HashMap;
+
+fn store(mem: usize, evictions: bool) -> (Arc<Store>, Worker) {
+    let cfg = Config { memory_limit: mem, evictions, ..Config::default() };
+    let s = Store::new(cfg, Arc::new(Clock::manual(1_700_000_000))).unwrap_or_else(|e| panic!("{e}"));
+    let w = s.worker();
+    (s, w)
+}
+
+fn get(w: &mut Worker, k: &[u8]) -> Option<(Vec<u8>, u32, u64)> {
+    w.get(k, |it| (it.value.to_vec(), it.flags, it.cas))
+}
+
+fn set(w: &mut Worker, op: SetOp, k: &[u8], v: &[u8]) -> StoreOutcome {
+    w.set(op, k, 0, 0, v).unwrap_or_else(|e| panic!("{e}"))
+}
+
+#[test]
+fn set_get_replace_add_delete() {
+    let (_s, mut w) = store(4 << 20, true);
+    assert_eq!(set(&mut w, SetOp::Add, b"k", b"one"), StoreOutcome::Stored);
+    assert_eq!(set(&mut w, SetOp::Add, b"k", b"two"), StoreOutcome::NotStored);
+    assert_eq!(set(&mut w, SetOp::Replace, b"nope", b"x"), StoreOutcome::NotStored);
+    assert_eq!(w.set(SetOp::Set, b"k", 42, 0, b"three"), Ok(StoreOutcome::Stored));
+    assert_eq!(get(&mut w, b"k").map(|g| (g.0, g.1)), Some((b"three".to_vec(), 42)));
+    assert!(w.delete(b"k"));
+    assert!(!w.delete(b"k"));
+    assert_eq!(get(&mut w, b"k"), None);
+}
+
+#[test]
+fn cas_is_unique_per_write_and_checked() {
+    let (_s, mut w) = store(4 << 20, true);
+    set(&mut w, SetOp::Set, b"k", b"a");
+    let c1 = get(&mut w, b"k").map(|g| g.2).unwrap_or(0);
+    set(&mut w, SetOp::Set, b"k", b"b");
+    let c2 = get(&mut w, b"k").map(|g| g.2).unwrap_or(0);
+    assert_ne!(c1, c2);
+    assert_eq!(set(&mut w, SetOp::Cas(c1), b"k", b"c"), StoreOutcome::Exists);
+    assert_eq!(set(&mut w, SetOp::Cas(c2), b"k", b"c"), StoreOutcome::Stored);
+    assert_eq!(set(&mut w, SetOp::Cas(c2), b"gone", b"c"), StoreOutcome::NotFound);
+}
+
+#[test]
+fn append_prepend_keep_flags_and_expiry() {
+    let (s, mut w) = store(4 << 20, true);
+    let exp = s.clock().expiry(100);
+    assert_eq!(w.set(SetOp::Set, b"k", 7, exp, b"mid"), Ok(StoreOutcome::Stored));
+    assert_eq!(set(&mut w, SetOp::Append, b"k", b"-end"), StoreOutcome::Stored);
+    assert_eq!(set(&mut w, SetOp::Prepend, b"k", b"start-"), StoreOutcome::Stored);
+    assert_eq!(get(&mut w, b"k").map(|g| (g.0, g.1)), Some((b"start-mid-end".to_vec(), 7)));
+    assert_eq!(set(&mut w, SetOp::Append, b"missing", b"x"), StoreOutcome::NotStored);
+    s.clock().advance(101);
+    assert_eq!(get(&mut w, b"k"), None, "append kept the original expiry");
+}
+
+#[test]
+fn incr_decr_wrap_floor_and_pad() {
+    let (_s, mut w) = store(4 << 20, true);
+    set(&mut w, SetOp::Set, b"n", b"10");
+    assert_eq!(w.arith(b"n", false, 1), Ok(ArithOutcome::Value(9)));
+    assert_eq!(get(&mut w, b"n").map(|g| g.0), Some(b"9 ".to_vec()), "memcached pads in place");
+    assert_eq!(w.arith(b"n", false, 100), Ok(ArithOutcome::Value(0)));
+    set(&mut w, SetOp::Set, b"n", b"18446744073709551615");
+    assert_eq!(w.arith(b"n", true, 2), Ok(ArithOutcome::Value(1)));
+    set(&mut w, SetOp::Set, b"n", b"99");
+    assert_eq!(w.arith(b"n", true, 1), Ok(ArithOutcome::Value(100)));
+    assert_eq!(get(&mut w, b"n").map(|g| g.0), Some(b"100".to_vec()));
+    set(&mut w, SetOp::Set, b"t", b"abc");
+    assert_eq!(w.arith(b"t", true, 1), Ok(ArithOutcome::NonNumeric));
+    set(&mut w, SetOp::Set, b"e", b"");
+    assert_eq!(w.arith(b"e", true, 1), Ok(ArithOutcome::NonNumeric));
+    assert_eq!(w.arith(b"none", true, 1), Ok(ArithOutcome::NotFound));
+}
+
+#[test]
+fn expiry_and_touch_follow_the_clock() {
+    let (s, mut w) = store(4 << 20, true);
+    let c = s.clock().clone();
+    assert_eq!(w.set(SetOp::Set, b"a", 0, c.expiry(10), b"x"), Ok(StoreOutcome::Stored));
+    assert_eq!(w.set(SetOp::Set, b"b", 0, 0, b"y"), Ok(StoreOutcome::Stored));
+    let cas_b = get(&mut w, b"b").map(|g| g.2);
+    c.advance(9);
+    assert!(get(&mut w, b"a").is_some());
+    assert_eq!(w.touch(b"a", c.expiry(5)), Ok(true));
+    assert_eq!(w.touch(b"b", c.expiry(5)), Ok(true), "rewrite with an expiry field");
+    assert_eq!(get(&mut w, b"b").map(|g| g.2), cas_b, "touch keeps the CAS");
+    c.advance(5);
+    assert!(get(&mut w, b"a").is_none());
+    assert!(get(&mut w, b"b").is_none());
+    assert_eq!(w.touch(b"a", 0), Ok(false));
+    assert_eq!(w.set(SetOp::Set, b"neg", 0, c.expiry(-1), b"x"), Ok(StoreOutcome::Stored));
+    assert!(get(&mut w, b"neg").is_none());
+    assert_eq!(set(&mut w, SetOp::Add, b"neg", b"again"), StoreOutcome::Stored);
+}
+
+#[test]
+fn flush_all_now_and_later() {
+    let (s, mut w) = store(4 << 20, true);
+    set(&mut w, SetOp::Set, b"a", b"1");
+    s.flush_all(None);
+    assert!(get(&mut w, b"a").is_none());
+    assert_eq!(s.stats().curr_items, 0);
+    set(&mut w, SetOp::Set, b"b", b"2");
+    s.flush_all(Some(s.clock().now() + 10));
+    assert!(get(&mut w, b"b").is_some());
+    s.clock().advance(10);
+    assert!(get(&mut w, b"b").is_none());
+    set(&mut w, SetOp::Set, b"c", b"3");
+    assert!(get(&mut w, b"c").is_some(), "items set after the flush survive");
+}
+
+#[test]
+fn eviction_keeps_memory_bounded_and_hot_items() {
+    let (s, mut w) = store(8 << 20, true);
+    let value = vec![b'v'; 1000];
+    set(&mut w, SetOp::Set, b"hot", b"keep me");
+    for i in 0..50_000u32 {
+        set(&mut w, SetOp::Set, format!("key{i}").as_bytes(), &value);
+        if i % 500 == 0 {
+            assert!(get(&mut w, b"hot").is_some(), "hot item evicted at {i}");
+        }
+    }
+    let st = s.stats();
+    assert!(st.evictions > 0);
+    assert!(st.reinserted > 0);
+    assert!(st.bytes <= st.memory_limit);
+    assert!(st.curr_items > 5_000, "{st:?}");
+}
+
+#[test]
+fn without_evictions_a_full_store_refuses_writes() {
+    let (_s, mut w) = store(4 << 20, false);
+    let value = vec![b'v'; 1000];
+    let mut refused = false;
+    for i in 0..10_000u32 {
+        match w.set(SetOp::Set, format!("key{i}").as_bytes(), 0, 0, &value) {
+            Ok(StoreOutcome::Stored) => {}
+            Err(StoreError::OutOfMemory) => {
+                refused = true;
+                break;
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+    assert!(refused);
+    assert_eq!(get(&mut w, b"key0").map(|g| g.0), Some(value), "nothing was evicted");
+}
+
+#[test]
+fn overwrites_do_not_fill_a_no_eviction_store() {
+    let (_s, mut w) = store(4 << 20, false);
+    let value = vec![b'v'; 1000];
+    for round in 0..50 {
+        for i in 0..100u32 {
+            let r = w.set(SetOp::Set, format!("key{i}").as_bytes(), 0, 0, &value);
+            assert_eq!(r, Ok(StoreOutcome::Stored), "round {round}");
+        }
+    }
+}
+
+#[test]
+fn too_large_is_refused() {
+    let (_s, mut w) = store(4 << 20, true);
+    let value = vec![0u8; 1 << 20];
+    assert_eq!(w.set(SetOp::Set, b"big", 0, 0, &value), Err(StoreError::TooLarge));
+}
+
+#[test]
+fn threads_share_the_store() {
+    let (s, _) = store(16 << 20, true);
+    let handles: Vec<_> = (0..4)
+        .map(|t| {
+            let s = s.clone();
+            std::thread::spawn(move || {
+                let mut w = s.worker();
+                for i in 0..20_000u32 {
+                    let k = format!("k{}", i % 500);
+                    let v = format!("{k}:{t}:{i}");
+                    let _ = w.set(SetOp::Set, k.as_bytes(), 0, 0, v.as_bytes());
+                    if let Some(got) = w.get(k.as_bytes(), |it| it.value.to_vec()) {
+                        assert!(got.starts_with(format!("{k}:").as_bytes()), "wrong value for {k}");
+                    }
+                    let _ = w.arith(b"counter", true, 1);
+                    if i % 7 == 0 {
+                        w.delete(k.as_bytes());
+                    }
+                }
+            })
+        })
+        .collect();
+    for h in handles {
+        h.join().unwrap_or_else(|_| panic!("worker panicked"));
+    }
+}
+
+#[derive(Debug, Clone)]
+enum Op {
+    Set(u8, Vec<u8>),
+    Add(u8, Vec<u8>),
+    Replace(u8, Vec<u8>),
+    Append(u8, Vec<u8>),
+    Prepend(u8, Vec<u8>),
+    Delete(u8),
+    Incr(u8, u64),
+    Decr(u8, u64),
+    Touch(u8),
+    Get(u8),
+    Cas(u8, bool, Vec<u8>),
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    let key = 0u8..24;
+    let val = proptest::collection::vec(any::<u8>(), 0..40);
+    prop_oneof![
+        (key.clone(), val.clone()).prop_map(|(k, v)| Op::Set(k, v)),
+        (key.clone(), val.clone()).prop_map(|(k, v)| Op::Add(k, v)),
+        (key.clone(), val.clone()).prop_map(|(k, v)| Op::Replace(k, v)),
+        (key.clone(), val.clone()).prop_map(|(k, v)| Op::Append(k, v)),
+        (key.clone(), val.clone()).prop_map(|(k, v)| Op::Prepend(k, v)),
+        key.clone().prop_map(Op::Delete),
+        (key.clone(), any::<u64>()).prop_map(|(k, d)| Op::Incr(k, d)),
+        (key.clone(), any::<u64>()).prop_map(|(k, d)| Op::Decr(k, d)),
+        key.clone().prop_map(Op::Touch),
+        key.clone().prop_map(Op::Get),
+        (key, any::<bool>(), val).prop_map(|(k, fresh, v)| Op::Cas(k, fresh, v)),
+    ]
+}
+
+fn k(i: u8) -> Vec<u8> {
+    format!("key-{i}").into_bytes()
+}
+
+/// Runs `ops` on the store and on a HashMap. Without eviction the store must
+/// agree exactly; with eviction a key may be missing, but a value it returns
+/// must be the one the model holds.
+fn check(ops: Vec<Op>, mem: usize, exact: bool) -> Result<(), TestCaseError> {
+    let (_s, mut w) = store(mem, true);
+    let mut model: HashMap<Vec<u8>, Vec<u8>> = HashMap::new();
+    for op in ops {
+        match op {
+            Op::Set(i, v) => {
+                set(&mut w, SetOp::Set, &k(i), &v);
+                model.insert(k(i), v);
+            }
+            Op::Add(i, v) => {
+                let r = set(&mut w, SetOp::Add, &k(i), &v);
+                if exact {
+                    prop_assert_eq!(r == StoreOutcome::Stored, !model.contains_key(&k(i)));
+                }
+                if r == StoreOutcome::Stored {
+                    model.insert(k(i), v);
+                }
+            }
+            Op::Replace(i, v) | Op::Append(i, v) | Op::Prepend(i, v) if !exact && !w.contains(&k(i)) => {
+                model.remove(&k(i));
+                let _ = v;
+            }
+            Op::Replace(i, v) => {
+                let r = set(&mut w, SetOp::Replace, &k(i), &v);
+                prop_assert_eq!(r == StoreOutcome::Stored, model.contains_key(&k(i)));
+                if r == StoreOutcome::Stored {
+                    model.insert(k(i), v);
+                }
+            }
+            Op::Append(i, ref v) | Op::Prepend(i, ref v) => {
+                let v = v.clone();
+                let prepend = matches!(op, Op::Prepend(..));
+                let r = set(&mut w, if prepend { SetOp::Prepend } else { SetOp::Append }, &k(i), &v);
+                prop_assert_eq!(r == StoreOutcome::Stored, model.contains_key(&k(i)));
+                if let Some(old) = model.get_mut(&k(i)) {
+                    *old = if prepend { [v.clone(), old.clone()].concat() } else { [old.clone(), v].concat() };
+                }
+            }
+            Op::Delete(i) => {
+                let r = w.delete(&k(i));
+                if exact {
+                    prop_assert_eq!(r, model.contains_key(&k(i)));
+                }
+                model.remove(&k(i));
+            }
+            Op::Incr(i, d) | Op::Decr(i, d) => {
+                let incr = matches!(op, Op::Incr(..));
+                let r = w.arith(&k(i), incr, d).map_err(|e| TestCaseError::fail(e.to_string()))?;
+                let Some(old) = model.get(&k(i)).cloned() else {
+                    if exact {
+                        prop_assert_eq!(r, ArithOutcome::NotFound);
+                    }
+                    continue;
+                };
+                match (parse_counter(&old), r) {
+                    (_, ArithOutcome::NotFound) if !exact => {
+                        model.remove(&k(i));
+                    }
+                    (None, r) => prop_assert_eq!(r, ArithOutcome::NonNumeric),
+                    (Some(n), r) => {
+                        let new = if incr { n.wrapping_add(d) } else { n.saturating_sub(d) };
+                        prop_assert_eq!(r, ArithOutcome::Value(new));
+                        let mut s = new.to_string().into_bytes();
+                        if s.len() < old.len() {
+                            s.resize(old.len(), b' ');
+                        }
+                        model.insert(k(i), s);
+                    }
+                }
+            }
+            Op::Touch(i) => {
+                let r = w.touch(&k(i), 0).map_err(|e| TestCaseError::fail(e.to_string()))?;
+                if exact {
+                    prop_assert_eq!(r, model.contains_key(&k(i)));
+                }
+            }
+            Op::Get(i) => {
+                let got = get(&mut w, &k(i)).map(|g| g.0);
+                match (got, model.get(&k(i))) {
+                    (Some(g), Some(m)) => prop_assert_eq!(&g, m),
+                    (None, Some(_)) if !exact => {
+                        model.remove(&k(i));
+                    }
+                    (g, m) => prop_assert_eq!(g.as_ref(), m),
+                }
+            }
+            Op::Cas(i, fresh, v) => {
+                let cas = get(&mut w, &k(i)).map(|g| g.2);
+                let unique = match (cas, fresh) {
+                    (Some(c), true) => c,
+                    (Some(c), false) => c.wrapping_add(1),
+                    (None, _) => 12345,
+                };
+                let r = set(&mut w, SetOp::Cas(unique), &k(i), &v);
+                match (cas, fresh) {
+                    (None, _) => {
+                        if exact {
+                            prop_assert_eq!(r, StoreOutcome::NotFound);
+                        }
+                        model.remove(&k(i));
+                    }
+                    (Some(_), true) => {
+                        prop_assert_eq!(r, StoreOutcome::Stored);
+                        model.insert(k(i), v);
+                    }
+                    (Some(_), false) => prop_assert_eq!(r, StoreOutcome::Exists),
+                }
+            }
+        }
+    }
+    if exact {
+        for i in 0..24 {
+            let got = get(&mut w, &k(i)).map(|g| g.0);
+            prop_assert_eq!(got.as_ref(), model.get(&k(i)));
+        }
+    }
+    Ok(())
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(200))]
+
+    #[test]
+    fn agrees_with_a_model_without_eviction(ops in proptest::collection::vec(op(), 1..300)) {
+        check(ops, 16 << 20, true)?;
+    }
+
+    /// 2 MiB = two 1 MiB segments (one the eviction target), so values of a
+    /// few KB force constant eviction and copy-forward.
+    #[test]
+    fn never_wrong_with_eviction(ops in proptest::collection::vec(op().prop_map(|o| match o {
+        Op::Set(k, v) => Op::Set(k, v.repeat(200)),
+        other => other,
+    }), 1..400)) {
+        check(ops, 3 << 20, false)?;
+    }
+}
