@@ -159,6 +159,7 @@ struct Evict {
 #[derive(Debug, Default)]
 pub struct Counters {
     pub total_items: AtomicU64,
+    pub get_expired: AtomicU64,
     pub evictions: AtomicU64,
     pub expired_unlinked: AtomicU64,
     pub reinserted: AtomicU64,
@@ -174,6 +175,7 @@ fn bump(c: &AtomicU64) {
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct StoreStats {
     pub curr_items: u64,
+    pub get_expired: u64,
     pub bytes: u64,
     pub total_items: u64,
     pub evictions: u64,
@@ -560,6 +562,7 @@ impl Store {
         }
         for c in self.counters.lock().iter() {
             s.total_items += c.total_items.load(Relaxed);
+            s.get_expired += c.get_expired.load(Relaxed);
             s.evictions += c.evictions.load(Relaxed);
             s.expired_unlinked += c.expired_unlinked.load(Relaxed);
             s.reinserted += c.reinserted.load(Relaxed);
@@ -572,7 +575,7 @@ impl Store {
     /// Zeroes the counters `stats reset` resets.
     pub fn reset_stats(&self) {
         for c in self.counters.lock().iter() {
-            for a in [&c.total_items, &c.evictions, &c.expired_unlinked, &c.reinserted] {
+            for a in [&c.total_items, &c.get_expired, &c.evictions, &c.expired_unlinked, &c.reinserted] {
                 a.store(0, Relaxed);
             }
         }
@@ -656,7 +659,13 @@ impl Worker {
         let loc = st.index.locate(key);
         let now = st.clock.now();
         let mut stripe = st.index.lock(loc.stripe);
-        let (pos, s) = st.lookup(&mut stripe, loc, key, now, &self.counters)?;
+        let expired_before = self.counters.expired_unlinked.load(Relaxed);
+        let Some((pos, s)) = st.lookup(&mut stripe, loc, key, now, &self.counters) else {
+            if self.counters.expired_unlinked.load(Relaxed) != expired_before {
+                bump(&self.counters.get_expired);
+            }
+            return None;
+        };
         let f_old = slot::freq(s);
         if f_old < 15 {
             stripe.set(pos, slot::with_freq(s, f_old + 1));

@@ -26,6 +26,21 @@ impl<'a> Keys<'a> {
         Keys(rest)
     }
 
+    /// The unparsed key bytes (for resuming a multi-get part way through).
+    pub fn as_bytes(&self) -> &'a [u8] {
+        self.0
+    }
+
+    /// The next key at or after byte `pos`, and the position after it.
+    pub fn next_from(&self, pos: usize) -> Option<(Key<'a>, usize)> {
+        let rest = self.0.get(pos..)?;
+        let start = pos + rest.iter().position(|&b| b != b' ')?;
+        let len = self.0[start..].iter().position(|&b| b == b' ').unwrap_or(self.0.len() - start);
+        let k = &self.0[start..start + len];
+        let key = if k.len() > KEY_MAX_LENGTH { Key::TooLong } else { Key::Ok(k) };
+        Some((key, start + len))
+    }
+
     pub fn iter(&self) -> impl Iterator<Item = Key<'a>> + 'a {
         self.0.split(|&b| b == b' ').filter(|t| !t.is_empty()).map(|k| {
             if k.len() > KEY_MAX_LENGTH {

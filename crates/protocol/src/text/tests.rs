@@ -80,6 +80,18 @@ fn multi_get_keys_are_walked_lazily() {
 }
 
 #[test]
+fn keys_resume_from_a_position() {
+    let keys = Keys::new(b" a  bb ccc ");
+    let (k1, p1) = keys.next_from(0).unwrap_or_else(|| panic!("first"));
+    assert_eq!(k1, retrieval::Key::Ok(b"a"));
+    let (k2, p2) = keys.next_from(p1).unwrap_or_else(|| panic!("second"));
+    assert_eq!(k2, retrieval::Key::Ok(b"bb"));
+    let (k3, p3) = keys.next_from(p2).unwrap_or_else(|| panic!("third"));
+    assert_eq!(k3, retrieval::Key::Ok(b"ccc"));
+    assert!(keys.next_from(p3).is_none());
+}
+
+#[test]
 fn gat_takes_exptime_first() {
     let (c, _, _) = cmd(b"gat 10 a b\r\n");
     let Command::Get { keys, cas: false, touch: Some(10) } = c else { panic!("{c:?}") };

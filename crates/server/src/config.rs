@@ -1,0 +1,60 @@
+//! Server settings, filled from memcached-compatible flags by the binary.
+
+use std::path::PathBuf;
+
+/// Everything the network side needs to know.
+#[derive(Debug, Clone)]
+pub struct ServerConfig {
+    /// `-p`: TCP port for addresses given without one.
+    pub port: u16,
+    /// `-l`: addresses to listen on (`host`, `host:port`, `[v6]:port`).
+    pub listen: Vec<String>,
+    /// `-s`: a unix socket path; when set, no TCP listener is opened.
+    pub unix_socket: Option<PathBuf>,
+    /// `-a`: permission bits of the unix socket.
+    pub unix_mask: u32,
+    /// `-c`: simultaneous client connections.
+    pub max_conns: usize,
+    /// `-t`: worker threads.
+    pub threads: usize,
+    /// `-b`: listen backlog.
+    pub backlog: i32,
+    /// `-R`: requests served from one connection before the worker turns to others.
+    pub reqs_per_event: usize,
+    /// `-A`: `shutdown` is allowed.
+    pub shutdown_enabled: bool,
+    /// `-F` clears this: `flush_all` is refused.
+    pub flush_enabled: bool,
+    /// `-v` count.
+    pub verbosity: u32,
+    /// `-I`.
+    pub item_size_max: usize,
+    /// Longest `get` line before the connection is closed.
+    pub max_get_line: usize,
+    /// Replies buffered for one connection before it stops reading (back-pressure).
+    pub max_output: usize,
+    /// Enables `debug_advance_clock` (tests only).
+    pub debug_clock: bool,
+}
+
+impl Default for ServerConfig {
+    fn default() -> Self {
+        ServerConfig {
+            port: 11211,
+            listen: vec!["127.0.0.1".into()],
+            unix_socket: None,
+            unix_mask: 0o700,
+            max_conns: 1024,
+            threads: 4,
+            backlog: 1024,
+            reqs_per_event: 20,
+            shutdown_enabled: false,
+            flush_enabled: true,
+            verbosity: 0,
+            item_size_max: 1 << 20,
+            max_get_line: 1 << 20,
+            max_output: 1 << 20,
+            debug_clock: false,
+        }
+    }
+}

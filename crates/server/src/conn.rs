@@ -1,0 +1,240 @@
+//! One client connection: its buffers and the state machine that moves bytes
+//! between the socket and the dispatcher.
+//!
+//! States (memcached's, folded): reading and parsing requests; waiting for the
+//! rest of a request (`need`); swallowing the data of a refused oversized
+//! value (`swallow`); part way through a large multi-get (`resume`), held back
+//! until the client has read enough of the replies; closing after the last
+//! reply is written (`close_after_write`).
+//!
+//! Bounds: the read buffer never grows past one request (the largest item plus
+//! its command line, or the longest `get` line); replies stop being produced
+//! once `max_output` bytes wait for the client (back-pressure); idle buffers
+//! shrink back to their initial size.
+
+use std::io::{self, Read, Write};
+use std::sync::Arc;
+
+use strata_protocol::text::{self, Parse};
+
+use crate::dispatch::{self, Outcome};
+use crate::listen::Stream;
+use crate::ConnInfo;
+
+const INITIAL_BUF: usize = 16 * 1024;
+
+/// What the worker should do with the connection after servicing it.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum Status {
+    Open { more: bool },
+    Close,
+}
+
+pub(crate) struct Conn {
+    pub stream: Stream,
+    pub info: Arc<ConnInfo>,
+    /// Read buffer: bytes `[rpos, filled)` are unparsed. Its length is its
+    /// capacity, zeroed once, so reads never re-initialise memory.
+    rbuf: Vec<u8>,
+    rpos: usize,
+    filled: usize,
+    /// Replies not yet written: `out[opos..]`.
+    out: Vec<u8>,
+    opos: usize,
+    swallow: usize,
+    resume: Option<usize>,
+    close_after_write: bool,
+    eof: bool,
+}
+
+impl Conn {
+    pub fn new(stream: Stream, info: Arc<ConnInfo>) -> Conn {
+        Conn {
+            stream,
+            info,
+            rbuf: vec![0; INITIAL_BUF],
+            rpos: 0,
+            filled: 0,
+            out: Vec::with_capacity(INITIAL_BUF),
+            opos: 0,
+            swallow: 0,
+            resume: None,
+            close_after_write: false,
+            eof: false,
+        }
+    }
+
+    fn pending_out(&self) -> usize {
+        self.out.len() - self.opos
+    }
+
+    /// Writes as much pending output as the socket takes.
+    fn flush(&mut self) -> io::Result<()> {
+        while self.opos < self.out.len() {
+            match self.stream.write(&self.out[self.opos..]) {
+                Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
+                Ok(n) => self.opos += n,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(e),
+            }
+        }
+        if self.opos == self.out.len() {
+            self.out.clear();
+            self.opos = 0;
+            if self.out.capacity() > 4 * INITIAL_BUF * 16 {
+                self.out.shrink_to(INITIAL_BUF);
+            }
+        }
+        Ok(())
+    }
+
+    /// Room to read into, so that `want` unparsed bytes fit (0: any room):
+    /// compacts first, then grows up to `limit` bytes.
+    fn make_room(&mut self, want: usize, limit: usize) -> bool {
+        if self.rpos == self.filled {
+            self.rpos = 0;
+            self.filled = 0;
+        }
+        if self.rpos > 0 && (self.filled == self.rbuf.len() || self.rpos + want > self.rbuf.len()) {
+            self.rbuf.copy_within(self.rpos..self.filled, 0);
+            self.filled -= self.rpos;
+            self.rpos = 0;
+        }
+        let grow = if self.filled == self.rbuf.len() { self.rbuf.len() * 2 } else { 0 };
+        let target = want.max(grow).min(limit);
+        if target > self.rbuf.len() {
+            self.rbuf.resize(target, 0);
+        }
+        self.filled < self.rbuf.len()
+    }
+
+    /// Reads until the socket would block or the buffer is at its limit.
+    /// Returns whether the socket was drained (false: more may be waiting).
+    fn fill(&mut self, want: usize, limit: usize) -> io::Result<bool> {
+        loop {
+            if !self.make_room(want, limit) {
+                return Ok(false);
+            }
+            match self.stream.read(&mut self.rbuf[self.filled..]) {
+                Ok(0) => {
+                    self.eof = true;
+                    return Ok(true);
+                }
+                Ok(n) => {
+                    self.filled += n;
+                    if self.filled < self.rbuf.len() {
+                        // A short read usually means the socket is empty; the
+                        // next readiness event (edge-triggered) tells us if not.
+                        continue;
+                    }
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(true),
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(e),
+            }
+        }
+    }
+
+    /// Serves the connection after a readiness event (or leftover work).
+    pub fn service(&mut self, ctx: &mut dispatch::Ctx<'_>) -> Status {
+        let cfg = &ctx.shared.cfg;
+        let limit = (cfg.item_size_max + text::MAX_COMMAND_LINE + 2).max(cfg.max_get_line) + INITIAL_BUF;
+        let max_output = cfg.max_output;
+        let reqs_per_event = cfg.reqs_per_event.max(1);
+        let pconfig = ctx.parse_config();
+
+        if self.flush().is_err() {
+            return Status::Close;
+        }
+        if self.pending_out() >= max_output {
+            return Status::Open { more: false };
+        }
+        let mut drained = true;
+        let mut need = 0;
+        let mut served = 0;
+        let mut stalled = false;
+        loop {
+            if self.swallow > 0 {
+                let n = self.swallow.min(self.filled - self.rpos);
+                self.rpos += n;
+                self.swallow -= n;
+            }
+            if self.swallow == 0 && self.rpos < self.filled {
+                if served >= reqs_per_event {
+                    stalled = true;
+                    break;
+                }
+                if self.pending_out() >= max_output {
+                    break;
+                }
+                match text::parse(&self.rbuf[self.rpos..self.filled], &pconfig) {
+                    Parse::Done { request, consumed } => {
+                        served += 1;
+                        match dispatch::execute(ctx, request, &mut self.out, self.resume.take()) {
+                            Outcome::Continue => self.rpos += consumed,
+                            Outcome::Resume(at) => {
+                                // Part of a multi-get is out; the rest waits
+                                // until the client has read some replies.
+                                self.resume = Some(at);
+                                break;
+                            }
+                            Outcome::Swallow(n) => {
+                                self.rpos += consumed;
+                                self.swallow = n;
+                            }
+                            Outcome::CloseAfterWrite => {
+                                self.rpos += consumed;
+                                self.close_after_write = true;
+                                break;
+                            }
+                        }
+                        continue;
+                    }
+                    Parse::Incomplete { need: n } => need = n,
+                    Parse::Close => return Status::Close,
+                }
+            }
+            // Everything buffered is used up: read more.
+            if self.eof || !drained {
+                break;
+            }
+            let before = self.filled;
+            match self.fill(need, limit) {
+                Ok(d) => drained = d,
+                Err(_) => return Status::Close,
+            }
+            if self.filled == before {
+                break;
+            }
+            need = 0;
+        }
+        if self.flush().is_err() {
+            return Status::Close;
+        }
+        ctx.touch_conn(&self.info, self.state());
+        if self.close_after_write && self.pending_out() == 0 {
+            return Status::Close;
+        }
+        if self.eof && !self.close_after_write && self.pending_out() == 0 {
+            return Status::Close;
+        }
+        if self.rpos == self.filled && self.rbuf.len() > INITIAL_BUF * 4 {
+            self.rbuf = vec![0; INITIAL_BUF];
+            self.rpos = 0;
+            self.filled = 0;
+        }
+        let more = (stalled || !drained) && self.pending_out() < max_output;
+        Status::Open { more }
+    }
+
+    fn state(&self) -> u32 {
+        if self.swallow > 0 {
+            2
+        } else if self.rpos < self.filled {
+            1
+        } else {
+            0
+        }
+    }
+}

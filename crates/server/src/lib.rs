@@ -1,0 +1,203 @@
+//! The network side of strata: listeners, worker event loops, connections,
+//! request dispatch, `stats`, signals and graceful shutdown.
+//!
+//! Owns sockets and threads; owns no cached data (that is `strata-store`) and
+//! no wire syntax (that is `strata-protocol`). One acceptor thread hands new
+//! connections round-robin to `-t` worker threads; each worker runs its own
+//! `mio` event loop over its own connections and executes requests itself
+//! against its [`strata_store::Worker`] handle — no request crosses threads.
+
+pub mod config;
+mod conn;
+mod dispatch;
+mod listen;
+mod stats;
+mod worker;
+
+use std::collections::BTreeMap;
+use std::io;
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering::*};
+use std::sync::{mpsc, Arc};
+use std::time::{Duration, Instant};
+
+use mio::{Events, Interest, Poll, Token, Waker};
+use parking_lot::Mutex;
+use signal_hook::consts::{SIGINT, SIGTERM};
+use signal_hook_mio::v1_0::Signals;
+use strata_store::Store;
+
+pub use config::ServerConfig;
+
+/// Errors that stop the server from starting or running.
+#[derive(Debug, thiserror::Error)]
+pub enum ServerError {
+    #[error("cannot listen on {addr}: {source}")]
+    Listen { addr: String, source: io::Error },
+    #[error("invalid listen address {0:?}")]
+    BadAddress(String),
+    #[error("i/o error: {0}")]
+    Io(#[from] io::Error),
+}
+
+/// A connection's entry in `stats conns`.
+#[derive(Debug)]
+pub(crate) struct ConnInfo {
+    pub fd: i32,
+    pub addr: String,
+    pub listen_addr: String,
+    pub last_cmd: AtomicU32,
+    pub state: AtomicU32,
+}
+
+/// State every thread shares.
+pub(crate) struct Shared {
+    pub cfg: ServerConfig,
+    pub store: Arc<Store>,
+    pub shutdown: AtomicBool,
+    pub curr_conns: AtomicUsize,
+    pub total_conns: AtomicU64,
+    pub rejected_conns: AtomicU64,
+    pub verbosity: AtomicU32,
+    pub started: Instant,
+    pub workers: Vec<Arc<stats::WorkerStats>>,
+    pub conns: Mutex<BTreeMap<u64, Arc<ConnInfo>>>,
+    pub listeners: Vec<(i32, String)>,
+    pub acceptor: Arc<Waker>,
+}
+
+const LISTENER_BASE: usize = 0;
+const SIGNALS: Token = Token(usize::MAX - 1);
+const ACCEPTOR_WAKE: Token = Token(usize::MAX - 2);
+
+/// Runs the server until SIGTERM, SIGINT or `shutdown`. Returns once every
+/// connection is closed and every thread has stopped.
+pub fn run(cfg: ServerConfig, store: Arc<Store>) -> Result<(), ServerError> {
+    let mut listeners = listen::bind(&cfg)?;
+    let mut poll = Poll::new()?;
+    for (i, l) in listeners.iter_mut().enumerate() {
+        poll.registry().register(l, Token(LISTENER_BASE + i), Interest::READABLE)?;
+        tracing::info!(addr = %l.name(), "listening");
+    }
+    let mut signals = Signals::new([SIGTERM, SIGINT])?;
+    poll.registry().register(&mut signals, SIGNALS, Interest::READABLE)?;
+    let acceptor = Arc::new(Waker::new(poll.registry(), ACCEPTOR_WAKE)?);
+
+    let threads = cfg.threads.max(1);
+    let workers_stats: Vec<_> = (0..threads).map(|_| Arc::new(stats::WorkerStats::default())).collect();
+    let shared = Arc::new(Shared {
+        verbosity: AtomicU32::new(cfg.verbosity),
+        listeners: listeners.iter().map(|l| (l.fd(), l.name())).collect(),
+        cfg,
+        store,
+        shutdown: AtomicBool::new(false),
+        curr_conns: AtomicUsize::new(0),
+        total_conns: AtomicU64::new(0),
+        rejected_conns: AtomicU64::new(0),
+        started: Instant::now(),
+        workers: workers_stats,
+        conns: Mutex::new(BTreeMap::new()),
+        acceptor,
+    });
+
+    let mut handles = Vec::new();
+    let mut workers = Vec::new();
+    for i in 0..threads {
+        let (tx, rx) = mpsc::channel();
+        let wpoll = Poll::new()?;
+        let waker = Arc::new(Waker::new(wpoll.registry(), worker::WAKE)?);
+        let sh = shared.clone();
+        let stats = shared.workers[i].clone();
+        handles.push(
+            std::thread::Builder::new()
+                .name(format!("worker-{i}"))
+                .spawn(move || worker::run(sh, stats, wpoll, rx))?,
+        );
+        workers.push((tx, waker));
+    }
+
+    let ticker = {
+        let sh = shared.clone();
+        std::thread::Builder::new().name("clock".into()).spawn(move || {
+            while !sh.shutdown.load(Relaxed) {
+                sh.store.clock().tick();
+                std::thread::park_timeout(Duration::from_millis(100));
+            }
+        })?
+    };
+
+    let mut events = Events::with_capacity(256);
+    let mut next = 0usize;
+    let mut next_id = 0u64;
+    while !shared.shutdown.load(Relaxed) {
+        if let Err(e) = poll.poll(&mut events, None) {
+            if e.kind() == io::ErrorKind::Interrupted {
+                continue;
+            }
+            return Err(e.into());
+        }
+        for ev in events.iter() {
+            match ev.token() {
+                SIGNALS => {
+                    for sig in signals.pending() {
+                        tracing::info!(signal = sig, "shutting down");
+                        shared.shutdown.store(true, Relaxed);
+                    }
+                }
+                ACCEPTOR_WAKE => {}
+                Token(i) => {
+                    let Some(l) = listeners.get_mut(i - LISTENER_BASE) else { continue };
+                    loop {
+                        match l.accept() {
+                            Ok(mut stream) => {
+                                if shared.curr_conns.load(Relaxed) >= shared.cfg.max_conns {
+                                    shared.rejected_conns.fetch_add(1, Relaxed);
+                                    stream.reject(strata_protocol::reply::text::TOO_MANY_CONNECTIONS);
+                                    continue;
+                                }
+                                shared.curr_conns.fetch_add(1, Relaxed);
+                                shared.total_conns.fetch_add(1, Relaxed);
+                                next_id += 1;
+                                let info = Arc::new(ConnInfo {
+                                    fd: stream.fd(),
+                                    addr: stream.peer_name(),
+                                    listen_addr: l.name(),
+                                    last_cmd: AtomicU32::new(shared.store.clock().now()),
+                                    state: AtomicU32::new(0),
+                                });
+                                shared.conns.lock().insert(next_id, info.clone());
+                                let (tx, waker) = &workers[next % workers.len()];
+                                next += 1;
+                                if tx.send(worker::NewConn { id: next_id, stream, info }).is_ok() {
+                                    let _ = waker.wake();
+                                }
+                            }
+                            Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                            Err(e) => {
+                                // Out of descriptors and the like: log and keep serving.
+                                tracing::warn!(error = %e, "accept failed");
+                                break;
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    shared.shutdown.store(true, Relaxed);
+    for (_, waker) in &workers {
+        let _ = waker.wake();
+    }
+    for h in handles {
+        let _ = h.join();
+    }
+    ticker.thread().unpark();
+    let _ = ticker.join();
+    drop(listeners);
+    if let Some(path) = &shared.cfg.unix_socket {
+        let _ = std::fs::remove_file(path);
+    }
+    tracing::info!("stopped");
+    Ok(())
+}

@@ -1,0 +1,111 @@
+//! A worker thread: one `mio` event loop over the connections handed to it.
+//!
+//! Each wake-up services every ready connection once; a connection that still
+//! has work (it hit `-R` requests, or its read buffer limit) is queued and
+//! serviced again on the next turn without blocking, so one busy client cannot
+//! starve the others.
+
+use std::io;
+use std::sync::atomic::Ordering::Relaxed;
+use std::sync::{mpsc, Arc};
+
+use mio::{Events, Interest, Poll, Token};
+
+use crate::conn::{Conn, Status};
+use crate::dispatch::Ctx;
+use crate::listen::Stream;
+use crate::stats::WorkerStats;
+use crate::{ConnInfo, Shared};
+
+pub(crate) const WAKE: Token = Token(usize::MAX);
+
+/// A connection handed over by the acceptor.
+pub(crate) struct NewConn {
+    pub id: u64,
+    pub stream: Stream,
+    pub info: Arc<ConnInfo>,
+}
+
+struct Slot {
+    id: u64,
+    conn: Conn,
+    queued: bool,
+}
+
+pub(crate) fn run(shared: Arc<Shared>, stats: Arc<WorkerStats>, mut poll: Poll, rx: mpsc::Receiver<NewConn>) {
+    let mut store = shared.store.worker();
+    let mut slots: Vec<Option<Slot>> = Vec::new();
+    let mut free: Vec<usize> = Vec::new();
+    let mut events = Events::with_capacity(1024);
+    let mut ready: Vec<usize> = Vec::new();
+    let mut again: Vec<usize> = Vec::new();
+
+    while !shared.shutdown.load(Relaxed) {
+        let timeout = if again.is_empty() { None } else { Some(std::time::Duration::ZERO) };
+        if let Err(e) = poll.poll(&mut events, timeout) {
+            if e.kind() == io::ErrorKind::Interrupted {
+                continue;
+            }
+            tracing::error!(error = %e, "worker poll failed");
+            break;
+        }
+        ready.clear();
+        ready.append(&mut again);
+        for ev in events.iter() {
+            if ev.token() == WAKE {
+                while let Ok(nc) = rx.try_recv() {
+                    let i = free.pop().unwrap_or_else(|| {
+                        slots.push(None);
+                        slots.len() - 1
+                    });
+                    let mut conn = Conn::new(nc.stream, nc.info);
+                    let interest = Interest::READABLE | Interest::WRITABLE;
+                    if poll.registry().register(&mut conn.stream, Token(i), interest).is_err() {
+                        close(&shared, nc.id);
+                        free.push(i);
+                        continue;
+                    }
+                    slots[i] = Some(Slot { id: nc.id, conn, queued: true });
+                    ready.push(i);
+                }
+            } else {
+                let i = ev.token().0;
+                if let Some(Some(s)) = slots.get_mut(i) {
+                    if !s.queued {
+                        s.queued = true;
+                        ready.push(i);
+                    }
+                }
+            }
+        }
+        for &i in &ready {
+            let Some(Some(slot)) = slots.get_mut(i) else { continue };
+            slot.queued = false;
+            let mut ctx = Ctx { shared: &shared, store: &mut store, stats: &stats };
+            match slot.conn.service(&mut ctx) {
+                Status::Open { more } => {
+                    if more {
+                        slot.queued = true;
+                        again.push(i);
+                    }
+                }
+                Status::Close => {
+                    if let Some(mut s) = slots[i].take() {
+                        let _ = poll.registry().deregister(&mut s.conn.stream);
+                        close(&shared, s.id);
+                    }
+                    free.push(i);
+                }
+            }
+        }
+    }
+    for mut s in slots.into_iter().flatten() {
+        let _ = poll.registry().deregister(&mut s.conn.stream);
+        close(&shared, s.id);
+    }
+}
+
+fn close(shared: &Shared, id: u64) {
+    shared.conns.lock().remove(&id);
+    shared.curr_conns.fetch_sub(1, Relaxed);
+}

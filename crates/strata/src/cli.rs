@@ -1,0 +1,224 @@
+//! memcached-compatible command-line flags (short and long forms, same
+//! meanings and defaults where they make sense), turned into the store's and
+//! the server's configuration. Anything unknown or invalid is an error.
+
+use std::path::PathBuf;
+
+use clap::{ArgAction, Parser};
+use strata_server::ServerConfig;
+use strata_store::Config as StoreConfig;
+
+/// Strata: a memcached-compatible cache server.
+#[derive(Debug, Parser)]
+#[command(name = "strata", version, disable_version_flag = true, about)]
+pub struct Args {
+    /// TCP port to listen on
+    #[arg(short = 'p', long = "port", default_value_t = 11211)]
+    port: u16,
+
+    /// UDP port: only 0 (off) is accepted; strata does not serve UDP
+    #[arg(short = 'U', long = "udp-port", default_value_t = 0)]
+    udp_port: u16,
+
+    /// Unix socket path to listen on (disables TCP)
+    #[arg(short = 's', long = "unix-socket")]
+    unix_socket: Option<PathBuf>,
+
+    /// Access mask for the unix socket, in octal
+    #[arg(short = 'a', long = "unix-mask", default_value = "0700")]
+    unix_mask: String,
+
+    /// Interfaces to listen on, comma separated (default 127.0.0.1)
+    #[arg(short = 'l', long = "listen", action = ArgAction::Append)]
+    listen: Vec<String>,
+
+    /// Item memory in megabytes
+    #[arg(short = 'm', long = "memory-limit", default_value_t = 64)]
+    memory_limit: usize,
+
+    /// Maximum simultaneous connections
+    #[arg(short = 'c', long = "conn-limit", default_value_t = 1024)]
+    conn_limit: usize,
+
+    /// Worker threads (default: number of cores)
+    #[arg(short = 't', long = "threads")]
+    threads: Option<usize>,
+
+    /// Largest item, e.g. 1m, 512k or bytes (min 1k, max 1g, at most half of -m)
+    #[arg(short = 'I', long = "max-item-size", default_value = "1m")]
+    max_item_size: String,
+
+    /// Disable CAS
+    #[arg(short = 'C', long = "disable-cas")]
+    disable_cas: bool,
+
+    /// Return an error on memory exhausted instead of evicting
+    #[arg(short = 'M', long = "disable-evictions")]
+    disable_evictions: bool,
+
+    /// Enable the shutdown command
+    #[arg(short = 'A', long = "enable-shutdown")]
+    enable_shutdown: bool,
+
+    /// Disable flush_all
+    #[arg(short = 'F', long = "disable-flush-all")]
+    disable_flush_all: bool,
+
+    /// Requests served per connection before turning to others
+    #[arg(short = 'R', long = "max-reqs-per-event", default_value_t = 20)]
+    max_reqs_per_event: usize,
+
+    /// Listen backlog
+    #[arg(short = 'b', long = "listen-backlog", default_value_t = 1024)]
+    listen_backlog: i32,
+
+    /// Verbose logging (-vv for more)
+    #[arg(short = 'v', long = "verbose", action = ArgAction::Count)]
+    pub verbose: u8,
+
+    /// Extended options, comma separated: hashpower=N, max_get_line=BYTES
+    #[arg(short = 'o', long = "extended", action = ArgAction::Append)]
+    extended: Vec<String>,
+
+    /// Print version and exit
+    #[arg(short = 'V', long = "version", action = ArgAction::Version)]
+    version: Option<bool>,
+
+    /// Enable the debug_advance_clock command (for tests only)
+    #[arg(long = "enable-debug-clock", hide = true)]
+    enable_debug_clock: bool,
+}
+
+/// memcached's -I syntax: a number with an optional k/m/g suffix.
+fn parse_size(s: &str) -> Result<usize, String> {
+    let bad = || format!("invalid item size {s:?} (use e.g. 1m, 512k or a byte count)");
+    let (num, mult) = match s.chars().last() {
+        Some('k' | 'K') => (&s[..s.len() - 1], 1 << 10),
+        Some('m' | 'M') => (&s[..s.len() - 1], 1 << 20),
+        Some('g' | 'G') => (&s[..s.len() - 1], 1 << 30),
+        _ => (s, 1),
+    };
+    num.parse::<usize>().ok().and_then(|n| n.checked_mul(mult)).ok_or_else(bad)
+}
+
+impl Args {
+    pub fn into_configs(self) -> Result<(StoreConfig, ServerConfig), String> {
+        if self.udp_port != 0 {
+            return Err(format!(
+                "UDP is not offered (-U {}); strata serves TCP and unix sockets only. Use -U 0.",
+                self.udp_port
+            ));
+        }
+        let item_size_max = parse_size(&self.max_item_size)?;
+        if item_size_max < 1024 {
+            return Err("item size limit (-I) cannot be less than 1024 bytes".into());
+        }
+        if item_size_max > 1 << 30 {
+            return Err("item size limit (-I) cannot be more than 1 gigabyte".into());
+        }
+        if self.memory_limit == 0 {
+            return Err("memory limit (-m) must be at least 1 megabyte".into());
+        }
+        let memory_limit = self.memory_limit.checked_mul(1 << 20).ok_or("memory limit (-m) too large")?;
+        if item_size_max > memory_limit / 2 {
+            return Err("item size limit (-I) cannot be more than half of the memory limit (-m)".into());
+        }
+        let unix_mask = u32::from_str_radix(&self.unix_mask, 8)
+            .ok()
+            .filter(|m| *m <= 0o777)
+            .ok_or_else(|| format!("invalid unix socket mask {:?} (octal, e.g. 0700)", self.unix_mask))?;
+        if self.conn_limit == 0 {
+            return Err("connection limit (-c) must be at least 1".into());
+        }
+        let threads = match self.threads {
+            Some(0) => return Err("threads (-t) must be at least 1".into()),
+            Some(t) => t,
+            None => std::thread::available_parallelism().map_or(4, |n| n.get()),
+        };
+        let mut hash_power = 0;
+        let mut max_get_line = 1 << 20;
+        for opt in self.extended.iter().flat_map(|o| o.split(',')).filter(|o| !o.is_empty()) {
+            let (k, v) = opt.split_once('=').unwrap_or((opt, ""));
+            match k {
+                "hashpower" => {
+                    hash_power = v
+                        .parse::<u32>()
+                        .ok()
+                        .filter(|p| (12..=32).contains(p))
+                        .ok_or_else(|| format!("invalid hashpower {v:?} (12 to 32)"))?
+                }
+                "max_get_line" => {
+                    max_get_line = v
+                        .parse::<usize>()
+                        .ok()
+                        .filter(|n| *n >= 2048)
+                        .ok_or_else(|| format!("invalid max_get_line {v:?} (at least 2048)"))?
+                }
+                _ => return Err(format!("unknown extended option {k:?} (-o)")),
+            }
+        }
+        let store = StoreConfig {
+            memory_limit,
+            item_size_max,
+            segment_size: 0,
+            evictions: !self.disable_evictions,
+            cas: !self.disable_cas,
+            hash_power,
+        };
+        let listen = if self.listen.is_empty() { vec!["127.0.0.1".to_string()] } else { self.listen };
+        let server = ServerConfig {
+            port: self.port,
+            listen,
+            unix_socket: self.unix_socket,
+            unix_mask,
+            max_conns: self.conn_limit,
+            threads,
+            backlog: self.listen_backlog,
+            reqs_per_event: self.max_reqs_per_event.max(1),
+            shutdown_enabled: self.enable_shutdown,
+            flush_enabled: !self.disable_flush_all,
+            verbosity: u32::from(self.verbose),
+            item_size_max,
+            max_get_line,
+            max_output: 1 << 20,
+            debug_clock: self.enable_debug_clock,
+        };
+        Ok((store, server))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(args: &[&str]) -> Result<(StoreConfig, ServerConfig), String> {
+        let mut v = vec!["strata"];
+        v.extend_from_slice(args);
+        Args::try_parse_from(v).map_err(|e| e.to_string())?.into_configs()
+    }
+
+    #[test]
+    fn memcached_flags_map_onto_configs() {
+        let (st, sv) = parse(&["-p", "1234", "-m", "128", "-I", "2m", "-C", "-M", "-A", "-F", "-c", "7", "-t", "3", "-l", "127.0.0.1,::1"])
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!((sv.port, st.memory_limit, st.item_size_max), (1234, 128 << 20, 2 << 20));
+        assert!(!st.cas && !st.evictions && sv.shutdown_enabled && !sv.flush_enabled);
+        assert_eq!((sv.max_conns, sv.threads), (7, 3));
+        let (_, sv) = parse(&["--port=99", "--listen=0.0.0.0"]).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!((sv.port, sv.listen.as_slice()), (99, &["0.0.0.0".to_string()][..]));
+    }
+
+    #[test]
+    fn sizes_and_limits() {
+        assert_eq!(parse_size("512k"), Ok(512 << 10));
+        assert_eq!(parse_size("1048576"), Ok(1 << 20));
+        assert!(parse_size("12x").is_err());
+        assert!(parse(&["-I", "100"]).is_err());
+        assert!(parse(&["-m", "1", "-I", "1m"]).is_err());
+        assert!(parse(&["-U", "11211"]).is_err());
+        assert!(parse(&["-U", "0"]).is_ok());
+        assert!(parse(&["-a", "999"]).is_err());
+        assert!(parse(&["-o", "nonsense"]).is_err());
+        assert!(parse(&["--bogus"]).is_err());
+    }
+}

@@ -1,0 +1,47 @@
+//! `strata`: the server binary. Parses memcached's command-line flags, sets
+//! up logging, builds the store and runs the server until a signal or
+//! `shutdown`. Owns no protocol or storage logic.
+
+mod cli;
+
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use clap::Parser;
+
+fn main() -> ExitCode {
+    let args = cli::Args::parse();
+    let level = match args.verbose {
+        0 => "info",
+        1 => "debug",
+        _ => "trace",
+    };
+    tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| level.into()))
+        .with_writer(std::io::stderr)
+        .with_target(false)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+        .init();
+    let (store_cfg, server_cfg) = match args.into_configs() {
+        Ok(c) => c,
+        Err(msg) => {
+            eprintln!("strata: {msg}");
+            return ExitCode::from(64);
+        }
+    };
+    let clock = Arc::new(strata_store::Clock::system());
+    let store = match strata_store::Store::new(store_cfg, clock) {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("strata: {e}");
+            return ExitCode::from(64);
+        }
+    };
+    match strata_server::run(server_cfg, store) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("strata: {e}");
+            ExitCode::from(71)
+        }
+    }
+}
