@@ -12,8 +12,7 @@ pub mod text {
     pub const OK: &[u8] = b"OK\r\n";
     pub const RESET: &[u8] = b"RESET\r\n";
     pub const ERROR: &[u8] = b"ERROR\r\n";
-    pub const NON_NUMERIC: &[u8] =
-        b"CLIENT_ERROR cannot increment or decrement non-numeric value\r\n";
+    pub const NON_NUMERIC: &[u8] = b"CLIENT_ERROR cannot increment or decrement non-numeric value\r\n";
     pub const OUT_OF_MEMORY_STORING: &[u8] = b"SERVER_ERROR out of memory storing object\r\n";
     pub const OUT_OF_MEMORY: &[u8] = b"SERVER_ERROR out of memory\r\n";
     pub const TOO_LARGE: &[u8] = b"SERVER_ERROR object too large for cache\r\n";

@@ -53,7 +53,7 @@ impl Default for ServerConfig {
             verbosity: 0,
             item_size_max: 1 << 20,
             max_get_line: 1 << 20,
-            max_output: 1 << 20,
+            max_output: 256 << 10,
             debug_clock: false,
         }
     }

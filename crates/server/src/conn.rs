@@ -45,6 +45,11 @@ pub(crate) struct Conn {
     resume: Option<usize>,
     close_after_write: bool,
     eof: bool,
+    /// The buffered bytes hold no complete request: a full buffer must grow.
+    stuck: bool,
+    /// Traffic since the last `service` reported it to the worker's stats.
+    pub bytes_read: u64,
+    pub bytes_written: u64,
 }
 
 impl Conn {
@@ -61,6 +66,9 @@ impl Conn {
             resume: None,
             close_after_write: false,
             eof: false,
+            stuck: false,
+            bytes_read: 0,
+            bytes_written: 0,
         }
     }
 
@@ -73,7 +81,10 @@ impl Conn {
         while self.opos < self.out.len() {
             match self.stream.write(&self.out[self.opos..]) {
                 Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
-                Ok(n) => self.opos += n,
+                Ok(n) => {
+                    self.opos += n;
+                    self.bytes_written += n as u64;
+                }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                 Err(e) => return Err(e),
@@ -82,15 +93,18 @@ impl Conn {
         if self.opos == self.out.len() {
             self.out.clear();
             self.opos = 0;
-            if self.out.capacity() > 4 * INITIAL_BUF * 16 {
+            if self.out.capacity() > 4 * INITIAL_BUF {
                 self.out.shrink_to(INITIAL_BUF);
             }
         }
         Ok(())
     }
 
-    /// Room to read into, so that `want` unparsed bytes fit (0: any room):
-    /// compacts first, then grows up to `limit` bytes.
+    /// Room to read into, so that `want` unparsed bytes fit (0: any room).
+    /// Compacts first; grows (up to `limit`) only when one incomplete request
+    /// needs more room than the buffer has — a buffer full of complete
+    /// requests is served, not grown, which keeps pipelining clients at the
+    /// initial buffer size.
     fn make_room(&mut self, want: usize, limit: usize) -> bool {
         if self.rpos == self.filled {
             self.rpos = 0;
@@ -101,8 +115,14 @@ impl Conn {
             self.filled -= self.rpos;
             self.rpos = 0;
         }
-        let grow = if self.filled == self.rbuf.len() { self.rbuf.len() * 2 } else { 0 };
-        let target = want.max(grow).min(limit);
+        let target = if want > self.rbuf.len() {
+            want
+        } else if self.filled == self.rbuf.len() && self.stuck {
+            self.rbuf.len() * 2
+        } else {
+            0
+        };
+        let target = target.min(limit);
         if target > self.rbuf.len() {
             self.rbuf.resize(target, 0);
         }
@@ -123,6 +143,7 @@ impl Conn {
                 }
                 Ok(n) => {
                     self.filled += n;
+                    self.bytes_read += n as u64;
                     if self.filled < self.rbuf.len() {
                         // A short read usually means the socket is empty; the
                         // next readiness event (edge-triggered) tells us if not.
@@ -153,6 +174,9 @@ impl Conn {
         let mut drained = true;
         let mut need = 0;
         let mut served = 0;
+        // Stopped with work left: the request budget ran out, or replies
+        // piled up (back-pressure). Either way nothing new may arrive to wake
+        // us (readiness is edge-triggered), so the worker must come back.
         let mut stalled = false;
         loop {
             if self.swallow > 0 {
@@ -166,17 +190,20 @@ impl Conn {
                     break;
                 }
                 if self.pending_out() >= max_output {
+                    stalled = true;
                     break;
                 }
                 match text::parse(&self.rbuf[self.rpos..self.filled], &pconfig) {
                     Parse::Done { request, consumed } => {
                         served += 1;
+                        self.stuck = false;
                         match dispatch::execute(ctx, request, &mut self.out, self.resume.take()) {
                             Outcome::Continue => self.rpos += consumed,
                             Outcome::Resume(at) => {
                                 // Part of a multi-get is out; the rest waits
                                 // until the client has read some replies.
                                 self.resume = Some(at);
+                                stalled = true;
                                 break;
                             }
                             Outcome::Swallow(n) => {
@@ -191,7 +218,10 @@ impl Conn {
                         }
                         continue;
                     }
-                    Parse::Incomplete { need: n } => need = n,
+                    Parse::Incomplete { need: n } => {
+                        need = n;
+                        self.stuck = true;
+                    }
                     Parse::Close => return Status::Close,
                 }
             }
@@ -213,6 +243,7 @@ impl Conn {
             return Status::Close;
         }
         ctx.touch_conn(&self.info, self.state());
+        ctx.count_traffic(std::mem::take(&mut self.bytes_read), std::mem::take(&mut self.bytes_written));
         if self.close_after_write && self.pending_out() == 0 {
             return Status::Close;
         }
@@ -224,6 +255,8 @@ impl Conn {
             self.rpos = 0;
             self.filled = 0;
         }
+        // With replies still queued the socket is full: its writable edge
+        // will wake us. Otherwise come back if work was left.
         let more = (stalled || !drained) && self.pending_out() < max_output;
         Status::Open { more }
     }

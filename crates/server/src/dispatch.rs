@@ -28,6 +28,12 @@ impl Ctx<'_> {
         }
     }
 
+    pub fn count_traffic(&self, read: u64, written: u64) {
+        let s = self.stats;
+        s.bytes_read.store(s.bytes_read.load(Relaxed) + read, Relaxed);
+        s.bytes_written.store(s.bytes_written.load(Relaxed) + written, Relaxed);
+    }
+
     pub fn touch_conn(&self, info: &ConnInfo, state: u32) {
         info.last_cmd.store(self.shared.store.clock().now(), Relaxed);
         info.state.store(state, Relaxed);
@@ -75,6 +81,7 @@ pub(crate) fn execute(ctx: &mut Ctx<'_>, req: Request<'_>, out: &mut Vec<u8>, re
         Command::Get { keys, cas, touch } => {
             let expiry = touch.map(|t| clock.expiry(i64::from(t)));
             let mut pos = resume.unwrap_or(0);
+            let start = out.len();
             let max_output = ctx.shared.cfg.max_output;
             loop {
                 if out.len() >= max_output && pos > 0 {
@@ -86,6 +93,9 @@ pub(crate) fn execute(ctx: &mut Ctx<'_>, req: Request<'_>, out: &mut Vec<u8>, re
                         break;
                     }
                     Some((Key::TooLong, _)) => {
+                        // memcached drops the values it had gathered for this
+                        // command and sends only the error.
+                        out.truncate(start);
                         out.extend_from_slice(b"CLIENT_ERROR bad command line format\r\n");
                         break;
                     }
@@ -93,9 +103,15 @@ pub(crate) fn execute(ctx: &mut Ctx<'_>, req: Request<'_>, out: &mut Vec<u8>, re
                         pos = next;
                         let hit = match expiry {
                             Some(e) => {
+                                // Reply with the item as found, then apply the
+                                // new expiry (gat -1 returns it one last time).
                                 inc(&s.cmd_touch);
-                                matches!(ctx.store.touch(key, e), Ok(true))
-                                    && ctx.store.get(key, |it| write_value(out, it, cas)).is_some()
+                                let hit = ctx.store.get(key, |it| write_value(out, it, cas)).is_some();
+                                if hit {
+                                    // Out of memory for a rewrite leaves the old expiry.
+                                    let _ = ctx.store.touch(key, e);
+                                }
+                                hit
                             }
                             None => {
                                 inc(&s.cmd_get);
@@ -136,9 +152,8 @@ pub(crate) fn execute(ctx: &mut Ctx<'_>, req: Request<'_>, out: &mut Vec<u8>, re
                     reply(out, r::TOO_LARGE)
                 }
                 Err(_) => {
-                    // memcached shows out-of-memory even with noreply.
                     inc(&s.store_no_memory);
-                    out.extend_from_slice(r::OUT_OF_MEMORY_STORING);
+                    reply(out, r::OUT_OF_MEMORY_STORING);
                 }
             }
         }
@@ -175,7 +190,7 @@ pub(crate) fn execute(ctx: &mut Ctx<'_>, req: Request<'_>, out: &mut Vec<u8>, re
                     reply(out, r::NOT_FOUND)
                 }
                 Ok(ArithOutcome::NonNumeric) => reply(out, r::NON_NUMERIC),
-                Err(_) => out.extend_from_slice(r::OUT_OF_MEMORY),
+                Err(_) => reply(out, r::OUT_OF_MEMORY),
             }
         }
         Command::Touch { key, exptime } => {
@@ -189,7 +204,7 @@ pub(crate) fn execute(ctx: &mut Ctx<'_>, req: Request<'_>, out: &mut Vec<u8>, re
                     inc(&s.touch_misses);
                     reply(out, r::NOT_FOUND)
                 }
-                Err(_) => out.extend_from_slice(r::OUT_OF_MEMORY),
+                Err(_) => reply(out, r::OUT_OF_MEMORY),
             }
         }
         Command::FlushAll { delay } => {
@@ -207,8 +222,21 @@ pub(crate) fn execute(ctx: &mut Ctx<'_>, req: Request<'_>, out: &mut Vec<u8>, re
             out.extend_from_slice(stats::VERSION.as_bytes());
             out.extend_from_slice(b"\r\n");
         }
-        Command::Verbosity => {
+        Command::Verbosity { level } => {
+            ctx.shared.verbosity.store(level.min(2), Relaxed);
             reply(out, r::OK);
+        }
+        Command::CacheMemlimit { megabytes } => {
+            let msg: &[u8] = if megabytes < 8 {
+                b"MEMLIMIT_TOO_SMALL cannot set maxbytes to less than 8m\r\n"
+            } else if megabytes > 1_000_000_000 {
+                b"MEMLIMIT_ADJUST_FAILED input value is megabytes not bytes\r\n"
+            } else if ctx.shared.store.set_memory_limit(megabytes as usize * (1 << 20)).is_ok() {
+                r::OK
+            } else {
+                b"MEMLIMIT_ADJUST_FAILED out of bounds or unable to adjust\r\n"
+            };
+            reply(out, msg);
         }
         Command::Quit => return Outcome::CloseAfterWrite,
         Command::Shutdown { mode } => {

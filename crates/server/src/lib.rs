@@ -108,9 +108,7 @@ pub fn run(cfg: ServerConfig, store: Arc<Store>) -> Result<(), ServerError> {
         let sh = shared.clone();
         let stats = shared.workers[i].clone();
         handles.push(
-            std::thread::Builder::new()
-                .name(format!("worker-{i}"))
-                .spawn(move || worker::run(sh, stats, wpoll, rx))?,
+            std::thread::Builder::new().name(format!("worker-{i}")).spawn(move || worker::run(sh, stats, wpoll, rx))?,
         );
         workers.push((tx, waker));
     }

@@ -39,6 +39,8 @@ pub(crate) struct WorkerStats {
     pub touch_misses: AtomicU64,
     pub store_too_large: AtomicU64,
     pub store_no_memory: AtomicU64,
+    pub bytes_read: AtomicU64,
+    pub bytes_written: AtomicU64,
 }
 
 macro_rules! fields {
@@ -62,6 +64,8 @@ macro_rules! fields {
         $m!(touch_misses);
         $m!(store_too_large);
         $m!(store_no_memory);
+        $m!(bytes_read);
+        $m!(bytes_written);
     };
 }
 
@@ -141,7 +145,7 @@ fn general(shared: &Shared, out: &mut Vec<u8>) {
     line!(get_hits);
     line!(get_misses);
     stat(out, "get_expired", st.get_expired);
-    stat(out, "get_flushed", 0);
+    stat(out, "get_flushed", st.get_flushed);
     line!(delete_misses);
     line!(delete_hits);
     line!(incr_misses);
@@ -155,6 +159,8 @@ fn general(shared: &Shared, out: &mut Vec<u8>) {
     line!(touch_misses);
     line!(store_too_large);
     line!(store_no_memory);
+    line!(bytes_read);
+    line!(bytes_written);
     stat(out, "limit_maxbytes", st.memory_limit);
     stat(out, "accepting_conns", 1);
     stat(out, "threads", shared.cfg.threads);
@@ -185,7 +191,7 @@ fn yes_no(b: bool) -> &'static str {
 fn settings(shared: &Shared, out: &mut Vec<u8>) {
     let c = &shared.cfg;
     let sc = shared.store.config();
-    stat(out, "maxbytes", sc.memory_limit);
+    stat(out, "maxbytes", shared.store.stats().memory_limit);
     stat(out, "maxconns", c.max_conns);
     stat(out, "tcpport", if c.unix_socket.is_some() { 0 } else { c.port });
     stat(out, "udpport", 0);

@@ -43,8 +43,10 @@ impl Arena {
             .checked_mul(nsegs as usize)
             .filter(|&s| s > 0)
             .ok_or(StoreError::BadConfig("memory limit too small for one segment"))?;
-        let layout =
-            Layout::from_size_align(size, 4096).map_err(|_| StoreError::BadConfig("memory limit too large"))?;
+        // Alignment 16 keeps this a plain calloc, which maps fresh zero pages
+        // lazily; a larger alignment makes the allocator memset everything,
+        // putting the whole limit in RSS at start.
+        let layout = Layout::from_size_align(size, 16).map_err(|_| StoreError::BadConfig("memory limit too large"))?;
         // SAFETY: `layout` has a non-zero size (checked above).
         let ptr = unsafe { alloc_zeroed(layout) };
         let base = NonNull::new(ptr).ok_or(StoreError::BadConfig("cannot reserve the memory limit"))?;

@@ -126,8 +126,37 @@ impl Stripe {
         self.bucket_mut(p.overflow, p.bucket)[p.slot as usize] = v;
     }
 
-    pub fn remove(&mut self, p: Pos) {
-        self.set(p, 0);
+    /// Removes the item at `p` from `b`'s chain. The chain's last item moves
+    /// into the hole and an overflow bucket left empty is unlinked and
+    /// recycled, so chains only ever hold what is live: churn cannot grow the
+    /// index. Invalidates other `Pos` values of this chain.
+    pub fn remove(&mut self, b: u32, p: Pos) {
+        // Walk to the tail: the last item slot of the chain, and the link to
+        // the tail's bucket (if it is an overflow bucket).
+        let (mut overflow, mut i) = (false, b);
+        let mut link_to_tail: Option<(bool, u32)> = None;
+        while let Some(next) = slot::link_target(self.bucket(overflow, i)[7]) {
+            link_to_tail = Some((overflow, i));
+            (overflow, i) = (true, next);
+        }
+        let tail = self.bucket(overflow, i);
+        let Some(last) = (0..8).rev().find(|&n| slot::is_item(tail[n])) else {
+            // Only possible for an empty main bucket; just clear the slot.
+            self.set(p, 0);
+            return;
+        };
+        let tail_pos = Pos { overflow, bucket: i, slot: last as u8 };
+        let moved = self.get(tail_pos);
+        self.set(tail_pos, 0);
+        if tail_pos != p {
+            self.set(p, moved);
+        }
+        if overflow && self.bucket(true, i).iter().all(|&s| s == 0) {
+            if let Some((lo, li)) = link_to_tail {
+                self.bucket_mut(lo, li)[7] = 0;
+            }
+            self.free_overflow.push(i);
+        }
     }
 
     /// Puts `v` in the first empty slot of `b`'s chain, growing the chain if full.
@@ -165,6 +194,11 @@ impl Stripe {
             self.overflow[i as usize] = [0; 8];
             return i;
         }
+        // Grow in small exact steps: doubling would leave up to half of the
+        // overflow memory allocated and unused in every stripe.
+        if self.overflow.len() == self.overflow.capacity() {
+            self.overflow.reserve_exact(4);
+        }
         self.overflow.push([0; 8]);
         (self.overflow.len() - 1) as u32
     }
@@ -184,8 +218,9 @@ impl Stripe {
         self.bytes = 0;
     }
 
+    /// Overflow buckets in use.
     pub fn overflow_buckets(&self) -> usize {
-        self.overflow.len()
+        self.overflow.len() - self.free_overflow.len()
     }
 }
 
@@ -212,7 +247,7 @@ impl Index {
     /// An index of `2^hash_power` buckets.
     pub fn new(hash_power: u32) -> Index {
         let nbuckets = 1u64 << hash_power;
-        let stripe_bits = hash_power.min(12);
+        let stripe_bits = hash_power.min(10);
         let per_stripe = (nbuckets >> stripe_bits) as usize;
         let stripes = (0..1u64 << stripe_bits)
             .map(|_| Padded(Mutex::new(Stripe { buckets: vec![[0; 8]; per_stripe], ..Stripe::default() })))
@@ -224,11 +259,7 @@ impl Index {
         let h = self.hasher.hash_one(key);
         let b = h & self.bucket_mask;
         let tag = ((h >> 52) as u16).max(1);
-        Loc {
-            stripe: (b & ((1 << self.stripe_bits) - 1)) as usize,
-            bucket: (b >> self.stripe_bits) as u32,
-            tag,
-        }
+        Loc { stripe: (b & ((1 << self.stripe_bits) - 1)) as usize, bucket: (b >> self.stripe_bits) as u32, tag }
     }
 
     pub fn lock(&self, stripe: usize) -> MutexGuard<'_, Stripe> {
@@ -273,13 +304,18 @@ mod tests {
             let (p, s) = st.find(0, |s| slot::seg(s) == i).unwrap_or_else(|| panic!("slot {i}"));
             assert_eq!(slot::off(s), i);
             if i % 2 == 0 {
-                st.remove(p);
+                st.remove(0, p);
             }
         }
         assert!(st.find(0, |s| slot::seg(s) == 2).is_none());
+        for i in (1..=40u32).filter(|i| i % 2 == 1) {
+            assert!(st.find(0, |s| slot::seg(s) == i).is_some(), "slot {i} lost by compaction");
+        }
+        assert!(st.overflow_buckets() <= 3, "empty overflow buckets are recycled");
         let mut seen = 0;
         st.drain(|_| seen += 1);
         assert_eq!(seen, 20);
+        assert_eq!(st.overflow_buckets(), 0);
         assert!(st.find(0, |_| true).is_none());
     }
 }

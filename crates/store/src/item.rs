@@ -87,8 +87,7 @@ impl Header {
 
     /// Offset of the expiry field, when present.
     pub fn expiry_at(&self) -> Option<usize> {
-        (self.bits & HAS_EXPIRY != 0)
-            .then(|| self.flags_at() + if self.bits & HAS_FLAGS != 0 { 4 } else { 0 })
+        (self.bits & HAS_EXPIRY != 0).then(|| self.flags_at() + if self.bits & HAS_FLAGS != 0 { 4 } else { 0 })
     }
 
     fn cas_at(&self) -> usize {
@@ -98,13 +97,13 @@ impl Header {
     }
 
     /// Header length in bytes.
-    pub fn len(&self) -> usize {
+    pub fn header_len(&self) -> usize {
         self.cas_at() + if self.bits & HAS_CAS != 0 { 8 } else { 0 }
     }
 
     /// Header, key and value.
     pub fn total_len(&self) -> usize {
-        self.len() + usize::from(self.klen) + self.vlen as usize
+        self.header_len() + usize::from(self.klen) + self.vlen as usize
     }
 }
 
@@ -156,12 +155,12 @@ impl<'a> Item<'a> {
     }
 
     pub fn key(&self) -> &'a [u8] {
-        let at = self.header.len();
+        let at = self.header.header_len();
         &self.bytes[at..at + usize::from(self.header.klen)]
     }
 
     pub fn value(&self) -> &'a [u8] {
-        &self.bytes[self.header.len() + usize::from(self.header.klen)..]
+        &self.bytes[self.header.header_len() + usize::from(self.header.klen)..]
     }
 
     pub fn flags(&self) -> u32 {
@@ -198,10 +197,10 @@ mod tests {
 
     #[test]
     fn typical_small_item_header_is_at_most_8_bytes() {
-        assert_eq!(Header::new(14, 100, 0, 0, None).len(), 3);
-        assert_eq!(Header::new(14, 100, 0, 1000, None).len(), 7);
-        assert_eq!(Header::new(14, 1000, 0, 1000, None).len(), 8);
-        assert_eq!(Header::new(250, 1 << 20, u32::MAX, 5, Some(1)).len(), MAX_HEADER_LEN);
+        assert_eq!(Header::new(14, 100, 0, 0, None).header_len(), 3);
+        assert_eq!(Header::new(14, 100, 0, 1000, None).header_len(), 7);
+        assert_eq!(Header::new(14, 1000, 0, 1000, None).header_len(), 8);
+        assert_eq!(Header::new(250, 1 << 20, u32::MAX, 5, Some(1)).header_len(), MAX_HEADER_LEN);
     }
 
     proptest! {

@@ -18,6 +18,4 @@ pub mod item;
 pub mod store;
 
 pub use clock::Clock;
-pub use store::{
-    ArithOutcome, Config, ItemView, SetOp, Store, StoreError, StoreOutcome, StoreStats, Worker,
-};
+pub use store::{ArithOutcome, Config, ItemView, SetOp, Store, StoreError, StoreOutcome, StoreStats, Worker};

@@ -27,7 +27,7 @@
 //! request); lock order is eviction mutex → bucket lock, never the reverse.
 
 use std::collections::VecDeque;
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering::*};
+use std::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering::*};
 use std::sync::Arc;
 
 use parking_lot::Mutex;
@@ -55,13 +55,17 @@ pub enum StoreError {
 pub struct Config {
     /// `-m`: bytes of item memory.
     pub memory_limit: usize,
+    /// Address space reserved for segments, so `cache_memlimit` can raise the
+    /// limit up to it at run time; untouched pages cost no RAM. 0: `memory_limit`.
+    pub memory_reserve: usize,
     /// `-I`: the largest item (header, key and value).
     pub item_size_max: usize,
     /// Segment size; 0 picks max(1 MiB, `item_size_max`).
     pub segment_size: usize,
     /// `-M` turns this off.
     pub evictions: bool,
-    /// `-C` turns this off: CAS values read as 0 and `cas` always matches.
+    /// `-C` turns this off: CAS values read as 0 and `cas` never matches
+    /// (EXISTS), as in memcached.
     pub cas: bool,
     /// log2 of the number of index buckets; 0 sizes it from the memory limit.
     pub hash_power: u32,
@@ -71,6 +75,7 @@ impl Default for Config {
     fn default() -> Self {
         Config {
             memory_limit: 64 << 20,
+            memory_reserve: 0,
             item_size_max: 1 << 20,
             segment_size: 0,
             evictions: true,
@@ -160,6 +165,8 @@ struct Evict {
 pub struct Counters {
     pub total_items: AtomicU64,
     pub get_expired: AtomicU64,
+    pub get_flushed: AtomicU64,
+    pub flushed_unlinked: AtomicU64,
     pub evictions: AtomicU64,
     pub expired_unlinked: AtomicU64,
     pub reinserted: AtomicU64,
@@ -176,6 +183,7 @@ fn bump(c: &AtomicU64) {
 pub struct StoreStats {
     pub curr_items: u64,
     pub get_expired: u64,
+    pub get_flushed: u64,
     pub bytes: u64,
     pub total_items: u64,
     pub evictions: u64,
@@ -203,8 +211,14 @@ pub struct Store {
     /// Bits of a derived CAS taken by the offset.
     cas_off_bits: u32,
     free: Mutex<Vec<u32>>,
+    /// Segments beyond the current limit (see [`Store::set_memory_limit`]).
+    parked: Mutex<Vec<u32>>,
+    limit_segs: AtomicU32,
+    memory_limit: AtomicUsize,
     evict: Mutex<Evict>,
     epoch: AtomicU64,
+    /// Segments opened at or before this epoch hold only flushed items.
+    flush_epoch: AtomicU64,
     flush_at: AtomicU32,
     flush_lock: Mutex<()>,
     counters: Mutex<Vec<Arc<Counters>>>,
@@ -220,8 +234,10 @@ impl Store {
             return Err(StoreError::BadConfig("segment size must hold the largest item"));
         }
         cfg.segment_size = seg_size;
-        let nsegs = (cfg.memory_limit / seg_size).min(slot::MAX_SEGMENTS as usize - 1);
-        if nsegs < 2 {
+        cfg.memory_reserve = cfg.memory_reserve.max(cfg.memory_limit);
+        let nsegs = (cfg.memory_reserve / seg_size).min(slot::MAX_SEGMENTS as usize - 1);
+        let limit = (cfg.memory_limit / seg_size).min(nsegs);
+        if limit < 2 {
             return Err(StoreError::BadConfig("memory limit must hold at least two segments"));
         }
         let seg_bits = usize::BITS - (seg_size - 1).leading_zeros();
@@ -229,8 +245,9 @@ impl Store {
         let hash_power = if cfg.hash_power != 0 {
             cfg.hash_power.clamp(4, 32)
         } else {
-            // About one slot per 128 bytes of memory; chains absorb more.
-            (usize::BITS - (cfg.memory_limit / 128 / 8).max(16).leading_zeros() - 1).clamp(4, 30)
+            // One main-table slot per 256 bytes of memory; overflow chains
+            // absorb smaller items (a 117-byte item costs ~10 index bytes).
+            (usize::BITS - (cfg.memory_limit / 256 / 8).max(16).leading_zeros() - 1).clamp(4, 30)
         };
         let arena = Arena::new(seg_size, nsegs as u32)?;
         let segs: Box<[SegMeta]> = (0..nsegs).map(|_| SegMeta::default()).collect();
@@ -242,9 +259,13 @@ impl Store {
             clock,
             granule_shift,
             cas_off_bits: seg_bits,
-            free: Mutex::new((1..nsegs as u32).rev().collect()),
+            free: Mutex::new((1..limit as u32).rev().collect()),
+            parked: Mutex::new((limit as u32..nsegs as u32).collect()),
+            limit_segs: AtomicU32::new(limit as u32),
+            memory_limit: AtomicUsize::new(cfg.memory_limit),
             evict: Mutex::new(Evict::default()),
             epoch: AtomicU64::new(0),
+            flush_epoch: AtomicU64::new(0),
             flush_at: AtomicU32::new(0),
             flush_lock: Mutex::new(()),
             counters: Mutex::new(Vec::new()),
@@ -296,6 +317,13 @@ impl Store {
         m.epoch.store(self.epoch.fetch_add(1, Relaxed) + 1, Relaxed);
     }
 
+    /// Whether `seg` was opened before the latest `flush_all` took effect:
+    /// then everything in it is invalid (memcached's `oldest_live`, kept per
+    /// segment instead of per item).
+    fn is_flushed(&self, seg: u32) -> bool {
+        self.segs[seg as usize].epoch.load(Relaxed) <= self.flush_epoch.load(Relaxed)
+    }
+
     fn note_expiry(&self, seg: u32, expiry: u32) {
         let e = if expiry == 0 { NEVER } else { expiry };
         self.segs[seg as usize].max_expire.fetch_max(e, Relaxed);
@@ -331,17 +359,22 @@ impl Store {
     fn lookup(&self, st: &mut Stripe, loc: Loc, key: &[u8], now: u32, c: &Counters) -> Option<(Pos, u64)> {
         let (pos, s) = self.find(st, loc, key)?;
         let it = self.item_at(s)?;
+        if self.is_flushed(slot::seg(s)) {
+            self.unlink(st, loc.bucket, pos, s);
+            bump(&c.flushed_unlinked);
+            return None;
+        }
         if Clock::is_expired(it.expiry(), now) {
-            self.unlink(st, pos, s);
+            self.unlink(st, loc.bucket, pos, s);
             bump(&c.expired_unlinked);
             return None;
         }
         Some((pos, s))
     }
 
-    fn unlink(&self, st: &mut Stripe, pos: Pos, s: u64) {
+    fn unlink(&self, st: &mut Stripe, bucket: u32, pos: Pos, s: u64) {
         let len = self.item_at(s).map_or(0, |it| it.header.total_len());
-        st.remove(pos);
+        st.remove(bucket, pos);
         self.unaccount(st, s, len);
     }
 
@@ -361,8 +394,9 @@ impl Store {
         m.live_bytes.fetch_add(len as u32, Relaxed);
     }
 
-    /// Links a new item for `loc`, replacing `old` if given.
-    fn link(&self, st: &mut Stripe, loc: Loc, old: Option<(Pos, u64)>, seg: u32, off: usize, len: usize, c: &Counters) {
+    /// Links a new item written at `at` for `loc`, replacing `old` if given.
+    fn link(&self, st: &mut Stripe, loc: Loc, old: Option<(Pos, u64)>, at: Placed, c: &Counters) {
+        let Placed { seg, off, len } = at;
         let new = slot::pack(loc.tag, 0, seg, (off >> self.granule_shift) as u32);
         match old {
             Some((pos, s)) => {
@@ -382,19 +416,24 @@ impl Store {
 
     /// A fresh segment for a writer: from the free list, else by eviction.
     fn alloc_segment(&self, c: &Counters) -> Result<u32, StoreError> {
-        if let Some(s) = self.free.lock().pop() {
+        if let Some(s) = self.pop_free() {
             self.open_segment(s);
             return Ok(s);
         }
         let mut ev = self.evict.lock();
-        for _ in 0..4 {
-            if let Some(s) = self.free.lock().pop() {
+        for _ in 0..8 {
+            if let Some(s) = self.pop_free() {
                 self.open_segment(s);
                 return Ok(s);
             }
             let Some(victim) = self.pick_victim(&mut ev) else { break };
             self.clear_segment(victim, &mut ev, c);
-            let room = ev.target.map_or(0, |t| self.room(t));
+            if victim >= self.limit_segs.load(Relaxed) {
+                // Above a lowered limit: retire it instead of reusing it.
+                self.parked.lock().push(victim);
+                continue;
+            }
+            let room = ev.target.filter(|&t| !self.is_flushed(t)).map_or(0, |t| self.room(t));
             if room < self.arena.segment_size() / 8 {
                 // The target is (nearly) full: seal it and let the victim
                 // become the new target, then find another for the writer.
@@ -411,6 +450,39 @@ impl Store {
         Err(StoreError::OutOfMemory)
     }
 
+    /// A free segment within the current limit; those above it are parked.
+    fn pop_free(&self) -> Option<u32> {
+        let limit = self.limit_segs.load(Relaxed);
+        let mut free = self.free.lock();
+        while let Some(s) = free.pop() {
+            if s < limit {
+                return Some(s);
+            }
+            self.parked.lock().push(s);
+        }
+        None
+    }
+
+    /// `cache_memlimit`: changes the memory limit at run time, within the
+    /// address space reserved at start. Raising takes effect at once;
+    /// lowering retires segments above the limit as they are freed or evicted.
+    pub fn set_memory_limit(&self, bytes: usize) -> Result<(), StoreError> {
+        let seg = self.arena.segment_size();
+        let new = bytes / seg;
+        if new < 2 || new > self.segs.len() {
+            return Err(StoreError::BadConfig("memory limit outside the reserved range"));
+        }
+        let new = new as u32;
+        self.limit_segs.store(new, Relaxed);
+        self.memory_limit.store(bytes, Relaxed);
+        let mut parked = self.parked.lock();
+        let (back, keep): (Vec<u32>, Vec<u32>) = parked.drain(..).partition(|&s| s < new);
+        *parked = keep;
+        drop(parked);
+        self.free.lock().extend(back);
+        Ok(())
+    }
+
     fn room(&self, seg: u32) -> usize {
         self.arena.segment_size() - self.segs[seg as usize].write_off.load(Relaxed) as usize
     }
@@ -420,7 +492,7 @@ impl Store {
         let dead = ev.fifo.iter().position(|&s| {
             let m = &self.segs[s as usize];
             let e = m.max_expire.load(Relaxed);
-            m.live_items.load(Relaxed) == 0 || (e != NEVER && e <= now)
+            m.live_items.load(Relaxed) == 0 || (e != NEVER && e <= now) || self.is_flushed(s)
         });
         if let Some(i) = dead {
             return ev.fifo.remove(i);
@@ -458,16 +530,17 @@ impl Store {
             // except expiry fields, which `header` does not read.
             let Some(h) = (unsafe { self.arena.header(victim, off, end) }) else { break };
             // SAFETY: as above; the key bytes are never rewritten.
-            let key = unsafe { self.arena.bytes(victim, off + h.len(), usize::from(h.klen)) };
+            let key = unsafe { self.arena.bytes(victim, off + h.header_len(), usize::from(h.klen)) };
             let loc = self.index.locate(key);
             let granule_off = (off >> self.granule_shift) as u32;
             let mut st = self.index.lock(loc.stripe);
             if let Some((pos, s)) = st.find(loc.bucket, |s| slot::seg(s) == victim && slot::off(s) == granule_off) {
-                let expired = self.item_at(s).is_none_or(|it| Clock::is_expired(it.expiry(), now));
+                let expired =
+                    self.is_flushed(victim) || self.item_at(s).is_none_or(|it| Clock::is_expired(it.expiry(), now));
                 let keep = !expired && (!self.cfg.evictions || slot::freq(s) > 0);
                 let moved = keep && self.copy_forward(&mut st, ev, pos, s);
                 if !moved {
-                    self.unlink(&mut st, pos, s);
+                    self.unlink(&mut st, loc.bucket, pos, s);
                     if expired {
                         bump(&c.expired_unlinked);
                     } else {
@@ -487,6 +560,9 @@ impl Store {
     /// Copies the item at slot `s` into the eviction target, keeping its CAS.
     fn copy_forward(&self, st: &mut Stripe, ev: &mut Evict, pos: Pos, s: u64) -> bool {
         let (Some(target), Some(it)) = (ev.target, self.item_at(s)) else { return false };
+        if self.is_flushed(target) {
+            return false;
+        }
         let cas = self.cas_of(s, &it);
         let (key, value) = (it.key(), it.value());
         let len = encoded_len(key.len(), value.len(), it.flags(), it.expiry(), Some(cas));
@@ -531,18 +607,11 @@ impl Store {
         }
     }
 
+    /// Invalidates everything written so far in O(1): every segment opened
+    /// up to now is flushed. Writers move off flushed segments before their
+    /// next write, and lookups and eviction drop flushed items lazily.
     fn flush_now(&self) {
-        for i in 0..self.index.stripes() {
-            let mut st = self.index.lock(i);
-            let mut freed = Vec::new();
-            st.drain(|s| freed.push(s));
-            for s in freed {
-                let len = self.item_at(s).map_or(0, |it| it.header.total_len());
-                let m = &self.segs[slot::seg(s) as usize];
-                m.live_items.fetch_sub(1, Relaxed);
-                m.live_bytes.fetch_sub(len as u32, Relaxed);
-            }
-        }
+        self.flush_epoch.store(self.epoch.load(Relaxed), Relaxed);
     }
 
     pub fn stats(&self) -> StoreStats {
@@ -550,7 +619,7 @@ impl Store {
             segments_total: self.segs.len() as u64,
             segments_free: self.free.lock().len() as u64,
             segment_size: self.arena.segment_size() as u64,
-            memory_limit: self.cfg.memory_limit as u64,
+            memory_limit: self.memory_limit.load(Relaxed) as u64,
             index_bytes: self.index.memory() as u64,
             hash_power: self.hash_power,
             ..StoreStats::default()
@@ -563,6 +632,7 @@ impl Store {
         for c in self.counters.lock().iter() {
             s.total_items += c.total_items.load(Relaxed);
             s.get_expired += c.get_expired.load(Relaxed);
+            s.get_flushed += c.get_flushed.load(Relaxed);
             s.evictions += c.evictions.load(Relaxed);
             s.expired_unlinked += c.expired_unlinked.load(Relaxed);
             s.reinserted += c.reinserted.load(Relaxed);
@@ -575,11 +645,20 @@ impl Store {
     /// Zeroes the counters `stats reset` resets.
     pub fn reset_stats(&self) {
         for c in self.counters.lock().iter() {
-            for a in [&c.total_items, &c.get_expired, &c.evictions, &c.expired_unlinked, &c.reinserted] {
+            for a in [&c.total_items, &c.get_expired, &c.get_flushed, &c.evictions, &c.expired_unlinked, &c.reinserted]
+            {
                 a.store(0, Relaxed);
             }
         }
     }
+}
+
+/// Where a new item was written.
+#[derive(Debug, Clone, Copy)]
+struct Placed {
+    seg: u32,
+    off: usize,
+    len: usize,
 }
 
 /// What a rewrite of an existing item will write.
@@ -631,7 +710,7 @@ impl Worker {
         if let Some(seg) = self.active[class] {
             let m = &st.segs[seg as usize];
             let w = m.write_off.load(Relaxed) as usize;
-            if w + len <= st.arena.segment_size() {
+            if w + len <= st.arena.segment_size() && !st.is_flushed(seg) {
                 m.write_off.store((w + len) as u32, Release);
                 return Ok((seg, w));
             }
@@ -660,9 +739,13 @@ impl Worker {
         let now = st.clock.now();
         let mut stripe = st.index.lock(loc.stripe);
         let expired_before = self.counters.expired_unlinked.load(Relaxed);
+        let flushed_before = self.counters.flushed_unlinked.load(Relaxed);
         let Some((pos, s)) = st.lookup(&mut stripe, loc, key, now, &self.counters) else {
             if self.counters.expired_unlinked.load(Relaxed) != expired_before {
                 bump(&self.counters.get_expired);
+            }
+            if self.counters.flushed_unlinked.load(Relaxed) != flushed_before {
+                bump(&self.counters.get_flushed);
             }
             return None;
         };
@@ -686,7 +769,14 @@ impl Worker {
 
     /// set/add/replace/append/prepend/cas. `expiry` is relative server time
     /// (see [`Clock::expiry`]).
-    pub fn set(&mut self, op: SetOp, key: &[u8], flags: u32, expiry: u32, value: &[u8]) -> Result<StoreOutcome, StoreError> {
+    pub fn set(
+        &mut self,
+        op: SetOp,
+        key: &[u8],
+        flags: u32,
+        expiry: u32,
+        value: &[u8],
+    ) -> Result<StoreOutcome, StoreError> {
         self.store.maybe_flush();
         match op {
             SetOp::Append => return self.concat(key, value, false),
@@ -714,7 +804,8 @@ impl Worker {
             (SetOp::Cas(_), None) => StoreOutcome::NotFound,
             (SetOp::Cas(want), Some((_, s))) => {
                 let have = store.item_at(s).map_or(0, |it| store.cas_of(s, &it));
-                if store.cfg.cas && have != want {
+                // With CAS off (-C) memcached can never match a unique.
+                if !store.cfg.cas || have != want {
                     StoreOutcome::Exists
                 } else {
                     StoreOutcome::Stored
@@ -723,7 +814,7 @@ impl Worker {
             _ => StoreOutcome::Stored,
         };
         if outcome == StoreOutcome::Stored {
-            store.link(&mut stripe, loc, found, seg, off, len, &self.counters);
+            store.link(&mut stripe, loc, found, Placed { seg, off, len }, &self.counters);
         } else {
             self.unreserve(seg, off, len);
         }
@@ -738,7 +829,7 @@ impl Worker {
         let mut stripe = st.index.lock(loc.stripe);
         match st.lookup(&mut stripe, loc, key, now, &self.counters) {
             Some((pos, s)) => {
-                st.unlink(&mut stripe, pos, s);
+                st.unlink(&mut stripe, loc.bucket, pos, s);
                 true
             }
             None => false,
@@ -767,7 +858,9 @@ impl Worker {
                 let Some(it) = store.item_at(s) else { return Ok(Rewritten::Missing) };
                 match plan(&it, store.cas_of(s, &it)) {
                     Step::Done(t) => return Ok(Rewritten::Done(t)),
-                    Step::Write(p, e) => (slot::location(s), store.segs[slot::seg(s) as usize].epoch.load(Relaxed), p, e),
+                    Step::Write(p, e) => {
+                        (slot::location(s), store.segs[slot::seg(s) as usize].epoch.load(Relaxed), p, e)
+                    }
                 }
             };
             let len = encoded_len(key.len(), p.vlen, p.flags, p.expiry, p.cas);
@@ -785,7 +878,7 @@ impl Worker {
                     let v = write_head(dst, key, p.vlen, p.flags, p.expiry, p.cas);
                     fill(&old, &extra, &mut dst[v..]);
                     store.note_expiry(seg, p.expiry);
-                    store.link(&mut stripe, loc, Some((pos, s)), seg, off, len, &self.counters);
+                    store.link(&mut stripe, loc, Some((pos, s)), Placed { seg, off, len }, &self.counters);
                     return Ok(Rewritten::Written(extra));
                 }
                 (None, _) => {
@@ -878,7 +971,12 @@ impl Worker {
             key,
             |it, cas| {
                 Step::<(), ()>::Write(
-                    Plan { flags: it.flags(), expiry, cas: Some(cas).filter(|_| store.cfg.cas), vlen: it.value().len() },
+                    Plan {
+                        flags: it.flags(),
+                        expiry,
+                        cas: Some(cas).filter(|_| store.cfg.cas),
+                        vlen: it.value().len(),
+                    },
                     (),
                 )
             },

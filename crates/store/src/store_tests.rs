@@ -102,7 +102,9 @@ fn flush_all_now_and_later() {
     set(&mut w, SetOp::Set, b"a", b"1");
     s.flush_all(None);
     assert!(get(&mut w, b"a").is_none());
-    assert_eq!(s.stats().curr_items, 0);
+    assert_eq!(s.stats().get_flushed, 1);
+    assert_eq!(set(&mut w, SetOp::Add, b"a", b"again"), StoreOutcome::Stored);
+    assert_eq!(get(&mut w, b"a").map(|g| g.0), Some(b"again".to_vec()));
     set(&mut w, SetOp::Set, b"b", b"2");
     s.flush_all(Some(s.clock().now() + 10));
     assert!(get(&mut w, b"b").is_some());
@@ -110,6 +112,21 @@ fn flush_all_now_and_later() {
     assert!(get(&mut w, b"b").is_none());
     set(&mut w, SetOp::Set, b"c", b"3");
     assert!(get(&mut w, b"c").is_some(), "items set after the flush survive");
+}
+
+#[test]
+fn flushed_memory_is_reused_without_evicting() {
+    let (s, mut w) = store(4 << 20, false);
+    let value = vec![b'v'; 1000];
+    for round in 0..5 {
+        for i in 0..3000u32 {
+            let r = w.set(SetOp::Set, format!("r{round}k{i}").as_bytes(), 0, 0, &value);
+            assert_eq!(r, Ok(StoreOutcome::Stored), "round {round} item {i}");
+        }
+        s.flush_all(None);
+        assert!(get(&mut w, format!("r{round}k0").as_bytes()).is_none());
+    }
+    assert_eq!(s.stats().evictions, 0);
 }
 
 #[test]
@@ -159,6 +176,32 @@ fn overwrites_do_not_fill_a_no_eviction_store() {
             assert_eq!(r, Ok(StoreOutcome::Stored), "round {round}");
         }
     }
+}
+
+#[test]
+fn memory_limit_can_shrink_and_grow_within_the_reserve() {
+    let cfg = Config { memory_limit: 4 << 20, memory_reserve: 16 << 20, ..Config::default() };
+    let s = Store::new(cfg, Arc::new(Clock::manual(0))).unwrap_or_else(|e| panic!("{e}"));
+    let mut w = s.worker();
+    let value = vec![b'v'; 1000];
+    let fill = |w: &mut Worker| {
+        for i in 0..40_000u32 {
+            let _ = w.set(SetOp::Set, format!("key{i}").as_bytes(), 0, 0, &value);
+        }
+    };
+    fill(&mut w);
+    let small = s.stats();
+    assert!(small.bytes <= 4 << 20);
+    assert!(s.set_memory_limit(12 << 20).is_ok());
+    fill(&mut w);
+    let big = s.stats();
+    assert!(big.bytes > small.bytes + (4 << 20), "{small:?} {big:?}");
+    assert_eq!(big.memory_limit, 12 << 20);
+    assert!(s.set_memory_limit(3 << 20).is_ok());
+    fill(&mut w);
+    assert!(s.stats().bytes <= 3 << 20, "{:?}", s.stats());
+    assert!(s.set_memory_limit(32 << 20).is_err());
+    assert!(s.set_memory_limit(1 << 20).is_err());
 }
 
 #[test]

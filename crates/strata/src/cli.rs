@@ -101,6 +101,20 @@ fn parse_size(s: &str) -> Result<usize, String> {
     num.parse::<usize>().ok().and_then(|n| n.checked_mul(mult)).ok_or_else(bad)
 }
 
+/// Address space to reserve for `cache_memlimit` raises: four times `-m`,
+/// at most the machine's RAM (and never less than `-m`). Only pages that are
+/// written count against RSS.
+fn memory_reserve(limit: usize) -> usize {
+    let ram = std::fs::read_to_string("/proc/meminfo")
+        .ok()
+        .and_then(|m| {
+            let line = m.lines().find(|l| l.starts_with("MemTotal:"))?;
+            line.split_whitespace().nth(1)?.parse::<usize>().ok()
+        })
+        .map_or(limit, |kib| kib.saturating_mul(1024));
+    limit.saturating_mul(4).min(ram).max(limit)
+}
+
 impl Args {
     pub fn into_configs(self) -> Result<(StoreConfig, ServerConfig), String> {
         if self.udp_port != 0 {
@@ -159,6 +173,7 @@ impl Args {
         }
         let store = StoreConfig {
             memory_limit,
+            memory_reserve: memory_reserve(memory_limit),
             item_size_max,
             segment_size: 0,
             evictions: !self.disable_evictions,
@@ -180,7 +195,7 @@ impl Args {
             verbosity: u32::from(self.verbose),
             item_size_max,
             max_get_line,
-            max_output: 1 << 20,
+            max_output: 256 << 10,
             debug_clock: self.enable_debug_clock,
         };
         Ok((store, server))
@@ -199,8 +214,25 @@ mod tests {
 
     #[test]
     fn memcached_flags_map_onto_configs() {
-        let (st, sv) = parse(&["-p", "1234", "-m", "128", "-I", "2m", "-C", "-M", "-A", "-F", "-c", "7", "-t", "3", "-l", "127.0.0.1,::1"])
-            .unwrap_or_else(|e| panic!("{e}"));
+        let (st, sv) = parse(&[
+            "-p",
+            "1234",
+            "-m",
+            "128",
+            "-I",
+            "2m",
+            "-C",
+            "-M",
+            "-A",
+            "-F",
+            "-c",
+            "7",
+            "-t",
+            "3",
+            "-l",
+            "127.0.0.1,::1",
+        ])
+        .unwrap_or_else(|e| panic!("{e}"));
         assert_eq!((sv.port, st.memory_limit, st.item_size_max), (1234, 128 << 20, 2 << 20));
         assert!(!st.cas && !st.evictions && sv.shutdown_enabled && !sv.flush_enabled);
         assert_eq!((sv.max_conns, sv.threads), (7, 3));

@@ -1,5 +1,5 @@
 //! Server-wide commands: `flush_all [delay] [noreply]`, `verbosity <n>
-//! [noreply]`, `shutdown [graceful]`, and strata's test-only
+//! [noreply]`, `cache_memlimit <mb> [noreply]`, `shutdown [graceful]`, and strata's test-only
 //! `debug_advance_clock <seconds>`. (`version`, `quit` and `stats` need no
 //! argument parsing here.)
 
@@ -26,10 +26,21 @@ pub(super) fn parse_verbosity<'a>(l: &Line<'a>, consumed: usize) -> Parse<'a> {
         return error(ClientError::Error, false, consumed);
     }
     let noreply = l.noreply();
-    if parse_u32(l.tokens[1]).is_none() {
-        return error(ClientError::BadFormat, noreply, consumed);
+    match parse_u32(l.tokens[1]) {
+        Some(level) => done(Command::Verbosity { level }, noreply, consumed),
+        None => error(ClientError::BadFormat, noreply, consumed),
     }
-    done(Command::Verbosity, noreply, consumed)
+}
+
+pub(super) fn parse_cache_memlimit<'a>(l: &Line<'a>, consumed: usize) -> Parse<'a> {
+    if !l.count_is(3, 4) {
+        return error(ClientError::Error, false, consumed);
+    }
+    let noreply = l.noreply();
+    match parse_u32(l.tokens[1]) {
+        Some(megabytes) => done(Command::CacheMemlimit { megabytes }, noreply, consumed),
+        None => error(ClientError::Error, noreply, consumed),
+    }
 }
 
 pub(super) fn parse_shutdown<'a>(l: &Line<'a>, consumed: usize) -> Parse<'a> {

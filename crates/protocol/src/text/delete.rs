@@ -12,8 +12,7 @@ pub(super) fn parse<'a>(l: &Line<'a>, consumed: usize) -> Parse<'a> {
     if l.ntokens > 3 {
         let hold_is_zero = l.tokens[2] == b"0";
         noreply = l.noreply();
-        let valid = (l.ntokens == 4 && (hold_is_zero || noreply))
-            || (l.ntokens == 5 && hold_is_zero && noreply);
+        let valid = (l.ntokens == 4 && (hold_is_zero || noreply)) || (l.ntokens == 5 && hold_is_zero && noreply);
         if !valid {
             return error(ClientError::DeleteUsage, noreply, consumed);
         }

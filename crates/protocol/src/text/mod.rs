@@ -43,12 +43,7 @@ pub struct Config {
 
 impl Default for Config {
     fn default() -> Self {
-        Config {
-            item_size_max: 1024 * 1024,
-            item_overhead: 0,
-            max_get_line: 1024 * 1024,
-            debug_clock: false,
-        }
+        Config { item_size_max: 1024 * 1024, item_overhead: 0, max_get_line: 1024 * 1024, debug_clock: false }
     }
 }
 
@@ -76,26 +71,64 @@ pub struct Request<'a> {
 #[derive(Debug, PartialEq, Eq)]
 pub enum Command<'a> {
     /// `get`/`gets`/`bget` and, with `touch`, `gat`/`gats`.
-    Get { keys: Keys<'a>, cas: bool, touch: Option<i32> },
+    Get {
+        keys: Keys<'a>,
+        cas: bool,
+        touch: Option<i32>,
+    },
     /// `set add replace append prepend cas` with its data block.
-    Store { op: StoreOp, key: &'a [u8], flags: u32, exptime: i32, data: &'a [u8] },
+    Store {
+        op: StoreOp,
+        key: &'a [u8],
+        flags: u32,
+        exptime: i32,
+        data: &'a [u8],
+    },
     /// A storage command whose item exceeds `-I`: reply, then discard
     /// `swallow` bytes of data that follow the line.
-    TooLarge { op: StoreOp, key: &'a [u8], swallow: usize },
-    Delete { key: &'a [u8] },
-    Arith { key: &'a [u8], incr: bool, delta: u64 },
-    Touch { key: &'a [u8], exptime: i32 },
-    FlushAll { delay: i32 },
+    TooLarge {
+        op: StoreOp,
+        key: &'a [u8],
+        swallow: usize,
+    },
+    Delete {
+        key: &'a [u8],
+    },
+    Arith {
+        key: &'a [u8],
+        incr: bool,
+        delta: u64,
+    },
+    Touch {
+        key: &'a [u8],
+        exptime: i32,
+    },
+    FlushAll {
+        delay: i32,
+    },
     Version,
-    Verbosity,
+    /// `verbosity <level>`.
+    Verbosity {
+        level: u32,
+    },
+    /// `cache_memlimit <megabytes>`: change the memory limit at run time.
+    CacheMemlimit {
+        megabytes: u32,
+    },
     Quit,
     /// `shutdown` with its optional mode token (checked by the server, after
     /// it has checked that shutdown is enabled, as memcached does).
-    Shutdown { mode: Option<&'a [u8]> },
+    Shutdown {
+        mode: Option<&'a [u8]>,
+    },
     /// `stats` with its argument tokens (the server owns the groups).
-    Stats { args: Tokens<'a> },
+    Stats {
+        args: Tokens<'a>,
+    },
     /// `debug_advance_clock <seconds>`: only with [`Config::debug_clock`].
-    DebugAdvanceClock { seconds: u32 },
+    DebugAdvanceClock {
+        seconds: u32,
+    },
     /// A request that gets an error reply; the connection stays usable.
     Error(ClientError),
 }
@@ -121,9 +154,7 @@ impl ClientError {
             ClientError::BadDataChunk => b"CLIENT_ERROR bad data chunk\r\n",
             ClientError::InvalidExptime => b"CLIENT_ERROR invalid exptime argument\r\n",
             ClientError::InvalidDelta => b"CLIENT_ERROR invalid numeric delta argument\r\n",
-            ClientError::DeleteUsage => {
-                b"CLIENT_ERROR bad command line format.  Usage: delete <key> [noreply]\r\n"
-            }
+            ClientError::DeleteUsage => b"CLIENT_ERROR bad command line format.  Usage: delete <key> [noreply]\r\n",
         }
     }
 }
@@ -228,6 +259,7 @@ pub fn parse<'a>(buf: &'a [u8], config: &Config) -> Parse<'a> {
         b"version" => done(Command::Version, false, consumed),
         b"quit" => done(Command::Quit, false, consumed),
         b"verbosity" => admin::parse_verbosity(&l, consumed),
+        b"cache_memlimit" => admin::parse_cache_memlimit(&l, consumed),
         b"shutdown" => admin::parse_shutdown(&l, consumed),
         b"stats" => done(Command::Stats { args: Tokens(l.after_command) }, false, consumed),
         b"debug_advance_clock" if config.debug_clock => admin::parse_debug_clock(&l, consumed),

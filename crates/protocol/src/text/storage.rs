@@ -16,13 +16,7 @@ pub enum StoreOp {
     Cas(u64),
 }
 
-pub(super) fn parse<'a>(
-    l: &Line<'a>,
-    op: StoreOp,
-    buf: &'a [u8],
-    line_len: usize,
-    config: &Config,
-) -> Parse<'a> {
+pub(super) fn parse<'a>(l: &Line<'a>, op: StoreOp, buf: &'a [u8], line_len: usize, config: &Config) -> Parse<'a> {
     let is_cas = matches!(op, StoreOp::Cas(_));
     let ok_count = if is_cas { l.count_is(7, 8) } else { l.count_is(6, 7) };
     if !ok_count {

@@ -102,7 +102,7 @@ fn gat_takes_exptime_first() {
 #[test]
 fn delete_accepts_only_zero_hold() {
     assert_eq!(cmd(b"delete k 0\r\n").0, Command::Delete { key: b"k" });
-    assert_eq!(cmd(b"delete k 0 noreply\r\n").1, true);
+    assert!(cmd(b"delete k 0 noreply\r\n").1);
     assert_eq!(cmd(b"delete k 5\r\n").0, Command::Error(ClientError::DeleteUsage));
 }
 
@@ -119,9 +119,9 @@ fn long_lines_without_newline() {
     let junk = vec![b'x'; MAX_COMMAND_LINE + 1];
     assert_eq!(parse(&junk, &cfg()), Parse::Close);
     let mut get = b"get ".to_vec();
-    get.extend(std::iter::repeat(b'k').take(MAX_COMMAND_LINE));
+    get.extend(std::iter::repeat_n(b'k', MAX_COMMAND_LINE));
     assert_eq!(parse(&get, &cfg()), Parse::Incomplete { need: 0 });
-    get.extend(std::iter::repeat(b'k').take(8192));
+    get.extend(std::iter::repeat_n(b'k', 8192));
     assert_eq!(parse(&get, &cfg()), Parse::Close);
 }
 

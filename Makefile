@@ -1,0 +1,109 @@
+# Strata: build, lint and test.
+#
+#   make test         everything, in order (what CI runs through .ci/run)
+#   make deps         apt packages (if missing) + Python venv (if requirements changed)
+#   make build        cargo build --release
+#   make lint         cargo fmt --check + cargo clippy -D warnings
+#   make unit         cargo test --release --workspace
+#   make pytest       the Python suites: tests/wire and compat in one pytest run
+#   make wire|compat  one of them
+#   make memccapable  libmemcached's memccapable protocol checker
+#   make capacity     1M small items into -m 64
+#   make concurrency  64 connections of mixed verified load (CONCURRENCY_SECS=20)
+#
+# WIRE_TARGET=memcached runs the server-facing stages against Debian's
+# memcached instead of target/release/strata (and skips the cargo build).
+
+SHELL := /bin/bash
+.SHELLFLAGS := -eu -o pipefail -c
+.DEFAULT_GOAL := test
+
+export PATH := $(HOME)/.cargo/bin:$(PATH)
+
+CARGO ?= cargo
+PYTHON ?= python3
+VENV := .venv
+VPY := $(VENV)/bin/python
+PYTEST := $(VENV)/bin/pytest
+PYTEST_FLAGS ?= -q --timeout=300
+REQUIREMENTS := requirements-test.txt
+REQ_STAMP := $(VENV)/.requirements-test.installed
+APT_PACKAGES := memcached libmemcached-tools redis-server
+CONCURRENCY_SECS ?= 20
+WIRE_DIR := $(wildcard tests/wire)
+
+# Server-facing stages need the release binary, unless they run against memcached.
+SERVER_DEPS := deps $(if $(filter memcached,$(WIRE_TARGET)),,build)
+
+.PHONY: test deps apt venv build lint fmt clippy unit pytest wire compat \
+        memccapable capacity concurrency clean-venv
+
+test: deps build lint unit pytest memccapable capacity concurrency
+	@echo "==> make test: all stages passed"
+
+deps: apt venv
+
+apt:
+	@missing=""; \
+	for p in $(APT_PACKAGES); do \
+	  dpkg-query -W -f='$${Status}' "$$p" 2>/dev/null | grep -q "ok installed" || missing="$$missing $$p"; \
+	done; \
+	if [ -n "$$missing" ]; then \
+	  echo "==> apt-get install$$missing"; \
+	  sudo=""; [ "$$(id -u)" -eq 0 ] || sudo=sudo; \
+	  $$sudo env DEBIAN_FRONTEND=noninteractive apt-get update -q; \
+	  $$sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends $$missing; \
+	fi
+
+$(VPY):
+	$(PYTHON) -m venv $(VENV)
+
+venv: $(VPY)
+	@if ! cmp -s $(REQUIREMENTS) $(REQ_STAMP); then \
+	  echo "==> pip install -r $(REQUIREMENTS)"; \
+	  $(VPY) -m pip install -q --disable-pip-version-check -r $(REQUIREMENTS); \
+	  cp $(REQUIREMENTS) $(REQ_STAMP); \
+	fi
+
+build:
+	@echo "==> cargo build --release"
+	$(CARGO) build --release
+
+lint: fmt clippy
+
+fmt:
+	@echo "==> cargo fmt --check"
+	$(CARGO) fmt --all -- --check
+
+clippy:
+	@echo "==> cargo clippy"
+	$(CARGO) clippy --workspace --all-targets -- -D warnings
+
+unit:
+	@echo "==> cargo test --release --workspace"
+	$(CARGO) test --release --workspace
+
+pytest: $(SERVER_DEPS)
+	@echo "==> pytest $(WIRE_DIR) compat"
+	$(PYTEST) $(PYTEST_FLAGS) $(WIRE_DIR) compat
+
+wire: $(SERVER_DEPS)
+	$(PYTEST) $(PYTEST_FLAGS) tests/wire
+
+compat: $(SERVER_DEPS)
+	$(PYTEST) $(PYTEST_FLAGS) compat
+
+memccapable: $(SERVER_DEPS)
+	@echo "==> memccapable"
+	timeout 600 scripts/memccapable.sh
+
+capacity: $(SERVER_DEPS)
+	@echo "==> capacity"
+	timeout 600 $(VPY) scripts/capacity.py
+
+concurrency: $(SERVER_DEPS)
+	@echo "==> concurrency"
+	timeout 600 $(VPY) scripts/concurrency.py --secs $(CONCURRENCY_SECS)
+
+clean-venv:
+	rm -rf $(VENV)

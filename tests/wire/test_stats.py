@@ -1,0 +1,276 @@
+"""stats and its groups; counters move with known operations."""
+
+import os
+import time
+
+import pytest
+
+from harness import target
+from wirelib import assert_in_sync, assert_stats_shape, expect, read_until_end, stats, stored
+
+GENERAL_FIELDS = [
+    "pid", "uptime", "time", "version", "pointer_size", "rusage_user", "rusage_system",
+    "max_connections", "curr_connections", "total_connections", "rejected_connections",
+    "connection_structures",
+    "cmd_get", "cmd_set", "cmd_flush", "cmd_touch",
+    "get_hits", "get_misses", "get_expired", "get_flushed",
+    "delete_misses", "delete_hits", "incr_misses", "incr_hits", "decr_misses", "decr_hits",
+    "cas_misses", "cas_hits", "cas_badval", "touch_hits", "touch_misses",
+    "bytes_read", "bytes_written", "limit_maxbytes", "accepting_conns", "threads",
+    "bytes", "curr_items", "total_items", "evictions", "reclaimed",
+]
+
+COUNTERS = [
+    "cmd_get", "cmd_set", "cmd_flush", "cmd_touch", "get_hits", "get_misses", "get_flushed",
+    "delete_hits", "delete_misses", "incr_hits", "incr_misses", "decr_hits", "decr_misses",
+    "cas_hits", "cas_misses", "cas_badval", "touch_hits", "touch_misses",
+]
+
+
+@pytest.fixture
+def sconn(server):
+    """A connection whose operations are the only ones on the server during the test."""
+    c = server.connect(timeout=2.0)
+    yield c
+    c.close()
+
+
+def default_threads():
+    """memcached defaults to 4 worker threads; strata to one per core (DESIGN 7)."""
+    return "4" if target() == "memcached" else str(os.cpu_count())
+
+
+def delta(before, after, names=COUNTERS):
+    return {n: int(after[n]) - int(before[n]) for n in names}
+
+
+def do(c, line, terminator=b"\r\n"):
+    c.send(line)
+    return c.read_until(terminator)
+
+
+def test_general_stats_has_standard_fields(sconn):
+    s = stats(sconn)
+    missing = [f for f in GENERAL_FIELDS if f not in s]
+    assert missing == []
+
+
+def test_general_stats_values_are_plausible(sconn, server):
+    s = stats(sconn)
+    assert int(s["pid"]) == server.pid()
+    assert abs(int(s["time"]) - time.time()) < 5
+    assert int(s["uptime"]) >= 0
+    assert s["limit_maxbytes"] == str(64 * 1024 * 1024)
+    assert s["threads"] == default_threads()
+    assert s["max_connections"] == "1024"
+    assert s["accepting_conns"] == "1"
+    assert s["pointer_size"] == "64"
+
+
+def test_stats_reply_shape(sconn):
+    sconn.send(b"stats\r\n")
+    assert_stats_shape(read_until_end(sconn))
+
+
+def test_get_hits_and_misses(sconn):
+    stored(sconn, "st_a", b"1")
+    stored(sconn, "st_b", b"2")
+    before = stats(sconn)
+    do(sconn, b"get st_a\r\n", b"END\r\n")
+    do(sconn, b"get st_b st_missing\r\n", b"END\r\n")
+    d = delta(before, stats(sconn))
+    assert d["cmd_get"] == 3
+    assert d["get_hits"] == 2
+    assert d["get_misses"] == 1
+
+
+def test_gets_counts_like_get(sconn):
+    stored(sconn, "st_a", b"1")
+    before = stats(sconn)
+    do(sconn, b"gets st_a st_missing\r\n", b"END\r\n")
+    d = delta(before, stats(sconn))
+    assert (d["cmd_get"], d["get_hits"], d["get_misses"]) == (2, 1, 1)
+
+
+def test_set_family_counts_cmd_set(sconn):
+    before = stats(sconn)
+    stored(sconn, "st_s", b"1")
+    do(sconn, b"add st_s 0 0 1\r\n1\r\n")
+    do(sconn, b"replace st_s 0 0 1\r\n1\r\n")
+    do(sconn, b"append st_s 0 0 1\r\n1\r\n")
+    do(sconn, b"prepend st_s 0 0 1\r\n1\r\n")
+    assert delta(before, stats(sconn))["cmd_set"] == 5
+
+
+def test_delete_hits_and_misses(sconn):
+    stored(sconn, "st_d", b"1")
+    before = stats(sconn)
+    do(sconn, b"delete st_d\r\n")
+    do(sconn, b"delete st_d\r\n")
+    d = delta(before, stats(sconn))
+    assert (d["delete_hits"], d["delete_misses"]) == (1, 1)
+
+
+def test_incr_decr_hits_and_misses(sconn):
+    stored(sconn, "st_n", b"5")
+    before = stats(sconn)
+    do(sconn, b"incr st_n 1\r\n")
+    do(sconn, b"incr st_n 1\r\n")
+    do(sconn, b"incr st_nope 1\r\n")
+    do(sconn, b"decr st_n 1\r\n")
+    do(sconn, b"decr st_nope 1\r\n")
+    do(sconn, b"decr st_nope 1\r\n")
+    d = delta(before, stats(sconn))
+    assert (d["incr_hits"], d["incr_misses"], d["decr_hits"], d["decr_misses"]) == (2, 1, 1, 2)
+
+
+def test_cas_hits_misses_and_badval(sconn):
+    stored(sconn, "st_c", b"1")
+    reply = do(sconn, b"gets st_c\r\n", b"END\r\n")
+    cas = int(reply.split(b"\r\n")[0].split()[4])
+    before = stats(sconn)
+    do(sconn, b"cas st_c 0 0 1 %d\r\n2\r\n" % cas)
+    do(sconn, b"cas st_c 0 0 1 %d\r\n3\r\n" % cas)
+    do(sconn, b"cas st_nope 0 0 1 1\r\n3\r\n")
+    d = delta(before, stats(sconn))
+    assert (d["cas_hits"], d["cas_badval"], d["cas_misses"]) == (1, 1, 1)
+    assert d["cmd_set"] == 3
+
+
+def test_touch_and_gat_count_as_touches_not_gets(sconn):
+    stored(sconn, "st_t", b"1")
+    before = stats(sconn)
+    do(sconn, b"touch st_t 0\r\n")
+    do(sconn, b"touch st_nope 0\r\n")
+    do(sconn, b"gat 0 st_t st_nope\r\n", b"END\r\n")
+    do(sconn, b"gats 0 st_t\r\n", b"END\r\n")
+    d = delta(before, stats(sconn))
+    assert (d["cmd_touch"], d["touch_hits"], d["touch_misses"]) == (5, 3, 2)
+    assert (d["cmd_get"], d["get_hits"], d["get_misses"]) == (0, 0, 0)
+
+
+def test_flush_counts_cmd_flush_and_get_flushed(sconn):
+    stored(sconn, "st_f", b"1")
+    before = stats(sconn)
+    do(sconn, b"flush_all\r\n")
+    do(sconn, b"get st_f\r\n", b"END\r\n")
+    d = delta(before, stats(sconn))
+    assert (d["cmd_flush"], d["get_misses"], d["get_flushed"]) == (1, 1, 1)
+
+
+def test_item_counts(sconn):
+    do(sconn, b"flush_all\r\n")
+    before = stats(sconn)
+    for k in (b"st_i1", b"st_i2", b"st_i3"):
+        stored(sconn, k, b"xyz")
+    stored(sconn, "st_i1", b"xyz")
+    mid = stats(sconn)
+    assert int(mid["curr_items"]) - int(before["curr_items"]) == 3
+    assert int(mid["total_items"]) - int(before["total_items"]) == 4
+    assert int(mid["bytes"]) > int(before["bytes"])
+    do(sconn, b"delete st_i2\r\n")
+    after = stats(sconn)
+    assert int(after["curr_items"]) - int(before["curr_items"]) == 2
+    assert int(after["bytes"]) < int(mid["bytes"])
+
+
+def test_connection_counts(sconn, server):
+    before = stats(sconn)
+    extra = [server.connect(timeout=2.0) for _ in range(2)]
+    for c in extra:
+        assert_in_sync(c)
+    after = stats(sconn)
+    assert int(after["curr_connections"]) - int(before["curr_connections"]) == 2
+    assert int(after["total_connections"]) - int(before["total_connections"]) == 2
+    for c in extra:
+        c.close()
+    deadline = time.monotonic() + 3
+    while time.monotonic() < deadline:
+        if stats(sconn)["curr_connections"] == before["curr_connections"]:
+            break
+        time.sleep(0.05)
+    assert stats(sconn)["curr_connections"] == before["curr_connections"]
+
+
+def test_stats_reset_zeroes_counters(sconn):
+    stored(sconn, "st_r", b"1")
+    do(sconn, b"get st_r st_nope\r\n", b"END\r\n")
+    expect(sconn, b"stats reset\r\n", b"RESET\r\n")
+    s = stats(sconn)
+    for name in COUNTERS:
+        assert s[name] == "0", name
+    assert s["total_items"] == "0"
+    # Gauges are not reset.
+    assert int(s["curr_items"]) >= 1
+
+
+def test_stats_reset_ignores_extra_arguments(sconn):
+    expect(sconn, b"stats reset extra\r\n", b"RESET\r\n")
+
+
+def test_unknown_stats_group_is_error(sconn):
+    expect(sconn, b"stats foo\r\n", b"ERROR\r\n")
+    expect(sconn, b"stats a b c\r\n", b"ERROR\r\n")
+    expect(sconn, b"stats RESET\r\n", b"ERROR\r\n")
+    assert_in_sync(sconn)
+
+
+@pytest.mark.parametrize("group", ["items", "slabs", "conns"])
+def test_stats_group_shape(sconn, group):
+    stored(sconn, "st_g", b"1")
+    sconn.send(b"stats " + group.encode() + b"\r\n")
+    assert_stats_shape(read_until_end(sconn))
+
+
+def test_stats_settings_shape(sconn):
+    sconn.send(b"stats settings\r\n")
+    assert_stats_shape(read_until_end(sconn))
+
+
+def test_stats_settings_defaults(sconn, server):
+    s = stats(sconn, "settings")
+    assert s["maxbytes"] == str(64 * 1024 * 1024)
+    assert s["maxconns"] == "1024"
+    assert s["tcpport"] == str(server.port)
+    assert s["udpport"] == "0"
+    assert s["verbosity"] == "0"
+    assert s["evictions"] == "on"
+    assert s["domain_socket"] == "NULL"
+    assert s["umask"] == "700"
+    assert s["shutdown_command"] == "no"
+    assert s["num_threads"] == default_threads()
+    assert s["reqs_per_event"] == "20"
+    assert s["cas_enabled"] == "yes"
+    assert s["tcp_backlog"] == "1024"
+    assert s["item_size_max"] == "1048576"
+    assert s["flush_enabled"] == "yes"
+
+
+def test_stats_settings_reflect_flags(make_server):
+    srv = make_server(["-m", "100", "-c", "500", "-t", "2", "-I", "2m", "-C", "-M", "-A", "-F",
+                       "-R", "7", "-b", "99", "-v"])
+    c = srv.connect(timeout=2.0)
+    s = stats(c, "settings")
+    assert s["maxbytes"] == str(100 * 1024 * 1024)
+    assert s["maxconns"] == "500"
+    assert s["tcpport"] == str(srv.port)
+    assert s["num_threads"] == "2"
+    assert s["item_size_max"] == str(2 * 1024 * 1024)
+    assert s["cas_enabled"] == "no"
+    assert s["evictions"] == "off"
+    assert s["shutdown_command"] == "yes"
+    assert s["flush_enabled"] == "no"
+    assert s["reqs_per_event"] == "7"
+    assert s["tcp_backlog"] == "99"
+    assert s["verbosity"] == "1"
+    g = stats(c)
+    assert g["limit_maxbytes"] == str(100 * 1024 * 1024)
+    assert g["threads"] == "2"
+    assert g["max_connections"] == "500"
+
+
+def test_verbosity_command_shows_in_stats_settings(sconn):
+    expect(sconn, b"verbosity 2\r\n", b"OK\r\n")
+    assert stats(sconn, "settings")["verbosity"] == "2"
+    expect(sconn, b"verbosity 0\r\n", b"OK\r\n")
+    assert stats(sconn, "settings")["verbosity"] == "0"
