@@ -149,47 +149,68 @@ def test_touch_and_gat_count_as_touches_not_gets(sconn):
     assert (d["cmd_get"], d["get_hits"], d["get_misses"]) == (0, 0, 0)
 
 
-def test_flush_counts_cmd_flush_and_get_flushed(sconn):
+def test_flush_counts_cmd_flush(sconn):
+    # (get_flushed is not checked: memcached's LRU maintainer may reap the
+    # flushed item before the get sees it, so that count is not deterministic.)
     stored(sconn, "st_f", b"1")
     before = stats(sconn)
     do(sconn, b"flush_all\r\n")
     do(sconn, b"get st_f\r\n", b"END\r\n")
     d = delta(before, stats(sconn))
-    assert (d["cmd_flush"], d["get_misses"], d["get_flushed"]) == (1, 1, 1)
+    assert (d["cmd_flush"], d["get_hits"], d["get_misses"]) == (1, 0, 1)
 
 
-def test_item_counts(sconn):
-    do(sconn, b"flush_all\r\n")
-    before = stats(sconn)
+def test_item_counts(make_server):
+    c = make_server().connect(timeout=2.0)
+    before = stats(c)
+    assert (before["curr_items"], before["total_items"], before["bytes"]) == ("0", "0", "0")
     for k in (b"st_i1", b"st_i2", b"st_i3"):
-        stored(sconn, k, b"xyz")
-    stored(sconn, "st_i1", b"xyz")
-    mid = stats(sconn)
-    assert int(mid["curr_items"]) - int(before["curr_items"]) == 3
-    assert int(mid["total_items"]) - int(before["total_items"]) == 4
-    assert int(mid["bytes"]) > int(before["bytes"])
-    do(sconn, b"delete st_i2\r\n")
-    after = stats(sconn)
-    assert int(after["curr_items"]) - int(before["curr_items"]) == 2
-    assert int(after["bytes"]) < int(mid["bytes"])
+        stored(c, k, b"xyz")
+    stored(c, "st_i1", b"xyz")
+    mid = stats(c)
+    assert mid["curr_items"] == "3"
+    assert mid["total_items"] == "4"
+    assert int(mid["bytes"]) > 0
+    do(c, b"delete st_i2\r\n")
+    after = stats(c)
+    assert after["curr_items"] == "2"
+    assert 0 < int(after["bytes"]) < int(mid["bytes"])
+
+
+def settled_curr_connections(c):
+    """curr_connections once connections closed by earlier tests are gone."""
+    last = None
+    deadline = time.monotonic() + 3
+    while time.monotonic() < deadline:
+        now = stats(c)["curr_connections"]
+        if now == last:
+            return int(now)
+        last = now
+        time.sleep(0.1)
+    return int(last)
+
+
+def wait_curr_connections(c, want):
+    deadline = time.monotonic() + 3
+    while time.monotonic() < deadline:
+        got = int(stats(c)["curr_connections"])
+        if got == want:
+            return got
+        time.sleep(0.05)
+    return got
 
 
 def test_connection_counts(sconn, server):
-    before = stats(sconn)
+    base = settled_curr_connections(sconn)
+    total_before = int(stats(sconn)["total_connections"])
     extra = [server.connect(timeout=2.0) for _ in range(2)]
     for c in extra:
         assert_in_sync(c)
-    after = stats(sconn)
-    assert int(after["curr_connections"]) - int(before["curr_connections"]) == 2
-    assert int(after["total_connections"]) - int(before["total_connections"]) == 2
+    assert wait_curr_connections(sconn, base + 2) == base + 2
+    assert int(stats(sconn)["total_connections"]) - total_before == 2
     for c in extra:
         c.close()
-    deadline = time.monotonic() + 3
-    while time.monotonic() < deadline:
-        if stats(sconn)["curr_connections"] == before["curr_connections"]:
-            break
-        time.sleep(0.05)
-    assert stats(sconn)["curr_connections"] == before["curr_connections"]
+    assert wait_curr_connections(sconn, base) == base
 
 
 def test_stats_reset_zeroes_counters(sconn):

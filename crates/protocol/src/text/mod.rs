@@ -213,6 +213,21 @@ impl<'a> Line<'a> {
     }
 }
 
+/// The opening every single-key command shares, in memcached's order: token
+/// count (`ERROR`), then `noreply`, then the key length (`CLIENT_ERROR`, which
+/// `noreply` already suppresses). Returns the key and `noreply`.
+fn single_key<'a>(l: &Line<'a>, counts: (usize, usize), consumed: usize) -> Result<(&'a [u8], bool), Parse<'a>> {
+    if !l.count_is(counts.0, counts.1) {
+        return Err(error(ClientError::Error, false, consumed));
+    }
+    let noreply = l.noreply();
+    let key = l.tokens[1];
+    if key.len() > crate::KEY_MAX_LENGTH {
+        return Err(error(ClientError::BadFormat, noreply, consumed));
+    }
+    Ok((key, noreply))
+}
+
 fn error<'a>(e: ClientError, noreply: bool, consumed: usize) -> Parse<'a> {
     Parse::Done { request: Request { command: Command::Error(e), noreply }, consumed }
 }

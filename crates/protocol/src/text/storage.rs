@@ -1,9 +1,8 @@
 //! `set add replace append prepend cas <key> <flags> <exptime> <bytes> [<cas>] [noreply]`
 //! followed by a data block of `<bytes>` bytes and `\r\n`.
 
-use super::{done, error, ClientError, Command, Config, Line, Parse};
+use super::{done, error, single_key, ClientError, Command, Config, Line, Parse};
 use crate::numbers::{parse_i32, parse_u32, parse_u64};
-use crate::KEY_MAX_LENGTH;
 
 /// Which storage command; `Cas` carries the client's CAS unique.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -17,16 +16,11 @@ pub enum StoreOp {
 }
 
 pub(super) fn parse<'a>(l: &Line<'a>, op: StoreOp, buf: &'a [u8], line_len: usize, config: &Config) -> Parse<'a> {
-    let is_cas = matches!(op, StoreOp::Cas(_));
-    let ok_count = if is_cas { l.count_is(7, 8) } else { l.count_is(6, 7) };
-    if !ok_count {
-        return error(ClientError::Error, false, line_len);
-    }
-    let noreply = l.noreply();
-    let key = l.tokens[1];
-    if key.len() > KEY_MAX_LENGTH {
-        return error(ClientError::BadFormat, noreply, line_len);
-    }
+    let counts = if matches!(op, StoreOp::Cas(_)) { (7, 8) } else { (6, 7) };
+    let (key, noreply) = match single_key(l, counts, line_len) {
+        Ok(k) => k,
+        Err(p) => return p,
+    };
     let (Some(flags), Some(exptime), Some(vlen)) =
         (parse_u32(l.tokens[2]), parse_i32(l.tokens[3]), parse_i32(l.tokens[4]))
     else {

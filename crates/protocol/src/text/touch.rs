@@ -1,18 +1,13 @@
 //! `touch <key> <exptime> [noreply]`: change an item's expiry without fetching it.
 
-use super::{done, error, ClientError, Command, Line, Parse};
+use super::{done, error, single_key, ClientError, Command, Line, Parse};
 use crate::numbers::parse_i32;
-use crate::KEY_MAX_LENGTH;
 
 pub(super) fn parse<'a>(l: &Line<'a>, consumed: usize) -> Parse<'a> {
-    if !l.count_is(4, 5) {
-        return error(ClientError::Error, false, consumed);
-    }
-    let noreply = l.noreply();
-    let key = l.tokens[1];
-    if key.len() > KEY_MAX_LENGTH {
-        return error(ClientError::BadFormat, noreply, consumed);
-    }
+    let (key, noreply) = match single_key(l, (4, 5), consumed) {
+        Ok(k) => k,
+        Err(p) => return p,
+    };
     let Some(exptime) = parse_i32(l.tokens[2]) else {
         return error(ClientError::InvalidExptime, noreply, consumed);
     };
