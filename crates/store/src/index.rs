@@ -74,10 +74,20 @@ pub struct Pos {
 }
 
 /// The buckets behind one lock, with their overflow chains and live totals.
+/// Overflow buckets are allocated in blocks of this many, never moved or
+/// reallocated: equal-sized allocations from any thread leave no holes in the
+/// allocator, where growing vectors fragmented worker threads' heaps.
+const BLOCK: usize = 4;
+
 #[derive(Debug, Default)]
 pub struct Stripe {
     buckets: Vec<Bucket>,
-    overflow: Vec<Bucket>,
+    // The boxes are the point: fixed-size blocks that never move when the
+    // vector of pointers grows.
+    #[allow(clippy::vec_box)]
+    overflow: Vec<Box<[Bucket; BLOCK]>>,
+    /// Overflow buckets handed out (in use or on the free list).
+    overflow_len: usize,
     free_overflow: Vec<u32>,
     /// Linked items in this stripe and their total bytes.
     pub items: u64,
@@ -86,18 +96,20 @@ pub struct Stripe {
 
 impl Stripe {
     fn bucket(&self, overflow: bool, i: u32) -> &Bucket {
+        let i = i as usize;
         if overflow {
-            &self.overflow[i as usize]
+            &self.overflow[i / BLOCK][i % BLOCK]
         } else {
-            &self.buckets[i as usize]
+            &self.buckets[i]
         }
     }
 
     fn bucket_mut(&mut self, overflow: bool, i: u32) -> &mut Bucket {
+        let i = i as usize;
         if overflow {
-            &mut self.overflow[i as usize]
+            &mut self.overflow[i / BLOCK][i % BLOCK]
         } else {
-            &mut self.buckets[i as usize]
+            &mut self.buckets[i]
         }
     }
 
@@ -179,7 +191,7 @@ impl Stripe {
                     // bucket and link that bucket in its place.
                     let moved = bucket[7];
                     let next = self.new_overflow();
-                    let nb = &mut self.overflow[next as usize];
+                    let nb = self.bucket_mut(true, next);
                     nb[0] = moved;
                     nb[1] = v;
                     self.bucket_mut(overflow, i)[7] = u64::from(next) + 1;
@@ -191,21 +203,19 @@ impl Stripe {
 
     fn new_overflow(&mut self) -> u32 {
         if let Some(i) = self.free_overflow.pop() {
-            self.overflow[i as usize] = [0; 8];
+            *self.bucket_mut(true, i) = [0; 8];
             return i;
         }
-        // Grow in small exact steps: doubling would leave up to half of the
-        // overflow memory allocated and unused in every stripe.
-        if self.overflow.len() == self.overflow.capacity() {
-            self.overflow.reserve_exact(4);
+        if self.overflow_len == self.overflow.len() * BLOCK {
+            self.overflow.push(Box::new([[0; 8]; BLOCK]));
         }
-        self.overflow.push([0; 8]);
-        (self.overflow.len() - 1) as u32
+        self.overflow_len += 1;
+        (self.overflow_len - 1) as u32
     }
 
     /// Removes every item, calling `f` on each; overflow buckets are recycled.
     pub fn drain(&mut self, mut f: impl FnMut(u64)) {
-        for b in self.buckets.iter_mut().chain(self.overflow.iter_mut()) {
+        for b in self.buckets.iter_mut().chain(self.overflow.iter_mut().flat_map(|blk| blk.iter_mut())) {
             for s in b.iter_mut() {
                 if slot::is_item(*s) {
                     f(*s);
@@ -213,14 +223,14 @@ impl Stripe {
                 *s = 0;
             }
         }
-        self.free_overflow = (0..self.overflow.len() as u32).collect();
+        self.free_overflow = (0..self.overflow_len as u32).collect();
         self.items = 0;
         self.bytes = 0;
     }
 
     /// Overflow buckets in use.
     pub fn overflow_buckets(&self) -> usize {
-        self.overflow.len() - self.free_overflow.len()
+        self.overflow_len - self.free_overflow.len()
     }
 }
 
