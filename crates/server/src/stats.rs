@@ -169,7 +169,6 @@ fn general(shared: &Shared, out: &mut Vec<u8>) {
     stat(out, "bytes", st.bytes);
     stat(out, "curr_items", st.curr_items);
     stat(out, "total_items", st.total_items);
-    stat(out, "expired_unfetched", st.expired_unlinked);
     stat(out, "evictions", st.evictions);
     stat(out, "reclaimed", st.expired_unlinked);
     stat(out, "strata_segment_size", st.segment_size);
@@ -222,7 +221,6 @@ fn items(shared: &Shared, out: &mut Vec<u8>) {
     stat(out, "items:1:age", 0);
     stat(out, "items:1:evicted", st.evictions);
     stat(out, "items:1:reclaimed", st.expired_unlinked);
-    stat(out, "items:1:expired_unfetched", st.expired_unlinked);
 }
 
 fn slabs(shared: &Shared, out: &mut Vec<u8>) {
