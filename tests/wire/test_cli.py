@@ -10,6 +10,7 @@ import pytest
 
 from harness import Conn, free_port
 from wirelib import (
+    assert_flag_settings,
     assert_in_sync,
     READ_TIMEOUT,
     expect,
@@ -213,17 +214,7 @@ def test_long_option_forms(make_server):
         "--max-reqs-per-event=7", "--listen-backlog=99", "--udp-port=0",
     ])
     c = srv.connect(timeout=READ_TIMEOUT)
-    s = stats(c, "settings")
-    assert s["maxbytes"] == str(100 * 1024 * 1024)
-    assert s["maxconns"] == "500"
-    assert s["num_threads"] == "2"
-    assert s["item_size_max"] == str(2 * 1024 * 1024)
-    assert s["cas_enabled"] == "no"
-    assert s["evictions"] == "off"
-    assert s["shutdown_command"] == "yes"
-    assert s["flush_enabled"] == "no"
-    assert s["reqs_per_event"] == "7"
-    assert s["tcp_backlog"] == "99"
+    s = assert_flag_settings(c)
     assert s["udpport"] == "0"
     expect(c, b"flush_all\r\n", b"CLIENT_ERROR flush_all not allowed\r\n")
     stored(c, "k", b"v")

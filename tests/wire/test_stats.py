@@ -6,7 +6,7 @@ import time
 import pytest
 
 from harness import target
-from wirelib import assert_in_sync, assert_stats_shape, expect, read_until_end, stats, stored
+from wirelib import assert_flag_settings, assert_in_sync, assert_stats_shape, expect, read_until_end, stats, stored
 
 GENERAL_FIELDS = [
     "pid", "uptime", "time", "version", "pointer_size", "rusage_user", "rusage_system",
@@ -271,18 +271,8 @@ def test_stats_settings_reflect_flags(make_server):
     srv = make_server(["-m", "100", "-c", "500", "-t", "2", "-I", "2m", "-C", "-M", "-A", "-F",
                        "-R", "7", "-b", "99", "-v"])
     c = srv.connect(timeout=2.0)
-    s = stats(c, "settings")
-    assert s["maxbytes"] == str(100 * 1024 * 1024)
-    assert s["maxconns"] == "500"
+    s = assert_flag_settings(c)
     assert s["tcpport"] == str(srv.port)
-    assert s["num_threads"] == "2"
-    assert s["item_size_max"] == str(2 * 1024 * 1024)
-    assert s["cas_enabled"] == "no"
-    assert s["evictions"] == "off"
-    assert s["shutdown_command"] == "yes"
-    assert s["flush_enabled"] == "no"
-    assert s["reqs_per_event"] == "7"
-    assert s["tcp_backlog"] == "99"
     assert s["verbosity"] == "1"
     g = stats(c)
     assert g["limit_maxbytes"] == str(100 * 1024 * 1024)

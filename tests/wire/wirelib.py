@@ -52,21 +52,26 @@ def wait_for_unix(path, timeout=10.0):
 # ---------------------------------------------------------------- I/O helpers
 
 
-def read_n(c, n, timeout=READ_TIMEOUT):
-    """Read up to n bytes; on timeout or EOF return what arrived (for a clear diff)."""
+def _recv_until(c, done, timeout):
+    """Receive into c.buf until done(c.buf), a timeout, or EOF/reset."""
     deadline = time.monotonic() + timeout
-    while len(c.buf) < n:
+    while not done(c.buf):
         left = deadline - time.monotonic()
         if left <= 0:
-            break
+            return
         c.sock.settimeout(left)
         try:
             chunk = c.sock.recv(65536)
         except (socket.timeout, ConnectionResetError):
-            break
+            return
         if not chunk:
-            break
+            return
         c.buf += chunk
+
+
+def read_n(c, n, timeout=READ_TIMEOUT):
+    """Read up to n bytes; on timeout or EOF return what arrived (for a clear diff)."""
+    _recv_until(c, lambda buf: len(buf) >= n, timeout)
     out, c.buf = c.buf[:n], c.buf[n:]
     return out
 
@@ -91,19 +96,7 @@ def assert_in_sync(c):
 
 
 def read_line_or_partial(c, timeout=READ_TIMEOUT):
-    deadline = time.monotonic() + timeout
-    while b"\r\n" not in c.buf:
-        left = deadline - time.monotonic()
-        if left <= 0:
-            break
-        c.sock.settimeout(left)
-        try:
-            chunk = c.sock.recv(65536)
-        except (socket.timeout, ConnectionResetError):
-            break
-        if not chunk:
-            break
-        c.buf += chunk
+    _recv_until(c, lambda buf: b"\r\n" in buf, timeout)
     if b"\r\n" in c.buf:
         i = c.buf.index(b"\r\n") + 2
     else:
@@ -114,19 +107,7 @@ def read_line_or_partial(c, timeout=READ_TIMEOUT):
 
 def read_until_end(c, terminator=b"END\r\n", timeout=READ_TIMEOUT):
     """Everything up to and including terminator (or what arrived before a timeout)."""
-    deadline = time.monotonic() + timeout
-    while terminator not in c.buf:
-        left = deadline - time.monotonic()
-        if left <= 0:
-            break
-        c.sock.settimeout(left)
-        try:
-            chunk = c.sock.recv(65536)
-        except (socket.timeout, ConnectionResetError):
-            break
-        if not chunk:
-            break
-        c.buf += chunk
+    _recv_until(c, lambda buf: terminator in buf, timeout)
     if terminator in c.buf:
         i = c.buf.index(terminator) + len(terminator)
     else:
@@ -218,3 +199,26 @@ def wait_exit(srv, timeout=10.0):
         return srv.proc.wait(timeout)
     except subprocess.TimeoutExpired:
         return None
+
+
+# The flags both test_cli (long forms) and test_stats (short forms) start a
+# server with, and the `stats settings` they must produce.
+FLAG_SETTINGS = {
+    "maxbytes": str(100 * 1024 * 1024),
+    "maxconns": "500",
+    "num_threads": "2",
+    "item_size_max": str(2 * 1024 * 1024),
+    "cas_enabled": "no",
+    "evictions": "off",
+    "shutdown_command": "yes",
+    "flush_enabled": "no",
+    "reqs_per_event": "7",
+    "tcp_backlog": "99",
+}
+
+
+def assert_flag_settings(c):
+    """`stats settings` reflects the FLAG_SETTINGS flags; returns all settings."""
+    s = stats(c, "settings")
+    assert {k: s.get(k) for k in FLAG_SETTINGS} == FLAG_SETTINGS
+    return s
