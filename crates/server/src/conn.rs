@@ -179,6 +179,11 @@ impl Conn {
         // us (readiness is edge-triggered), so the worker must come back.
         let mut stalled = false;
         loop {
+            // After `quit` nothing more is read, even if its earlier replies
+            // needed several writes to leave.
+            if self.close_after_write {
+                break;
+            }
             if self.swallow > 0 {
                 let n = self.swallow.min(self.filled - self.rpos);
                 self.rpos += n;

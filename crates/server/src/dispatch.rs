@@ -71,7 +71,8 @@ fn to_set_op(op: StoreOp) -> SetOp {
 pub(crate) fn execute(ctx: &mut Ctx<'_>, req: Request<'_>, out: &mut Vec<u8>, resume: Option<usize>) -> Outcome {
     let noreply = req.noreply;
     let s = ctx.stats;
-    let clock = ctx.shared.store.clock().clone();
+    let shared = ctx.shared;
+    let clock = shared.store.clock();
     let reply = |out: &mut Vec<u8>, bytes: &[u8]| {
         if !noreply {
             out.extend_from_slice(bytes);

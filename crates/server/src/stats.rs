@@ -138,29 +138,9 @@ fn general(shared: &Shared, out: &mut Vec<u8>) {
             stat(out, stringify!($f), sum(shared, |w| &w.$f))
         };
     }
-    line!(cmd_get);
-    line!(cmd_set);
-    line!(cmd_flush);
-    line!(cmd_touch);
-    line!(get_hits);
-    line!(get_misses);
+    fields!(line);
     stat(out, "get_expired", st.get_expired);
     stat(out, "get_flushed", st.get_flushed);
-    line!(delete_misses);
-    line!(delete_hits);
-    line!(incr_misses);
-    line!(incr_hits);
-    line!(decr_misses);
-    line!(decr_hits);
-    line!(cas_misses);
-    line!(cas_hits);
-    line!(cas_badval);
-    line!(touch_hits);
-    line!(touch_misses);
-    line!(store_too_large);
-    line!(store_no_memory);
-    line!(bytes_read);
-    line!(bytes_written);
     stat(out, "limit_maxbytes", st.memory_limit);
     stat(out, "accepting_conns", 1);
     stat(out, "threads", shared.cfg.threads);
@@ -190,13 +170,12 @@ fn yes_no(b: bool) -> &'static str {
 fn settings(shared: &Shared, out: &mut Vec<u8>) {
     let c = &shared.cfg;
     let sc = shared.store.config();
-    stat(out, "maxbytes", shared.store.stats().memory_limit);
+    stat(out, "maxbytes", shared.store.memory_limit());
     stat(out, "maxconns", c.max_conns);
     stat(out, "tcpport", if c.unix_socket.is_some() { 0 } else { c.port });
     stat(out, "udpport", 0);
     stat(out, "inter", c.listen.join(","));
     stat(out, "verbosity", shared.verbosity.load(Relaxed));
-    stat(out, "oldest", 0);
     stat(out, "evictions", if sc.evictions { "on" } else { "off" });
     stat(out, "domain_socket", c.unix_socket.as_ref().map_or("NULL".into(), |p| p.display().to_string()));
     stat(out, "umask", format!("{:o}", c.unix_mask));
@@ -207,7 +186,7 @@ fn settings(shared: &Shared, out: &mut Vec<u8>) {
     stat(out, "tcp_backlog", c.backlog);
     stat(out, "binding_protocol", "ascii");
     stat(out, "item_size_max", c.item_size_max);
-    stat(out, "hashpower_init", shared.store.stats().hash_power);
+    stat(out, "hashpower_init", shared.store.hash_power());
     stat(out, "flush_enabled", yes_no(c.flush_enabled));
     stat(out, "segment_size", sc.segment_size);
 }
@@ -218,7 +197,6 @@ fn items(shared: &Shared, out: &mut Vec<u8>) {
         return;
     }
     stat(out, "items:1:number", st.curr_items);
-    stat(out, "items:1:age", 0);
     stat(out, "items:1:evicted", st.evictions);
     stat(out, "items:1:reclaimed", st.expired_unlinked);
 }

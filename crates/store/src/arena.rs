@@ -57,10 +57,6 @@ impl Arena {
         self.seg_size
     }
 
-    pub fn segments(&self) -> u32 {
-        self.nsegs
-    }
-
     fn ptr(&self, seg: u32, off: usize, len: usize) -> *mut u8 {
         // A bad location is a bug in the store; refusing it keeps it from
         // becoming memory corruption.

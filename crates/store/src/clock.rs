@@ -72,11 +72,6 @@ impl Clock {
         self.process_started + i64::from(self.now())
     }
 
-    /// Unix time of relative time 0.
-    pub fn process_started(&self) -> i64 {
-        self.process_started
-    }
-
     /// memcached's `realtime()`: a client exptime to relative expiry time.
     /// 0 is never; negative is already expired; up to 30 days is relative to
     /// now; larger is a unix timestamp (already expired if in the past).

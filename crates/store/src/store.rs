@@ -282,7 +282,7 @@ impl Store {
     pub fn worker(self: &Arc<Self>) -> Worker {
         let counters = Arc::new(Counters::default());
         self.counters.lock().push(counters.clone());
-        Worker { store: self.clone(), active: [None; TTL_CLASSES], counters }
+        Worker { store: self.clone(), active: Active { segs: [None; TTL_CLASSES], counters } }
     }
 
     pub fn clock(&self) -> &Arc<Clock> {
@@ -291,6 +291,16 @@ impl Store {
 
     pub fn config(&self) -> &Config {
         &self.cfg
+    }
+
+    /// The memory limit now in force (`-m`, or the last `cache_memlimit`).
+    pub fn memory_limit(&self) -> usize {
+        self.memory_limit.load(Relaxed)
+    }
+
+    /// log2 of the index's bucket count.
+    pub fn hash_power(&self) -> u32 {
+        self.hash_power
     }
 
     /// Bytes of per-item overhead counted against `-I` (the worst-case header).
@@ -354,22 +364,22 @@ impl Store {
         st.find(loc.bucket, |s| slot::tag(s) == loc.tag && self.item_at(s).is_some_and(|it| it.key() == key))
     }
 
-    /// The slot of `key` if it is linked and alive; an expired item found on
-    /// the way is unlinked.
-    fn lookup(&self, st: &mut Stripe, loc: Loc, key: &[u8], now: u32, c: &Counters) -> Option<(Pos, u64)> {
-        let (pos, s) = self.find(st, loc, key)?;
-        let it = self.item_at(s)?;
+    /// The slot of `key` if it is linked and alive; an expired or flushed
+    /// item found on the way is unlinked, and the miss says which it was.
+    fn lookup(&self, st: &mut Stripe, loc: Loc, key: &[u8], now: u32, c: &Counters) -> Result<(Pos, u64), Miss> {
+        let (pos, s) = self.find(st, loc, key).ok_or(Miss::Absent)?;
+        let it = self.item_at(s).ok_or(Miss::Absent)?;
         if self.is_flushed(slot::seg(s)) {
             self.unlink(st, loc.bucket, pos, s);
             bump(&c.flushed_unlinked);
-            return None;
+            return Err(Miss::Flushed);
         }
         if Clock::is_expired(it.expiry(), now) {
             self.unlink(st, loc.bucket, pos, s);
             bump(&c.expired_unlinked);
-            return None;
+            return Err(Miss::Expired);
         }
-        Some((pos, s))
+        Ok((pos, s))
     }
 
     fn unlink(&self, st: &mut Stripe, bucket: u32, pos: Pos, s: u64) {
@@ -619,7 +629,7 @@ impl Store {
             segments_total: self.segs.len() as u64,
             segments_free: self.free.lock().len() as u64,
             segment_size: self.arena.segment_size() as u64,
-            memory_limit: self.memory_limit.load(Relaxed) as u64,
+            memory_limit: self.memory_limit() as u64,
             index_bytes: self.index.memory() as u64,
             hash_power: self.hash_power,
             ..StoreStats::default()
@@ -661,6 +671,14 @@ struct Placed {
     len: usize,
 }
 
+/// Why a lookup found nothing alive.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Miss {
+    Absent,
+    Expired,
+    Flushed,
+}
+
 /// What a rewrite of an existing item will write.
 struct Plan {
     flags: u32,
@@ -680,57 +698,61 @@ enum Rewritten<E, T> {
     Written(E),
 }
 
-/// One worker thread's handle: its active segments and counters.
+/// One worker thread's handle: the shared store and the worker's own state.
 pub struct Worker {
     store: Arc<Store>,
-    active: [Option<u32>; TTL_CLASSES],
+    active: Active,
+}
+
+/// A worker's active segments (one per TTL class) and counters, apart from
+/// the `Arc<Store>` so both can be borrowed at once without touching the
+/// store's reference count on every write.
+struct Active {
+    segs: [Option<u32>; TTL_CLASSES],
     counters: Arc<Counters>,
 }
 
 impl Drop for Worker {
     fn drop(&mut self) {
-        for seg in self.active.iter_mut().filter_map(Option::take) {
+        for seg in self.active.segs.iter_mut().filter_map(Option::take) {
             self.store.seal(seg);
         }
     }
 }
 
-impl Worker {
-    pub fn store(&self) -> &Arc<Store> {
-        &self.store
-    }
-
+impl Active {
     /// Reserves `len` bytes in the active segment of `class`.
-    fn reserve(&mut self, class: usize, len: usize) -> Result<(u32, usize), StoreError> {
-        let st = &self.store;
+    fn reserve(&mut self, st: &Store, class: usize, len: usize) -> Result<(u32, usize), StoreError> {
         let len = st.aligned(len);
         if len > st.arena.segment_size() {
             return Err(StoreError::TooLarge);
         }
-        if let Some(seg) = self.active[class] {
+        if let Some(seg) = self.segs[class] {
             let m = &st.segs[seg as usize];
             let w = m.write_off.load(Relaxed) as usize;
             if w + len <= st.arena.segment_size() && !st.is_flushed(seg) {
                 m.write_off.store((w + len) as u32, Release);
                 return Ok((seg, w));
             }
-            self.active[class] = None;
+            self.segs[class] = None;
             st.seal(seg);
         }
         let seg = st.alloc_segment(&self.counters)?;
-        self.active[class] = Some(seg);
+        self.segs[class] = Some(seg);
         st.segs[seg as usize].write_off.store(len as u32, Release);
         Ok((seg, 0))
     }
 
     /// Gives back the latest reservation (nothing was linked there).
-    fn unreserve(&mut self, seg: u32, off: usize, len: usize) {
-        let m = &self.store.segs[seg as usize];
-        if m.write_off.load(Relaxed) as usize == off + self.store.aligned(len) {
+    fn unreserve(&self, st: &Store, seg: u32, off: usize, len: usize) {
+        let m = &st.segs[seg as usize];
+        if m.write_off.load(Relaxed) as usize == off + st.aligned(len) {
             m.write_off.store(off as u32, Release);
         }
     }
+}
 
+impl Worker {
     /// Reads `key`, handing the item to `f` while it is pinned by its bucket lock.
     pub fn get<R>(&mut self, key: &[u8], f: impl FnOnce(ItemView<'_>) -> R) -> Option<R> {
         let st = &*self.store;
@@ -738,16 +760,17 @@ impl Worker {
         let loc = st.index.locate(key);
         let now = st.clock.now();
         let mut stripe = st.index.lock(loc.stripe);
-        let expired_before = self.counters.expired_unlinked.load(Relaxed);
-        let flushed_before = self.counters.flushed_unlinked.load(Relaxed);
-        let Some((pos, s)) = st.lookup(&mut stripe, loc, key, now, &self.counters) else {
-            if self.counters.expired_unlinked.load(Relaxed) != expired_before {
-                bump(&self.counters.get_expired);
+        let c = &self.active.counters;
+        let (pos, s) = match st.lookup(&mut stripe, loc, key, now, c) {
+            Ok(found) => found,
+            Err(miss) => {
+                match miss {
+                    Miss::Expired => bump(&c.get_expired),
+                    Miss::Flushed => bump(&c.get_flushed),
+                    Miss::Absent => {}
+                }
+                return None;
             }
-            if self.counters.flushed_unlinked.load(Relaxed) != flushed_before {
-                bump(&self.counters.get_flushed);
-            }
-            return None;
         };
         let f_old = slot::freq(s);
         if f_old < 15 {
@@ -758,13 +781,14 @@ impl Worker {
     }
 
     /// Whether `key` is present (no frequency bump).
+    #[cfg(test)]
     pub fn contains(&mut self, key: &[u8]) -> bool {
         let st = &*self.store;
         st.maybe_flush();
         let loc = st.index.locate(key);
         let now = st.clock.now();
         let mut stripe = st.index.lock(loc.stripe);
-        st.lookup(&mut stripe, loc, key, now, &self.counters).is_some()
+        st.lookup(&mut stripe, loc, key, now, &self.active.counters).is_ok()
     }
 
     /// set/add/replace/append/prepend/cas. `expiry` is relative server time
@@ -783,13 +807,13 @@ impl Worker {
             SetOp::Prepend => return self.concat(key, value, true),
             _ => {}
         }
-        let store = self.store.clone();
+        let store = &*self.store;
         let len = encoded_len(key.len(), value.len(), flags, expiry, None);
         if len > store.cfg.item_size_max {
             return Err(StoreError::TooLarge);
         }
         let now = store.clock.now();
-        let (seg, off) = self.reserve(ttl_class(expiry, now), len)?;
+        let (seg, off) = self.active.reserve(store, ttl_class(expiry, now), len)?;
         // SAFETY: freshly reserved by this worker in its active segment.
         let dst = unsafe { store.arena.bytes_mut(seg, off, len) };
         let v = write_head(dst, key, value.len(), flags, expiry, None);
@@ -798,7 +822,7 @@ impl Worker {
 
         let loc = store.index.locate(key);
         let mut stripe = store.index.lock(loc.stripe);
-        let found = store.lookup(&mut stripe, loc, key, now, &self.counters);
+        let found = store.lookup(&mut stripe, loc, key, now, &self.active.counters).ok();
         let outcome = match (op, found) {
             (SetOp::Add, Some(_)) | (SetOp::Replace, None) => StoreOutcome::NotStored,
             (SetOp::Cas(_), None) => StoreOutcome::NotFound,
@@ -814,9 +838,9 @@ impl Worker {
             _ => StoreOutcome::Stored,
         };
         if outcome == StoreOutcome::Stored {
-            store.link(&mut stripe, loc, found, Placed { seg, off, len }, &self.counters);
+            store.link(&mut stripe, loc, found, Placed { seg, off, len }, &self.active.counters);
         } else {
-            self.unreserve(seg, off, len);
+            self.active.unreserve(store, seg, off, len);
         }
         Ok(outcome)
     }
@@ -827,12 +851,12 @@ impl Worker {
         let loc = st.index.locate(key);
         let now = st.clock.now();
         let mut stripe = st.index.lock(loc.stripe);
-        match st.lookup(&mut stripe, loc, key, now, &self.counters) {
-            Some((pos, s)) => {
+        match st.lookup(&mut stripe, loc, key, now, &self.active.counters) {
+            Ok((pos, s)) => {
                 st.unlink(&mut stripe, loc.bucket, pos, s);
                 true
             }
-            None => false,
+            Err(_) => false,
         }
     }
 
@@ -845,14 +869,14 @@ impl Worker {
         mut plan: impl FnMut(&Item<'_>, u64) -> Step<E, T>,
         fill: impl Fn(&Item<'_>, &E, &mut [u8]),
     ) -> Result<Rewritten<E, T>, StoreError> {
-        let store = self.store.clone();
+        let store = &*self.store;
         store.maybe_flush();
         let loc = store.index.locate(key);
         for _ in 0..16 {
             let now = store.clock.now();
             let (seen, epoch, p, extra) = {
                 let mut stripe = store.index.lock(loc.stripe);
-                let Some((_, s)) = store.lookup(&mut stripe, loc, key, now, &self.counters) else {
+                let Ok((_, s)) = store.lookup(&mut stripe, loc, key, now, &self.active.counters) else {
                     return Ok(Rewritten::Missing);
                 };
                 let Some(it) = store.item_at(s) else { return Ok(Rewritten::Missing) };
@@ -864,9 +888,9 @@ impl Worker {
                 }
             };
             let len = encoded_len(key.len(), p.vlen, p.flags, p.expiry, p.cas);
-            let (seg, off) = self.reserve(ttl_class(p.expiry, now), len)?;
+            let (seg, off) = self.active.reserve(store, ttl_class(p.expiry, now), len)?;
             let mut stripe = store.index.lock(loc.stripe);
-            let found = store.lookup(&mut stripe, loc, key, now, &self.counters);
+            let found = store.lookup(&mut stripe, loc, key, now, &self.active.counters).ok();
             let unchanged = found.is_some_and(|(_, s)| {
                 slot::location(s) == seen && store.segs[slot::seg(s) as usize].epoch.load(Relaxed) == epoch
             });
@@ -878,14 +902,14 @@ impl Worker {
                     let v = write_head(dst, key, p.vlen, p.flags, p.expiry, p.cas);
                     fill(&old, &extra, &mut dst[v..]);
                     store.note_expiry(seg, p.expiry);
-                    store.link(&mut stripe, loc, Some((pos, s)), Placed { seg, off, len }, &self.counters);
+                    store.link(&mut stripe, loc, Some((pos, s)), Placed { seg, off, len }, &self.active.counters);
                     return Ok(Rewritten::Written(extra));
                 }
                 (None, _) => {
-                    self.unreserve(seg, off, len);
+                    self.active.unreserve(store, seg, off, len);
                     return Ok(Rewritten::Missing);
                 }
-                (Some(_), false) => self.unreserve(seg, off, len),
+                (Some(_), false) => self.active.unreserve(store, seg, off, len),
             }
         }
         Err(StoreError::Contended)
@@ -943,13 +967,13 @@ impl Worker {
 
     /// Sets a new expiry; false if the key is missing.
     pub fn touch(&mut self, key: &[u8], expiry: u32) -> Result<bool, StoreError> {
-        let store = self.store.clone();
+        let store = &*self.store;
         store.maybe_flush();
         {
             let loc = store.index.locate(key);
             let now = store.clock.now();
             let mut stripe = store.index.lock(loc.stripe);
-            let Some((_, s)) = store.lookup(&mut stripe, loc, key, now, &self.counters) else {
+            let Ok((_, s)) = store.lookup(&mut stripe, loc, key, now, &self.active.counters) else {
                 return Ok(false);
             };
             let Some(it) = store.item_at(s) else { return Ok(false) };
@@ -967,16 +991,12 @@ impl Worker {
             }
         }
         // The item has no expiry field: rewrite it with one, same CAS.
+        let keep_cas = store.cfg.cas;
         let r = self.rewrite(
             key,
             |it, cas| {
                 Step::<(), ()>::Write(
-                    Plan {
-                        flags: it.flags(),
-                        expiry,
-                        cas: Some(cas).filter(|_| store.cfg.cas),
-                        vlen: it.value().len(),
-                    },
+                    Plan { flags: it.flags(), expiry, cas: Some(cas).filter(|_| keep_cas), vlen: it.value().len() },
                     (),
                 )
             },
