@@ -8,7 +8,9 @@
 //! buffered yields [`text::Parse::Incomplete`], which is a normal state, not an
 //! error. Keys and values are borrowed from the caller's buffer, never copied.
 
+pub mod meta;
 pub mod numbers;
+pub mod ops;
 pub mod reply;
 pub mod text;
 

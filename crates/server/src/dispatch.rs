@@ -1,13 +1,17 @@
-//! Executes parsed text requests against the store and writes memcached's
-//! replies. Stats counters are bumped here, where the outcome is known.
+//! Executes parsed text requests: the classic commands' replies are written
+//! here, the meta commands' in [`crate::meta`]; both run through the
+//! semantic core in [`crate::core`]. Admin commands (flush_all, stats,
+//! version...) are handled here directly.
 
 use std::sync::atomic::Ordering::Relaxed;
 
+use strata_protocol::ops;
 use strata_protocol::reply::{self, text as r};
 use strata_protocol::text::{retrieval::Key, Command, Config as ParseConfig, Request, StoreOp};
-use strata_store::{ArithOutcome, SetOp, StoreError, StoreOutcome, Worker};
+use strata_store::{ArithOutcome, Counted, DeleteOutcome, StoreError, StoreOutcome, Worker};
 
 use crate::stats::{self, WorkerStats};
+use crate::{core, meta};
 use crate::{ConnInfo, Shared};
 
 /// The worker-thread context a request runs in.
@@ -52,18 +56,26 @@ pub(crate) enum Outcome {
     CloseAfterWrite,
 }
 
-fn inc(c: &std::sync::atomic::AtomicU64) {
-    c.store(c.load(Relaxed) + 1, Relaxed);
-}
-
-fn to_set_op(op: StoreOp) -> SetOp {
-    match op {
-        StoreOp::Set => SetOp::Set,
-        StoreOp::Add => SetOp::Add,
-        StoreOp::Replace => SetOp::Replace,
-        StoreOp::Append => SetOp::Append,
-        StoreOp::Prepend => SetOp::Prepend,
-        StoreOp::Cas(c) => SetOp::Cas(c),
+/// A classic storage command as the core's protocol-neutral write.
+fn classic_set<'a>(op: StoreOp, key: &'a [u8], flags: u32, exptime: i32, data: &'a [u8]) -> ops::Set<'a> {
+    let (mode, compare) = match op {
+        StoreOp::Set => (ops::Mode::Set, None),
+        StoreOp::Add => (ops::Mode::Add, None),
+        StoreOp::Replace => (ops::Mode::Replace, None),
+        StoreOp::Append => (ops::Mode::Append, None),
+        StoreOp::Prepend => (ops::Mode::Prepend, None),
+        StoreOp::Cas(c) => (ops::Mode::Set, Some(c)),
+    };
+    ops::Set {
+        mode,
+        key: ops::Key::Raw(key),
+        flags,
+        exptime,
+        data,
+        compare,
+        invalidate: false,
+        new_cas: None,
+        vivify: None,
     }
 }
 
@@ -80,7 +92,6 @@ pub(crate) fn execute(ctx: &mut Ctx<'_>, req: Request<'_>, out: &mut Vec<u8>, re
     };
     match req.command {
         Command::Get { keys, cas, touch } => {
-            let expiry = touch.map(|t| clock.expiry(i64::from(t)));
             let mut pos = resume.unwrap_or(0);
             let start = out.len();
             let max_output = ctx.shared.cfg.max_output;
@@ -102,114 +113,64 @@ pub(crate) fn execute(ctx: &mut Ctx<'_>, req: Request<'_>, out: &mut Vec<u8>, re
                     }
                     Some((Key::Ok(key), next)) => {
                         pos = next;
-                        let hit = match expiry {
-                            Some(e) => {
-                                // Reply with the item as found, then apply the
-                                // new expiry (gat -1 returns it one last time).
-                                inc(&s.cmd_touch);
-                                let hit = ctx.store.get(key, |it| write_value(out, it, cas)).is_some();
-                                if hit {
-                                    // Out of memory for a rewrite leaves the old expiry.
-                                    let _ = ctx.store.touch(key, e);
-                                }
-                                hit
-                            }
-                            None => {
-                                inc(&s.cmd_get);
-                                ctx.store.get(key, |it| write_value(out, it, cas)).is_some()
-                            }
-                        };
-                        match (expiry.is_some(), hit) {
-                            (true, true) => inc(&s.touch_hits),
-                            (true, false) => inc(&s.touch_misses),
-                            (false, true) => inc(&s.get_hits),
-                            (false, false) => inc(&s.get_misses),
-                        }
+                        // gat replies with the item as found, then the new
+                        // expiry applies (gat -1 returns it one last time).
+                        let get = ops::Get { touch, ..ops::Get::plain(ops::Key::Raw(key)) };
+                        // A failed rewrite for a touch leaves the old expiry;
+                        // the read itself has no error to report.
+                        let _ = ctx.get(&get, |it| write_value(out, it, cas));
                     }
                 }
             }
         }
         Command::Store { op, key, flags, exptime, data } => {
-            inc(&s.cmd_set);
-            let expiry = clock.expiry(i64::from(exptime));
-            match ctx.store.set(to_set_op(op), key, flags, expiry, data) {
-                Ok(StoreOutcome::Stored) => {
-                    if matches!(op, StoreOp::Cas(_)) {
-                        inc(&s.cas_hits);
-                    }
-                    reply(out, r::STORED)
-                }
-                Ok(StoreOutcome::NotStored) => reply(out, r::NOT_STORED),
-                Ok(StoreOutcome::Exists) => {
-                    inc(&s.cas_badval);
-                    reply(out, r::EXISTS)
-                }
-                Ok(StoreOutcome::NotFound) => {
-                    inc(&s.cas_misses);
-                    reply(out, r::NOT_FOUND)
-                }
-                Err(StoreError::TooLarge) => {
-                    inc(&s.store_too_large);
-                    reply(out, r::TOO_LARGE)
-                }
-                Err(_) => {
-                    inc(&s.store_no_memory);
-                    reply(out, r::OUT_OF_MEMORY_STORING);
-                }
+            match ctx.set(&classic_set(op, key, flags, exptime, data)) {
+                Ok(stored) => reply(
+                    out,
+                    match stored.outcome {
+                        StoreOutcome::Stored => r::STORED,
+                        StoreOutcome::NotStored => r::NOT_STORED,
+                        StoreOutcome::Exists => r::EXISTS,
+                        StoreOutcome::NotFound => r::NOT_FOUND,
+                    },
+                ),
+                Err(StoreError::TooLarge) => reply(out, r::TOO_LARGE),
+                Err(_) => reply(out, r::OUT_OF_MEMORY_STORING),
             }
         }
         Command::TooLarge { op, key, swallow } => {
-            inc(&s.store_too_large);
-            // memcached unlinks the old value of a failed set so a stale
-            // version cannot outlive the write that was meant to replace it.
             if op == StoreOp::Set {
-                ctx.store.delete(key);
+                ctx.refuse_too_large(key);
+            } else {
+                core::inc(&s.store_too_large);
             }
             reply(out, r::TOO_LARGE);
             return Outcome::Swallow(swallow);
         }
-        Command::Delete { key } => {
-            if ctx.store.delete(key) {
-                inc(&s.delete_hits);
-                reply(out, r::DELETED)
-            } else {
-                inc(&s.delete_misses);
-                reply(out, r::NOT_FOUND)
-            }
-        }
-        Command::Arith { key, incr, delta } => {
-            let (hits, misses) = if incr { (&s.incr_hits, &s.incr_misses) } else { (&s.decr_hits, &s.decr_misses) };
-            match ctx.store.arith(key, incr, delta) {
-                Ok(ArithOutcome::Value(v)) => {
-                    inc(hits);
-                    if !noreply {
-                        reply::number(out, v);
-                    }
+        Command::Delete { key } => match ctx.delete(&ops::Delete::plain(ops::Key::Raw(key))) {
+            Ok(DeleteOutcome::Deleted) => reply(out, r::DELETED),
+            _ => reply(out, r::NOT_FOUND),
+        },
+        Command::Arith { key, incr, delta } => match ctx.arith(&ops::Arith::plain(ops::Key::Raw(key), incr, delta)) {
+            Ok(Counted { outcome: ArithOutcome::Value(v), .. }) => {
+                if !noreply {
+                    reply::number(out, v);
                 }
-                Ok(ArithOutcome::NotFound) => {
-                    inc(misses);
-                    reply(out, r::NOT_FOUND)
-                }
-                Ok(ArithOutcome::NonNumeric) => reply(out, r::NON_NUMERIC),
-                Err(_) => reply(out, r::OUT_OF_MEMORY),
             }
-        }
+            Ok(Counted { outcome: ArithOutcome::NonNumeric, .. }) => reply(out, r::NON_NUMERIC),
+            Ok(_) => reply(out, r::NOT_FOUND),
+            Err(_) => reply(out, r::OUT_OF_MEMORY),
+        },
         Command::Touch { key, exptime } => {
-            inc(&s.cmd_touch);
-            match ctx.store.touch(key, clock.expiry(i64::from(exptime))) {
-                Ok(true) => {
-                    inc(&s.touch_hits);
-                    reply(out, r::TOUCHED)
-                }
-                Ok(false) => {
-                    inc(&s.touch_misses);
-                    reply(out, r::NOT_FOUND)
-                }
+            let get = ops::Get { bump: false, touch: Some(exptime), ..ops::Get::plain(ops::Key::Raw(key)) };
+            match ctx.get(&get, |_| ()) {
+                Ok(Some(())) => reply(out, r::TOUCHED),
+                Ok(None) => reply(out, r::NOT_FOUND),
                 Err(_) => reply(out, r::OUT_OF_MEMORY),
             }
         }
         Command::FlushAll { delay } => {
-            inc(&s.cmd_flush);
+            core::inc(&s.cmd_flush);
             if !ctx.shared.cfg.flush_enabled {
                 reply(out, r::FLUSH_DISABLED);
             } else {
@@ -257,7 +218,21 @@ pub(crate) fn execute(ctx: &mut Ctx<'_>, req: Request<'_>, out: &mut Vec<u8>, re
             clock.advance(seconds);
             out.extend_from_slice(r::OK);
         }
+        Command::MetaGet { get, reply, value } => meta::get(ctx, &get, &reply, value, out),
+        Command::MetaSet { set, reply } => meta::set(ctx, &set, &reply, out),
+        Command::MetaTooLarge { key, swallow, .. } => {
+            meta::too_large(ctx, key.as_bytes(), out);
+            return Outcome::Swallow(swallow);
+        }
+        Command::MetaDelete { del, reply } => meta::delete(ctx, &del, &reply, out),
+        Command::MetaArith { arith, reply, value } => meta::arith(ctx, &arith, &reply, value, out),
+        Command::MetaNoop => out.extend_from_slice(b"MN\r\n"),
+        Command::MetaDebug { key, base64 } => meta::debug(ctx, &key, base64, out),
         Command::Error(e) => reply(out, e.reply()),
+        Command::Swallow { error, swallow } => {
+            out.extend_from_slice(error.reply());
+            return Outcome::Swallow(swallow);
+        }
     }
     Outcome::Continue
 }

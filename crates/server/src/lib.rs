@@ -9,8 +9,10 @@
 
 pub mod config;
 mod conn;
+mod core;
 mod dispatch;
 mod listen;
+mod meta;
 mod stats;
 mod worker;
 

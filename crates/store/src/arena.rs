@@ -13,8 +13,9 @@
 //!    so a reader sees the writer's bytes (the lock's release/acquire).
 //! 3. A segment is reused only after every item in it has been unlinked under
 //!    its bucket lock, so no reader can still be looking at it.
-//! 4. The only in-place change to a published item is its expiry field, made
-//!    under the bucket lock; lock-free readers (the scanner) never read it.
+//! 4. The only in-place changes to a published item are its expiry field and
+//!    its state byte, made under the bucket lock; lock-free readers (the
+//!    scanner) never read them.
 
 use std::alloc::{alloc_zeroed, dealloc, Layout};
 use std::ptr::NonNull;
@@ -124,15 +125,16 @@ impl Drop for Arena {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::item::{encoded_len, write_head};
+    use crate::item::{encoded_len, write_head, Fields};
 
     #[test]
     fn write_then_read_an_item() {
         let a = Arena::new(4096, 2).unwrap_or_else(|e| panic!("{e}"));
-        let len = encoded_len(3, 5, 7, 0, None);
+        let f = Fields { flags: 7, ..Fields::default() };
+        let len = encoded_len(3, 5, &f);
         // SAFETY: single-threaded test owns the whole arena.
         let dst = unsafe { a.bytes_mut(1, 100, len) };
-        let v = write_head(dst, b"key", 5, 7, 0, None);
+        let v = write_head(dst, b"key", 5, &f);
         dst[v..].copy_from_slice(b"hello");
         // SAFETY: written above, no concurrent writer.
         let it = unsafe { a.item(1, 100) }.unwrap_or_else(|| panic!("item"));

@@ -2,32 +2,57 @@
 //!
 //! ```text
 //!  0        1        2                2+w
-//! +--------+--------+----------------+----------+-----------+-----------+-----+-------+
-//! | keylen | bits   | value length w | [flags4] | [expiry4] | [cas8]    | key | value |
-//! +--------+--------+----------------+----------+-----------+-----------+-----+-------+
+//! +--------+--------+----------------+----------+-----------+--------+----------+-----+-------+
+//! | keylen | bits   | value length w | [flags4] | [expiry4] | [cas8] | [state1] | key | value |
+//! +--------+--------+----------------+----------+-----------+--------+----------+-----+-------+
 //!  bits 0-1: width w of the value length: 0 → 1 byte, 1 → 2 bytes, 2 → 4 bytes
 //!  bit 2: client flags present (only when non-zero)
 //!  bit 3: expiry present (relative seconds; only when the item can expire)
 //!  bit 4: explicit CAS present (only on items moved or rewritten in place of
-//!         an older version; otherwise the CAS is derived from the location,
-//!         see `store`)
+//!         an older version, or given a CAS by the client; otherwise the CAS
+//!         is derived from the location, see `store`)
 //!  bit 5: compressed value (reserved for the compression codec)
+//!  bit 6: state byte present (see [`state`]; only on items that were marked
+//!         stale, handed out a recache token, or moved after being read)
 //! ```
 //! All integers little-endian, no alignment. A 14-byte key with a 100-byte
 //! value, no flags and no expiry costs 3 bytes of header; with a TTL, 7.
 //!
 //! Concurrency: a published item's bytes never change, except the 4 expiry
-//! bytes, which `touch` rewrites under the item's bucket lock. Code that reads
-//! items without that lock (the segment scanner) reads only the length fields
-//! and the key.
+//! bytes and the state byte, which are rewritten in place under the item's
+//! bucket lock. Code that reads items without that lock (the segment scanner)
+//! reads only the length fields and the key.
 
 const WIDTH_MASK: u8 = 0b11;
 const HAS_FLAGS: u8 = 1 << 2;
 const HAS_EXPIRY: u8 = 1 << 3;
 const HAS_CAS: u8 = 1 << 4;
+const HAS_STATE: u8 = 1 << 6;
 
-/// The longest header: lengths, flags, expiry and CAS.
-pub const MAX_HEADER_LEN: usize = 2 + 4 + 4 + 4 + 8;
+/// Bits of the optional state byte (the meta protocol's per-item state).
+pub mod state {
+    /// Marked stale (`md I`, `ms I`): served with `X` until replaced.
+    pub const STALE: u8 = 1;
+    /// A client was handed the recache token (`W`); others get `Z`.
+    pub const TOKEN_SENT: u8 = 1 << 1;
+    /// Read before it was last moved by eviction (the index's read counter
+    /// starts again at the new place).
+    pub const FETCHED: u8 = 1 << 2;
+}
+
+/// The longest header: lengths, flags, expiry, CAS and state.
+pub const MAX_HEADER_LEN: usize = 2 + 4 + 4 + 4 + 8 + 1;
+
+/// An item's optional header fields; zero/`None` fields take no bytes.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Fields {
+    pub flags: u32,
+    /// Server-relative expiry time, 0 for never.
+    pub expiry: u32,
+    pub cas: Option<u64>,
+    /// [`state`] bits.
+    pub state: u8,
+}
 
 /// An item's header fields.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -47,20 +72,23 @@ fn width_of(bits: u8) -> usize {
 
 impl Header {
     /// The header an item with these fields gets.
-    pub fn new(klen: usize, vlen: usize, flags: u32, expiry: u32, cas: Option<u64>) -> Header {
+    pub fn new(klen: usize, vlen: usize, f: &Fields) -> Header {
         let mut bits = match vlen {
             0..=0xff => 0,
             0x100..=0xffff => 1,
             _ => 2,
         };
-        if flags != 0 {
+        if f.flags != 0 {
             bits |= HAS_FLAGS;
         }
-        if expiry != 0 {
+        if f.expiry != 0 {
             bits |= HAS_EXPIRY;
         }
-        if cas.is_some() {
+        if f.cas.is_some() {
             bits |= HAS_CAS;
+        }
+        if f.state != 0 {
+            bits |= HAS_STATE;
         }
         Header { klen: klen as u8, bits, vlen: vlen as u32 }
     }
@@ -96,9 +124,14 @@ impl Header {
             + if self.bits & HAS_EXPIRY != 0 { 4 } else { 0 }
     }
 
+    /// Offset of the state byte, when present.
+    pub fn state_at(&self) -> Option<usize> {
+        (self.bits & HAS_STATE != 0).then(|| self.cas_at() + if self.bits & HAS_CAS != 0 { 8 } else { 0 })
+    }
+
     /// Header length in bytes.
     pub fn header_len(&self) -> usize {
-        self.cas_at() + if self.bits & HAS_CAS != 0 { 8 } else { 0 }
+        self.cas_at() + if self.bits & HAS_CAS != 0 { 8 } else { 0 } + if self.bits & HAS_STATE != 0 { 1 } else { 0 }
     }
 
     /// Header, key and value.
@@ -108,14 +141,15 @@ impl Header {
 }
 
 /// Bytes an item with these fields occupies.
-pub fn encoded_len(klen: usize, vlen: usize, flags: u32, expiry: u32, cas: Option<u64>) -> usize {
-    Header::new(klen, vlen, flags, expiry, cas).total_len()
+pub fn encoded_len(klen: usize, vlen: usize, f: &Fields) -> usize {
+    Header::new(klen, vlen, f).total_len()
 }
 
 /// Writes header and key at the start of `dst` and returns where the value
 /// goes. `dst` must be at least [`encoded_len`] bytes.
-pub fn write_head(dst: &mut [u8], key: &[u8], vlen: usize, flags: u32, expiry: u32, cas: Option<u64>) -> usize {
-    let h = Header::new(key.len(), vlen, flags, expiry, cas);
+pub fn write_head(dst: &mut [u8], key: &[u8], vlen: usize, f: &Fields) -> usize {
+    let h = Header::new(key.len(), vlen, f);
+    let Fields { flags, expiry, cas, state } = *f;
     dst[0] = h.klen;
     dst[1] = h.bits;
     let mut p = 2;
@@ -136,6 +170,10 @@ pub fn write_head(dst: &mut [u8], key: &[u8], vlen: usize, flags: u32, expiry: u
     if let Some(cas) = cas {
         dst[p..p + 8].copy_from_slice(&cas.to_le_bytes());
         p += 8;
+    }
+    if state != 0 {
+        dst[p] = state;
+        p += 1;
     }
     dst[p..p + key.len()].copy_from_slice(key);
     p + key.len()
@@ -178,6 +216,16 @@ impl<'a> Item<'a> {
         }
     }
 
+    /// [`state`] bits (0 without a state byte).
+    pub fn state(&self) -> u8 {
+        self.header.state_at().map_or(0, |p| self.bytes[p])
+    }
+
+    /// The fields as stored (CAS only if explicit).
+    pub fn fields(&self) -> Fields {
+        Fields { flags: self.flags(), expiry: self.expiry(), cas: self.explicit_cas(), state: self.state() }
+    }
+
     /// The CAS stored in the item, if it carries one.
     pub fn explicit_cas(&self) -> Option<u64> {
         if self.header.bits & HAS_CAS == 0 {
@@ -197,19 +245,24 @@ mod tests {
 
     #[test]
     fn typical_small_item_header_is_at_most_8_bytes() {
-        assert_eq!(Header::new(14, 100, 0, 0, None).header_len(), 3);
-        assert_eq!(Header::new(14, 100, 0, 1000, None).header_len(), 7);
-        assert_eq!(Header::new(14, 1000, 0, 1000, None).header_len(), 8);
-        assert_eq!(Header::new(250, 1 << 20, u32::MAX, 5, Some(1)).header_len(), MAX_HEADER_LEN);
+        let ttl = Fields { expiry: 1000, ..Fields::default() };
+        assert_eq!(Header::new(14, 100, &Fields::default()).header_len(), 3);
+        assert_eq!(Header::new(14, 100, &ttl).header_len(), 7);
+        assert_eq!(Header::new(14, 1000, &ttl).header_len(), 8);
+        let all = Fields { flags: u32::MAX, expiry: 5, cas: Some(1), state: state::STALE };
+        assert_eq!(Header::new(250, 1 << 20, &all).header_len(), MAX_HEADER_LEN);
+        assert_eq!(MAX_HEADER_LEN, 23);
     }
 
     proptest! {
         #[test]
         fn round_trip(key in proptest::collection::vec(any::<u8>(), 1..250), vlen in 0usize..70_000,
-                      flags in any::<u32>(), expiry in any::<u32>(), cas in any::<Option<u64>>()) {
-            let len = encoded_len(key.len(), vlen, flags, expiry, cas);
+                      flags in any::<u32>(), expiry in any::<u32>(), cas in any::<Option<u64>>(),
+                      state in 0u8..8) {
+            let f = Fields { flags, expiry, cas, state };
+            let len = encoded_len(key.len(), vlen, &f);
             let mut buf = vec![0u8; len];
-            let voff = write_head(&mut buf, &key, vlen, flags, expiry, cas);
+            let voff = write_head(&mut buf, &key, vlen, &f);
             prop_assert_eq!(voff + vlen, len);
             let h = Header::parse_lengths(&buf[..Header::lengths_len(buf[1])]);
             prop_assert_eq!(h.total_len(), len);
@@ -219,6 +272,8 @@ mod tests {
             prop_assert_eq!(it.flags(), flags);
             prop_assert_eq!(it.expiry(), expiry);
             prop_assert_eq!(it.explicit_cas(), cas);
+            prop_assert_eq!(it.state(), state);
+            prop_assert_eq!(it.fields(), f);
         }
     }
 }

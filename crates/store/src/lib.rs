@@ -16,6 +16,10 @@ pub mod clock;
 pub mod index;
 pub mod item;
 pub mod store;
+pub mod timelog;
 
 pub use clock::Clock;
-pub use store::{ArithOutcome, Config, ItemView, SetOp, Store, StoreError, StoreOutcome, StoreStats, Worker};
+pub use store::{
+    Arith, ArithOutcome, Config, Counted, Delete, DeleteOutcome, Inspect, ItemView, ReadOpts, SetOp, Store, StoreError,
+    StoreOutcome, StoreStats, Stored, Worker, Write,
+};

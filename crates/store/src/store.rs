@@ -35,7 +35,8 @@ use parking_lot::Mutex;
 use crate::arena::Arena;
 use crate::clock::Clock;
 use crate::index::{slot, Index, Loc, Pos, Stripe};
-use crate::item::{encoded_len, write_head, Item, MAX_HEADER_LEN};
+use crate::item::{encoded_len, state, write_head, Fields, Item, MAX_HEADER_LEN};
+use crate::timelog::TimeLog;
 
 /// Errors of the store.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -85,7 +86,7 @@ impl Default for Config {
     }
 }
 
-/// Storage commands.
+/// Storage modes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum SetOp {
     Set,
@@ -93,6 +94,7 @@ pub enum SetOp {
     Replace,
     Append,
     Prepend,
+    /// The classic `cas` command: `Set` with a compare value.
     Cas(u64),
 }
 
@@ -105,12 +107,64 @@ pub enum StoreOutcome {
     NotFound,
 }
 
-/// Result of incr/decr.
+/// A storage request with every option the protocols can ask for.
+#[derive(Debug, Clone, Copy)]
+pub struct Write<'a> {
+    pub op: SetOp,
+    pub key: &'a [u8],
+    pub flags: u32,
+    /// Server-relative expiry (see [`Clock::expiry`]), 0 for never.
+    pub expiry: u32,
+    pub value: &'a [u8],
+    /// Store only if the item's CAS is this (`ms C`); with `Set`, a missing
+    /// item is `NotFound`, as for `cas`.
+    pub compare: Option<u64>,
+    /// With `compare`: a compare value older than the item's CAS still stores,
+    /// but the new item is stale (`ms I`).
+    pub invalidate: bool,
+    /// The stored item's CAS, instead of a fresh one (`ms E`).
+    pub new_cas: Option<u64>,
+    /// Append/prepend to a missing item creates it with this expiry (`ms N`).
+    pub vivify: Option<u32>,
+}
+
+impl<'a> Write<'a> {
+    pub fn new(op: SetOp, key: &'a [u8], flags: u32, expiry: u32, value: &'a [u8]) -> Write<'a> {
+        Write { op, key, flags, expiry, value, compare: None, invalidate: false, new_cas: None, vivify: None }
+    }
+}
+
+/// What a storage request did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ArithOutcome {
-    Value(u64),
-    NotFound,
-    NonNumeric,
+pub struct Stored {
+    pub outcome: StoreOutcome,
+    /// The CAS of the item written (0 if nothing was written).
+    pub cas: u64,
+    /// Value length of the item written (after append/prepend).
+    pub size: usize,
+}
+
+/// How a read treats the item it finds.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct ReadOpts {
+    /// Count the read toward keeping the item (memcached's LRU bump;
+    /// `mg u` turns it off).
+    pub bump: bool,
+    /// Set this expiry on a hit (`touch`, `gat`, `mg T`).
+    pub touch: Option<u32>,
+    /// Hand out the recache token if the item expires before this
+    /// server-relative time (`mg R`).
+    pub recache_before: Option<u32>,
+    /// On a miss, create an empty item with this expiry and hand out its
+    /// recache token (`mg N`).
+    pub vivify: Option<u32>,
+    /// CAS of an item the read creates (`mg E`).
+    pub new_cas: Option<u64>,
+}
+
+impl ReadOpts {
+    /// A plain `get`.
+    pub const GET: ReadOpts = ReadOpts { bump: true, touch: None, recache_before: None, vivify: None, new_cas: None };
 }
 
 /// An item as handed to a reader, valid only inside the reader's closure.
@@ -120,6 +174,89 @@ pub struct ItemView<'a> {
     pub value: &'a [u8],
     pub flags: u32,
     pub cas: u64,
+    /// Expiry before the read (server-relative, 0 for never).
+    pub expiry_before: u32,
+    /// Expiry after the read (differs when it touched the item).
+    pub expiry: u32,
+    /// Read before this read.
+    pub fetched: bool,
+    /// When the item was written (server-relative seconds).
+    pub written: u32,
+    /// Marked stale (`X`).
+    pub stale: bool,
+    /// Someone else already holds the recache token (`Z`).
+    pub token_sent: bool,
+    /// This read took the recache token (`W`).
+    pub won: bool,
+    /// This read created the item (`mg N` on a miss).
+    pub created: bool,
+}
+
+/// Result of incr/decr.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ArithOutcome {
+    Value(u64),
+    NotFound,
+    NonNumeric,
+    /// The compare value did not match (`ma C`).
+    Exists,
+    /// A created item could not be stored (`ma N` losing a race it retries
+    /// too often).
+    NotStored,
+}
+
+/// An incr/decr request with the meta protocol's options.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Arith {
+    pub incr: bool,
+    pub delta: u64,
+    pub compare: Option<u64>,
+    pub new_cas: Option<u64>,
+    /// New expiry on success (`ma T`).
+    pub touch: Option<u32>,
+    /// On a miss, create the item holding `initial` with this expiry (`ma N`, `J`).
+    pub vivify: Option<u32>,
+    pub initial: u64,
+}
+
+/// What incr/decr did, and the item after it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Counted {
+    pub outcome: ArithOutcome,
+    pub cas: u64,
+    pub expiry: u32,
+}
+
+/// A delete request with the meta protocol's options.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Delete {
+    pub compare: Option<u64>,
+    pub new_cas: Option<u64>,
+    /// Keep the item, marked stale, with a new CAS (`md I`)...
+    pub invalidate: bool,
+    /// ...and this expiry (`md I T`).
+    pub touch: Option<u32>,
+    /// Keep the item with an empty value (`md x`).
+    pub remove_value: bool,
+}
+
+/// Result of a delete.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DeleteOutcome {
+    Deleted,
+    NotFound,
+    Exists,
+}
+
+/// Everything known about an item, for `me`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Inspect {
+    pub expiry: u32,
+    pub written: u32,
+    pub cas: u64,
+    pub fetched: bool,
+    /// Bytes the item occupies (header, key and value).
+    pub size: usize,
 }
 
 /// TTL classes: never, ≤1 min, ≤5 min, ≤30 min, ≤3 h, ≤1 day, ≤7 days, longer.
@@ -151,6 +288,9 @@ struct SegMeta {
     /// Latest expiry of any item written into it ([`NEVER`] if one never expires).
     max_expire: AtomicU32,
     epoch: AtomicU64,
+    /// The latest second noted in `times`, checked without its lock.
+    last_mark: AtomicU32,
+    times: Mutex<TimeLog>,
 }
 
 #[derive(Debug, Default)]
@@ -325,6 +465,24 @@ impl Store {
         m.live_bytes.store(0, Relaxed);
         m.max_expire.store(0, Relaxed);
         m.epoch.store(self.epoch.fetch_add(1, Relaxed) + 1, Relaxed);
+        m.last_mark.store(0, Relaxed);
+        m.times.lock().clear();
+    }
+
+    /// Notes that the item at `off` of `seg` was written at `time`; called
+    /// by the segment's one writer.
+    fn note_written(&self, seg: u32, off: usize, time: u32) {
+        let m = &self.segs[seg as usize];
+        if m.last_mark.load(Relaxed) != time {
+            m.last_mark.store(time, Relaxed);
+            m.times.lock().note(off as u32, time);
+        }
+    }
+
+    /// When the item at slot `s` was written.
+    fn written_at(&self, s: u64) -> u32 {
+        let m = &self.segs[slot::seg(s) as usize];
+        m.times.lock().time_at(self.byte_off(s) as u32).unwrap_or(0)
     }
 
     /// Whether `seg` was opened before the latest `flush_all` took effect:
@@ -405,9 +563,10 @@ impl Store {
     }
 
     /// Links a new item written at `at` for `loc`, replacing `old` if given.
-    fn link(&self, st: &mut Stripe, loc: Loc, old: Option<(Pos, u64)>, at: Placed, c: &Counters) {
+    /// `freq` carries the read count over when only the layout changed.
+    fn link(&self, st: &mut Stripe, loc: Loc, old: Option<(Pos, u64)>, at: Placed, freq: u8, c: &Counters) {
         let Placed { seg, off, len } = at;
-        let new = slot::pack(loc.tag, 0, seg, (off >> self.granule_shift) as u32);
+        let new = slot::pack(loc.tag, freq, seg, (off >> self.granule_shift) as u32);
         match old {
             Some((pos, s)) => {
                 let old_len = self.item_at(s).map_or(0, |it| it.header.total_len());
@@ -575,7 +734,10 @@ impl Store {
         }
         let cas = self.cas_of(s, &it);
         let (key, value) = (it.key(), it.value());
-        let len = encoded_len(key.len(), value.len(), it.flags(), it.expiry(), Some(cas));
+        let fetched = if slot::freq(s) > 0 { state::FETCHED } else { 0 };
+        let f = Fields { cas: Some(cas), state: it.state() | fetched, ..it.fields() };
+        let written = self.written_at(s);
+        let len = encoded_len(key.len(), value.len(), &f);
         let m = &self.segs[target as usize];
         let off = m.write_off.load(Relaxed) as usize;
         if off + self.aligned(len) > self.arena.segment_size() {
@@ -584,9 +746,10 @@ impl Store {
         // SAFETY: the target belongs to the eviction state we hold, and this
         // range is above its write offset, so nobody else can see it.
         let dst = unsafe { self.arena.bytes_mut(target, off, len) };
-        let v = write_head(dst, key, value.len(), it.flags(), it.expiry(), Some(cas));
+        let v = write_head(dst, key, value.len(), &f);
         dst[v..].copy_from_slice(value);
         m.write_off.store((off + self.aligned(len)) as u32, Release);
+        self.note_written(target, off, written);
         self.note_expiry(target, it.expiry());
         let old_len = it.header.total_len();
         st.set(pos, slot::pack(slot::tag(s), 0, target, (off >> self.granule_shift) as u32));
@@ -681,10 +844,10 @@ enum Miss {
 
 /// What a rewrite of an existing item will write.
 struct Plan {
-    flags: u32,
-    expiry: u32,
-    cas: Option<u64>,
+    fields: Fields,
     vlen: usize,
+    /// Only the layout changes: keep the read count and the write time.
+    keep: bool,
 }
 
 enum Step<E, T> {
@@ -695,7 +858,8 @@ enum Step<E, T> {
 enum Rewritten<E, T> {
     Missing,
     Done(T),
-    Written(E),
+    /// Written, with the new item's CAS.
+    Written(E, u64),
 }
 
 /// One worker thread's handle: the shared store and the worker's own state.
@@ -721,8 +885,9 @@ impl Drop for Worker {
 }
 
 impl Active {
-    /// Reserves `len` bytes in the active segment of `class`.
-    fn reserve(&mut self, st: &Store, class: usize, len: usize) -> Result<(u32, usize), StoreError> {
+    /// Reserves `len` bytes in the active segment of `class` for an item
+    /// written at `time`.
+    fn reserve(&mut self, st: &Store, class: usize, len: usize, time: u32) -> Result<(u32, usize), StoreError> {
         let len = st.aligned(len);
         if len > st.arena.segment_size() {
             return Err(StoreError::TooLarge);
@@ -732,6 +897,7 @@ impl Active {
             let w = m.write_off.load(Relaxed) as usize;
             if w + len <= st.arena.segment_size() && !st.is_flushed(seg) {
                 m.write_off.store((w + len) as u32, Release);
+                st.note_written(seg, w, time);
                 return Ok((seg, w));
             }
             self.segs[class] = None;
@@ -740,6 +906,7 @@ impl Active {
         let seg = st.alloc_segment(&self.counters)?;
         self.segs[class] = Some(seg);
         st.segs[seg as usize].write_off.store(len as u32, Release);
+        st.note_written(seg, 0, time);
         Ok((seg, 0))
     }
 
@@ -752,43 +919,190 @@ impl Active {
     }
 }
 
+impl Store {
+    /// The CAS an item written at `seg`/`off` with fields `f` reads back as.
+    fn placed_cas(&self, seg: u32, off: usize, f: &Fields) -> u64 {
+        if !self.cfg.cas {
+            return 0;
+        }
+        f.cas.unwrap_or_else(|| self.derived_cas(seg, off))
+    }
+
+    /// Rewrites the state byte of a linked item in place.
+    fn set_state(&self, s: u64, it: &Item<'_>, bits: u8) {
+        if let Some(at) = it.header.state_at() {
+            // SAFETY: the caller holds the item's bucket lock, the only way
+            // anyone reads or writes a state byte (arena rule 4).
+            let dst = unsafe { self.arena.bytes_mut(slot::seg(s), self.byte_off(s) + at, 1) };
+            dst[0] = bits;
+        }
+    }
+
+    /// Rewrites the expiry of a linked item in place; false if it has no
+    /// expiry field to rewrite.
+    fn set_expiry(&self, s: u64, it: &Item<'_>, expiry: u32) -> bool {
+        match it.header.expiry_at() {
+            Some(at) => {
+                // SAFETY: the caller holds the item's bucket lock, the only
+                // way anyone reads or writes an expiry field (arena rule 4).
+                let dst = unsafe { self.arena.bytes_mut(slot::seg(s), self.byte_off(s) + at, 4) };
+                dst.copy_from_slice(&expiry.to_le_bytes());
+                self.note_expiry(slot::seg(s), expiry);
+                true
+            }
+            None => expiry == 0,
+        }
+    }
+}
+
+/// Whether a read of an item in this state takes the recache token: it is
+/// stale, or expires before `recache_before`, and nobody has the token.
+fn wins_token(opts: &ReadOpts, it: &Item<'_>) -> bool {
+    let st = it.state();
+    if st & state::TOKEN_SENT != 0 {
+        return false;
+    }
+    let expiry = it.expiry();
+    st & state::STALE != 0 || opts.recache_before.is_some_and(|r| expiry != 0 && expiry < r)
+}
+
 impl Worker {
     /// Reads `key`, handing the item to `f` while it is pinned by its bucket lock.
     pub fn get<R>(&mut self, key: &[u8], f: impl FnOnce(ItemView<'_>) -> R) -> Option<R> {
+        // A plain read never rewrites, so it cannot fail.
+        self.read(key, &ReadOpts::GET, f).ok().flatten()
+    }
+
+    /// Reads `key` as `opts` says (touching, handing out the recache token,
+    /// creating it on a miss), then hands the item to `f` under its bucket
+    /// lock. The token is handed out under that lock, so exactly one reader
+    /// gets it. `None` on a miss.
+    pub fn read<R>(
+        &mut self,
+        key: &[u8],
+        opts: &ReadOpts,
+        f: impl FnOnce(ItemView<'_>) -> R,
+    ) -> Result<Option<R>, StoreError> {
+        self.store.maybe_flush();
+        let loc = self.store.index.locate(key);
+        // What earlier rounds did: a rewrite that handed us the token, or
+        // created the item; the expiry first seen.
+        let (mut won, mut created, mut first_expiry, mut relaid) = (false, false, None, false);
+        for _ in 0..16 {
+            let st = &*self.store;
+            let now = st.clock.now();
+            let mut stripe = st.index.lock(loc.stripe);
+            let c = &self.active.counters;
+            // An item this read just touched into the past (`touch k -1`)
+            // still counts as found by it, as when touched in place.
+            let alive_at = match opts.touch {
+                Some(e) if relaid && e != 0 => now.min(e - 1),
+                _ => now,
+            };
+            let (pos, s) = match st.lookup(&mut stripe, loc, key, alive_at, c) {
+                Ok(found) => found,
+                Err(miss) => {
+                    match miss {
+                        Miss::Expired => bump(&c.get_expired),
+                        Miss::Flushed => bump(&c.get_flushed),
+                        Miss::Absent => {}
+                    }
+                    drop(stripe);
+                    let Some(expiry) = opts.vivify else { return Ok(None) };
+                    let f = Fields { expiry, cas: opts.new_cas, state: state::TOKEN_SENT, flags: 0 };
+                    let w = Write { new_cas: opts.new_cas, ..Write::new(SetOp::Add, key, 0, expiry, b"") };
+                    if self.store_item(&w, f)?.outcome == StoreOutcome::Stored {
+                        (won, created) = (true, true);
+                    }
+                    continue;
+                }
+            };
+            let Some(it) = st.item_at(s) else { return Ok(None) };
+            let wins = wins_token(opts, &it);
+            let touch = opts.touch.filter(|&e| e != it.expiry());
+            let relayout = (wins && it.header.state_at().is_none())
+                || touch.is_some_and(|e| e != 0 && it.header.expiry_at().is_none());
+            let expiry_before = *first_expiry.get_or_insert(it.expiry());
+            if relayout {
+                drop(stripe);
+                won |= self.relayout(key, opts, touch)?;
+                relaid = true;
+                continue;
+            }
+            let bits = it.state();
+            if wins {
+                st.set_state(s, &it, bits | state::TOKEN_SENT);
+                won = true;
+            }
+            if let Some(e) = touch {
+                st.set_expiry(s, &it, e);
+            }
+            let freq = slot::freq(s);
+            if opts.bump && freq < 15 {
+                stripe.set(pos, slot::with_freq(s, freq + 1));
+            }
+            let view = ItemView {
+                key: it.key(),
+                value: it.value(),
+                flags: it.flags(),
+                cas: st.cas_of(s, &it),
+                expiry_before,
+                expiry: touch.unwrap_or(it.expiry()),
+                fetched: !created && (freq > 0 || bits & state::FETCHED != 0),
+                written: st.written_at(s),
+                stale: bits & state::STALE != 0,
+                token_sent: bits & state::TOKEN_SENT != 0 && !won,
+                won,
+                created,
+            };
+            return Ok(Some(f(view)));
+        }
+        Err(StoreError::Contended)
+    }
+
+    /// Moves an item to a layout with room for the expiry and state a read
+    /// wants to change in place, handing out the recache token on the way if
+    /// the read wins it. Returns whether it did.
+    fn relayout(&mut self, key: &[u8], opts: &ReadOpts, touch: Option<u32>) -> Result<bool, StoreError> {
+        let r = self.rewrite(
+            key,
+            |it, cas| {
+                let wins = wins_token(opts, it);
+                let fields = Fields {
+                    expiry: touch.unwrap_or(it.expiry()),
+                    cas: Some(cas),
+                    state: it.state() | if wins { state::TOKEN_SENT } else { 0 },
+                    ..it.fields()
+                };
+                Step::<bool, ()>::Write(Plan { fields, vlen: it.value().len(), keep: true }, wins)
+            },
+            |old, _, dst| dst.copy_from_slice(old.value()),
+        )?;
+        Ok(matches!(r, Rewritten::Written(true, _)))
+    }
+
+    /// Everything known about `key`, without counting it as a read (`me`).
+    pub fn inspect(&mut self, key: &[u8]) -> Option<Inspect> {
         let st = &*self.store;
         st.maybe_flush();
         let loc = st.index.locate(key);
         let now = st.clock.now();
         let mut stripe = st.index.lock(loc.stripe);
-        let c = &self.active.counters;
-        let (pos, s) = match st.lookup(&mut stripe, loc, key, now, c) {
-            Ok(found) => found,
-            Err(miss) => {
-                match miss {
-                    Miss::Expired => bump(&c.get_expired),
-                    Miss::Flushed => bump(&c.get_flushed),
-                    Miss::Absent => {}
-                }
-                return None;
-            }
-        };
-        let f_old = slot::freq(s);
-        if f_old < 15 {
-            stripe.set(pos, slot::with_freq(s, f_old + 1));
-        }
+        let (_, s) = st.lookup(&mut stripe, loc, key, now, &self.active.counters).ok()?;
         let it = st.item_at(s)?;
-        Some(f(ItemView { key: it.key(), value: it.value(), flags: it.flags(), cas: st.cas_of(s, &it) }))
+        Some(Inspect {
+            expiry: it.expiry(),
+            written: st.written_at(s),
+            cas: st.cas_of(s, &it),
+            fetched: slot::freq(s) > 0 || it.state() & state::FETCHED != 0,
+            size: it.header.total_len(),
+        })
     }
 
     /// Whether `key` is present (no frequency bump).
     #[cfg(test)]
     pub fn contains(&mut self, key: &[u8]) -> bool {
-        let st = &*self.store;
-        st.maybe_flush();
-        let loc = st.index.locate(key);
-        let now = st.clock.now();
-        let mut stripe = st.index.lock(loc.stripe);
-        st.lookup(&mut stripe, loc, key, now, &self.active.counters).is_ok()
+        self.inspect(key).is_some()
     }
 
     /// set/add/replace/append/prepend/cas. `expiry` is relative server time
@@ -801,62 +1115,129 @@ impl Worker {
         expiry: u32,
         value: &[u8],
     ) -> Result<StoreOutcome, StoreError> {
-        self.store.maybe_flush();
-        match op {
-            SetOp::Append => return self.concat(key, value, false),
-            SetOp::Prepend => return self.concat(key, value, true),
-            _ => {}
-        }
-        let store = &*self.store;
-        let len = encoded_len(key.len(), value.len(), flags, expiry, None);
-        if len > store.cfg.item_size_max {
-            return Err(StoreError::TooLarge);
-        }
-        let now = store.clock.now();
-        let (seg, off) = self.active.reserve(store, ttl_class(expiry, now), len)?;
-        // SAFETY: freshly reserved by this worker in its active segment.
-        let dst = unsafe { store.arena.bytes_mut(seg, off, len) };
-        let v = write_head(dst, key, value.len(), flags, expiry, None);
-        dst[v..].copy_from_slice(value);
-        store.note_expiry(seg, expiry);
-
-        let loc = store.index.locate(key);
-        let mut stripe = store.index.lock(loc.stripe);
-        let found = store.lookup(&mut stripe, loc, key, now, &self.active.counters).ok();
-        let outcome = match (op, found) {
-            (SetOp::Add, Some(_)) | (SetOp::Replace, None) => StoreOutcome::NotStored,
-            (SetOp::Cas(_), None) => StoreOutcome::NotFound,
-            (SetOp::Cas(want), Some((_, s))) => {
-                let have = store.item_at(s).map_or(0, |it| store.cas_of(s, &it));
-                // With CAS off (-C) memcached can never match a unique.
-                if !store.cfg.cas || have != want {
-                    StoreOutcome::Exists
-                } else {
-                    StoreOutcome::Stored
-                }
-            }
-            _ => StoreOutcome::Stored,
-        };
-        if outcome == StoreOutcome::Stored {
-            store.link(&mut stripe, loc, found, Placed { seg, off, len }, &self.active.counters);
-        } else {
-            self.active.unreserve(store, seg, off, len);
-        }
-        Ok(outcome)
+        Ok(self.set_with(&Write::new(op, key, flags, expiry, value))?.outcome)
     }
 
+    /// A storage request with the meta protocol's options.
+    pub fn set_with(&mut self, w: &Write<'_>) -> Result<Stored, StoreError> {
+        self.store.maybe_flush();
+        match w.op {
+            SetOp::Append | SetOp::Prepend => self.concat(w),
+            _ => self.store_item(w, Fields { flags: w.flags, expiry: w.expiry, cas: w.new_cas, state: 0 }),
+        }
+    }
+
+    /// Writes a whole new item (set/add/replace/cas) with fields `f`.
+    fn store_item(&mut self, w: &Write<'_>, mut f: Fields) -> Result<Stored, StoreError> {
+        let (op, compare) = match w.op {
+            SetOp::Cas(c) => (SetOp::Set, Some(c)),
+            op => (op, w.compare),
+        };
+        let key = w.key;
+        for _ in 0..16 {
+            let store = &*self.store;
+            let len = encoded_len(key.len(), w.value.len(), &f);
+            if len > store.cfg.item_size_max {
+                return Err(StoreError::TooLarge);
+            }
+            let now = store.clock.now();
+            let (seg, off) = self.active.reserve(store, ttl_class(f.expiry, now), len, now)?;
+            // SAFETY: freshly reserved by this worker in its active segment.
+            let dst = unsafe { store.arena.bytes_mut(seg, off, len) };
+            let v = write_head(dst, key, w.value.len(), &f);
+            dst[v..].copy_from_slice(w.value);
+            store.note_expiry(seg, f.expiry);
+
+            let loc = store.index.locate(key);
+            let mut stripe = store.index.lock(loc.stripe);
+            let found = store.lookup(&mut stripe, loc, key, now, &self.active.counters).ok();
+            let have = found.and_then(|(_, s)| store.item_at(s).map(|it| store.cas_of(s, &it)));
+            let outcome = match (op, have, compare) {
+                (SetOp::Add, Some(_), _) | (SetOp::Replace, None, _) => StoreOutcome::NotStored,
+                (_, None, Some(_)) => StoreOutcome::NotFound,
+                // With CAS off (-C) memcached can never match a unique.
+                (_, Some(have), Some(want)) if !store.cfg.cas || have != want => {
+                    if w.invalidate && store.cfg.cas && want < have {
+                        if f.state & state::STALE == 0 {
+                            // Stored stale: needs the layout with a state byte.
+                            drop(stripe);
+                            self.active.unreserve(store, seg, off, len);
+                            f.state |= state::STALE;
+                            continue;
+                        }
+                        StoreOutcome::Stored
+                    } else {
+                        StoreOutcome::Exists
+                    }
+                }
+                _ if f.state & state::STALE != 0 && compare.is_none_or(|want| have == Some(want)) => {
+                    // A retry for a stale store found the item changed so it
+                    // no longer needs the stale mark: store it fresh.
+                    drop(stripe);
+                    self.active.unreserve(store, seg, off, len);
+                    f.state &= !state::STALE;
+                    continue;
+                }
+                _ => StoreOutcome::Stored,
+            };
+            if outcome != StoreOutcome::Stored {
+                self.active.unreserve(store, seg, off, len);
+                return Ok(Stored { outcome, cas: 0, size: 0 });
+            }
+            store.link(&mut stripe, loc, found, Placed { seg, off, len }, 0, &self.active.counters);
+            return Ok(Stored { outcome, cas: store.placed_cas(seg, off, &f), size: w.value.len() });
+        }
+        Err(StoreError::Contended)
+    }
+
+    /// Deletes `key`; false if it was not there.
     pub fn delete(&mut self, key: &[u8]) -> bool {
+        matches!(self.delete_with(key, &Delete::default()), Ok(DeleteOutcome::Deleted))
+    }
+
+    /// A delete with the meta protocol's options: compare, or keep the item
+    /// marked stale, or keep it with an empty value.
+    pub fn delete_with(&mut self, key: &[u8], d: &Delete) -> Result<DeleteOutcome, StoreError> {
+        self.store.maybe_flush();
+        let cas_on = self.store.cfg.cas;
+        if d.invalidate || d.remove_value {
+            let r = self.rewrite(
+                key,
+                |it, cas| {
+                    if d.compare.is_some_and(|want| !cas_on || want != cas) {
+                        return Step::Done(DeleteOutcome::Exists);
+                    }
+                    let (vlen, fields) = if d.invalidate {
+                        let expiry = d.touch.unwrap_or(it.expiry());
+                        let state = (it.state() | state::STALE) & !state::TOKEN_SENT;
+                        (it.value().len(), Fields { expiry, cas: d.new_cas, state, ..it.fields() })
+                    } else {
+                        (0, Fields { cas: d.new_cas, state: 0, ..it.fields() })
+                    };
+                    Step::Write(Plan { fields, vlen, keep: false }, ())
+                },
+                |old, _, dst| dst.copy_from_slice(&old.value()[..dst.len()]),
+            )?;
+            return Ok(match r {
+                Rewritten::Missing => DeleteOutcome::NotFound,
+                Rewritten::Done(o) => o,
+                Rewritten::Written((), _) => DeleteOutcome::Deleted,
+            });
+        }
         let st = &*self.store;
-        st.maybe_flush();
         let loc = st.index.locate(key);
         let now = st.clock.now();
         let mut stripe = st.index.lock(loc.stripe);
         match st.lookup(&mut stripe, loc, key, now, &self.active.counters) {
             Ok((pos, s)) => {
+                let have = st.item_at(s).map_or(0, |it| st.cas_of(s, &it));
+                if d.compare.is_some_and(|want| !st.cfg.cas || want != have) {
+                    return Ok(DeleteOutcome::Exists);
+                }
                 st.unlink(&mut stripe, loc.bucket, pos, s);
-                true
+                Ok(DeleteOutcome::Deleted)
             }
-            Err(_) => false,
+            Err(_) => Ok(DeleteOutcome::NotFound),
         }
     }
 
@@ -874,7 +1255,7 @@ impl Worker {
         let loc = store.index.locate(key);
         for _ in 0..16 {
             let now = store.clock.now();
-            let (seen, epoch, p, extra) = {
+            let (seen, epoch, p, extra, written) = {
                 let mut stripe = store.index.lock(loc.stripe);
                 let Ok((_, s)) = store.lookup(&mut stripe, loc, key, now, &self.active.counters) else {
                     return Ok(Rewritten::Missing);
@@ -883,12 +1264,16 @@ impl Worker {
                 match plan(&it, store.cas_of(s, &it)) {
                     Step::Done(t) => return Ok(Rewritten::Done(t)),
                     Step::Write(p, e) => {
-                        (slot::location(s), store.segs[slot::seg(s) as usize].epoch.load(Relaxed), p, e)
+                        let written = if p.keep { store.written_at(s) } else { now };
+                        (slot::location(s), store.segs[slot::seg(s) as usize].epoch.load(Relaxed), p, e, written)
                     }
                 }
             };
-            let len = encoded_len(key.len(), p.vlen, p.flags, p.expiry, p.cas);
-            let (seg, off) = self.active.reserve(store, ttl_class(p.expiry, now), len)?;
+            let len = encoded_len(key.len(), p.vlen, &p.fields);
+            if len > store.cfg.item_size_max {
+                return Err(StoreError::TooLarge);
+            }
+            let (seg, off) = self.active.reserve(store, ttl_class(p.fields.expiry, now), len, written)?;
             let mut stripe = store.index.lock(loc.stripe);
             let found = store.lookup(&mut stripe, loc, key, now, &self.active.counters).ok();
             let unchanged = found.is_some_and(|(_, s)| {
@@ -899,11 +1284,13 @@ impl Worker {
                     let Some(old) = store.item_at(s) else { break };
                     // SAFETY: freshly reserved by this worker in its active segment.
                     let dst = unsafe { store.arena.bytes_mut(seg, off, len) };
-                    let v = write_head(dst, key, p.vlen, p.flags, p.expiry, p.cas);
+                    let v = write_head(dst, key, p.vlen, &p.fields);
                     fill(&old, &extra, &mut dst[v..]);
-                    store.note_expiry(seg, p.expiry);
-                    store.link(&mut stripe, loc, Some((pos, s)), Placed { seg, off, len }, &self.active.counters);
-                    return Ok(Rewritten::Written(extra));
+                    store.note_expiry(seg, p.fields.expiry);
+                    let freq = if p.keep { slot::freq(s) } else { 0 };
+                    store.link(&mut stripe, loc, Some((pos, s)), Placed { seg, off, len }, freq, &self.active.counters);
+                    let cas = store.placed_cas(seg, off, &p.fields);
+                    return Ok(Rewritten::Written(extra, cas));
                 }
                 (None, _) => {
                     self.active.unreserve(store, seg, off, len);
@@ -915,94 +1302,109 @@ impl Worker {
         Err(StoreError::Contended)
     }
 
-    fn concat(&mut self, key: &[u8], data: &[u8], prepend: bool) -> Result<StoreOutcome, StoreError> {
-        let max = self.store.cfg.item_size_max;
-        let r = self.rewrite(
-            key,
-            |it, _| {
-                let vlen = it.value().len() + data.len();
-                if encoded_len(key.len(), vlen, it.flags(), it.expiry(), None) > max {
-                    return Step::Done(StoreOutcome::NotStored);
-                }
-                Step::Write(Plan { flags: it.flags(), expiry: it.expiry(), cas: None, vlen }, ())
-            },
-            |old, _, dst| {
-                let (a, b) = if prepend { (data, old.value()) } else { (old.value(), data) };
-                dst[..a.len()].copy_from_slice(a);
-                dst[a.len()..].copy_from_slice(b);
-            },
-        )?;
-        Ok(match r {
-            Rewritten::Missing => StoreOutcome::NotStored,
-            Rewritten::Done(o) => o,
-            Rewritten::Written(()) => StoreOutcome::Stored,
-        })
+    fn concat(&mut self, w: &Write<'_>) -> Result<Stored, StoreError> {
+        let prepend = w.op == SetOp::Prepend;
+        let (key, data) = (w.key, w.value);
+        let (cas_on, max) = (self.store.cfg.cas, self.store.cfg.item_size_max);
+        for _ in 0..16 {
+            let r = self.rewrite(
+                key,
+                |it, cas| {
+                    if w.compare.is_some_and(|want| !cas_on || want != cas) {
+                        return Step::Done(StoreOutcome::Exists);
+                    }
+                    let vlen = it.value().len() + data.len();
+                    let fields = Fields { cas: w.new_cas, ..it.fields() };
+                    if encoded_len(key.len(), vlen, &fields) > max {
+                        return Step::Done(StoreOutcome::NotStored);
+                    }
+                    Step::Write(Plan { fields, vlen, keep: false }, vlen)
+                },
+                |old, _, dst| {
+                    let (a, b) = if prepend { (data, old.value()) } else { (old.value(), data) };
+                    dst[..a.len()].copy_from_slice(a);
+                    dst[a.len()..].copy_from_slice(b);
+                },
+            )?;
+            return match r {
+                Rewritten::Missing => match w.vivify {
+                    Some(expiry) => {
+                        let add = Write { op: SetOp::Add, expiry, ..*w };
+                        let f = Fields { flags: w.flags, expiry, cas: w.new_cas, state: 0 };
+                        let s = self.store_item(&add, f)?;
+                        if s.outcome == StoreOutcome::NotStored {
+                            // Someone created it meanwhile: append to theirs.
+                            continue;
+                        }
+                        Ok(s)
+                    }
+                    None => Ok(Stored { outcome: StoreOutcome::NotStored, cas: 0, size: 0 }),
+                },
+                Rewritten::Done(outcome) => Ok(Stored { outcome, cas: 0, size: 0 }),
+                Rewritten::Written(size, cas) => Ok(Stored { outcome: StoreOutcome::Stored, cas, size }),
+            };
+        }
+        Err(StoreError::Contended)
     }
 
     /// incr/decr. Like memcached, a result with fewer digits than the stored
     /// value keeps the value's length, padded with trailing spaces.
     pub fn arith(&mut self, key: &[u8], incr: bool, delta: u64) -> Result<ArithOutcome, StoreError> {
-        let r = self.rewrite(
-            key,
-            |it, _| {
-                let Some(old) = parse_counter(it.value()) else { return Step::Done(()) };
-                let new = if incr { old.wrapping_add(delta) } else { old.saturating_sub(delta) };
-                let digits = count_digits(new);
-                let vlen = digits.max(it.value().len());
-                Step::Write(Plan { flags: it.flags(), expiry: it.expiry(), cas: None, vlen }, new)
-            },
-            |_, &new, dst| {
-                let mut buf = itoa::Buffer::new();
-                let s = buf.format(new).as_bytes();
-                dst[..s.len()].copy_from_slice(s);
-                dst[s.len()..].fill(b' ');
-            },
-        )?;
-        Ok(match r {
-            Rewritten::Missing => ArithOutcome::NotFound,
-            Rewritten::Done(()) => ArithOutcome::NonNumeric,
-            Rewritten::Written(v) => ArithOutcome::Value(v),
-        })
+        Ok(self.arith_with(key, &Arith { incr, delta, ..Arith::default() })?.outcome)
+    }
+
+    /// incr/decr with the meta protocol's options.
+    pub fn arith_with(&mut self, key: &[u8], a: &Arith) -> Result<Counted, StoreError> {
+        let cas_on = self.store.cfg.cas;
+        for _ in 0..16 {
+            let r = self.rewrite(
+                key,
+                |it, cas| {
+                    if a.compare.is_some_and(|want| !cas_on || want != cas) {
+                        return Step::Done(ArithOutcome::Exists);
+                    }
+                    let Some(old) = parse_counter(it.value()) else { return Step::Done(ArithOutcome::NonNumeric) };
+                    let new = if a.incr { old.wrapping_add(a.delta) } else { old.saturating_sub(a.delta) };
+                    let vlen = count_digits(new).max(it.value().len());
+                    let expiry = a.touch.unwrap_or(it.expiry());
+                    let fields = Fields { expiry, cas: a.new_cas, ..it.fields() };
+                    Step::Write(Plan { fields, vlen, keep: false }, (new, expiry))
+                },
+                |_, &(new, _), dst| {
+                    let mut buf = itoa::Buffer::new();
+                    let s = buf.format(new).as_bytes();
+                    dst[..s.len()].copy_from_slice(s);
+                    dst[s.len()..].fill(b' ');
+                },
+            )?;
+            let (outcome, cas, expiry) = match r {
+                Rewritten::Missing => match a.vivify {
+                    Some(expiry) => {
+                        let mut buf = itoa::Buffer::new();
+                        let value = buf.format(a.initial).as_bytes();
+                        let add = Write { new_cas: a.new_cas, ..Write::new(SetOp::Add, key, 0, expiry, value) };
+                        let f = Fields { expiry, cas: a.new_cas, ..Fields::default() };
+                        let s = self.store_item(&add, f)?;
+                        if s.outcome == StoreOutcome::NotStored {
+                            // Someone created it meanwhile: count on theirs.
+                            continue;
+                        }
+                        (ArithOutcome::Value(a.initial), s.cas, expiry)
+                    }
+                    None => (ArithOutcome::NotFound, 0, 0),
+                },
+                Rewritten::Done(o) => (o, 0, 0),
+                Rewritten::Written((v, expiry), cas) => (ArithOutcome::Value(v), cas, expiry),
+            };
+            return Ok(Counted { outcome, cas, expiry });
+        }
+        Ok(Counted { outcome: ArithOutcome::NotStored, cas: 0, expiry: 0 })
     }
 
     /// Sets a new expiry; false if the key is missing.
     pub fn touch(&mut self, key: &[u8], expiry: u32) -> Result<bool, StoreError> {
-        let store = &*self.store;
-        store.maybe_flush();
-        {
-            let loc = store.index.locate(key);
-            let now = store.clock.now();
-            let mut stripe = store.index.lock(loc.stripe);
-            let Ok((_, s)) = store.lookup(&mut stripe, loc, key, now, &self.active.counters) else {
-                return Ok(false);
-            };
-            let Some(it) = store.item_at(s) else { return Ok(false) };
-            match it.header.expiry_at() {
-                Some(at) => {
-                    // SAFETY: we hold the item's bucket lock, the only way
-                    // anyone reads or writes an expiry field (arena rule 4).
-                    let dst = unsafe { store.arena.bytes_mut(slot::seg(s), store.byte_off(s) + at, 4) };
-                    dst.copy_from_slice(&expiry.to_le_bytes());
-                    store.note_expiry(slot::seg(s), expiry);
-                    return Ok(true);
-                }
-                None if expiry == 0 => return Ok(true),
-                None => {}
-            }
-        }
-        // The item has no expiry field: rewrite it with one, same CAS.
-        let keep_cas = store.cfg.cas;
-        let r = self.rewrite(
-            key,
-            |it, cas| {
-                Step::<(), ()>::Write(
-                    Plan { flags: it.flags(), expiry, cas: Some(cas).filter(|_| keep_cas), vlen: it.value().len() },
-                    (),
-                )
-            },
-            |old, _, dst| dst.copy_from_slice(old.value()),
-        )?;
-        Ok(matches!(r, Rewritten::Written(())))
+        let opts = ReadOpts { touch: Some(expiry), ..ReadOpts::default() };
+        Ok(self.read(key, &opts, |_| ())?.is_some())
     }
 }
 

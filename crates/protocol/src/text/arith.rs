@@ -5,9 +5,9 @@ use super::{done, error, single_key, ClientError, Command, Line, Parse};
 use crate::numbers::parse_u64;
 
 pub(super) fn parse<'a>(l: &Line<'a>, incr: bool, consumed: usize) -> Parse<'a> {
-    let (key, noreply) = match single_key(l, (4, 5), consumed) {
+    let (key, noreply) = match single_key(l, (4, 5)) {
         Ok(k) => k,
-        Err(p) => return p,
+        Err((e, noreply)) => return error(e, noreply, consumed),
     };
     let Some(delta) = parse_u64(l.tokens[2]) else {
         return error(ClientError::InvalidDelta, noreply, consumed);

@@ -19,6 +19,8 @@ pub mod storage;
 pub mod touch;
 
 pub use retrieval::Keys;
+
+use crate::{meta, ops};
 pub use storage::StoreOp;
 
 /// A line without a newline longer than this is junk and closes the
@@ -129,8 +131,48 @@ pub enum Command<'a> {
     DebugAdvanceClock {
         seconds: u32,
     },
+    /// `mg`; `value` is the `v` flag.
+    MetaGet {
+        get: ops::Get<'a>,
+        reply: meta::Reply<'a>,
+        value: bool,
+    },
+    /// `ms` with its data block.
+    MetaSet {
+        set: ops::Set<'a>,
+        reply: meta::Reply<'a>,
+    },
+    /// `ms` whose item exceeds `-I`: the old item is dropped and `swallow`
+    /// bytes of data discarded.
+    MetaTooLarge {
+        key: ops::Key<'a>,
+        reply: meta::Reply<'a>,
+        swallow: usize,
+    },
+    MetaDelete {
+        del: ops::Delete<'a>,
+        reply: meta::Reply<'a>,
+    },
+    /// `ma`; `value` is the `v` flag.
+    MetaArith {
+        arith: ops::Arith<'a>,
+        reply: meta::Reply<'a>,
+        value: bool,
+    },
+    /// `mn`.
+    MetaNoop,
+    /// `me`; `base64` is its `b` flag.
+    MetaDebug {
+        key: ops::Key<'a>,
+        base64: bool,
+    },
     /// A request that gets an error reply; the connection stays usable.
     Error(ClientError),
+    /// An error reply, then `swallow` bytes of the request's data discarded.
+    Swallow {
+        error: ClientError,
+        swallow: usize,
+    },
 }
 
 /// Error replies to a request; the connection carries on.
@@ -143,6 +185,18 @@ pub enum ClientError {
     InvalidExptime,
     InvalidDelta,
     DeleteUsage,
+    // Meta protocol errors (`_meta_flag_preparse` and the meta commands).
+    DuplicateFlag,
+    InvalidFlag,
+    BadToken,
+    KeyDecode,
+    OpaqueTooLong,
+    OptionsTooLong,
+    MTokenLength,
+    InvalidInitial,
+    InvalidMetaDelta,
+    InvalidSetMode,
+    InvalidArithMode,
 }
 
 impl ClientError {
@@ -155,6 +209,17 @@ impl ClientError {
             ClientError::InvalidExptime => b"CLIENT_ERROR invalid exptime argument\r\n",
             ClientError::InvalidDelta => b"CLIENT_ERROR invalid numeric delta argument\r\n",
             ClientError::DeleteUsage => b"CLIENT_ERROR bad command line format.  Usage: delete <key> [noreply]\r\n",
+            ClientError::DuplicateFlag => b"CLIENT_ERROR duplicate flag\r\n",
+            ClientError::InvalidFlag => b"CLIENT_ERROR invalid flag\r\n",
+            ClientError::BadToken => b"CLIENT_ERROR bad token in command line format\r\n",
+            ClientError::KeyDecode => b"CLIENT_ERROR error decoding key\r\n",
+            ClientError::OpaqueTooLong => b"CLIENT_ERROR opaque token too long\r\n",
+            ClientError::OptionsTooLong => b"CLIENT_ERROR options flags are too long\r\n",
+            ClientError::MTokenLength => b"CLIENT_ERROR incorrect length for M token\r\n",
+            ClientError::InvalidInitial => b"CLIENT_ERROR invalid numeric initial value\r\n",
+            ClientError::InvalidMetaDelta => b"CLIENT_ERROR invalid numeric delta value\r\n",
+            ClientError::InvalidSetMode => b"CLIENT_ERROR invalid mode for ms STORE\r\n",
+            ClientError::InvalidArithMode => b"CLIENT_ERROR invalid mode for ma M token\r\n",
         }
     }
 }
@@ -171,6 +236,7 @@ impl<'a> Tokens<'a> {
 
 /// The tokens of one command line, as memcached's `tokenize_command` sees them.
 pub(crate) struct Line<'a> {
+    line: &'a [u8],
     pub tokens: [&'a [u8]; MAX_TOKENS],
     /// memcached's `ntokens`: real tokens plus the terminal empty one.
     pub ntokens: usize,
@@ -200,7 +266,17 @@ impl<'a> Line<'a> {
         }
         // Past 23 tokens memcached stops and reports 24.
         let ntokens = n.min(MAX_TOKENS - 1) + 1;
-        Line { tokens, ntokens, after_command }
+        Line { line, tokens, ntokens, after_command }
+    }
+
+    /// The line from token `i` on (empty if there is no such token).
+    pub fn rest_from(&self, i: usize) -> &'a [u8] {
+        if i + 1 >= self.ntokens || i >= MAX_TOKENS - 1 {
+            return &[];
+        }
+        // Tokens are subslices of `line`: their distance is an offset.
+        let at = self.tokens[i].as_ptr() as usize - self.line.as_ptr() as usize;
+        &self.line[at..]
     }
 
     /// memcached's `set_noreply_maybe`: the last real token is `noreply`.
@@ -215,24 +291,25 @@ impl<'a> Line<'a> {
 
 /// The opening every single-key command shares, in memcached's order: token
 /// count (`ERROR`), then `noreply`, then the key length (`CLIENT_ERROR`, which
-/// `noreply` already suppresses). Returns the key and `noreply`.
-fn single_key<'a>(l: &Line<'a>, counts: (usize, usize), consumed: usize) -> Result<(&'a [u8], bool), Parse<'a>> {
+/// `noreply` already suppresses). Returns the key and `noreply`, or the error
+/// and whether `noreply` suppresses it.
+fn single_key<'a>(l: &Line<'a>, counts: (usize, usize)) -> Result<(&'a [u8], bool), (ClientError, bool)> {
     if !l.count_is(counts.0, counts.1) {
-        return Err(error(ClientError::Error, false, consumed));
+        return Err((ClientError::Error, false));
     }
     let noreply = l.noreply();
     let key = l.tokens[1];
     if key.len() > crate::KEY_MAX_LENGTH {
-        return Err(error(ClientError::BadFormat, noreply, consumed));
+        return Err((ClientError::BadFormat, noreply));
     }
     Ok((key, noreply))
 }
 
-fn error<'a>(e: ClientError, noreply: bool, consumed: usize) -> Parse<'a> {
+pub(crate) fn error<'a>(e: ClientError, noreply: bool, consumed: usize) -> Parse<'a> {
     Parse::Done { request: Request { command: Command::Error(e), noreply }, consumed }
 }
 
-fn done(command: Command<'_>, noreply: bool, consumed: usize) -> Parse<'_> {
+pub(crate) fn done(command: Command<'_>, noreply: bool, consumed: usize) -> Parse<'_> {
     Parse::Done { request: Request { command, noreply }, consumed }
 }
 
@@ -278,6 +355,12 @@ pub fn parse<'a>(buf: &'a [u8], config: &Config) -> Parse<'a> {
         b"shutdown" => admin::parse_shutdown(&l, consumed),
         b"stats" => done(Command::Stats { args: Tokens(l.after_command) }, false, consumed),
         b"debug_advance_clock" if config.debug_clock => admin::parse_debug_clock(&l, consumed),
+        b"mg" => meta::get::parse(&l, consumed),
+        b"ms" => meta::set::parse(&l, buf, consumed, config),
+        b"md" => meta::delete::parse(&l, consumed),
+        b"ma" => meta::arith::parse(&l, consumed),
+        b"mn" => done(Command::MetaNoop, false, consumed),
+        b"me" => meta::debug::parse(&l, consumed),
         _ => {
             // memcached hangs up on what looks like an HTTP request.
             if l.tokens[l.ntokens - 2].starts_with(b"HTTP/") {

@@ -17,9 +17,9 @@ pub enum StoreOp {
 
 pub(super) fn parse<'a>(l: &Line<'a>, op: StoreOp, buf: &'a [u8], line_len: usize, config: &Config) -> Parse<'a> {
     let counts = if matches!(op, StoreOp::Cas(_)) { (7, 8) } else { (6, 7) };
-    let (key, noreply) = match single_key(l, counts, line_len) {
+    let (key, noreply) = match single_key(l, counts) {
         Ok(k) => k,
-        Err(p) => return p,
+        Err((e, noreply)) => return error(e, noreply, line_len),
     };
     let (Some(flags), Some(exptime), Some(vlen)) =
         (parse_u32(l.tokens[2]), parse_i32(l.tokens[3]), parse_i32(l.tokens[4]))

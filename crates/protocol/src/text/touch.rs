@@ -4,9 +4,9 @@ use super::{done, error, single_key, ClientError, Command, Line, Parse};
 use crate::numbers::parse_i32;
 
 pub(super) fn parse<'a>(l: &Line<'a>, consumed: usize) -> Parse<'a> {
-    let (key, noreply) = match single_key(l, (4, 5), consumed) {
+    let (key, noreply) = match single_key(l, (4, 5)) {
         Ok(k) => k,
-        Err(p) => return p,
+        Err((e, noreply)) => return error(e, noreply, consumed),
     };
     let Some(exptime) = parse_i32(l.tokens[2]) else {
         return error(ClientError::InvalidExptime, noreply, consumed);

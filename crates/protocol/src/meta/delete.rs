@@ -1,0 +1,35 @@
+//! `md <key> <flag>*`: delete, or with `I` mark stale, or with `x` empty.
+
+use super::{flag_tokens, key, preparse, Reply, MAX_TOKENS};
+use crate::ops::Delete;
+use crate::text::{done, error, ClientError, Command, Line, Parse};
+use crate::KEY_MAX_LENGTH;
+
+pub(crate) fn parse<'a>(l: &Line<'a>, consumed: usize) -> Parse<'a> {
+    if l.ntokens < 3 || l.tokens[1].len() > KEY_MAX_LENGTH {
+        return error(ClientError::BadFormat, false, consumed);
+    }
+    if l.ntokens > MAX_TOKENS {
+        return error(ClientError::OptionsTooLong, false, consumed);
+    }
+    let flags = flag_tokens(l, 2);
+    let f = match preparse(flags) {
+        Ok((_, Some(e))) | Err(e) => return error(e, false, consumed),
+        Ok((f, None)) => f,
+    };
+    let key = match key(l, f.base64) {
+        Ok(k) => k,
+        Err(e) => return error(e, false, consumed),
+    };
+    let del = Delete {
+        key,
+        compare: f.compare,
+        new_cas: f.new_cas,
+        invalidate: f.invalidate,
+        // A new TTL applies only to an item kept as stale.
+        touch: f.ttl.filter(|_| f.invalidate),
+        remove_value: f.remove_value,
+    };
+    let reply = Reply { flags, quiet: f.quiet, base64: f.base64 };
+    done(Command::MetaDelete { del, reply }, false, consumed)
+}

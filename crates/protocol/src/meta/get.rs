@@ -1,0 +1,28 @@
+//! `mg <key> <flag>*`: read an item, and optionally touch it, hand out the
+//! recache token, or create it on a miss.
+
+use super::{flag_tokens, key, preparse, Reply, MAX_TOKENS};
+use crate::ops::Get;
+use crate::text::{done, error, ClientError, Command, Line, Parse};
+use crate::KEY_MAX_LENGTH;
+
+pub(crate) fn parse<'a>(l: &Line<'a>, consumed: usize) -> Parse<'a> {
+    if l.ntokens < 3 || l.tokens[1].len() > KEY_MAX_LENGTH {
+        return error(ClientError::BadFormat, false, consumed);
+    }
+    if l.ntokens > MAX_TOKENS {
+        return error(ClientError::OptionsTooLong, false, consumed);
+    }
+    let flags = flag_tokens(l, 2);
+    let f = match preparse(flags) {
+        Ok((_, Some(e))) | Err(e) => return error(e, false, consumed),
+        Ok((f, None)) => f,
+    };
+    let key = match key(l, f.base64) {
+        Ok(k) => k,
+        Err(e) => return error(e, false, consumed),
+    };
+    let get = Get { key, bump: !f.no_update, touch: f.ttl, recache: f.recache, vivify: f.vivify, new_cas: f.new_cas };
+    let reply = Reply { flags, quiet: f.quiet, base64: f.base64 };
+    done(Command::MetaGet { get, reply, value: f.value }, false, consumed)
+}

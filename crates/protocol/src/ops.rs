@@ -1,0 +1,122 @@
+//! Protocol-neutral requests: what a client asked the cache to do, whichever
+//! protocol it spoke. The classic text commands and the meta commands (and
+//! the binary protocol) all parse into these, and the server runs them
+//! through one execute path, so each command's semantics exist once.
+//!
+//! Times are the client's raw exptime values (memcached's rules for relative
+//! and absolute times are applied by the server's clock).
+
+/// A key as the store sees it: borrowed from the request, or decoded from
+/// base64 (the meta protocol's `b` flag; at most 187 bytes, and the only
+/// case that allocates, which keeps every request small).
+#[derive(Clone, PartialEq, Eq)]
+pub enum Key<'a> {
+    Raw(&'a [u8]),
+    Decoded(Box<[u8]>),
+}
+
+impl<'a> Key<'a> {
+    pub fn as_bytes(&self) -> &[u8] {
+        match self {
+            Key::Raw(k) => k,
+            Key::Decoded(k) => k,
+        }
+    }
+}
+
+impl std::fmt::Debug for Key<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{:?}", String::from_utf8_lossy(self.as_bytes()))
+    }
+}
+
+/// A read: `get`/`gets`/`gat`/`gats`/`touch` (one key each) and `mg`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Get<'a> {
+    pub key: Key<'a>,
+    /// Counts as a use of the item (memcached's LRU bump; `mg u` turns it off).
+    pub bump: bool,
+    /// New exptime on a hit (`touch`, `gat`, `mg T`).
+    pub touch: Option<i32>,
+    /// Win the recache token if the item expires before this exptime (`mg R`).
+    pub recache: Option<i32>,
+    /// Create an empty item with this exptime on a miss (`mg N`).
+    pub vivify: Option<i32>,
+    /// CAS of an item the read creates (`mg E`).
+    pub new_cas: Option<u64>,
+}
+
+impl<'a> Get<'a> {
+    pub fn plain(key: Key<'a>) -> Get<'a> {
+        Get { key, bump: true, touch: None, recache: None, vivify: None, new_cas: None }
+    }
+}
+
+/// Storage modes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    Set,
+    Add,
+    Replace,
+    Append,
+    Prepend,
+}
+
+/// A write: `set add replace append prepend cas` and `ms`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Set<'a> {
+    pub mode: Mode,
+    pub key: Key<'a>,
+    pub flags: u32,
+    pub exptime: i32,
+    pub data: &'a [u8],
+    /// Store only if the item's CAS is this (`cas`, `ms C`).
+    pub compare: Option<u64>,
+    /// With `compare`: an older CAS stores the item marked stale (`ms I`).
+    pub invalidate: bool,
+    /// CAS for the stored item (`ms E`).
+    pub new_cas: Option<u64>,
+    /// Append/prepend create a missing item with this exptime (`ms N`).
+    pub vivify: Option<i32>,
+}
+
+/// A delete: `delete` and `md`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Delete<'a> {
+    pub key: Key<'a>,
+    pub compare: Option<u64>,
+    pub new_cas: Option<u64>,
+    /// Keep the item, marked stale, with a new CAS (`md I`).
+    pub invalidate: bool,
+    /// New exptime with `invalidate` (`md I T`).
+    pub touch: Option<i32>,
+    /// Keep the item with an empty value (`md x`).
+    pub remove_value: bool,
+}
+
+impl<'a> Delete<'a> {
+    pub fn plain(key: Key<'a>) -> Delete<'a> {
+        Delete { key, compare: None, new_cas: None, invalidate: false, touch: None, remove_value: false }
+    }
+}
+
+/// `incr`/`decr` and `ma`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Arith<'a> {
+    pub key: Key<'a>,
+    pub incr: bool,
+    pub delta: u64,
+    pub compare: Option<u64>,
+    pub new_cas: Option<u64>,
+    /// New exptime on success (`ma T`).
+    pub touch: Option<i32>,
+    /// Create a missing item holding `initial` with this exptime (`ma N`, `J`).
+    pub vivify: Option<i32>,
+    pub initial: u64,
+}
+
+impl<'a> Arith<'a> {
+    pub fn plain(key: Key<'a>, incr: bool, delta: u64) -> Arith<'a> {
+        Arith { key, incr, delta, compare: None, new_cas: None, touch: None, vivify: None, initial: 0 }
+    }
+}
