@@ -44,11 +44,25 @@ pub struct Get<'a> {
     pub vivify: Option<i32>,
     /// CAS of an item the read creates (`mg E`).
     pub new_cas: Option<u64>,
+    /// The reply needs the item's last access time (`mg l`).
+    pub last_access: bool,
+    /// A touching read that misses counts as a touch (`touch`, `gat`); `mg`
+    /// with `T` counts its misses as gets, as memcached does.
+    pub touch_miss_stats: bool,
 }
 
 impl<'a> Get<'a> {
     pub fn plain(key: Key<'a>) -> Get<'a> {
-        Get { key, bump: true, touch: None, recache: None, vivify: None, new_cas: None }
+        Get {
+            key,
+            bump: true,
+            touch: None,
+            recache: None,
+            vivify: None,
+            new_cas: None,
+            last_access: false,
+            touch_miss_stats: false,
+        }
     }
 }
 
@@ -78,6 +92,8 @@ pub struct Set<'a> {
     pub new_cas: Option<u64>,
     /// Append/prepend create a missing item with this exptime (`ms N`).
     pub vivify: Option<i32>,
+    /// The key came in base64 (`ms b`).
+    pub binary_key: bool,
 }
 
 /// A delete: `delete` and `md`.

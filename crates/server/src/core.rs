@@ -32,16 +32,18 @@ impl Ctx<'_> {
             recache_before: op.recache.map(|t| self.expiry(t)),
             vivify: op.vivify.map(|t| self.expiry(t)),
             new_cas: op.new_cas,
+            written: op.last_access,
         };
         let r = self.store.read(op.key.as_bytes(), &opts, f);
         let s = self.stats;
         let hit = matches!(r, Ok(Some(_)));
-        // memcached counts a touching read (touch, gat, mg T) as a touch only.
+        // memcached counts a touching read (touch, gat, mg T) as a touch only;
+        // mg counts its misses as gets.
         match (op.touch.is_some(), hit) {
             (true, true) => (inc(&s.cmd_touch), inc(&s.touch_hits)),
-            (true, false) => (inc(&s.cmd_touch), inc(&s.touch_misses)),
+            (true, false) if op.touch_miss_stats => (inc(&s.cmd_touch), inc(&s.touch_misses)),
             (false, true) => (inc(&s.cmd_get), inc(&s.get_hits)),
-            (false, false) => (inc(&s.cmd_get), inc(&s.get_misses)),
+            (_, false) => (inc(&s.cmd_get), inc(&s.get_misses)),
         };
         r
     }
@@ -66,6 +68,7 @@ impl Ctx<'_> {
             invalidate: op.invalidate,
             new_cas: op.new_cas,
             vivify: op.vivify.map(|t| self.expiry(t)),
+            binary_key: op.binary_key,
         };
         let r = self.store.set_with(&w);
         match &r {

@@ -76,6 +76,7 @@ fn classic_set<'a>(op: StoreOp, key: &'a [u8], flags: u32, exptime: i32, data: &
         invalidate: false,
         new_cas: None,
         vivify: None,
+        binary_key: false,
     }
 }
 
@@ -115,7 +116,7 @@ pub(crate) fn execute(ctx: &mut Ctx<'_>, req: Request<'_>, out: &mut Vec<u8>, re
                         pos = next;
                         // gat replies with the item as found, then the new
                         // expiry applies (gat -1 returns it one last time).
-                        let get = ops::Get { touch, ..ops::Get::plain(ops::Key::Raw(key)) };
+                        let get = ops::Get { touch, touch_miss_stats: true, ..ops::Get::plain(ops::Key::Raw(key)) };
                         // A failed rewrite for a touch leaves the old expiry;
                         // the read itself has no error to report.
                         let _ = ctx.get(&get, |it| write_value(out, it, cas));
@@ -162,7 +163,12 @@ pub(crate) fn execute(ctx: &mut Ctx<'_>, req: Request<'_>, out: &mut Vec<u8>, re
             Err(_) => reply(out, r::OUT_OF_MEMORY),
         },
         Command::Touch { key, exptime } => {
-            let get = ops::Get { bump: false, touch: Some(exptime), ..ops::Get::plain(ops::Key::Raw(key)) };
+            let get = ops::Get {
+                bump: false,
+                touch: Some(exptime),
+                touch_miss_stats: true,
+                ..ops::Get::plain(ops::Key::Raw(key))
+            };
             match ctx.get(&get, |_| ()) {
                 Ok(Some(())) => reply(out, r::TOUCHED),
                 Ok(None) => reply(out, r::NOT_FOUND),
@@ -227,7 +233,7 @@ pub(crate) fn execute(ctx: &mut Ctx<'_>, req: Request<'_>, out: &mut Vec<u8>, re
         Command::MetaDelete { del, reply } => meta::delete(ctx, &del, &reply, out),
         Command::MetaArith { arith, reply, value } => meta::arith(ctx, &arith, &reply, value, out),
         Command::MetaNoop => out.extend_from_slice(b"MN\r\n"),
-        Command::MetaDebug { key, base64 } => meta::debug(ctx, &key, base64, out),
+        Command::MetaDebug { key, .. } => meta::debug(ctx, &key, out),
         Command::Error(e) => reply(out, e.reply()),
         Command::Swallow { error, swallow } => {
             out.extend_from_slice(error.reply());

@@ -99,18 +99,21 @@ fn hit(out: &mut Vec<u8>, it: &ItemView<'_>, reply: &Reply<'_>, value: bool, now
     } else {
         out.extend_from_slice(b"HD");
     }
-    // `t` reports the TTL as of its place in the flags: after `T`, the new one.
+    // `t` reports the TTL as of its place in the flags: after `T` (or `N`
+    // on an item this read created, which starts without one) the new one.
     let mut touched = false;
+    let before = if it.created { 0 } else { it.expiry_before };
     for tok in reply.flags.iter() {
         match tok[0] {
             b'T' => touched = true,
+            b'N' if it.created => touched = true,
             b's' => {
                 flag(out, b's');
                 num(out, it.value.len());
             }
             b't' => {
                 flag(out, b't');
-                ttl(out, if touched { it.expiry } else { it.expiry_before }, now);
+                ttl(out, if touched { it.expiry } else { before }, now);
             }
             b'c' => {
                 flag(out, b'c');
@@ -129,7 +132,8 @@ fn hit(out: &mut Vec<u8>, it: &ItemView<'_>, reply: &Reply<'_>, value: bool, now
                 out.push(if it.fetched { b'1' } else { b'0' });
             }
             b'O' => opaque(out, tok),
-            b'k' => key(out, it.key, reply.base64),
+            // A hit shows the key as it was stored (base64 after `ms b`).
+            b'k' => key(out, it.key, it.binary_key),
             _ => {}
         }
     }
@@ -231,15 +235,20 @@ pub(crate) fn arith(ctx: &mut Ctx<'_>, op: &ops::Arith<'_>, reply: &Reply<'_>, v
     } else {
         out.extend_from_slice(b"HD");
     }
+    // `t` shows the TTL as of its place among the flags: after `T` (or `N`
+    // on a created item) the new one.
+    let mut touched = false;
     for tok in reply.flags.iter() {
         match tok[0] {
+            b'T' => touched = true,
+            b'N' if counted.expiry_before == 0 => touched = true,
             b'c' => {
                 flag(out, b'c');
                 num(out, counted.cas);
             }
             b't' => {
                 flag(out, b't');
-                ttl(out, counted.expiry, now);
+                ttl(out, if touched { counted.expiry } else { counted.expiry_before }, now);
             }
             b'O' => opaque(out, tok),
             b'k' => key(out, k, reply.base64),
@@ -256,23 +265,24 @@ pub(crate) fn arith(ctx: &mut Ctx<'_>, op: &ops::Arith<'_>, reply: &Reply<'_>, v
 
 /// `me`: `ME <key> exp=.. la=.. cas=.. fetch=.. cls=.. size=..`. strata has
 /// no slab classes; `cls` is always 1 (see docs/protocol.md).
-pub(crate) fn debug(ctx: &mut Ctx<'_>, k: &ops::Key<'_>, base64: bool, out: &mut Vec<u8>) {
+pub(crate) fn debug(ctx: &mut Ctx<'_>, k: &ops::Key<'_>, out: &mut Vec<u8>) {
     let now = ctx.shared.store.clock().now();
     let Some(i) = ctx.store.inspect(k.as_bytes()) else {
         out.extend_from_slice(b"EN\r\n");
         return;
     };
     out.extend_from_slice(b"ME ");
-    if base64 {
+    if i.binary_key {
         encode_key(k.as_bytes(), out);
     } else {
         out.extend_from_slice(k.as_bytes());
     }
+    // memcached prints now - exptime here: negative while the item lives.
     out.extend_from_slice(b" exp=");
     if i.expiry == 0 {
         out.extend_from_slice(b"-1");
     } else {
-        num(out, i64::from(i.expiry) - i64::from(now));
+        num(out, i64::from(now) - i64::from(i.expiry));
     }
     out.extend_from_slice(b" la=");
     num(out, now.saturating_sub(i.written));

@@ -13,7 +13,8 @@
 //!         is derived from the location, see `store`)
 //!  bit 5: compressed value (reserved for the compression codec)
 //!  bit 6: state byte present (see [`state`]; only on items that were marked
-//!         stale, handed out a recache token, or moved after being read)
+//!         stale, handed out a recache token, moved after being read, or
+//!         stored under a base64 key)
 //! ```
 //! All integers little-endian, no alignment. A 14-byte key with a 100-byte
 //! value, no flags and no expiry costs 3 bytes of header; with a TTL, 7.
@@ -38,6 +39,8 @@ pub mod state {
     /// Read before it was last moved by eviction (the index's read counter
     /// starts again at the new place).
     pub const FETCHED: u8 = 1 << 2;
+    /// The key was sent in base64 (`ms b`), so replies show it that way.
+    pub const KEY_BINARY: u8 = 1 << 3;
 }
 
 /// The longest header: lengths, flags, expiry, CAS and state.

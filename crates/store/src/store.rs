@@ -126,11 +126,24 @@ pub struct Write<'a> {
     pub new_cas: Option<u64>,
     /// Append/prepend to a missing item creates it with this expiry (`ms N`).
     pub vivify: Option<u32>,
+    /// The key came in base64 (`ms b`): the item remembers, for replies.
+    pub binary_key: bool,
 }
 
 impl<'a> Write<'a> {
     pub fn new(op: SetOp, key: &'a [u8], flags: u32, expiry: u32, value: &'a [u8]) -> Write<'a> {
-        Write { op, key, flags, expiry, value, compare: None, invalidate: false, new_cas: None, vivify: None }
+        Write {
+            op,
+            key,
+            flags,
+            expiry,
+            value,
+            compare: None,
+            invalidate: false,
+            new_cas: None,
+            vivify: None,
+            binary_key: false,
+        }
     }
 }
 
@@ -160,11 +173,15 @@ pub struct ReadOpts {
     pub vivify: Option<u32>,
     /// CAS of an item the read creates (`mg E`).
     pub new_cas: Option<u64>,
+    /// Look up when the item was written (`mg l`; it takes a lock, so
+    /// only on request).
+    pub written: bool,
 }
 
 impl ReadOpts {
     /// A plain `get`.
-    pub const GET: ReadOpts = ReadOpts { bump: true, touch: None, recache_before: None, vivify: None, new_cas: None };
+    pub const GET: ReadOpts =
+        ReadOpts { bump: true, touch: None, recache_before: None, vivify: None, new_cas: None, written: false };
 }
 
 /// An item as handed to a reader, valid only inside the reader's closure.
@@ -180,7 +197,8 @@ pub struct ItemView<'a> {
     pub expiry: u32,
     /// Read before this read.
     pub fetched: bool,
-    /// When the item was written (server-relative seconds).
+    /// When the item was written (server-relative seconds), if asked for
+    /// ([`ReadOpts::written`]); else 0.
     pub written: u32,
     /// Marked stale (`X`).
     pub stale: bool,
@@ -190,6 +208,8 @@ pub struct ItemView<'a> {
     pub won: bool,
     /// This read created the item (`mg N` on a miss).
     pub created: bool,
+    /// Stored under a base64 key (`ms b`).
+    pub binary_key: bool,
 }
 
 /// Result of incr/decr.
@@ -224,6 +244,8 @@ pub struct Arith {
 pub struct Counted {
     pub outcome: ArithOutcome,
     pub cas: u64,
+    /// Expiry before the request changed it (0 for a created item).
+    pub expiry_before: u32,
     pub expiry: u32,
 }
 
@@ -257,6 +279,7 @@ pub struct Inspect {
     pub fetched: bool,
     /// Bytes the item occupies (header, key and value).
     pub size: usize,
+    pub binary_key: bool,
 }
 
 /// TTL classes: never, ≤1 min, ≤5 min, ≤30 min, ≤3 h, ≤1 day, ≤7 days, longer.
@@ -1049,11 +1072,12 @@ impl Worker {
                 expiry_before,
                 expiry: touch.unwrap_or(it.expiry()),
                 fetched: !created && (freq > 0 || bits & state::FETCHED != 0),
-                written: st.written_at(s),
+                written: if opts.written { st.written_at(s) } else { 0 },
                 stale: bits & state::STALE != 0,
                 token_sent: bits & state::TOKEN_SENT != 0 && !won,
                 won,
                 created,
+                binary_key: bits & state::KEY_BINARY != 0,
             };
             return Ok(Some(f(view)));
         }
@@ -1096,6 +1120,7 @@ impl Worker {
             cas: st.cas_of(s, &it),
             fetched: slot::freq(s) > 0 || it.state() & state::FETCHED != 0,
             size: it.header.total_len(),
+            binary_key: it.state() & state::KEY_BINARY != 0,
         })
     }
 
@@ -1123,15 +1148,20 @@ impl Worker {
         self.store.maybe_flush();
         match w.op {
             SetOp::Append | SetOp::Prepend => self.concat(w),
-            _ => self.store_item(w, Fields { flags: w.flags, expiry: w.expiry, cas: w.new_cas, state: 0 }),
+            _ => {
+                let state = if w.binary_key { state::KEY_BINARY } else { 0 };
+                self.store_item(w, Fields { flags: w.flags, expiry: w.expiry, cas: w.new_cas, state })
+            }
         }
     }
 
     /// Writes a whole new item (set/add/replace/cas) with fields `f`.
     fn store_item(&mut self, w: &Write<'_>, mut f: Fields) -> Result<Stored, StoreError> {
+        // A compare value applies to set only (memcached's add ignores it).
         let (op, compare) = match w.op {
             SetOp::Cas(c) => (SetOp::Set, Some(c)),
-            op => (op, w.compare),
+            SetOp::Set => (SetOp::Set, w.compare),
+            op => (op, None),
         };
         let key = w.key;
         for _ in 0..16 {
@@ -1330,7 +1360,8 @@ impl Worker {
                 Rewritten::Missing => match w.vivify {
                     Some(expiry) => {
                         let add = Write { op: SetOp::Add, expiry, ..*w };
-                        let f = Fields { flags: w.flags, expiry, cas: w.new_cas, state: 0 };
+                        let state = if w.binary_key { state::KEY_BINARY } else { 0 };
+                        let f = Fields { flags: w.flags, expiry, cas: w.new_cas, state };
                         let s = self.store_item(&add, f)?;
                         if s.outcome == StoreOutcome::NotStored {
                             // Someone created it meanwhile: append to theirs.
@@ -1368,16 +1399,16 @@ impl Worker {
                     let vlen = count_digits(new).max(it.value().len());
                     let expiry = a.touch.unwrap_or(it.expiry());
                     let fields = Fields { expiry, cas: a.new_cas, ..it.fields() };
-                    Step::Write(Plan { fields, vlen, keep: false }, (new, expiry))
+                    Step::Write(Plan { fields, vlen, keep: false }, (new, it.expiry(), expiry))
                 },
-                |_, &(new, _), dst| {
+                |_, &(new, _, _), dst| {
                     let mut buf = itoa::Buffer::new();
                     let s = buf.format(new).as_bytes();
                     dst[..s.len()].copy_from_slice(s);
                     dst[s.len()..].fill(b' ');
                 },
             )?;
-            let (outcome, cas, expiry) = match r {
+            let (outcome, cas, expiry_before, expiry) = match r {
                 Rewritten::Missing => match a.vivify {
                     Some(expiry) => {
                         let mut buf = itoa::Buffer::new();
@@ -1389,16 +1420,16 @@ impl Worker {
                             // Someone created it meanwhile: count on theirs.
                             continue;
                         }
-                        (ArithOutcome::Value(a.initial), s.cas, expiry)
+                        (ArithOutcome::Value(a.initial), s.cas, 0, expiry)
                     }
-                    None => (ArithOutcome::NotFound, 0, 0),
+                    None => (ArithOutcome::NotFound, 0, 0, 0),
                 },
-                Rewritten::Done(o) => (o, 0, 0),
-                Rewritten::Written((v, expiry), cas) => (ArithOutcome::Value(v), cas, expiry),
+                Rewritten::Done(o) => (o, 0, 0, 0),
+                Rewritten::Written((v, before, expiry), cas) => (ArithOutcome::Value(v), cas, before, expiry),
             };
-            return Ok(Counted { outcome, cas, expiry });
+            return Ok(Counted { outcome, cas, expiry_before, expiry });
         }
-        Ok(Counted { outcome: ArithOutcome::NotStored, cas: 0, expiry: 0 })
+        Ok(Counted { outcome: ArithOutcome::NotStored, cas: 0, expiry_before: 0, expiry: 0 })
     }
 
     /// Sets a new expiry; false if the key is missing.

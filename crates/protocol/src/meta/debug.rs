@@ -15,7 +15,8 @@ pub(crate) fn parse<'a>(l: &Line<'a>, consumed: usize) -> Parse<'a> {
     let key = if base64 {
         match decode_key(raw) {
             Some(k) => k,
-            None => return error(ClientError::KeyDecode, false, consumed),
+            // memcached's `me` words a bad base64 key as a format error.
+            None => return error(ClientError::BadFormat, false, consumed),
         }
     } else {
         Key::Raw(raw)

@@ -1,26 +1,29 @@
 //! `md <key> <flag>*`: delete, or with `I` mark stale, or with `x` empty.
 
-use super::{flag_tokens, key, preparse, Reply, MAX_TOKENS};
+use super::{check_opaque, flag_tokens, key, preparse, Reply, MAX_TOKENS};
 use crate::ops::Delete;
 use crate::text::{done, error, ClientError, Command, Line, Parse};
 use crate::KEY_MAX_LENGTH;
 
 pub(crate) fn parse<'a>(l: &Line<'a>, consumed: usize) -> Parse<'a> {
-    if l.ntokens < 3 || l.tokens[1].len() > KEY_MAX_LENGTH {
+    if l.ntokens < 3 {
+        return error(ClientError::Error, false, consumed);
+    }
+    if l.tokens[1].len() > KEY_MAX_LENGTH {
         return error(ClientError::BadFormat, false, consumed);
     }
     if l.ntokens > MAX_TOKENS {
-        return error(ClientError::OptionsTooLong, false, consumed);
+        return error(ClientError::OptionsTooLongShort, false, consumed);
     }
     let flags = flag_tokens(l, 2);
-    let f = match preparse(flags) {
-        Ok((_, Some(e))) | Err(e) => return error(e, false, consumed),
-        Ok((f, None)) => f,
-    };
-    let key = match key(l, f.base64) {
-        Ok(k) => k,
-        Err(e) => return error(e, false, consumed),
-    };
+    // memcached's md and ma report any trouble in the flag pass (the key's
+    // base64 included) with one message.
+    let bad_flags = error(ClientError::InvalidOrDuplicateFlag, false, consumed);
+    let Ok((f, None)) = preparse(flags) else { return bad_flags };
+    let Ok(key) = key(l, f.base64) else { return bad_flags };
+    if let Err(e) = check_opaque(flags) {
+        return error(e, false, consumed);
+    }
     let del = Delete {
         key,
         compare: f.compare,

@@ -1,13 +1,16 @@
 //! `mg <key> <flag>*`: read an item, and optionally touch it, hand out the
 //! recache token, or create it on a miss.
 
-use super::{flag_tokens, key, preparse, Reply, MAX_TOKENS};
+use super::{check_opaque, flag_tokens, key, preparse, Reply, MAX_TOKENS};
 use crate::ops::Get;
 use crate::text::{done, error, ClientError, Command, Line, Parse};
 use crate::KEY_MAX_LENGTH;
 
 pub(crate) fn parse<'a>(l: &Line<'a>, consumed: usize) -> Parse<'a> {
-    if l.ntokens < 3 || l.tokens[1].len() > KEY_MAX_LENGTH {
+    if l.ntokens < 3 {
+        return error(ClientError::Error, false, consumed);
+    }
+    if l.tokens[1].len() > KEY_MAX_LENGTH {
         return error(ClientError::BadFormat, false, consumed);
     }
     if l.ntokens > MAX_TOKENS {
@@ -18,11 +21,20 @@ pub(crate) fn parse<'a>(l: &Line<'a>, consumed: usize) -> Parse<'a> {
         Ok((_, Some(e))) | Err(e) => return error(e, false, consumed),
         Ok((f, None)) => f,
     };
-    let key = match key(l, f.base64) {
+    let key = match key(l, f.base64).and_then(|k| check_opaque(flags).map(|()| k)) {
         Ok(k) => k,
         Err(e) => return error(e, false, consumed),
     };
-    let get = Get { key, bump: !f.no_update, touch: f.ttl, recache: f.recache, vivify: f.vivify, new_cas: f.new_cas };
+    let get = Get {
+        key,
+        bump: !f.no_update,
+        touch: f.ttl,
+        recache: f.recache,
+        vivify: f.vivify,
+        new_cas: f.new_cas,
+        last_access: f.last_access,
+        touch_miss_stats: false,
+    };
     let reply = Reply { flags, quiet: f.quiet, base64: f.base64 };
     done(Command::MetaGet { get, reply, value: f.value }, false, consumed)
 }

@@ -24,7 +24,7 @@ pub mod set;
 
 use base64::Engine;
 
-use crate::numbers::{parse_i32, parse_u32, parse_u64};
+use crate::numbers::{parse_i32, parse_u64};
 use crate::ops::Key;
 use crate::text::{ClientError, Line, Tokens};
 
@@ -32,7 +32,7 @@ use crate::text::{ClientError, Line, Tokens};
 /// key included, plus the terminal one) is an error.
 pub const MAX_TOKENS: usize = 20;
 
-/// memcached's `MFLAG_MAX_OPAQUE_LENGTH`.
+/// memcached's `MFLAG_MAX_OPAQUE_LENGTH`: the whole token, `O` included.
 pub const MAX_OPAQUE: usize = 32;
 
 /// What a meta reply needs from its request.
@@ -53,6 +53,7 @@ pub(crate) struct Flags {
     pub quiet: bool,
     pub value: bool,
     pub no_update: bool,
+    pub last_access: bool,
     pub invalidate: bool,
     pub remove_value: bool,
     pub ttl: Option<i32>,
@@ -99,49 +100,50 @@ pub(crate) fn preparse(tokens: Tokens<'_>) -> Result<(Flags, Option<ClientError>
         }
         seen[usize::from(o)] = true;
         let arg = &tok[1..];
-        let mut bad = |e: ClientError| err = Some(e);
         match o {
             b'b' => f.base64 = true,
             b'N' => match parse_i32(arg) {
                 Some(t) => f.vivify = Some(t),
-                None => bad(ClientError::BadToken),
+                None => err = Some(ClientError::BadToken),
             },
             b'T' => match parse_i32(arg) {
                 Some(t) => f.ttl = Some(t),
-                None => bad(ClientError::BadToken),
+                None => err = Some(ClientError::BadToken),
             },
             b'R' => match parse_i32(arg) {
                 Some(t) => f.recache = Some(t),
-                None => bad(ClientError::BadToken),
+                None => err = Some(ClientError::BadToken),
             },
-            b'O' if arg.len() > MAX_OPAQUE => bad(ClientError::OpaqueTooLong),
-            b'l' | b'O' | b'P' | b'L' | b'k' | b's' | b't' | b'c' | b'f' | b'h' => {}
+            b'l' => f.last_access = true,
+            b'O' | b'P' | b'L' | b'k' | b's' | b't' | b'c' | b'f' | b'h' => {}
             b'v' => f.value = true,
             b'u' => f.no_update = true,
             b'q' => f.quiet = true,
-            b'F' => match parse_u32(arg) {
-                Some(v) => f.client_flags = v,
-                None => bad(ClientError::BadFormat),
+            // memcached's safe_strtoul keeps the low 32 bits of a larger
+            // number, and a bad one sets no message of its own.
+            b'F' => match parse_u64(arg) {
+                Some(v) => f.client_flags = v as u32,
+                None => err = Some(err.unwrap_or(ClientError::BadFormat)),
             },
             b'C' => match parse_u64(arg) {
                 Some(v) => f.compare = Some(v),
-                None => bad(ClientError::BadToken),
+                None => err = Some(ClientError::BadToken),
             },
             b'E' => match parse_u64(arg) {
                 Some(v) => f.new_cas = Some(v),
-                None => bad(ClientError::BadToken),
+                None => err = Some(ClientError::BadToken),
             },
             b'M' => match arg {
                 [m] => f.mode = Some(*m),
-                _ => bad(ClientError::MTokenLength),
+                _ => err = Some(ClientError::MTokenLength),
             },
             b'J' => match parse_u64(arg) {
                 Some(v) => f.initial = v,
-                None => bad(ClientError::InvalidInitial),
+                None => err = Some(ClientError::InvalidInitial),
             },
             b'D' => match parse_u64(arg) {
                 Some(v) => f.delta = Some(v),
-                None => bad(ClientError::InvalidMetaDelta),
+                None => err = Some(ClientError::InvalidMetaDelta),
             },
             b'I' => f.invalidate = true,
             b'x' => f.remove_value = true,
@@ -149,6 +151,15 @@ pub(crate) fn preparse(tokens: Tokens<'_>) -> Result<(Flags, Option<ClientError>
         }
     }
     Ok((f, err))
+}
+
+/// The checks after the flag pass: an opaque token (`O` included) longer
+/// than [`MAX_OPAQUE`] is refused, on hits and misses alike.
+pub(crate) fn check_opaque(tokens: Tokens<'_>) -> Result<(), ClientError> {
+    match tokens.iter().any(|t| t[0] == b'O' && t.len() > MAX_OPAQUE) {
+        true => Err(ClientError::OpaqueTooLong),
+        false => Ok(()),
+    }
 }
 
 /// The key of a meta request, decoded when the flags ask for base64.
@@ -164,3 +175,6 @@ pub(crate) fn key<'a>(l: &Line<'a>, base64: bool) -> Result<Key<'a>, ClientError
 pub(crate) fn flag_tokens<'a>(l: &Line<'a>, first: usize) -> Tokens<'a> {
     Tokens(l.rest_from(first))
 }
+
+#[cfg(test)]
+mod tests;

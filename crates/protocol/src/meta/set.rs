@@ -4,22 +4,27 @@
 //! Errors found after `<datalen>` is known swallow the data block, as
 //! memcached does, so the connection stays in step.
 
-use super::{flag_tokens, key, preparse, Reply, MAX_TOKENS};
+use super::{check_opaque, flag_tokens, key, preparse, Reply, MAX_TOKENS};
 use crate::numbers::parse_i32;
 use crate::ops::{Mode, Set};
 use crate::text::{done, error, ClientError, Command, Config, Line, Parse};
 use crate::KEY_MAX_LENGTH;
 
 pub(crate) fn parse<'a>(l: &Line<'a>, buf: &'a [u8], consumed: usize, config: &Config) -> Parse<'a> {
-    if l.ntokens < 4 || l.tokens[1].len() > KEY_MAX_LENGTH {
+    // Until the data length is known nothing can be swallowed: the data
+    // block is then read as a command, as memcached does.
+    if l.ntokens < 3 {
+        return error(ClientError::Error, false, consumed);
+    }
+    if l.tokens[1].len() > KEY_MAX_LENGTH || l.ntokens < 4 {
         return error(ClientError::BadFormat, false, consumed);
     }
     if l.ntokens > MAX_TOKENS {
-        return error(ClientError::OptionsTooLong, false, consumed);
+        return error(ClientError::OptionsTooLongShort, false, consumed);
     }
     let vlen = match parse_i32(l.tokens[2]).map(usize::try_from) {
         Some(Ok(v)) if v <= i32::MAX as usize - 2 => v,
-        _ => return error(ClientError::BadDataChunk, false, consumed),
+        _ => return error(ClientError::BadFormat, false, consumed),
     };
     let swallow = vlen + 2;
     let refuse = |e| done(Command::Swallow { error: e, swallow }, false, consumed);
@@ -28,17 +33,17 @@ pub(crate) fn parse<'a>(l: &Line<'a>, buf: &'a [u8], consumed: usize, config: &C
         Ok((_, Some(e))) | Err(e) => return refuse(e),
         Ok((f, None)) => f,
     };
-    let mode = match f.mode {
-        None | Some(b'S' | b's') => Mode::Set,
-        Some(b'E' | b'e') => Mode::Add,
-        Some(b'A' | b'a') => Mode::Append,
-        Some(b'P' | b'p') => Mode::Prepend,
-        Some(b'R' | b'r') => Mode::Replace,
-        Some(_) => return refuse(ClientError::InvalidSetMode),
-    };
-    let key = match key(l, f.base64) {
+    let key = match key(l, f.base64).and_then(|k| check_opaque(flags).map(|()| k)) {
         Ok(k) => k,
         Err(e) => return refuse(e),
+    };
+    let mode = match f.mode {
+        None | Some(b'S') => Mode::Set,
+        Some(b'E') => Mode::Add,
+        Some(b'A') => Mode::Append,
+        Some(b'P') => Mode::Prepend,
+        Some(b'R') => Mode::Replace,
+        Some(_) => return refuse(ClientError::InvalidSetMode),
     };
     let reply = Reply { flags, quiet: f.quiet, base64: f.base64 };
     if key.as_bytes().len() + vlen + config.item_overhead > config.item_size_max {
@@ -68,6 +73,7 @@ pub(crate) fn parse<'a>(l: &Line<'a>, buf: &'a [u8], consumed: usize, config: &C
         invalidate: f.invalidate && f.compare.is_some(),
         new_cas: f.new_cas,
         vivify,
+        binary_key: f.base64,
     };
     done(Command::MetaSet { set, reply }, false, total)
 }

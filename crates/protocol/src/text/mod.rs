@@ -191,7 +191,12 @@ pub enum ClientError {
     BadToken,
     KeyDecode,
     OpaqueTooLong,
+    /// mg's wording.
     OptionsTooLong,
+    /// ms, md and ma's wording.
+    OptionsTooLongShort,
+    /// md and ma report every flag error this way.
+    InvalidOrDuplicateFlag,
     MTokenLength,
     InvalidInitial,
     InvalidMetaDelta,
@@ -215,10 +220,12 @@ impl ClientError {
             ClientError::KeyDecode => b"CLIENT_ERROR error decoding key\r\n",
             ClientError::OpaqueTooLong => b"CLIENT_ERROR opaque token too long\r\n",
             ClientError::OptionsTooLong => b"CLIENT_ERROR options flags are too long\r\n",
+            ClientError::OptionsTooLongShort => b"CLIENT_ERROR options flags too long\r\n",
+            ClientError::InvalidOrDuplicateFlag => b"CLIENT_ERROR invalid or duplicate flag\r\n",
             ClientError::MTokenLength => b"CLIENT_ERROR incorrect length for M token\r\n",
             ClientError::InvalidInitial => b"CLIENT_ERROR invalid numeric initial value\r\n",
             ClientError::InvalidMetaDelta => b"CLIENT_ERROR invalid numeric delta value\r\n",
-            ClientError::InvalidSetMode => b"CLIENT_ERROR invalid mode for ms STORE\r\n",
+            ClientError::InvalidSetMode => b"CLIENT_ERROR invalid mode for ms M token\r\n",
             ClientError::InvalidArithMode => b"CLIENT_ERROR invalid mode for ma M token\r\n",
         }
     }
