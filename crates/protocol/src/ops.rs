@@ -38,6 +38,9 @@ pub struct Get<'a> {
     pub bump: bool,
     /// New exptime on a hit (`touch`, `gat`, `mg T`).
     pub touch: Option<i32>,
+    /// The reply can say `W`/`X`/`Z`: a stale item hands its recache token
+    /// to this read if nobody has it (`mg`; classic reads do not take part).
+    pub tokens: bool,
     /// Win the recache token if the item expires before this exptime (`mg R`).
     pub recache: Option<i32>,
     /// Create an empty item with this exptime on a miss (`mg N`).
@@ -57,6 +60,7 @@ impl<'a> Get<'a> {
             key,
             bump: true,
             touch: None,
+            tokens: false,
             recache: None,
             vivify: None,
             new_cas: None,
@@ -104,15 +108,18 @@ pub struct Delete<'a> {
     pub new_cas: Option<u64>,
     /// Keep the item, marked stale, with a new CAS (`md I`).
     pub invalidate: bool,
-    /// New exptime with `invalidate` (`md I T`).
+    /// `md T`: the new exptime of an item kept by `I` (else unchanged) or
+    /// emptied by `x` (else never).
     pub touch: Option<i32>,
-    /// Keep the item with an empty value (`md x`).
+    /// Keep the item with an empty value, these client flags (`md F`) and
+    /// its CAS (`md x`).
     pub remove_value: bool,
+    pub flags: u32,
 }
 
 impl<'a> Delete<'a> {
     pub fn plain(key: Key<'a>) -> Delete<'a> {
-        Delete { key, compare: None, new_cas: None, invalidate: false, touch: None, remove_value: false }
+        Delete { key, compare: None, new_cas: None, invalidate: false, touch: None, remove_value: false, flags: 0 }
     }
 }
 

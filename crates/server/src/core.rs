@@ -29,6 +29,7 @@ impl Ctx<'_> {
         let opts = ReadOpts {
             bump: op.bump,
             touch: op.touch.map(|t| self.expiry(t)),
+            tokens: op.tokens,
             recache_before: op.recache.map(|t| self.expiry(t)),
             vivify: op.vivify.map(|t| self.expiry(t)),
             new_cas: op.new_cas,
@@ -100,11 +101,12 @@ impl Ctx<'_> {
             invalidate: op.invalidate,
             touch: op.touch.map(|t| self.expiry(t)),
             remove_value: op.remove_value,
+            flags: op.flags,
         };
         let r = self.store.delete_with(op.key.as_bytes(), &d);
         let s = self.stats;
         match r {
-            Ok(DeleteOutcome::Deleted) if !op.invalidate && !op.remove_value => inc(&s.delete_hits),
+            Ok(DeleteOutcome::Deleted) if !op.invalidate => inc(&s.delete_hits),
             Ok(DeleteOutcome::NotFound | DeleteOutcome::Exists) => inc(&s.delete_misses),
             _ => {}
         }

@@ -165,6 +165,9 @@ pub struct ReadOpts {
     pub bump: bool,
     /// Set this expiry on a hit (`touch`, `gat`, `mg T`).
     pub touch: Option<u32>,
+    /// Hand out the recache token of a stale item (`mg`; classic reads
+    /// return stale items without taking part).
+    pub tokens: bool,
     /// Hand out the recache token if the item expires before this
     /// server-relative time (`mg R`).
     pub recache_before: Option<u32>,
@@ -180,8 +183,15 @@ pub struct ReadOpts {
 
 impl ReadOpts {
     /// A plain `get`.
-    pub const GET: ReadOpts =
-        ReadOpts { bump: true, touch: None, recache_before: None, vivify: None, new_cas: None, written: false };
+    pub const GET: ReadOpts = ReadOpts {
+        bump: true,
+        touch: None,
+        tokens: false,
+        recache_before: None,
+        vivify: None,
+        new_cas: None,
+        written: false,
+    };
 }
 
 /// An item as handed to a reader, valid only inside the reader's closure.
@@ -254,12 +264,15 @@ pub struct Counted {
 pub struct Delete {
     pub compare: Option<u64>,
     pub new_cas: Option<u64>,
-    /// Keep the item, marked stale, with a new CAS (`md I`)...
+    /// Keep the item, marked stale, with a new CAS (`md I`).
     pub invalidate: bool,
-    /// ...and this expiry (`md I T`).
+    /// New expiry of an item kept by `invalidate` (else unchanged) or
+    /// emptied by `remove_value` (else never).
     pub touch: Option<u32>,
-    /// Keep the item with an empty value (`md x`).
+    /// Keep the item with an empty value, client flags `flags` and the same
+    /// CAS (`md x`; with `invalidate` it then gets a new one).
     pub remove_value: bool,
+    pub flags: u32,
 }
 
 /// Result of a delete.
@@ -982,7 +995,7 @@ impl Store {
 /// stale, or expires before `recache_before`, and nobody has the token.
 fn wins_token(opts: &ReadOpts, it: &Item<'_>) -> bool {
     let st = it.state();
-    if st & state::TOKEN_SENT != 0 {
+    if !opts.tokens || st & state::TOKEN_SENT != 0 {
         return false;
     }
     let expiry = it.expiry();
@@ -1237,13 +1250,19 @@ impl Worker {
                     if d.compare.is_some_and(|want| !cas_on || want != cas) {
                         return Step::Done(DeleteOutcome::Exists);
                     }
-                    let (vlen, fields) = if d.invalidate {
-                        let expiry = d.touch.unwrap_or(it.expiry());
-                        let state = (it.state() | state::STALE) & !state::TOKEN_SENT;
-                        (it.value().len(), Fields { expiry, cas: d.new_cas, state, ..it.fields() })
-                    } else {
-                        (0, Fields { cas: d.new_cas, state: 0, ..it.fields() })
-                    };
+                    let mut vlen = it.value().len();
+                    let mut fields = it.fields();
+                    if d.remove_value {
+                        // memcached stores a fresh empty item in its place.
+                        vlen = 0;
+                        let expiry = d.touch.unwrap_or(0);
+                        fields = Fields { flags: d.flags, expiry, cas: Some(d.new_cas.unwrap_or(cas)), state: 0 };
+                    }
+                    if d.invalidate {
+                        fields.expiry = d.touch.unwrap_or(fields.expiry);
+                        fields.state = (fields.state | state::STALE) & !state::TOKEN_SENT;
+                        fields.cas = d.new_cas;
+                    }
                     Step::Write(Plan { fields, vlen, keep: false }, ())
                 },
                 |old, _, dst| dst.copy_from_slice(&old.value()[..dst.len()]),

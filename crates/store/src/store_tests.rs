@@ -211,6 +211,169 @@ fn too_large_is_refused() {
     assert_eq!(w.set(SetOp::Set, b"big", 0, 0, &value), Err(StoreError::TooLarge));
 }
 
+/// What a meta read saw: value, won, token already sent, stale, fetched.
+fn read(w: &mut Worker, k: &[u8], opts: &ReadOpts) -> Option<(Vec<u8>, bool, bool, bool, bool)> {
+    w.read(k, opts, |it| (it.value.to_vec(), it.won, it.token_sent, it.stale, it.fetched))
+        .unwrap_or_else(|e| panic!("{e}"))
+}
+
+#[test]
+fn stale_items_hand_out_one_recache_token() {
+    let (s, mut w) = store(4 << 20, true);
+    set(&mut w, SetOp::Set, b"k", b"v");
+    let cas = get(&mut w, b"k").map_or(0, |g| g.2);
+    let d = Delete { invalidate: true, touch: Some(s.clock().expiry(30)), ..Delete::default() };
+    assert_eq!(w.delete_with(b"k", &d), Ok(DeleteOutcome::Deleted));
+    let after = get(&mut w, b"k").map_or(0, |g| g.2);
+    assert_ne!(after, cas, "invalidation gives a new CAS");
+    let plain = ReadOpts { tokens: true, ..ReadOpts::GET };
+    assert_eq!(read(&mut w, b"k", &ReadOpts::GET).map(|x| (x.1, x.3)), Some((false, true)), "get takes no token");
+    assert_eq!(read(&mut w, b"k", &plain), Some((b"v".to_vec(), true, false, true, true)), "first: X W");
+    assert_eq!(read(&mut w, b"k", &plain), Some((b"v".to_vec(), false, true, true, true)), "then: Z X");
+    // Invalidating again clears the token, so the next reader wins again.
+    assert_eq!(w.delete_with(b"k", &d), Ok(DeleteOutcome::Deleted));
+    assert_eq!(read(&mut w, b"k", &plain).map(|r| r.1), Some(true));
+    // A plain write replaces the stale item: no state left.
+    set(&mut w, SetOp::Set, b"k", b"fresh");
+    assert_eq!(read(&mut w, b"k", &plain), Some((b"fresh".to_vec(), false, false, false, false)));
+}
+
+#[test]
+fn recache_wins_only_near_expiry_and_once() {
+    let (s, mut w) = store(4 << 20, true);
+    let exp = s.clock().expiry(100);
+    assert_eq!(w.set(SetOp::Set, b"k", 0, exp, b"v"), Ok(StoreOutcome::Stored));
+    assert_eq!(w.set(SetOp::Set, b"forever", 0, 0, b"v"), Ok(StoreOutcome::Stored));
+    let r = |secs| ReadOpts { tokens: true, recache_before: Some(s.clock().expiry(secs)), ..ReadOpts::GET };
+    assert_eq!(read(&mut w, b"k", &r(50)).map(|x| x.1), Some(false), "100 s left is not below 50");
+    assert_eq!(read(&mut w, b"k", &r(200)).map(|x| (x.1, x.2)), Some((true, false)));
+    assert_eq!(read(&mut w, b"k", &r(200)).map(|x| (x.1, x.2)), Some((false, true)));
+    assert_eq!(read(&mut w, b"forever", &r(200)).map(|x| x.1), Some(false), "no TTL never wins");
+}
+
+#[test]
+fn vivify_creates_an_empty_item_and_one_winner() {
+    let (s, mut w) = store(4 << 20, true);
+    let v = ReadOpts { tokens: true, vivify: Some(s.clock().expiry(30)), new_cas: Some(77), ..ReadOpts::GET };
+    let first = w.read(b"k", &v, |it| (it.value.len(), it.won, it.created, it.cas, it.flags));
+    assert_eq!(first, Ok(Some((0, true, true, 77, 0))));
+    let second = w.read(b"k", &v, |it| (it.won, it.token_sent, it.created));
+    assert_eq!(second, Ok(Some((false, true, false))));
+    assert_eq!(w.read(b"gone", &ReadOpts::GET, |_| ()), Ok(None));
+}
+
+#[test]
+fn touching_reads_keep_the_cas_and_unbumped_reads_stay_unfetched() {
+    let (s, mut w) = store(4 << 20, true);
+    set(&mut w, SetOp::Set, b"k", b"v");
+    let cas = get(&mut w, b"k").map_or(0, |g| g.2);
+    let t = ReadOpts { touch: Some(s.clock().expiry(10)), ..ReadOpts::GET };
+    let seen = w.read(b"k", &t, |it| (it.expiry_before, it.expiry, it.cas));
+    assert_eq!(seen, Ok(Some((0, s.clock().expiry(10), cas))), "touch rewrote the layout, not the CAS");
+    set(&mut w, SetOp::Set, b"u", b"v");
+    let u = ReadOpts { bump: false, ..ReadOpts::GET };
+    assert_eq!(read(&mut w, b"u", &u).map(|x| x.4), Some(false));
+    assert_eq!(read(&mut w, b"u", &u).map(|x| x.4), Some(false), "u does not count as a fetch");
+    assert_eq!(read(&mut w, b"u", &ReadOpts::GET).map(|x| x.4), Some(false));
+    assert_eq!(read(&mut w, b"u", &ReadOpts::GET).map(|x| x.4), Some(true));
+}
+
+#[test]
+fn writes_with_compare_invalidate_and_new_cas() {
+    let (_s, mut w) = store(4 << 20, true);
+    set(&mut w, SetOp::Set, b"k", b"a");
+    let cas = get(&mut w, b"k").map_or(0, |g| g.2);
+    let stale = Write { compare: Some(cas - 1), invalidate: true, ..Write::new(SetOp::Set, b"k", 0, 0, b"b") };
+    let r = w.set_with(&stale).map(|s| s.outcome);
+    assert_eq!(r, Ok(StoreOutcome::Stored), "an older CAS with I stores");
+    assert_eq!(read(&mut w, b"k", &ReadOpts::GET).map(|x| (x.0, x.3)), Some((b"b".to_vec(), true)));
+    let newer = Write { compare: Some(u64::MAX), invalidate: true, ..Write::new(SetOp::Set, b"k", 0, 0, b"c") };
+    assert_eq!(w.set_with(&newer).map(|s| s.outcome), Ok(StoreOutcome::Exists));
+    let given = Write { new_cas: Some(12345), ..Write::new(SetOp::Set, b"k", 0, 0, b"d") };
+    assert_eq!(w.set_with(&given).map(|s| (s.outcome, s.cas)), Ok((StoreOutcome::Stored, 12345)));
+    assert_eq!(get(&mut w, b"k").map(|g| g.2), Some(12345));
+    let add = Write { compare: Some(1), ..Write::new(SetOp::Add, b"new", 0, 0, b"x") };
+    assert_eq!(w.set_with(&add).map(|s| s.outcome), Ok(StoreOutcome::Stored), "add ignores a compare value");
+    let viv = Write { vivify: Some(0), ..Write::new(SetOp::Append, b"log", 3, 0, b"line") };
+    assert_eq!(w.set_with(&viv).map(|s| (s.outcome, s.size)), Ok((StoreOutcome::Stored, 4)));
+    assert_eq!(w.set_with(&viv).map(|s| (s.outcome, s.size)), Ok((StoreOutcome::Stored, 8)));
+    assert_eq!(get(&mut w, b"log").map(|g| (g.0, g.1)), Some((b"lineline".to_vec(), 3)));
+}
+
+#[test]
+fn delete_with_compare_and_empty_value() {
+    let (_s, mut w) = store(4 << 20, true);
+    w.set(SetOp::Set, b"k", 9, 0, b"value").unwrap_or_else(|e| panic!("{e}"));
+    let cas = get(&mut w, b"k").map_or(0, |g| g.2);
+    let wrong = Delete { compare: Some(cas + 1), ..Delete::default() };
+    assert_eq!(w.delete_with(b"k", &wrong), Ok(DeleteOutcome::Exists));
+    let empty = Delete { remove_value: true, flags: 4, ..Delete::default() };
+    assert_eq!(w.delete_with(b"k", &empty), Ok(DeleteOutcome::Deleted));
+    assert_eq!(get(&mut w, b"k"), Some((Vec::new(), 4, cas)), "x keeps the CAS");
+    let right = Delete { compare: Some(cas), ..Delete::default() };
+    assert_eq!(w.delete_with(b"k", &right), Ok(DeleteOutcome::Deleted));
+    assert_eq!(w.delete_with(b"k", &right), Ok(DeleteOutcome::NotFound));
+}
+
+#[test]
+fn arith_vivifies_with_the_initial_value_and_checks_cas() {
+    let (s, mut w) = store(4 << 20, true);
+    let a = Arith { incr: true, delta: 5, vivify: Some(s.clock().expiry(60)), initial: 10, ..Arith::default() };
+    let c = w.arith_with(b"n", &a).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!((c.outcome, c.expiry_before, c.expiry), (ArithOutcome::Value(10), 0, s.clock().expiry(60)));
+    let c2 = w.arith_with(b"n", &a).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(c2.outcome, ArithOutcome::Value(15));
+    let wrong = Arith { compare: Some(c2.cas + 1), ..a };
+    assert_eq!(w.arith_with(b"n", &wrong).map(|c| c.outcome), Ok(ArithOutcome::Exists));
+    let right = Arith { compare: Some(c2.cas), new_cas: Some(999), ..a };
+    assert_eq!(w.arith_with(b"n", &right).map(|c| (c.outcome, c.cas)), Ok((ArithOutcome::Value(20), 999)));
+}
+
+#[test]
+fn write_times_are_kept_per_segment() {
+    let (s, mut w) = store(4 << 20, true);
+    set(&mut w, SetOp::Set, b"old", b"v");
+    s.clock().advance(7);
+    set(&mut w, SetOp::Set, b"new", b"v");
+    s.clock().advance(3);
+    let opts = ReadOpts { written: true, ..ReadOpts::GET };
+    let now = s.clock().now();
+    assert_eq!(w.read(b"old", &opts, |it| now - it.written), Ok(Some(10)));
+    assert_eq!(w.read(b"new", &opts, |it| now - it.written), Ok(Some(3)));
+    let t = ReadOpts { touch: Some(s.clock().expiry(100)), ..ReadOpts::GET };
+    assert!(matches!(w.read(b"old", &t, |_| ()), Ok(Some(()))));
+    assert_eq!(w.read(b"old", &opts, |it| now - it.written), Ok(Some(10)), "a touch is not a write");
+    assert_eq!(w.inspect(b"new").map(|i| (now - i.written, i.fetched)), Some((3, true)));
+}
+
+#[test]
+fn concurrent_readers_get_exactly_one_token() {
+    for round in 0..20u32 {
+        let (s, mut w) = store(8 << 20, true);
+        let key = format!("k{round}").into_bytes();
+        let stale = round % 2 == 0;
+        if stale {
+            set(&mut w, SetOp::Set, &key, b"v");
+            let d = Delete { invalidate: true, ..Delete::default() };
+            assert_eq!(w.delete_with(&key, &d), Ok(DeleteOutcome::Deleted));
+        }
+        let opts = ReadOpts { tokens: true, vivify: Some(s.clock().expiry(30)), ..ReadOpts::GET };
+        let wins: u32 = std::thread::scope(|scope| {
+            let handles: Vec<_> = (0..8)
+                .map(|_| {
+                    let (s, key) = (&s, &key);
+                    scope.spawn(move || {
+                        let mut w = s.worker();
+                        u32::from(w.read(key, &opts, |it| it.won).ok().flatten().unwrap_or(false))
+                    })
+                })
+                .collect();
+            handles.into_iter().map(|h| h.join().unwrap_or(0)).sum()
+        });
+        assert_eq!(wins, 1, "round {round} (stale: {stale})");
+    }
+}
+
 #[test]
 fn threads_share_the_store() {
     let (s, _) = store(16 << 20, true);

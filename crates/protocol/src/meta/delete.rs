@@ -29,9 +29,9 @@ pub(crate) fn parse<'a>(l: &Line<'a>, consumed: usize) -> Parse<'a> {
         compare: f.compare,
         new_cas: f.new_cas,
         invalidate: f.invalidate,
-        // A new TTL applies only to an item kept as stale.
-        touch: f.ttl.filter(|_| f.invalidate),
+        touch: f.ttl,
         remove_value: f.remove_value,
+        flags: f.client_flags,
     };
     let reply = Reply { flags, quiet: f.quiet, base64: f.base64 };
     done(Command::MetaDelete { del, reply }, false, consumed)

@@ -29,6 +29,7 @@ pub(crate) fn parse<'a>(l: &Line<'a>, consumed: usize) -> Parse<'a> {
         key,
         bump: !f.no_update,
         touch: f.ttl,
+        tokens: true,
         recache: f.recache,
         vivify: f.vivify,
         new_cas: f.new_cas,

@@ -96,13 +96,10 @@ fn ms_errors_after_the_length_swallow_the_data() {
 }
 
 #[test]
-fn md_ttl_only_with_invalidate() {
-    let (c, _) = cmd(b"md foo T30\r\n");
+fn md_carries_ttl_and_flags_for_invalidate_and_empty() {
+    let (c, _) = cmd(b"md foo I T30 x F5\r\n");
     let Command::MetaDelete { del, .. } = c else { panic!("{c:?}") };
-    assert_eq!(del.touch, None);
-    let (c, _) = cmd(b"md foo I T30 x\r\n");
-    let Command::MetaDelete { del, .. } = c else { panic!("{c:?}") };
-    assert_eq!((del.touch, del.invalidate, del.remove_value), (Some(30), true, true));
+    assert_eq!((del.touch, del.invalidate, del.remove_value, del.flags), (Some(30), true, true, 5));
 }
 
 #[test]
