@@ -241,7 +241,7 @@ pub(crate) fn arith(ctx: &mut Ctx<'_>, op: &ops::Arith<'_>, reply: &Reply<'_>, v
     for tok in reply.flags.iter() {
         match tok[0] {
             b'T' => touched = true,
-            b'N' if counted.expiry_before == 0 => touched = true,
+            b'N' if counted.created => touched = true,
             b'c' => {
                 flag(out, b'c');
                 num(out, counted.cas);
@@ -260,7 +260,8 @@ pub(crate) fn arith(ctx: &mut Ctx<'_>, op: &ops::Arith<'_>, reply: &Reply<'_>, v
         out.extend_from_slice(digits);
         out.extend_from_slice(b"\r\n");
     }
-    suppress(out, start, reply.quiet);
+    // As in memcached, q hides the reply to an update but not to a creation.
+    suppress(out, start, reply.quiet && !counted.created);
 }
 
 /// `me`: `ME <key> exp=.. la=.. cas=.. fetch=.. cls=.. size=..`. strata has

@@ -257,6 +257,8 @@ pub struct Counted {
     /// Expiry before the request changed it (0 for a created item).
     pub expiry_before: u32,
     pub expiry: u32,
+    /// The item did not exist and `vivify` created it.
+    pub created: bool,
 }
 
 /// A delete request with the meta protocol's options.
@@ -1427,6 +1429,7 @@ impl Worker {
                     dst[s.len()..].fill(b' ');
                 },
             )?;
+            let mut created = false;
             let (outcome, cas, expiry_before, expiry) = match r {
                 Rewritten::Missing => match a.vivify {
                     Some(expiry) => {
@@ -1439,6 +1442,7 @@ impl Worker {
                             // Someone created it meanwhile: count on theirs.
                             continue;
                         }
+                        created = true;
                         (ArithOutcome::Value(a.initial), s.cas, 0, expiry)
                     }
                     None => (ArithOutcome::NotFound, 0, 0, 0),
@@ -1446,9 +1450,9 @@ impl Worker {
                 Rewritten::Done(o) => (o, 0, 0, 0),
                 Rewritten::Written((v, before, expiry), cas) => (ArithOutcome::Value(v), cas, before, expiry),
             };
-            return Ok(Counted { outcome, cas, expiry_before, expiry });
+            return Ok(Counted { outcome, cas, expiry_before, expiry, created });
         }
-        Ok(Counted { outcome: ArithOutcome::NotStored, cas: 0, expiry_before: 0, expiry: 0 })
+        Ok(Counted { outcome: ArithOutcome::NotStored, cas: 0, expiry_before: 0, expiry: 0, created: false })
     }
 
     /// Sets a new expiry; false if the key is missing.

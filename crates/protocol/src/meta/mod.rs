@@ -139,11 +139,11 @@ pub(crate) fn preparse(tokens: Tokens<'_>) -> Result<(Flags, Option<ClientError>
             },
             b'J' => match parse_u64(arg) {
                 Some(v) => f.initial = v,
-                None => err = Some(ClientError::InvalidInitial),
+                None => err = Some(ClientError::BadToken),
             },
             b'D' => match parse_u64(arg) {
                 Some(v) => f.delta = Some(v),
-                None => err = Some(ClientError::InvalidMetaDelta),
+                None => err = Some(ClientError::BadToken),
             },
             b'I' => f.invalidate = true,
             b'x' => f.remove_value = true,

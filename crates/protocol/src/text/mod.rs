@@ -198,8 +198,6 @@ pub enum ClientError {
     /// md and ma report every flag error this way.
     InvalidOrDuplicateFlag,
     MTokenLength,
-    InvalidInitial,
-    InvalidMetaDelta,
     InvalidSetMode,
     InvalidArithMode,
 }
@@ -223,8 +221,6 @@ impl ClientError {
             ClientError::OptionsTooLongShort => b"CLIENT_ERROR options flags too long\r\n",
             ClientError::InvalidOrDuplicateFlag => b"CLIENT_ERROR invalid or duplicate flag\r\n",
             ClientError::MTokenLength => b"CLIENT_ERROR incorrect length for M token\r\n",
-            ClientError::InvalidInitial => b"CLIENT_ERROR invalid numeric initial value\r\n",
-            ClientError::InvalidMetaDelta => b"CLIENT_ERROR invalid numeric delta value\r\n",
             ClientError::InvalidSetMode => b"CLIENT_ERROR invalid mode for ms M token\r\n",
             ClientError::InvalidArithMode => b"CLIENT_ERROR invalid mode for ma M token\r\n",
         }
