@@ -1,4 +1,5 @@
-//! memcached's wire protocols as pure functions over bytes.
+//! memcached's wire protocols (classic text, meta, binary) as pure functions
+//! over bytes.
 //!
 //! This crate owns parsing requests out of a connection's read buffer and the
 //! exact byte strings of replies. It does no I/O and knows nothing of storage:
@@ -8,6 +9,7 @@
 //! buffered yields [`text::Parse::Incomplete`], which is a normal state, not an
 //! error. Keys and values are borrowed from the caller's buffer, never copied.
 
+pub mod binary;
 pub mod meta;
 pub mod numbers;
 pub mod ops;

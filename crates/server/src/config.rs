@@ -1,6 +1,18 @@
 //! Server settings, filled from memcached-compatible flags by the binary.
 
 use std::path::PathBuf;
+use std::sync::Arc;
+
+use crate::auth::Credentials;
+
+/// `-B`: which protocol a connection may speak.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Protocol {
+    /// Decided per connection by its first byte (0x80: binary).
+    Auto,
+    Ascii,
+    Binary,
+}
 
 /// Everything the network side needs to know.
 #[derive(Debug, Clone)]
@@ -35,6 +47,12 @@ pub struct ServerConfig {
     pub max_output: usize,
     /// Enables `debug_advance_clock` (tests only).
     pub debug_clock: bool,
+    /// `-B`.
+    pub protocol: Protocol,
+    /// `-S`: SASL PLAIN users; binary connections must authenticate.
+    pub sasl: Option<Arc<Credentials>>,
+    /// `-Y`: users of memcached's ASCII authentication.
+    pub auth_file: Option<Arc<Credentials>>,
 }
 
 impl Default for ServerConfig {
@@ -55,6 +73,9 @@ impl Default for ServerConfig {
             max_get_line: 1 << 20,
             max_output: 256 << 10,
             debug_clock: false,
+            protocol: Protocol::Auto,
+            sasl: None,
+            auth_file: None,
         }
     }
 }

@@ -15,13 +15,30 @@
 use std::io::{self, Read, Write};
 use std::sync::Arc;
 
+use strata_protocol::binary;
 use strata_protocol::text::{self, Parse};
 
+use crate::config::Protocol;
 use crate::dispatch::{self, Outcome};
 use crate::listen::Stream;
 use crate::ConnInfo;
 
 const INITIAL_BUF: usize = 16 * 1024;
+
+/// The protocol a connection speaks, fixed by its first byte (or `-B`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Proto {
+    Undecided,
+    Text,
+    Binary,
+}
+
+/// What one parse of the buffer front came to.
+enum Step {
+    Done { outcome: Outcome, consumed: usize },
+    Incomplete { need: usize },
+    Close,
+}
 
 /// What the worker should do with the connection after servicing it.
 #[derive(Debug, PartialEq, Eq)]
@@ -47,6 +64,9 @@ pub(crate) struct Conn {
     eof: bool,
     /// The buffered bytes hold no complete request: a full buffer must grow.
     stuck: bool,
+    proto: Proto,
+    /// Passed SASL (binary) or ASCII authentication.
+    authenticated: bool,
     /// Traffic since the last `service` reported it to the worker's stats.
     pub bytes_read: u64,
     pub bytes_written: u64,
@@ -67,6 +87,8 @@ impl Conn {
             close_after_write: false,
             eof: false,
             stuck: false,
+            proto: Proto::Undecided,
+            authenticated: false,
             bytes_read: 0,
             bytes_written: 0,
         }
@@ -198,11 +220,11 @@ impl Conn {
                     stalled = true;
                     break;
                 }
-                match text::parse(&self.rbuf[self.rpos..self.filled], &pconfig) {
-                    Parse::Done { request, consumed } => {
+                match self.step(ctx, &pconfig) {
+                    Step::Done { outcome, consumed } => {
                         served += 1;
                         self.stuck = false;
-                        match dispatch::execute(ctx, request, &mut self.out, self.resume.take()) {
+                        match outcome {
                             Outcome::Continue => self.rpos += consumed,
                             Outcome::Resume(at) => {
                                 // Part of a multi-get is out; the rest waits
@@ -223,11 +245,11 @@ impl Conn {
                         }
                         continue;
                     }
-                    Parse::Incomplete { need: n } => {
+                    Step::Incomplete { need: n } => {
                         need = n;
                         self.stuck = true;
                     }
-                    Parse::Close => return Status::Close,
+                    Step::Close => return Status::Close,
                 }
             }
             // Everything buffered is used up: read more.
@@ -264,6 +286,41 @@ impl Conn {
         // will wake us. Otherwise come back if work was left.
         let more = (stalled || !drained) && self.pending_out() < max_output;
         Status::Open { more }
+    }
+
+    /// Parses and runs the request at the front of the buffer, in the
+    /// connection's protocol (chosen here from the first byte).
+    fn step(&mut self, ctx: &mut dispatch::Ctx<'_>, pconfig: &text::Config) -> Step {
+        let buf = &self.rbuf[self.rpos..self.filled];
+        if self.proto == Proto::Undecided {
+            self.proto = match ctx.shared.cfg.protocol {
+                Protocol::Auto if buf[0] == binary::REQUEST_MAGIC => Proto::Binary,
+                Protocol::Auto | Protocol::Ascii => Proto::Text,
+                Protocol::Binary => Proto::Binary,
+            };
+        }
+        match self.proto {
+            Proto::Binary => match binary::parse(buf, pconfig) {
+                binary::Parse::Done { request, consumed } => {
+                    let outcome = crate::binary::execute(ctx, request, &mut self.authenticated, &mut self.out);
+                    Step::Done { outcome, consumed }
+                }
+                binary::Parse::Incomplete { need } => Step::Incomplete { need },
+                binary::Parse::Close => Step::Close,
+            },
+            _ => match text::parse(buf, pconfig) {
+                Parse::Done { request, consumed } => {
+                    let outcome = if ctx.shared.cfg.auth_file.is_some() && !self.authenticated {
+                        dispatch::authenticate(ctx, request, &mut self.authenticated, &mut self.out)
+                    } else {
+                        dispatch::execute(ctx, request, &mut self.out, self.resume.take())
+                    };
+                    Step::Done { outcome, consumed }
+                }
+                Parse::Incomplete { need } => Step::Incomplete { need },
+                Parse::Close => Step::Close,
+            },
+        }
     }
 
     fn state(&self) -> u32 {

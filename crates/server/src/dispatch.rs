@@ -246,3 +246,39 @@ pub(crate) fn execute(ctx: &mut Ctx<'_>, req: Request<'_>, out: &mut Vec<u8>, re
 fn write_value(out: &mut Vec<u8>, it: strata_store::ItemView<'_>, cas: bool) {
     reply::value(out, it.key, it.flags, it.value, cas.then_some(it.cas));
 }
+
+/// memcached's ASCII authentication (`-Y`): until a connection has sent a
+/// `set` whose data is `<user> <password>`, that is the only command it may
+/// run.
+pub(crate) fn authenticate(
+    ctx: &mut Ctx<'_>,
+    req: Request<'_>,
+    authenticated: &mut bool,
+    out: &mut Vec<u8>,
+) -> Outcome {
+    let Some(users) = ctx.shared.cfg.auth_file.as_deref() else {
+        return Outcome::Continue;
+    };
+    match req.command {
+        Command::Store { op: StoreOp::Set, data, .. } => {
+            let mut parts = data.splitn(2, |&b| b == b' ');
+            let (user, password) = (parts.next().unwrap_or_default(), parts.next().unwrap_or_default());
+            if users.check(user, password) {
+                *authenticated = true;
+                out.extend_from_slice(r::STORED);
+            } else {
+                out.extend_from_slice(b"CLIENT_ERROR authentication failure\r\n");
+            }
+        }
+        Command::TooLarge { swallow, .. } => {
+            out.extend_from_slice(b"CLIENT_ERROR authentication failure\r\n");
+            return Outcome::Swallow(swallow);
+        }
+        Command::Swallow { swallow, .. } => {
+            out.extend_from_slice(b"CLIENT_ERROR unauthenticated\r\n");
+            return Outcome::Swallow(swallow);
+        }
+        _ => out.extend_from_slice(b"CLIENT_ERROR unauthenticated\r\n"),
+    }
+    Outcome::Continue
+}

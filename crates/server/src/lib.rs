@@ -7,6 +7,8 @@
 //! `mio` event loop over its own connections and executes requests itself
 //! against its [`strata_store::Worker`] handle — no request crosses threads.
 
+pub mod auth;
+mod binary;
 pub mod config;
 mod conn;
 mod core;
@@ -28,7 +30,8 @@ use signal_hook::consts::{SIGINT, SIGTERM};
 use signal_hook_mio::v1_0::Signals;
 use strata_store::Store;
 
-pub use config::ServerConfig;
+pub use auth::{AuthError, Credentials};
+pub use config::{Protocol, ServerConfig};
 
 /// Errors that stop the server from starting or running.
 #[derive(Debug, thiserror::Error)]

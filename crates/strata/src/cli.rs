@@ -3,9 +3,10 @@
 //! the server's configuration. Anything unknown or invalid is an error.
 
 use std::path::PathBuf;
+use std::sync::Arc;
 
 use clap::{ArgAction, Parser};
-use strata_server::ServerConfig;
+use strata_server::{Credentials, Protocol, ServerConfig};
 use strata_store::Config as StoreConfig;
 
 /// Strata: a memcached-compatible cache server.
@@ -79,6 +80,24 @@ pub struct Args {
     /// Extended options, comma separated: hashpower=N, max_get_line=BYTES
     #[arg(short = 'o', long = "extended", action = ArgAction::Append)]
     extended: Vec<String>,
+
+    /// Protocol: auto (first byte decides per connection), ascii or binary
+    #[arg(short = 'B', long = "protocol", default_value = "auto")]
+    protocol: String,
+
+    /// Require SASL PLAIN authentication (binary protocol only); users come
+    /// from --sasl-pwdb or the MEMCACHED_SASL_PWDB environment variable
+    #[arg(short = 'S', long = "enable-sasl")]
+    enable_sasl: bool,
+
+    /// SASL password file: `user:password` lines (memcached's sasl_pwdb)
+    #[arg(long = "sasl-pwdb", env = "MEMCACHED_SASL_PWDB")]
+    sasl_pwdb: Option<PathBuf>,
+
+    /// ASCII protocol authentication: `user:password` lines; clients send
+    /// `set <any> 0 0 <len>` with data `<user> <password>` first
+    #[arg(short = 'Y', long = "auth-file")]
+    auth_file: Option<PathBuf>,
 
     /// Print version and exit
     #[arg(short = 'V', long = "version", action = ArgAction::Version)]
@@ -180,6 +199,31 @@ impl Args {
             cas: !self.disable_cas,
             hash_power,
         };
+        let specified = self.protocol != "auto";
+        let mut protocol = match self.protocol.as_str() {
+            "auto" => Protocol::Auto,
+            "ascii" => Protocol::Ascii,
+            "binary" => Protocol::Binary,
+            other => return Err(format!("invalid protocol {other:?} (-B auto, ascii or binary)")),
+        };
+        let sasl = match (self.enable_sasl, &self.sasl_pwdb) {
+            (false, _) => None,
+            (true, None) => {
+                return Err("SASL (-S) needs a password file: --sasl-pwdb FILE or MEMCACHED_SASL_PWDB".into())
+            }
+            (true, Some(path)) => Some(Arc::new(Credentials::load(path).map_err(|e| e.to_string())?)),
+        };
+        if sasl.is_some() {
+            // As memcached: SASL implies the binary protocol.
+            if specified && protocol != Protocol::Binary {
+                return Err("you cannot allow the ASCII protocol while using SASL (-S)".into());
+            }
+            protocol = Protocol::Binary;
+        }
+        let auth_file = match &self.auth_file {
+            None => None,
+            Some(path) => Some(Arc::new(Credentials::load(path).map_err(|e| e.to_string())?)),
+        };
         let listen = if self.listen.is_empty() { vec!["127.0.0.1".to_string()] } else { self.listen };
         let server = ServerConfig {
             port: self.port,
@@ -197,6 +241,9 @@ impl Args {
             max_get_line,
             max_output: 256 << 10,
             debug_clock: self.enable_debug_clock,
+            protocol,
+            sasl,
+            auth_file,
         };
         Ok((store, server))
     }

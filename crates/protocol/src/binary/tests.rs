@@ -1,0 +1,152 @@
+use proptest::prelude::*;
+
+use super::response::{self, Body};
+use super::*;
+
+fn cfg() -> Config {
+    Config { item_size_max: 1000, ..Config::default() }
+}
+
+/// A request packet; `bodylen` overrides the computed body length.
+fn pkt(op: u8, extras: &[u8], key: &[u8], value: &[u8], bodylen: Option<u32>) -> Vec<u8> {
+    let mut p = vec![REQUEST_MAGIC, op];
+    p.extend_from_slice(&(key.len() as u16).to_be_bytes());
+    p.push(extras.len() as u8);
+    p.extend_from_slice(&[0, 0, 0]);
+    let len = bodylen.unwrap_or((extras.len() + key.len() + value.len()) as u32);
+    p.extend_from_slice(&len.to_be_bytes());
+    p.extend_from_slice(&0xdead_beef_u32.to_be_bytes());
+    p.extend_from_slice(&7u64.to_be_bytes());
+    p.extend_from_slice(extras);
+    p.extend_from_slice(key);
+    p.extend_from_slice(value);
+    p
+}
+
+fn command(buf: &[u8]) -> (Command<'_>, usize) {
+    match parse(buf, &cfg()) {
+        Parse::Done { request, consumed } => (request.command, consumed),
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn header_fields_are_big_endian_at_their_offsets() {
+    let p = pkt(opcode::GETK, b"", b"foo", b"", None);
+    assert_eq!(p.len(), HEADER_LEN + 3);
+    let Some(h) = p.first_chunk().and_then(Header::decode) else { panic!("not a request") };
+    assert_eq!(h, Header { opcode: opcode::GETK, keylen: 3, extlen: 0, bodylen: 3, opaque: 0xdead_beef, cas: 7 });
+    assert!(!h.quiet());
+    let mut out = Vec::new();
+    response::packet(&mut out, &h, Status::KeyExists, 9, Body { extras: b"ab", key: b"k", value: b"xyz" });
+    assert_eq!(
+        out,
+        [&[0x81, 0x0c, 0, 1, 2, 0, 0, 2, 0, 0, 0, 6, 0xde, 0xad, 0xbe, 0xef, 0, 0, 0, 0, 0, 0, 0, 9][..], b"abkxyz"]
+            .concat()
+    );
+    out.clear();
+    response::error(&mut out, &h, Status::KeyNotFound);
+    assert_eq!(&out[HEADER_LEN..], b"Not found");
+    assert_eq!(out[11], 9);
+}
+
+#[test]
+fn gets_and_stores_borrow_key_and_value() {
+    let p = pkt(opcode::GETKQ, b"", b"key", b"", None);
+    assert_eq!(command(&p), (Command::Get { key: b"key", with_key: true, touch: None }, 27));
+    let p = pkt(opcode::GATQ, &9u32.to_be_bytes(), b"key", b"", None);
+    assert_eq!(command(&p).0, Command::Get { key: b"key", with_key: false, touch: Some(9) });
+    let mut extras = 5u32.to_be_bytes().to_vec();
+    extras.extend_from_slice(&60u32.to_be_bytes());
+    let p = pkt(opcode::ADDQ, &extras, b"k", b"value", None);
+    let (c, used) = command(&p);
+    assert_eq!(c, Command::Store { op: StoreOp::Add, key: b"k", flags: 5, exptime: 60, value: b"value" });
+    assert_eq!(used, p.len());
+    let p = pkt(opcode::PREPEND, b"", b"k", b"v", None);
+    assert_eq!(command(&p).0, Command::Store { op: StoreOp::Prepend, key: b"k", flags: 0, exptime: 0, value: b"v" });
+}
+
+#[test]
+fn arith_flush_stat_and_sasl_decode_their_extras() {
+    let mut extras = 3u64.to_be_bytes().to_vec();
+    extras.extend_from_slice(&10u64.to_be_bytes());
+    extras.extend_from_slice(&u32::MAX.to_be_bytes());
+    let p = pkt(opcode::DECREMENTQ, &extras, b"n", b"", None);
+    assert_eq!(command(&p).0, Command::Arith { key: b"n", incr: false, delta: 3, initial: 10, exptime: u32::MAX });
+    assert_eq!(command(&pkt(opcode::FLUSH, &[0, 0, 0, 5], b"", b"", None)).0, Command::Flush { delay: 5 });
+    assert_eq!(command(&pkt(opcode::FLUSHQ, b"", b"", b"", None)).0, Command::Flush { delay: 0 });
+    assert_eq!(command(&pkt(opcode::STAT, b"", b"items", b"", None)).0, Command::Stat { group: b"items" });
+    let p = pkt(opcode::SASL_AUTH, b"", b"PLAIN", b"\0u\0p", None);
+    assert_eq!(command(&p), (Command::SaslAuth { mech: b"PLAIN", data: b"\0u\0p" }, p.len()));
+}
+
+#[test]
+fn requests_wait_for_the_bytes_they_read() {
+    let p = pkt(opcode::SET, &[0; 8], b"k", b"value", None);
+    for cut in 0..p.len() {
+        let want = if cut < HEADER_LEN { HEADER_LEN } else { p.len() };
+        assert_eq!(parse(&p[..cut], &cfg()), Parse::Incomplete { need: want }, "cut at {cut}");
+    }
+}
+
+#[test]
+fn header_checks_come_before_the_body() {
+    // Key and extras longer than the body: unknown command, then close.
+    let p = pkt(opcode::GET, b"", b"key", b"", Some(2));
+    assert_eq!(command(&p[..HEADER_LEN]), (Command::Malformed, HEADER_LEN));
+    // A key over 250 bytes, extras of the wrong size, a body that does not
+    // match: invalid arguments, without waiting for the body.
+    let long = vec![b'k'; 251];
+    assert_eq!(command(&pkt(opcode::GET, b"", &long, b"", None)[..HEADER_LEN]).0, Command::Invalid);
+    assert_eq!(command(&pkt(opcode::SET, &[0; 4], b"k", b"v", None)[..HEADER_LEN]).0, Command::Invalid);
+    assert_eq!(command(&pkt(opcode::GET, b"", b"k", b"v", None)[..HEADER_LEN]).0, Command::Invalid);
+    assert_eq!(command(&pkt(opcode::NOOP, b"", b"", b"x", None)[..HEADER_LEN]).0, Command::Invalid);
+    assert_eq!(command(&pkt(opcode::DELETE, b"", b"", b"", None)[..HEADER_LEN]).0, Command::Invalid);
+    let p = pkt(opcode::SASL_AUTH, b"", b"PLAIN", b"", Some(u32::MAX));
+    assert_eq!(command(&p[..HEADER_LEN]).0, Command::Invalid);
+    // Unknown opcodes skip their body, however long it claims to be.
+    let p = pkt(0x55, b"", b"", b"", Some(u32::MAX));
+    assert_eq!(command(&p), (Command::Unknown { swallow: u32::MAX as usize }, HEADER_LEN));
+    // Not a request: close.
+    let mut p = pkt(opcode::NOOP, b"", b"", b"", None);
+    p[0] = RESPONSE_MAGIC;
+    assert_eq!(parse(&p, &cfg()), Parse::Close);
+}
+
+#[test]
+fn a_value_over_the_limit_is_refused_from_its_header() {
+    let p = pkt(opcode::SET, &[0; 8], b"big", b"", Some(8 + 3 + 5000));
+    assert_eq!(parse(&p[..HEADER_LEN + 5], &cfg()), Parse::Incomplete { need: HEADER_LEN + 11 });
+    let p = [p, b"big".to_vec()].concat();
+    assert_eq!(command(&p), (Command::TooLarge { op: StoreOp::Set, key: b"big", swallow: 5000 }, HEADER_LEN + 11));
+}
+
+#[test]
+fn quiet_opcodes() {
+    let quiet = [0x09, 0x0d, 0x11, 0x12, 0x13, 0x14, 0x15, 0x16, 0x17, 0x18, 0x19, 0x1a, 0x1e, 0x24];
+    for op in 0..=255u8 {
+        let h = Header { opcode: op, keylen: 0, extlen: 0, bodylen: 0, opaque: 0, cas: 0 };
+        assert_eq!(h.quiet(), quiet.contains(&op), "opcode {op:#x}");
+    }
+}
+
+proptest! {
+    /// Any bytes: no panic; a request uses at most what is buffered; more
+    /// input is asked for only beyond what is there, and never more than one
+    /// item plus its header, key and extras.
+    #[test]
+    fn parse_is_total_and_bounded(mut buf in proptest::collection::vec(any::<u8>(), 0..600), op in any::<u8>()) {
+        if buf.len() > 1 {
+            buf[0] = REQUEST_MAGIC;
+            buf[1] = op % 0x28;
+        }
+        match parse(&buf, &cfg()) {
+            Parse::Done { consumed, .. } => prop_assert!(consumed >= HEADER_LEN && consumed <= buf.len()),
+            Parse::Incomplete { need } => {
+                prop_assert!(need > buf.len());
+                prop_assert!(need <= HEADER_LEN + 255 + KEY_MAX_LENGTH + cfg().item_size_max + MAX_SASL_DATA);
+            }
+            Parse::Close => prop_assert!(buf[0] != REQUEST_MAGIC),
+        }
+    }
+}

@@ -1,0 +1,245 @@
+//! Executes binary-protocol requests. Decoding and packet layout live in
+//! [`strata_protocol::binary`]; every data command runs through the semantic
+//! core ([`crate::core`]) exactly as its text and meta forms do. This file
+//! only maps outcomes onto memcached's status codes and bodies, and applies
+//! the quiet opcodes' rule: success (and a get's miss) is not answered, an
+//! error always is.
+
+use std::sync::atomic::Ordering::Relaxed;
+
+use strata_protocol::binary::response::{self, Body};
+use strata_protocol::binary::{opcode, Command, Header, Request, Status, StoreOp};
+use strata_protocol::ops;
+use strata_protocol::text::Tokens;
+use strata_store::{ArithOutcome, DeleteOutcome, StoreError, StoreOutcome};
+
+use crate::core::inc;
+use crate::dispatch::{Ctx, Outcome};
+use crate::stats;
+
+/// Binary exptimes are unsigned; beyond `i32::MAX` they are absolute times
+/// past 2038, which the clock treats alike.
+fn exptime(t: u32) -> i32 {
+    i32::try_from(t).unwrap_or(i32::MAX)
+}
+
+/// The only SASL mechanism offered.
+const MECHS: &[u8] = b"PLAIN";
+
+/// Runs one request, appending its response (if any) to `out`.
+/// `authenticated` is the connection's SASL state.
+pub(crate) fn execute(ctx: &mut Ctx<'_>, req: Request<'_>, authenticated: &mut bool, out: &mut Vec<u8>) -> Outcome {
+    let h = &req.header;
+    let quiet = h.quiet();
+    let sasl = ctx.shared.cfg.sasl.clone();
+    if let Command::Malformed = req.command {
+        response::error(out, h, Status::UnknownCommand);
+        return Outcome::CloseAfterWrite;
+    }
+    let open = matches!(h.opcode, opcode::SASL_LIST_MECHS | opcode::SASL_AUTH | opcode::SASL_STEP | opcode::VERSION);
+    if sasl.is_some() && !*authenticated && !open {
+        response::error(out, h, Status::AuthError);
+        return Outcome::CloseAfterWrite;
+    }
+    // A success reply, unless the opcode is quiet.
+    let ok = |out: &mut Vec<u8>, cas: u64, body: Body<'_>| {
+        if !quiet {
+            response::packet(out, h, Status::Success, cas, body);
+        }
+    };
+    match req.command {
+        Command::Malformed => {}
+        Command::Invalid => {
+            response::error(out, h, Status::InvalidArguments);
+            return Outcome::CloseAfterWrite;
+        }
+        Command::Unknown { swallow } => {
+            response::error(out, h, Status::UnknownCommand);
+            return Outcome::Swallow(swallow);
+        }
+        Command::Get { key, with_key, touch } => {
+            let get =
+                ops::Get { touch: touch.map(exptime), touch_miss_stats: true, ..ops::Get::plain(ops::Key::Raw(key)) };
+            let hit = ctx.get(&get, |it| {
+                let body =
+                    Body { extras: &it.flags.to_be_bytes(), key: if with_key { it.key } else { b"" }, value: it.value };
+                response::packet(out, h, Status::Success, it.cas, body);
+            });
+            match hit {
+                Ok(Some(())) => {}
+                Ok(None) if quiet => {}
+                // GETK and GATK name the key they missed, without a message.
+                Ok(None) if with_key => {
+                    response::packet(out, h, Status::KeyNotFound, 0, Body { key, ..Body::default() })
+                }
+                Ok(None) => response::error(out, h, Status::KeyNotFound),
+                Err(_) => response::error(out, h, Status::OutOfMemory),
+            }
+        }
+        Command::Touch { key, exptime: t } => {
+            let get = ops::Get {
+                bump: false,
+                touch: Some(exptime(t)),
+                touch_miss_stats: true,
+                ..ops::Get::plain(ops::Key::Raw(key))
+            };
+            match ctx.get(&get, |it| (it.flags, it.cas)) {
+                Ok(Some((flags, cas))) => response::packet(
+                    out,
+                    h,
+                    Status::Success,
+                    cas,
+                    Body { extras: &flags.to_be_bytes(), ..Body::default() },
+                ),
+                Ok(None) => response::error(out, h, Status::KeyNotFound),
+                Err(_) => response::error(out, h, Status::OutOfMemory),
+            }
+        }
+        Command::Store { op, key, flags, exptime: t, value } => {
+            // Any store with a CAS is a compare-and-swap, add and replace
+            // included (memcached turns them all into NREAD_CAS).
+            let compare = (h.cas != 0).then_some(h.cas);
+            let mode = match op {
+                StoreOp::Set => ops::Mode::Set,
+                _ if compare.is_some() && matches!(op, StoreOp::Add | StoreOp::Replace) => ops::Mode::Set,
+                StoreOp::Add => ops::Mode::Add,
+                StoreOp::Replace => ops::Mode::Replace,
+                StoreOp::Append => ops::Mode::Append,
+                StoreOp::Prepend => ops::Mode::Prepend,
+            };
+            let set = ops::Set {
+                mode,
+                key: ops::Key::Raw(key),
+                flags,
+                exptime: exptime(t),
+                data: value,
+                compare,
+                invalidate: false,
+                new_cas: None,
+                vivify: None,
+                binary_key: false,
+            };
+            match ctx.set(&set) {
+                Ok(stored) => match stored.outcome {
+                    StoreOutcome::Stored => ok(out, stored.cas, Body::default()),
+                    StoreOutcome::Exists => response::error(out, h, Status::KeyExists),
+                    StoreOutcome::NotFound => response::error(out, h, Status::KeyNotFound),
+                    StoreOutcome::NotStored => response::error(
+                        out,
+                        h,
+                        match mode {
+                            ops::Mode::Add => Status::KeyExists,
+                            ops::Mode::Replace => Status::KeyNotFound,
+                            _ => Status::NotStored,
+                        },
+                    ),
+                },
+                Err(StoreError::TooLarge) => response::error(out, h, Status::TooLarge),
+                Err(_) => response::error(out, h, Status::OutOfMemory),
+            }
+        }
+        Command::TooLarge { op, key, swallow } => {
+            if op == StoreOp::Set {
+                ctx.refuse_too_large(key);
+            } else {
+                inc(&ctx.stats.store_too_large);
+            }
+            response::error(out, h, Status::TooLarge);
+            return Outcome::Swallow(swallow);
+        }
+        Command::Delete { key } => {
+            let del = ops::Delete { compare: (h.cas != 0).then_some(h.cas), ..ops::Delete::plain(ops::Key::Raw(key)) };
+            match ctx.delete(&del) {
+                Ok(DeleteOutcome::Deleted) => ok(out, 0, Body::default()),
+                Ok(DeleteOutcome::Exists) => response::error(out, h, Status::KeyExists),
+                Ok(DeleteOutcome::NotFound) => response::error(out, h, Status::KeyNotFound),
+                Err(_) => response::error(out, h, Status::OutOfMemory),
+            }
+        }
+        Command::Arith { key, incr, delta, initial, exptime: t } => {
+            let arith = ops::Arith {
+                compare: (h.cas != 0).then_some(h.cas),
+                // 0xffffffff: fail on a miss rather than create.
+                vivify: (t != u32::MAX).then(|| exptime(t)),
+                initial,
+                ..ops::Arith::plain(ops::Key::Raw(key), incr, delta)
+            };
+            match ctx.arith(&arith) {
+                Ok(c) => match c.outcome {
+                    ArithOutcome::Value(v) => ok(out, c.cas, Body { value: &v.to_be_bytes(), ..Body::default() }),
+                    ArithOutcome::NotFound => response::error(out, h, Status::KeyNotFound),
+                    ArithOutcome::NonNumeric => response::error(out, h, Status::DeltaBadValue),
+                    ArithOutcome::Exists => response::error(out, h, Status::KeyExists),
+                    ArithOutcome::NotStored => response::error(out, h, Status::NotStored),
+                },
+                Err(_) => response::error(out, h, Status::OutOfMemory),
+            }
+        }
+        Command::Quit => {
+            ok(out, 0, Body::default());
+            return Outcome::CloseAfterWrite;
+        }
+        Command::Flush { delay } => {
+            inc(&ctx.stats.cmd_flush);
+            if !ctx.shared.cfg.flush_enabled {
+                response::error(out, h, Status::AuthError);
+            } else {
+                let clock = ctx.shared.store.clock();
+                let at = (delay > 0).then(|| clock.expiry(i64::from(delay)));
+                ctx.shared.store.flush_all(at);
+                ok(out, 0, Body::default());
+            }
+        }
+        Command::Noop => response::packet(out, h, Status::Success, 0, Body::default()),
+        Command::Version => {
+            let body = Body { value: stats::VERSION.as_bytes(), ..Body::default() };
+            response::packet(out, h, Status::Success, 0, body);
+        }
+        Command::Verbosity { level } => {
+            ctx.shared.verbosity.store(level.min(2), Relaxed);
+            response::packet(out, h, Status::Success, 0, Body::default());
+        }
+        Command::Stat { group } => stat(ctx, h, group, out),
+        Command::SaslListMechs => match sasl {
+            Some(_) => response::packet(out, h, Status::Success, 0, Body { value: MECHS, ..Body::default() }),
+            None => response::error(out, h, Status::UnknownCommand),
+        },
+        Command::SaslAuth { mech, data } => match sasl {
+            None => response::error(out, h, Status::UnknownCommand),
+            Some(users) if mech == MECHS && users.check_plain(data) => {
+                *authenticated = true;
+                response::packet(out, h, Status::Success, 0, Body { value: b"Authenticated", ..Body::default() });
+            }
+            Some(_) => response::error(out, h, Status::AuthError),
+        },
+        // PLAIN completes in one step: there is never a step to continue.
+        Command::SaslStep { .. } => match sasl {
+            None => response::error(out, h, Status::UnknownCommand),
+            Some(_) => response::error(out, h, Status::AuthError),
+        },
+    }
+    Outcome::Continue
+}
+
+/// STAT: the text `stats` output of the group, one packet per line (name as
+/// the key, value as the value), ended by an empty packet.
+fn stat(ctx: &mut Ctx<'_>, h: &Header, group: &[u8], out: &mut Vec<u8>) {
+    let mut text = Vec::new();
+    stats::command(ctx.shared, Tokens(group), &mut text);
+    for line in text.split(|&b| b == b'\n') {
+        let line = line.strip_suffix(b"\r").unwrap_or(line);
+        let Some(stat) = line.strip_prefix(b"STAT ") else {
+            if line.starts_with(b"ERROR") || line.starts_with(b"CLIENT_ERROR") {
+                response::error(out, h, Status::KeyNotFound);
+                return;
+            }
+            continue;
+        };
+        let (name, value) = match stat.iter().position(|&b| b == b' ') {
+            Some(sp) => (&stat[..sp], &stat[sp + 1..]),
+            None => (stat, &b""[..]),
+        };
+        response::packet(out, h, Status::Success, 0, Body { key: name, value, ..Body::default() });
+    }
+    response::packet(out, h, Status::Success, 0, Body::default());
+}
