@@ -10,6 +10,7 @@
 #   make memccapable  libmemcached's memccapable protocol checker
 #   make capacity     1M small items into -m 64
 #   make concurrency  64 connections of mixed verified load (CONCURRENCY_SECS=20)
+#   make fuzz         cargo-fuzz on the binary decoder for FUZZ_SECS (nightly; not in `test`)
 #
 # WIRE_TARGET=memcached runs the server-facing stages against Debian's
 # memcached instead of target/release/strata (and skips the cargo build).
@@ -30,13 +31,14 @@ REQUIREMENTS := requirements-test.txt
 REQ_STAMP := $(VENV)/.requirements-test.installed
 APT_PACKAGES := memcached libmemcached-tools redis-server
 CONCURRENCY_SECS ?= 20
+FUZZ_SECS ?= 300
 WIRE_DIR := $(wildcard tests/wire)
 
 # Server-facing stages need the release binary, unless they run against memcached.
 SERVER_DEPS := deps $(if $(filter memcached,$(WIRE_TARGET)),,build)
 
 .PHONY: test deps apt venv build lint fmt clippy unit pytest wire compat \
-        memccapable capacity concurrency clean-venv
+        memccapable capacity concurrency clean-venv fuzz fuzz-check
 
 test: deps build lint unit pytest memccapable capacity concurrency
 	@echo "==> make test: all stages passed"
@@ -69,7 +71,7 @@ build:
 	@echo "==> cargo build --release"
 	$(CARGO) build --release
 
-lint: fmt clippy
+lint: fmt clippy fuzz-check
 
 fmt:
 	@echo "==> cargo fmt --check"
@@ -78,6 +80,15 @@ fmt:
 clippy:
 	@echo "==> cargo clippy"
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
+
+# The fuzz crate is outside the workspace; make sure it still builds.
+fuzz-check:
+	@echo "==> cargo check fuzz"
+	$(CARGO) check --quiet --manifest-path fuzz/Cargo.toml
+
+fuzz:
+	@command -v cargo-fuzz >/dev/null || $(CARGO) install cargo-fuzz --locked
+	cd fuzz && $(CARGO) +nightly fuzz run binary_decoder -- -max_total_time=$(FUZZ_SECS)
 
 unit:
 	@echo "==> cargo test --release --workspace"
@@ -95,7 +106,7 @@ compat: $(SERVER_DEPS)
 
 memccapable: $(SERVER_DEPS)
 	@echo "==> memccapable"
-	timeout 600 scripts/memccapable.sh
+	MEMCCAPABLE_BINARY=yes timeout 600 scripts/memccapable.sh
 
 capacity: $(SERVER_DEPS)
 	@echo "==> capacity"
