@@ -107,3 +107,20 @@ def test_two_connections_are_independent(conn, server):
     expect(other, b"set k 0 0 1\r\nx\r\nget k\r\n", b"STORED\r\nVALUE k 0 1\r\nx\r\nEND\r\n")
     expect(conn, b"lo\r\nget k\r\n", b"STORED\r\nVALUE k 0 5\r\nhello\r\nEND\r\n")
     other.close()
+
+
+def test_batch_arriving_while_the_last_one_is_served(make_server):
+    """A pipelined batch that lands while the previous batch of the same size
+    is still being served must be answered. With `-R 1` the server needs one
+    turn per request, so the second batch arrives before it has finished the
+    first; strata once took "read exactly as many bytes as it had just
+    consumed" for "read nothing" and left such a batch unanswered."""
+    srv = make_server(["-R", "1"])
+    c = srv.connect()
+    batch = b"mn\r\n" * 1000
+    for _ in range(5):
+        c.send(batch)
+        first = c.read_exact(4)
+        c.send(batch)
+        assert first + c.read_exact(2 * len(batch) - 4) == b"MN\r\n" * 2000
+    c.close()

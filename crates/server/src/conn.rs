@@ -256,12 +256,16 @@ impl Conn {
             if self.eof || !drained {
                 break;
             }
-            let before = self.filled;
+            // Count bytes read, not `filled`: `fill` may first move the
+            // unread tail to the front, so an equal `filled` after a read of
+            // exactly the bytes just consumed would look like no progress
+            // and strand a pipelined batch in the buffer.
+            let before = self.bytes_read;
             match self.fill(need, limit) {
                 Ok(d) => drained = d,
                 Err(_) => return Status::Close,
             }
-            if self.filled == before {
+            if self.bytes_read == before {
                 break;
             }
             need = 0;
