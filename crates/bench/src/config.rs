@@ -1,0 +1,407 @@
+//! What to run: workloads (the knobs of one measurement) and scenario files
+//! (`bench/scenarios/*.toml`: servers, their equal memory and thread
+//! settings, and a list of workloads). The command line builds a one-run
+//! scenario from the same structures, so both paths measure alike.
+
+use std::fmt;
+use std::path::Path;
+use std::str::FromStr;
+
+use serde::{Deserialize, Serialize};
+
+use crate::proto::Protocol;
+
+/// Why a scenario could not be used.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("cannot read {path}: {source}")]
+    Read { path: String, source: std::io::Error },
+    #[error("{path}: {source}")]
+    Toml { path: String, source: Box<toml::de::Error> },
+    #[error("{0}")]
+    Invalid(String),
+}
+
+/// How key indices are drawn.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(try_from = "String", into = "String")]
+pub enum KeyDist {
+    Uniform,
+    /// Zipf with this exponent (α); rank 1 is key 0.
+    Zipf(f64),
+}
+
+impl FromStr for KeyDist {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s.split_once(':') {
+            None if s == "uniform" => Ok(KeyDist::Uniform),
+            Some(("zipf", a)) => a.parse().map(KeyDist::Zipf).map_err(|_| format!("bad zipf exponent {a:?}")),
+            _ => Err(format!("key distribution {s:?}: expected uniform or zipf:<alpha>")),
+        }
+    }
+}
+
+impl TryFrom<String> for KeyDist {
+    type Error = String;
+    fn try_from(s: String) -> Result<Self, String> {
+        s.parse()
+    }
+}
+
+impl From<KeyDist> for String {
+    fn from(d: KeyDist) -> String {
+        d.to_string()
+    }
+}
+
+impl fmt::Display for KeyDist {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            KeyDist::Uniform => f.write_str("uniform"),
+            KeyDist::Zipf(a) => write!(f, "zipf:{a}"),
+        }
+    }
+}
+
+/// Value sizes: `1000`, `32-4000` (uniform), `json:32-4000` (JSON-like
+/// records whose sizes are uniform in the range).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(try_from = "String", into = "String")]
+pub enum ValueSize {
+    Fixed(usize),
+    Range(usize, usize),
+    Json(usize, usize),
+}
+
+impl FromStr for ValueSize {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        let bad = || format!("value size {s:?}: expected N, LO-HI or json:LO-HI");
+        let range = |r: &str| -> Result<(usize, usize), String> {
+            let (lo, hi) = r.split_once('-').ok_or_else(bad)?;
+            let (lo, hi) = (lo.parse().map_err(|_| bad())?, hi.parse().map_err(|_| bad())?);
+            if lo > hi {
+                return Err(bad());
+            }
+            Ok((lo, hi))
+        };
+        if let Some(r) = s.strip_prefix("json:") {
+            let (lo, hi) = range(r)?;
+            return Ok(ValueSize::Json(lo, hi));
+        }
+        if s.contains('-') {
+            let (lo, hi) = range(s)?;
+            return Ok(ValueSize::Range(lo, hi));
+        }
+        s.parse().map(ValueSize::Fixed).map_err(|_| bad())
+    }
+}
+
+impl TryFrom<String> for ValueSize {
+    type Error = String;
+    fn try_from(s: String) -> Result<Self, String> {
+        s.parse()
+    }
+}
+
+impl From<ValueSize> for String {
+    fn from(v: ValueSize) -> String {
+        v.to_string()
+    }
+}
+
+impl fmt::Display for ValueSize {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ValueSize::Fixed(n) => write!(f, "{n}"),
+            ValueSize::Range(lo, hi) => write!(f, "{lo}-{hi}"),
+            ValueSize::Json(lo, hi) => write!(f, "json:{lo}-{hi}"),
+        }
+    }
+}
+
+/// Sets to gets, as `S:G` (`1:0` is write-only, `0:1` read-only).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(try_from = "String", into = "String")]
+pub struct Ratio {
+    pub sets: u32,
+    pub gets: u32,
+}
+
+impl Ratio {
+    /// Probability that a request is a set.
+    pub fn set_share(self) -> f64 {
+        f64::from(self.sets) / f64::from(self.sets + self.gets)
+    }
+}
+
+impl FromStr for Ratio {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        let bad = || format!("ratio {s:?}: expected SETS:GETS, e.g. 1:2");
+        let (a, b) = s.split_once(':').ok_or_else(bad)?;
+        let r = Ratio { sets: a.parse().map_err(|_| bad())?, gets: b.parse().map_err(|_| bad())? };
+        if r.sets + r.gets == 0 {
+            return Err(bad());
+        }
+        Ok(r)
+    }
+}
+
+impl TryFrom<String> for Ratio {
+    type Error = String;
+    fn try_from(s: String) -> Result<Self, String> {
+        s.parse()
+    }
+}
+
+impl From<Ratio> for String {
+    fn from(r: Ratio) -> String {
+        format!("{}:{}", r.sets, r.gets)
+    }
+}
+
+/// What a run measures.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "kebab-case")]
+pub enum Mode {
+    /// Throughput, latency and CPU per op for a request mix.
+    Load,
+    /// Write distinct keys until the server evicts; report items held.
+    Capacity,
+    /// Cache-aside (get, set on miss) over a key space larger than memory.
+    HitRatio,
+}
+
+/// One measurement's knobs. Defaults are in [`Workload::default`].
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Workload {
+    pub name: String,
+    pub mode: Mode,
+    /// Protocol used with memcached-compatible servers (Redis always RESP).
+    pub protocol: Protocol,
+    pub connections: usize,
+    /// Client threads the connections are spread over.
+    pub threads: usize,
+    /// Requests in flight per connection.
+    pub pipeline: usize,
+    /// Keys per get request (1: plain get).
+    pub multiget: u16,
+    pub ratio: Ratio,
+    /// Size of the key space.
+    pub keys: u64,
+    /// Key length in bytes (0: the smallest that keeps keys distinct).
+    pub key_size: usize,
+    pub key_dist: KeyDist,
+    pub value_size: ValueSize,
+    /// Measured duration (ignored when `ops` is set).
+    pub duration_secs: f64,
+    /// Stop after this many requests instead of a duration.
+    pub ops: Option<u64>,
+    /// Open loop: this many requests per second in total, latency measured
+    /// from when each was due (corrected for coordinated omission).
+    pub rate: Option<f64>,
+    /// Set every key once before measuring (default: when the mix reads).
+    pub warmup: Option<bool>,
+    /// Hit-ratio mode: requests before measuring starts.
+    pub warmup_ops: u64,
+    /// Capacity mode: keep writing this fraction beyond the first eviction.
+    pub overfill: f64,
+    pub seed: u64,
+}
+
+impl Default for Workload {
+    fn default() -> Self {
+        Workload {
+            name: String::new(),
+            mode: Mode::Load,
+            protocol: Protocol::Text,
+            connections: 16,
+            threads: 2,
+            pipeline: 1,
+            multiget: 1,
+            ratio: Ratio { sets: 1, gets: 2 },
+            keys: 100_000,
+            key_size: 0,
+            key_dist: KeyDist::Uniform,
+            value_size: ValueSize::Fixed(1000),
+            duration_secs: 10.0,
+            ops: None,
+            rate: None,
+            warmup: None,
+            warmup_ops: 0,
+            overfill: 0.1,
+            seed: 1,
+        }
+    }
+}
+
+impl Workload {
+    pub fn key_size(&self) -> usize {
+        match self.key_size {
+            0 => crate::gen::min_key_size(self.keys).max(14),
+            n => n,
+        }
+    }
+
+    pub fn warms_up(&self) -> bool {
+        self.mode == Mode::Load && self.warmup.unwrap_or(self.ratio.gets > 0)
+    }
+
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        let bad = |m: String| Err(ConfigError::Invalid(format!("workload {:?}: {m}", self.name)));
+        if self.connections == 0 || self.threads == 0 || self.pipeline == 0 || self.multiget == 0 {
+            return bad("connections, threads, pipeline and multiget must be at least 1".into());
+        }
+        if self.key_size != 0 && self.key_size < crate::gen::min_key_size(self.keys) {
+            return bad(format!("key_size {} cannot hold {} distinct keys", self.key_size, self.keys));
+        }
+        if self.key_size() > 250 {
+            return bad("keys over 250 bytes".into());
+        }
+        if let Some(r) = self.rate {
+            if r.is_nan() || r <= 0.0 {
+                return bad("rate must be positive".into());
+            }
+        }
+        if self.duration_secs.is_nan() || self.duration_secs <= 0.0 && self.ops.is_none() {
+            return bad("needs a positive duration_secs or ops".into());
+        }
+        Ok(())
+    }
+}
+
+/// A server the bench can start.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum ServerKind {
+    Strata,
+    Memcached,
+    Redis,
+}
+
+impl fmt::Display for ServerKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            ServerKind::Strata => "strata",
+            ServerKind::Memcached => "memcached",
+            ServerKind::Redis => "redis",
+        })
+    }
+}
+
+/// A scenario file.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Scenario {
+    pub name: String,
+    #[serde(default)]
+    pub description: String,
+    #[serde(default = "all_servers")]
+    pub servers: Vec<ServerKind>,
+    /// Memory limit given to every server (`-m`, `maxmemory`).
+    #[serde(default = "default_memory")]
+    pub memory_mb: u64,
+    /// Worker threads given to every server (`-t`, Redis `io-threads`).
+    #[serde(default = "default_threads")]
+    pub server_threads: usize,
+    /// Workload fields shared by every run (a run's own fields win).
+    #[serde(default)]
+    pub defaults: toml::Table,
+    #[serde(rename = "run")]
+    pub runs: Vec<toml::Table>,
+}
+
+fn all_servers() -> Vec<ServerKind> {
+    vec![ServerKind::Strata, ServerKind::Memcached, ServerKind::Redis]
+}
+
+fn default_memory() -> u64 {
+    1024
+}
+
+fn default_threads() -> usize {
+    2
+}
+
+impl Scenario {
+    pub fn load(path: &Path) -> Result<Scenario, ConfigError> {
+        let name = path.display().to_string();
+        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read { path: name.clone(), source })?;
+        let s: Scenario = toml::from_str(&text)
+            .map_err(|source| ConfigError::Toml { path: name.clone(), source: Box::new(source) })?;
+        s.workloads()?;
+        Ok(s)
+    }
+
+    /// Each run's workload: the defaults table overlaid with the run's own.
+    pub fn workloads(&self) -> Result<Vec<Workload>, ConfigError> {
+        self.runs
+            .iter()
+            .enumerate()
+            .map(|(i, run)| {
+                let mut table = self.defaults.clone();
+                table.extend(run.clone());
+                let mut w: Workload = toml::Value::Table(table)
+                    .try_into()
+                    .map_err(|e| ConfigError::Invalid(format!("{}: run {}: {e}", self.name, i + 1)))?;
+                if w.name.is_empty() {
+                    w.name = format!("run{}", i + 1);
+                }
+                w.validate()?;
+                Ok(w)
+            })
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn knob_syntax() {
+        assert_eq!("zipf:0.99".parse::<KeyDist>(), Ok(KeyDist::Zipf(0.99)));
+        assert!("zipf".parse::<KeyDist>().is_err());
+        assert_eq!("32-4000".parse::<ValueSize>(), Ok(ValueSize::Range(32, 4000)));
+        assert_eq!("json:100-200".parse::<ValueSize>(), Ok(ValueSize::Json(100, 200)));
+        assert!("9-1".parse::<ValueSize>().is_err());
+        assert_eq!("1:2".parse::<Ratio>(), Ok(Ratio { sets: 1, gets: 2 }));
+        assert!("0:0".parse::<Ratio>().is_err());
+    }
+
+    #[test]
+    fn scenario_defaults_are_overlaid() {
+        let s: Scenario = toml::from_str(
+            r#"
+            name = "t"
+            [defaults]
+            value_size = "4000"
+            ratio = "1:0"
+            [[run]]
+            connections = 8
+            [[run]]
+            name = "small"
+            value_size = "100"
+            "#,
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
+        let w = s.workloads().unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!((w[0].connections, w[0].value_size), (8, ValueSize::Fixed(4000)));
+        assert_eq!((w[1].name.as_str(), w[1].value_size), ("small", ValueSize::Fixed(100)));
+        assert!(!w[0].warms_up());
+    }
+
+    #[test]
+    fn checked_in_scenarios_parse() {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../bench/scenarios");
+        let mut n = 0;
+        for entry in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
+            Scenario::load(&entry.path()).unwrap_or_else(|e| panic!("{e}"));
+            n += 1;
+        }
+        assert!(n >= 5, "expected the five scenario files in {}", dir.display());
+    }
+}

@@ -1,0 +1,356 @@
+//! The load loop: client threads, each driving its share of the
+//! connections with one `mio` poll. A connection keeps up to `pipeline`
+//! requests in flight; in open-loop mode each request has a due time and
+//! its latency counts from then, so a stalled server is charged for the
+//! requests it kept waiting (no coordinated omission). Replies are matched
+//! to requests in order and parsed by [`crate::proto`].
+
+use std::collections::VecDeque;
+use std::io::{self, Read, Write};
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
+use std::time::{Duration, Instant};
+
+use hdrhistogram::Histogram;
+use mio::net::TcpStream;
+use mio::{Events, Interest, Poll, Token};
+use rand::rngs::SmallRng;
+use rand::{Rng, SeedableRng};
+
+use crate::gen::{write_key, KeyChooser, Values};
+use crate::proto::{self, Kind, Protocol};
+
+/// Why a load thread stopped early.
+#[derive(Debug, thiserror::Error)]
+pub enum DriverError {
+    #[error("connecting to {addr}: {source}")]
+    Connect { addr: SocketAddr, source: io::Error },
+    #[error("connection {conn}: {source}")]
+    Io { conn: usize, source: io::Error },
+    #[error("connection {conn}: server closed the connection")]
+    Closed { conn: usize },
+    #[error("connection {conn}: {source}")]
+    Desync { conn: usize, source: proto::Desync },
+    #[error("replies still missing {0:?} after stopping")]
+    Drain(Duration),
+    #[error("{0}")]
+    Setup(String),
+}
+
+/// Where requests' keys come from.
+#[derive(Debug)]
+pub enum Source {
+    /// The request mix: sets with probability `set_share`, else gets of
+    /// `multiget` keys, keys drawn from the chooser.
+    Mix { set_share: f64, multiget: u16, keys: KeyChooser },
+    /// Sets of keys `0, 1, 2, …` once each, up to `limit`.
+    Fill { next: AtomicU64, limit: u64 },
+    /// Cache-aside: get a key; on a miss, set it.
+    CacheAside { keys: KeyChooser },
+}
+
+/// What all threads of one phase share.
+pub struct Plan<'a> {
+    pub protocol: Protocol,
+    pub source: Source,
+    pub values: &'a Values,
+    pub key_size: usize,
+    pub pipeline: usize,
+    /// Open loop: requests per second per connection.
+    pub conn_rate: Option<f64>,
+    /// Stop issuing after this many requests in all.
+    pub limit: Option<u64>,
+    pub stop: AtomicBool,
+    pub issued: AtomicU64,
+    pub completed: AtomicU64,
+}
+
+impl Plan<'_> {
+    /// Takes the next request slot, if the phase still has one.
+    fn take(&self) -> bool {
+        if self.stop.load(Relaxed) {
+            return false;
+        }
+        match self.limit {
+            Some(l) => self.issued.fetch_add(1, Relaxed) < l,
+            None => {
+                self.issued.fetch_add(1, Relaxed);
+                true
+            }
+        }
+    }
+}
+
+/// Counts and latencies of one thread, then of the whole phase.
+#[derive(Debug, Clone)]
+pub struct Totals {
+    pub requests: u64,
+    pub sets: u64,
+    pub gets: u64,
+    /// Keys asked for by gets.
+    pub keys: u64,
+    pub hits: u64,
+    pub misses: u64,
+    pub errors: u64,
+    /// Nanoseconds from when a request was due to its reply.
+    pub latency: Histogram<u64>,
+}
+
+impl Totals {
+    pub fn new() -> Totals {
+        Totals {
+            requests: 0,
+            sets: 0,
+            gets: 0,
+            keys: 0,
+            hits: 0,
+            misses: 0,
+            errors: 0,
+            // 1 ns to 100 s at 3 significant figures; the bounds are valid.
+            latency: Histogram::new_with_bounds(1, 100_000_000_000, 3).unwrap_or_else(|_| unreachable!()),
+        }
+    }
+
+    pub fn merge(&mut self, o: &Totals) {
+        self.requests += o.requests;
+        self.sets += o.sets;
+        self.gets += o.gets;
+        self.keys += o.keys;
+        self.hits += o.hits;
+        self.misses += o.misses;
+        self.errors += o.errors;
+        let _ = self.latency.add(&o.latency);
+    }
+}
+
+impl Default for Totals {
+    fn default() -> Self {
+        Totals::new()
+    }
+}
+
+struct Pending {
+    kind: Kind,
+    key: u64,
+    due: Instant,
+}
+
+struct Conn {
+    stream: TcpStream,
+    wbuf: Vec<u8>,
+    wpos: usize,
+    rbuf: Vec<u8>,
+    inflight: VecDeque<Pending>,
+    /// Keys whose get missed, to be set (cache-aside).
+    refill: VecDeque<u64>,
+    next_due: Instant,
+    done: bool,
+}
+
+const READ_CHUNK: usize = 64 * 1024;
+
+impl Conn {
+    /// Queues requests until the pipeline is full (or none is due).
+    fn fill(&mut self, plan: &Plan<'_>, interval: Option<Duration>, now: Instant, rng: &mut SmallRng, t: &mut Totals) {
+        let mut key = Vec::with_capacity(plan.key_size);
+        while !self.done && self.inflight.len() < plan.pipeline {
+            let due = match interval {
+                Some(_) if self.next_due > now => break,
+                Some(i) => {
+                    let due = self.next_due;
+                    self.next_due += i;
+                    due
+                }
+                None => now,
+            };
+            if !plan.take() {
+                self.done = true;
+                break;
+            }
+            let set = |this: &mut Conn, index: u64, rng: &mut SmallRng, key: &mut Vec<u8>| {
+                key.clear();
+                write_key(key, index, plan.key_size);
+                proto::encode_set(plan.protocol, &mut this.wbuf, key, plan.values.value(index, rng));
+                this.inflight.push_back(Pending { kind: Kind::Set, key: index, due });
+            };
+            let get = |this: &mut Conn, indices: &[u64]| {
+                let mut keys = Vec::with_capacity(indices.len() * plan.key_size);
+                for &i in indices {
+                    write_key(&mut keys, i, plan.key_size);
+                }
+                let n = indices.len();
+                proto::encode_get(plan.protocol, &mut this.wbuf, keys.chunks(plan.key_size));
+                let kind = Kind::Get(n as u16);
+                this.inflight.push_back(Pending { kind, key: indices[0], due });
+            };
+            if let Some(index) = self.refill.pop_front() {
+                set(self, index, rng, &mut key);
+                t.sets += 1;
+                continue;
+            }
+            match &plan.source {
+                Source::Fill { next, limit } => {
+                    let index = next.fetch_add(1, Relaxed);
+                    if index >= *limit {
+                        self.done = true;
+                        break;
+                    }
+                    set(self, index, rng, &mut key);
+                    t.sets += 1;
+                }
+                Source::Mix { set_share, multiget, keys } => {
+                    if rng.random_bool(*set_share) {
+                        let index = keys.next(rng);
+                        set(self, index, rng, &mut key);
+                        t.sets += 1;
+                    } else {
+                        let indices: Vec<u64> = (0..*multiget).map(|_| keys.next(rng)).collect();
+                        get(self, &indices);
+                        t.gets += 1;
+                        t.keys += indices.len() as u64;
+                    }
+                }
+                Source::CacheAside { keys } => {
+                    let index = keys.next(rng);
+                    get(self, &[index]);
+                    t.gets += 1;
+                    t.keys += 1;
+                }
+            }
+        }
+    }
+
+    /// Writes what it can without blocking.
+    fn flush(&mut self) -> io::Result<()> {
+        while self.wpos < self.wbuf.len() {
+            match self.stream.write(&self.wbuf[self.wpos..]) {
+                Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
+                Ok(n) => self.wpos += n,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(()),
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(e),
+            }
+        }
+        self.wbuf.clear();
+        self.wpos = 0;
+        Ok(())
+    }
+
+    /// Reads everything available and completes the requests it answers.
+    fn read(&mut self, id: usize, plan: &Plan<'_>, refill: bool, t: &mut Totals) -> Result<(), DriverError> {
+        loop {
+            let len = self.rbuf.len();
+            self.rbuf.resize(len + READ_CHUNK, 0);
+            match self.stream.read(&mut self.rbuf[len..]) {
+                Ok(0) => {
+                    self.rbuf.truncate(len);
+                    return Err(DriverError::Closed { conn: id });
+                }
+                Ok(n) => self.rbuf.truncate(len + n),
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    self.rbuf.truncate(len);
+                    break;
+                }
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => self.rbuf.truncate(len),
+                Err(source) => return Err(DriverError::Io { conn: id, source }),
+            }
+        }
+        // Every reply in this batch arrived by now.
+        let now = Instant::now();
+        let mut pos = 0;
+        while let Some(p) = self.inflight.front() {
+            let reply = match proto::parse(plan.protocol, p.kind, &self.rbuf[pos..]) {
+                Ok(Some(r)) => r,
+                Ok(None) => break,
+                Err(source) => return Err(DriverError::Desync { conn: id, source }),
+            };
+            pos += reply.consumed;
+            t.requests += 1;
+            t.hits += u64::from(reply.hits);
+            t.misses += u64::from(reply.misses);
+            t.errors += u64::from(reply.error);
+            let nanos = u64::try_from(now.saturating_duration_since(p.due).as_nanos()).unwrap_or(u64::MAX);
+            t.latency.saturating_record(nanos.max(1));
+            if refill && reply.misses > 0 {
+                self.refill.push_back(p.key);
+            }
+            self.inflight.pop_front();
+            plan.completed.fetch_add(1, Relaxed);
+        }
+        self.rbuf.drain(..pos);
+        Ok(())
+    }
+}
+
+/// How long to wait for in-flight replies once the phase stops.
+const DRAIN: Duration = Duration::from_secs(10);
+
+/// Runs `conns` connections to `addr` until the plan stops; `seed` makes the
+/// thread's request stream reproducible.
+pub fn run_thread(plan: &Plan<'_>, addr: SocketAddr, conns: usize, seed: u64) -> Result<Totals, DriverError> {
+    let mut t = Totals::new();
+    let mut rng = SmallRng::seed_from_u64(seed);
+    let poll_err = |source| DriverError::Connect { addr, source };
+    let mut poll = Poll::new().map_err(poll_err)?;
+    let mut events = Events::with_capacity(1024);
+    let interval = plan.conn_rate.map(|r| Duration::from_secs_f64(1.0 / r));
+    let start = Instant::now();
+    let mut list = Vec::with_capacity(conns);
+    for i in 0..conns {
+        let std = std::net::TcpStream::connect(addr).map_err(poll_err)?;
+        std.set_nodelay(true).map_err(poll_err)?;
+        std.set_nonblocking(true).map_err(poll_err)?;
+        let mut stream = TcpStream::from_std(std);
+        poll.registry().register(&mut stream, Token(i), Interest::READABLE | Interest::WRITABLE).map_err(poll_err)?;
+        // Stagger open-loop schedules across the connections.
+        let offset = interval.map(|d| d.mul_f64(i as f64 / conns.max(1) as f64)).unwrap_or_default();
+        list.push(Conn {
+            stream,
+            wbuf: Vec::with_capacity(64 * 1024),
+            wpos: 0,
+            rbuf: Vec::with_capacity(READ_CHUNK * 2),
+            inflight: VecDeque::with_capacity(plan.pipeline),
+            refill: VecDeque::new(),
+            next_due: start + offset,
+            done: false,
+        });
+    }
+    let refill = matches!(plan.source, Source::CacheAside { .. });
+    let mut stopped_at: Option<Instant> = None;
+    loop {
+        let now = Instant::now();
+        if plan.stop.load(Relaxed) {
+            let at = *stopped_at.get_or_insert(now);
+            if now - at > DRAIN {
+                return Err(DriverError::Drain(DRAIN));
+            }
+        }
+        let mut busy = false;
+        let mut next_due: Option<Instant> = None;
+        for (id, c) in list.iter_mut().enumerate() {
+            c.fill(plan, interval, now, &mut rng, &mut t);
+            c.flush().map_err(|source| DriverError::Io { conn: id, source })?;
+            busy |= !c.inflight.is_empty() || !c.done;
+            if interval.is_some() && !c.done && c.inflight.len() < plan.pipeline {
+                next_due = Some(next_due.map_or(c.next_due, |d: Instant| d.min(c.next_due)));
+            }
+        }
+        if !busy || (plan.stop.load(Relaxed) && list.iter().all(|c| c.inflight.is_empty())) {
+            break;
+        }
+        // Wake for the next due request, or at least every 50 ms to see `stop`.
+        let mut timeout = Duration::from_millis(50);
+        if let Some(d) = next_due {
+            timeout = timeout.min(d.saturating_duration_since(Instant::now()));
+        }
+        poll.poll(&mut events, Some(timeout)).map_err(|source| DriverError::Io { conn: usize::MAX, source })?;
+        for ev in events.iter() {
+            let id = ev.token().0;
+            let Some(c) = list.get_mut(id) else { continue };
+            if ev.is_readable() || ev.is_read_closed() || ev.is_error() {
+                c.read(id, plan, refill, &mut t)?;
+            }
+        }
+    }
+    Ok(t)
+}

@@ -1,0 +1,203 @@
+//! Seeded generators for what a workload sends: key indices (uniform or
+//! zipf), key bytes of a fixed size, and values (fixed, a size range, or
+//! JSON-like records). Everything derives from the workload's seed, so two
+//! runs (and the three servers of one run) see the same request stream.
+
+use rand::rngs::SmallRng;
+use rand::{Rng, SeedableRng};
+use rand_distr::{Distribution, Zipf};
+
+use crate::config::{KeyDist, ValueSize};
+
+/// Chooses key indices in `0..keys`.
+#[derive(Debug, Clone)]
+pub enum KeyChooser {
+    Uniform(u64),
+    Zipf(Zipf<f64>),
+}
+
+impl KeyChooser {
+    pub fn new(dist: KeyDist, keys: u64) -> Result<KeyChooser, String> {
+        match dist {
+            KeyDist::Uniform => Ok(KeyChooser::Uniform(keys.max(1))),
+            KeyDist::Zipf(s) => {
+                Zipf::new(keys.max(1) as f64, s).map(KeyChooser::Zipf).map_err(|e| format!("zipf {s}: {e}"))
+            }
+        }
+    }
+
+    pub fn next(&self, rng: &mut SmallRng) -> u64 {
+        match self {
+            KeyChooser::Uniform(n) => rng.random_range(0..*n),
+            // Rank 1 is the hottest key; ranks are 1-based.
+            KeyChooser::Zipf(z) => (z.sample(rng) as u64).saturating_sub(1),
+        }
+    }
+}
+
+/// Writes key `index` as exactly `size` bytes: a `k` prefix, then the
+/// zero-filled decimal number (`k000001234`), so every key is distinct and
+/// of the configured length. `size` must exceed the largest index's digits.
+pub fn write_key(out: &mut Vec<u8>, index: u64, size: usize) {
+    let mut digits = itoa::Buffer::new();
+    let digits = digits.format(index).as_bytes();
+    let width = size.saturating_sub(1).min(20).max(digits.len());
+    let pad = size.saturating_sub(width);
+    let at = out.len();
+    out.resize(at + pad, b'k');
+    out.resize(at + pad + width - digits.len(), b'0');
+    out.extend_from_slice(digits);
+}
+
+/// Smallest key size that keeps `keys` indices distinct.
+pub fn min_key_size(keys: u64) -> usize {
+    itoa::Buffer::new().format(keys.saturating_sub(1)).len() + 1
+}
+
+/// A pool of value bytes to slice values from, so a request costs no
+/// generation time.
+#[derive(Debug, Clone)]
+pub struct Values {
+    pool: Vec<u8>,
+    records: Vec<(usize, usize)>,
+    size: ValueSize,
+}
+
+const POOL: usize = 1 << 20;
+const RECORDS: usize = 4096;
+
+impl Values {
+    pub fn new(size: ValueSize, seed: u64) -> Values {
+        let mut rng = SmallRng::seed_from_u64(seed ^ 0x5eed_0f7a_1e00);
+        let mut v = Values { pool: Vec::new(), records: Vec::new(), size };
+        match size {
+            ValueSize::Fixed(_) | ValueSize::Range(..) => {
+                let max = v.max_len();
+                v.pool = (0..POOL + max).map(|_| rng.random_range(b'a'..=b'z')).collect();
+            }
+            ValueSize::Json(lo, hi) => {
+                for i in 0..RECORDS {
+                    let target = rng.random_range(lo..=hi);
+                    let start = v.pool.len();
+                    json_record(&mut v.pool, &mut rng, i, target);
+                    v.records.push((start, v.pool.len() - start));
+                }
+            }
+        }
+        v
+    }
+
+    pub fn max_len(&self) -> usize {
+        match self.size {
+            ValueSize::Fixed(n) => n,
+            ValueSize::Range(_, hi) | ValueSize::Json(_, hi) => hi,
+        }
+    }
+
+    /// The value to store under key `index`.
+    pub fn value(&self, index: u64, rng: &mut SmallRng) -> &[u8] {
+        let at = (index as usize).wrapping_mul(7919) % POOL.min(self.pool.len().max(1));
+        match self.size {
+            ValueSize::Fixed(n) => &self.pool[at..at + n],
+            ValueSize::Range(lo, hi) => &self.pool[at..at + rng.random_range(lo..=hi)],
+            ValueSize::Json(..) => {
+                let (start, len) = self.records[index as usize % self.records.len()];
+                &self.pool[start..start + len]
+            }
+        }
+    }
+}
+
+const NAMES: &[&str] = &["alice", "bob", "carol", "dave", "erin", "frank", "grace", "heidi", "ivan", "judy"];
+const TAGS: &[&str] = &["sports", "news", "auto", "travel", "finance", "games", "music", "food", "tech", "home"];
+const COUNTRIES: &[&str] = &["US", "DE", "FR", "JP", "BR", "IN", "GB", "CA", "AU", "ES"];
+
+/// Appends one JSON object of exactly `target` bytes (at least 2), shaped
+/// like an ad-impression or user-profile record: scalar fields while they
+/// fit, then an `events` array grown to the size, then space padding.
+fn json_record(out: &mut Vec<u8>, rng: &mut SmallRng, id: usize, target: usize) {
+    let target = target.max(2);
+    let pick = |rng: &mut SmallRng, list: &[&'static str]| list[rng.random_range(0..list.len())];
+    let fields = [
+        format!("\"id\":{id}"),
+        format!("\"user\":\"{}{}\"", pick(rng, NAMES), rng.random_range(0..100_000)),
+        format!("\"country\":\"{}\"", pick(rng, COUNTRIES)),
+        format!("\"score\":{:.3}", rng.random_range(0.0..1.0f64)),
+        format!("\"active\":{}", rng.random_bool(0.7)),
+    ];
+    let mut obj = String::from("{");
+    for f in fields {
+        let sep = if obj.len() > 1 { "," } else { "" };
+        if obj.len() + sep.len() + f.len() + 1 > target {
+            break;
+        }
+        obj.push_str(sep);
+        obj.push_str(&f);
+    }
+    let open = if obj.len() > 1 { ",\"events\":[" } else { "\"events\":[" };
+    if obj.len() + open.len() + 2 <= target {
+        obj.push_str(open);
+        let mut first = true;
+        loop {
+            let event = format!(
+                "{}{{\"ts\":{},\"tag\":\"{}\",\"bid\":{:.2}}}",
+                if first { "" } else { "," },
+                1_700_000_000 + rng.random_range(0..10_000_000),
+                pick(rng, TAGS),
+                rng.random_range(0.01..5.0f64),
+            );
+            if obj.len() + event.len() + 2 > target {
+                break;
+            }
+            obj.push_str(&event);
+            first = false;
+        }
+        obj.push(']');
+    }
+    // Pad with JSON whitespace to the exact size.
+    while obj.len() + 1 < target {
+        obj.push(' ');
+    }
+    obj.push('}');
+    out.extend_from_slice(obj.as_bytes());
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keys_have_the_requested_size_and_are_distinct() {
+        let mut a = Vec::new();
+        write_key(&mut a, 1234, 12);
+        assert_eq!(a, b"k00000001234");
+        let mut b = Vec::new();
+        write_key(&mut b, 9, 3);
+        assert_eq!(b, b"k09");
+        let mut c = Vec::new();
+        write_key(&mut c, 7, 24);
+        assert_eq!(c, b"kkkk00000000000000000007");
+        assert_eq!(min_key_size(1000), 4);
+    }
+
+    #[test]
+    fn json_values_are_exact_size_and_parse() {
+        let v = Values::new(ValueSize::Json(32, 4000), 7);
+        let mut rng = SmallRng::seed_from_u64(1);
+        for i in 0..RECORDS as u64 {
+            let val = v.value(i, &mut rng);
+            assert!((32..=4000).contains(&val.len()));
+            assert_eq!(val.len(), v.records[i as usize].1);
+            let parsed: Result<serde_json::Value, _> = serde_json::from_slice(val);
+            assert!(parsed.is_ok(), "{}", String::from_utf8_lossy(val));
+        }
+    }
+
+    #[test]
+    fn zipf_prefers_low_ranks() {
+        let z = KeyChooser::new(KeyDist::Zipf(0.99), 1000).unwrap_or(KeyChooser::Uniform(1));
+        let mut rng = SmallRng::seed_from_u64(3);
+        let hot = (0..10_000).filter(|_| z.next(&mut rng) < 10).count();
+        assert!(hot > 2_000, "{hot}");
+    }
+}

@@ -1,0 +1,511 @@
+//! `strata-bench`: measures strata, memcached and Redis side by side in one
+//! run, on one machine, with the same workload, memory and threads.
+//!
+//! It starts each server itself (or targets one already running), drives a
+//! workload over its protocol from client threads, and reports throughput,
+//! latency percentiles, hits and misses, the server's CPU time per op (from
+//! `/proc`, before and after) and its RSS, as JSON, a Markdown table and SVG
+//! charts. Modes: `load` (a request mix), `capacity` (distinct keys until the
+//! server evicts) and `hit-ratio` (cache-aside over a key space larger than
+//! memory). Scenario files in `bench/scenarios/` hold the workloads users
+//! asked about; `docs/benchmarks.md` records their results.
+
+mod config;
+mod driver;
+mod gen;
+mod proto;
+mod report;
+mod server;
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
+use std::time::{Duration, Instant};
+
+use clap::{Args, Parser, Subcommand};
+use indicatif::{ProgressBar, ProgressStyle};
+
+use config::{KeyDist, Mode, Ratio, Scenario, ServerKind, ValueSize, Workload};
+use driver::{Plan, Source, Totals};
+use gen::{KeyChooser, Values};
+use proto::Protocol;
+use report::{Capacity, Machine, Percentiles, Report, RunResult};
+use server::{Binaries, Settings, Target};
+
+#[derive(Parser)]
+#[command(name = "strata-bench", version, about = "Side-by-side benchmark of strata, memcached and Redis")]
+struct Cli {
+    #[command(subcommand)]
+    command: Cmd,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// Run one workload (given by flags) against one or more servers.
+    Run(RunArgs),
+    /// Run scenario files (bench/scenarios/*.toml).
+    Scenario(ScenarioArgs),
+}
+
+#[derive(Args)]
+struct Common {
+    /// Servers to start and measure, in order.
+    #[arg(long = "server", value_enum, value_delimiter = ',', default_values = ["strata", "memcached", "redis"])]
+    servers: Vec<ServerKind>,
+    /// Measure a server already listening here instead of starting one.
+    #[arg(long)]
+    addr: Option<SocketAddr>,
+    /// PID of the server at --addr, to read its CPU time and RSS.
+    #[arg(long, requires = "addr")]
+    pid: Option<u32>,
+    /// strata binary (default: next to strata-bench).
+    #[arg(long)]
+    strata_bin: Option<PathBuf>,
+    #[arg(long, default_value = "memcached")]
+    memcached_bin: PathBuf,
+    #[arg(long, default_value = "redis-server")]
+    redis_bin: PathBuf,
+    /// Write <name>.json, <name>.md and charts here.
+    #[arg(long)]
+    out: Option<PathBuf>,
+    /// Scale every duration by this factor (e.g. 0.2 for a quick look).
+    #[arg(long, default_value_t = 1.0)]
+    time_scale: f64,
+    /// No progress bar.
+    #[arg(long, short)]
+    quiet: bool,
+}
+
+#[derive(Args)]
+struct RunArgs {
+    #[command(flatten)]
+    common: Common,
+    #[arg(long, default_value = "run")]
+    name: String,
+    #[arg(long, value_enum, default_value = "load")]
+    mode: Mode,
+    /// Protocol for memcached-compatible servers (Redis always speaks RESP).
+    #[arg(long, value_enum, default_value = "text")]
+    protocol: Protocol,
+    #[arg(long, short, default_value_t = 16)]
+    connections: usize,
+    /// Client threads.
+    #[arg(long, short, default_value_t = 2)]
+    threads: usize,
+    /// Requests in flight per connection.
+    #[arg(long, default_value_t = 1)]
+    pipeline: usize,
+    /// Keys per get.
+    #[arg(long, default_value_t = 1)]
+    multiget: u16,
+    /// Sets to gets, e.g. 1:2 (1:0 write-only, 0:1 read-only).
+    #[arg(long, default_value = "1:2")]
+    ratio: Ratio,
+    #[arg(long, default_value_t = 100_000)]
+    keys: u64,
+    /// Key length in bytes (0: 14, or more if the key count needs it).
+    #[arg(long, default_value_t = 0)]
+    key_size: usize,
+    /// uniform or zipf:<alpha>
+    #[arg(long, default_value = "uniform")]
+    key_dist: KeyDist,
+    /// N, LO-HI, or json:LO-HI
+    #[arg(long, default_value = "1000")]
+    value_size: ValueSize,
+    #[arg(long, default_value_t = 10.0)]
+    duration: f64,
+    /// Stop after this many requests instead of a duration.
+    #[arg(long)]
+    ops: Option<u64>,
+    /// Open loop at this many requests per second in total.
+    #[arg(long)]
+    rate: Option<f64>,
+    /// Set every key once first (default: when the mix reads).
+    #[arg(long)]
+    warmup: Option<bool>,
+    /// Hit-ratio mode: requests before measuring.
+    #[arg(long, default_value_t = 0)]
+    warmup_ops: u64,
+    #[arg(long, default_value_t = 0.1)]
+    overfill: f64,
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// Memory for every server, MB.
+    #[arg(long, default_value_t = 1024)]
+    memory_mb: u64,
+    /// Worker threads for every server.
+    #[arg(long, default_value_t = 2)]
+    server_threads: usize,
+}
+
+#[derive(Args)]
+struct ScenarioArgs {
+    #[command(flatten)]
+    common: Common,
+    /// Scenario files.
+    #[arg(required = true)]
+    files: Vec<PathBuf>,
+    /// Only the runs with these names.
+    #[arg(long, value_delimiter = ',')]
+    only: Vec<String>,
+}
+
+/// Why a benchmark could not finish.
+#[derive(Debug, thiserror::Error)]
+enum BenchError {
+    #[error(transparent)]
+    Config(#[from] config::ConfigError),
+    #[error(transparent)]
+    Server(#[from] server::ServerError),
+    #[error("{server}: {source}")]
+    Driver { server: String, source: driver::DriverError },
+    #[error("writing {path}: {source}")]
+    Write { path: String, source: std::io::Error },
+    #[error("{0}")]
+    Other(String),
+}
+
+fn main() {
+    let cli = Cli::parse();
+    let command_line = std::env::args().collect::<Vec<_>>().join(" ");
+    let result = match cli.command {
+        Cmd::Run(a) => run_cmd(a, command_line),
+        Cmd::Scenario(a) => scenario_cmd(a, command_line),
+    };
+    if let Err(e) = result {
+        eprintln!("strata-bench: {e}");
+        std::process::exit(1);
+    }
+}
+
+fn run_cmd(a: RunArgs, command_line: String) -> Result<(), BenchError> {
+    let w = Workload {
+        name: a.name.clone(),
+        mode: a.mode,
+        protocol: a.protocol,
+        connections: a.connections,
+        threads: a.threads,
+        pipeline: a.pipeline,
+        multiget: a.multiget,
+        ratio: a.ratio,
+        keys: a.keys,
+        key_size: a.key_size,
+        key_dist: a.key_dist,
+        value_size: a.value_size,
+        duration_secs: a.duration,
+        ops: a.ops,
+        rate: a.rate,
+        warmup: a.warmup,
+        warmup_ops: a.warmup_ops,
+        overfill: a.overfill,
+        seed: a.seed,
+    };
+    w.validate()?;
+    let mut runs = toml::Table::new();
+    runs.insert("name".into(), toml::Value::String(a.name.clone()));
+    let scenario = Scenario {
+        name: a.name,
+        description: String::new(),
+        servers: a.common.servers.clone(),
+        memory_mb: a.memory_mb,
+        server_threads: a.server_threads,
+        defaults: toml::Table::new(),
+        runs: vec![runs],
+    };
+    let report = measure(&a.common, &scenario, &[w], command_line)?;
+    emit(&a.common, &report)
+}
+
+fn scenario_cmd(a: ScenarioArgs, command_line: String) -> Result<(), BenchError> {
+    for file in &a.files {
+        let mut scenario = Scenario::load(file)?;
+        if a.common.servers != default_servers() {
+            scenario.servers = a.common.servers.clone();
+        }
+        let workloads: Vec<Workload> =
+            scenario.workloads()?.into_iter().filter(|w| a.only.is_empty() || a.only.contains(&w.name)).collect();
+        let report = measure(&a.common, &scenario, &workloads, command_line.clone())?;
+        emit(&a.common, &report)?;
+    }
+    Ok(())
+}
+
+fn default_servers() -> Vec<ServerKind> {
+    vec![ServerKind::Strata, ServerKind::Memcached, ServerKind::Redis]
+}
+
+fn emit(common: &Common, report: &Report) -> Result<(), BenchError> {
+    let md = report.markdown();
+    println!("{md}");
+    let Some(dir) = &common.out else { return Ok(()) };
+    let write = |name: String, body: &[u8]| {
+        let path = dir.join(name);
+        std::fs::write(&path, body).map_err(|source| BenchError::Write { path: path.display().to_string(), source })
+    };
+    std::fs::create_dir_all(dir).map_err(|source| BenchError::Write { path: dir.display().to_string(), source })?;
+    let json = serde_json::to_vec_pretty(report).map_err(|e| BenchError::Other(e.to_string()))?;
+    write(format!("{}.json", report.scenario), &json)?;
+    write(format!("{}.md", report.scenario), md.as_bytes())?;
+    for (name, svg) in report.charts() {
+        write(name, svg.as_bytes())?;
+    }
+    eprintln!("strata-bench: results in {}", dir.display());
+    Ok(())
+}
+
+fn measure(
+    common: &Common,
+    scenario: &Scenario,
+    workloads: &[Workload],
+    command_line: String,
+) -> Result<Report, BenchError> {
+    let mut bins = Binaries::find();
+    if let Some(b) = &common.strata_bin {
+        bins.strata = b.clone();
+    }
+    bins.memcached = common.memcached_bin.clone();
+    bins.redis = common.redis_bin.clone();
+    let settings = Settings { memory_mb: scenario.memory_mb, threads: scenario.server_threads };
+    let started_unix =
+        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
+    let mut runs = Vec::new();
+    for w in workloads {
+        let mut w = w.clone();
+        w.duration_secs *= common.time_scale;
+        let servers: Vec<ServerKind> = match common.addr {
+            Some(_) => vec![common.servers.first().copied().unwrap_or(ServerKind::Memcached)],
+            None => scenario.servers.clone(),
+        };
+        for kind in servers {
+            // Each measurement gets a fresh server: no state carried over.
+            let target = match common.addr {
+                Some(addr) => Target::external(kind, addr, common.pid),
+                None => Target::start(kind, &bins, settings)?,
+            };
+            let label = format!("{}/{} {kind}", scenario.name, w.name);
+            let r = measure_one(&target, &w, &label, common.quiet)
+                .map_err(|source| BenchError::Driver { server: label.clone(), source })?;
+            if !common.quiet {
+                eprintln!(
+                    "{label}: {:.0} ops/s, p99 {:.0} µs, server CPU {} µs/op",
+                    r.ops_per_sec,
+                    r.latency_us.p99,
+                    r.server_cpu_us_per_op.map_or("?".into(), |c| format!("{c:.2}"))
+                );
+            }
+            runs.push(r);
+        }
+    }
+    Ok(Report {
+        scenario: scenario.name.clone(),
+        description: scenario.description.clone(),
+        command_line,
+        machine: Machine::read(),
+        memory_mb: scenario.memory_mb,
+        server_threads: scenario.server_threads,
+        started_unix,
+        runs,
+    })
+}
+
+/// This process's CPU seconds (user + system), for the client's cost.
+fn self_cpu() -> Option<f64> {
+    let t = Target::external(ServerKind::Strata, SocketAddr::from(([127, 0, 0, 1], 0)), Some(std::process::id()));
+    t.cpu().map(|c| c.user + c.system)
+}
+
+/// What a phase does between start and stop, besides the load itself.
+enum Watch {
+    /// Stop after the duration (unless the plan has an op limit).
+    Duration(Duration),
+    /// Capacity: stop `overfill` beyond the first eviction.
+    Evictions { overfill: f64 },
+}
+
+struct PhaseOut {
+    totals: Totals,
+    elapsed: Duration,
+    first_eviction_at: Option<u64>,
+}
+
+fn phase(
+    target: &Target,
+    w: &Workload,
+    plan: &Plan<'_>,
+    watch: Watch,
+    label: &str,
+    quiet: bool,
+) -> Result<PhaseOut, driver::DriverError> {
+    let threads = w.threads.min(w.connections).max(1);
+    let bar = if quiet {
+        ProgressBar::hidden()
+    } else {
+        let bar = match (&watch, plan.limit) {
+            (_, Some(n)) => ProgressBar::new(n),
+            (Watch::Duration(d), None) if *d < Duration::MAX => ProgressBar::new(d.as_millis() as u64),
+            (Watch::Duration(_), None) => ProgressBar::new_spinner(),
+            (Watch::Evictions { .. }, None) => ProgressBar::new_spinner(),
+        };
+        bar.set_style(
+            ProgressStyle::with_template("{prefix} [{elapsed_precise}] {wide_bar} {msg}")
+                .unwrap_or_else(|_| ProgressStyle::default_bar()),
+        );
+        bar.set_prefix(label.to_owned());
+        bar
+    };
+    let start = Instant::now();
+    let mut first_eviction_at = None;
+    let results = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..threads)
+            .map(|i| {
+                let conns = w.connections / threads + usize::from(i < w.connections % threads);
+                let seed = w.seed.wrapping_mul(1_000_003).wrapping_add(i as u64);
+                s.spawn(move || driver::run_thread(plan, target.addr, conns, seed))
+            })
+            .collect();
+        let mut last_check = Instant::now();
+        while handles.iter().any(|h| !h.is_finished()) {
+            std::thread::sleep(Duration::from_millis(50));
+            let elapsed = start.elapsed();
+            let done = plan.completed.load(Relaxed);
+            match (&watch, plan.limit) {
+                (_, Some(_)) => bar.set_position(done),
+                (Watch::Duration(d), None) => {
+                    bar.set_position(elapsed.as_millis().min(d.as_millis()) as u64);
+                    if elapsed >= *d {
+                        plan.stop.store(true, Relaxed);
+                    }
+                }
+                (Watch::Evictions { overfill }, None) => {
+                    bar.tick();
+                    if last_check.elapsed() >= Duration::from_millis(250) {
+                        last_check = Instant::now();
+                        if first_eviction_at.is_none() {
+                            if let Ok(h) = target.items() {
+                                if h.evictions > 0 {
+                                    first_eviction_at = Some(plan.issued.load(Relaxed));
+                                }
+                            }
+                        }
+                        if let Some(at) = first_eviction_at {
+                            if plan.issued.load(Relaxed) as f64 >= at as f64 * (1.0 + overfill) {
+                                plan.stop.store(true, Relaxed);
+                            }
+                        }
+                    }
+                }
+            }
+            bar.set_message(format!("{:.0} req/s", done as f64 / elapsed.as_secs_f64().max(1e-3)));
+        }
+        handles.into_iter().map(|h| h.join()).collect::<Vec<_>>()
+    });
+    let elapsed = start.elapsed();
+    bar.finish_and_clear();
+    let mut totals = Totals::new();
+    for r in results {
+        match r {
+            Ok(Ok(t)) => totals.merge(&t),
+            Ok(Err(e)) => return Err(e),
+            Err(_) => return Err(driver::DriverError::Setup("a load thread panicked".into())),
+        }
+    }
+    Ok(PhaseOut { totals, elapsed, first_eviction_at })
+}
+
+fn new_plan<'a>(w: &Workload, protocol: Protocol, values: &'a Values, source: Source, limit: Option<u64>) -> Plan<'a> {
+    Plan {
+        protocol,
+        source,
+        values,
+        key_size: w.key_size(),
+        pipeline: w.pipeline,
+        conn_rate: w.rate.map(|r| r / w.connections as f64),
+        limit,
+        stop: AtomicBool::new(false),
+        issued: AtomicU64::new(0),
+        completed: AtomicU64::new(0),
+    }
+}
+
+fn measure_one(target: &Target, w: &Workload, label: &str, quiet: bool) -> Result<RunResult, driver::DriverError> {
+    let protocol = if target.kind == ServerKind::Redis { Protocol::Resp } else { w.protocol };
+    let values = Values::new(w.value_size, w.seed);
+    let keys = KeyChooser::new(w.key_dist, w.keys).map_err(driver::DriverError::Setup)?;
+    // Warm-up phases are closed loop, pipelined, unmeasured.
+    let mut warm = w.clone();
+    warm.rate = None;
+    warm.pipeline = w.pipeline.max(16);
+    if w.warms_up() {
+        let source = Source::Fill { next: AtomicU64::new(0), limit: w.keys };
+        let plan = new_plan(&warm, protocol, &values, source, None);
+        phase(target, &warm, &plan, Watch::Duration(Duration::MAX), &format!("{label} warm-up"), quiet)?;
+    }
+    if w.mode == Mode::HitRatio && w.warmup_ops > 0 {
+        let plan = new_plan(&warm, protocol, &values, Source::CacheAside { keys: keys.clone() }, Some(w.warmup_ops));
+        phase(target, &warm, &plan, Watch::Duration(Duration::MAX), &format!("{label} warm-up"), quiet)?;
+    }
+    let (source, watch, limit) = match w.mode {
+        Mode::Load => (
+            Source::Mix { set_share: w.ratio.set_share(), multiget: w.multiget, keys },
+            Watch::Duration(Duration::from_secs_f64(w.duration_secs)),
+            w.ops,
+        ),
+        Mode::Capacity => {
+            (Source::Fill { next: AtomicU64::new(0), limit: w.keys }, Watch::Evictions { overfill: w.overfill }, None)
+        }
+        Mode::HitRatio => {
+            (Source::CacheAside { keys }, Watch::Duration(Duration::from_secs_f64(w.duration_secs)), w.ops)
+        }
+    };
+    let plan = new_plan(w, protocol, &values, source, limit);
+    let cpu0 = target.cpu();
+    let me0 = self_cpu();
+    let out = phase(target, w, &plan, watch, label, quiet)?;
+    let cpu = target.cpu().zip(cpu0).map(|(a, b)| a - b);
+    let me = self_cpu().zip(me0).map(|(a, b)| a - b);
+    let t = &out.totals;
+    let secs = out.elapsed.as_secs_f64().max(1e-9);
+    let ops = t.sets + t.keys;
+    let per = |total: f64, n: u64| (n > 0).then(|| total * 1e6 / n as f64);
+    let rss = target.rss();
+    let capacity = (w.mode == Mode::Capacity).then(|| {
+        let h = target.items().unwrap_or_default();
+        Capacity {
+            written: t.sets,
+            items: h.items,
+            evictions: h.evictions,
+            first_eviction_at: out.first_eviction_at,
+            rss_bytes_per_item: rss.map_or(0.0, |r| r as f64 / h.items.max(1) as f64),
+        }
+    });
+    let gets = t.hits + t.misses;
+    Ok(RunResult {
+        workload: w.clone(),
+        server: target.kind.to_string(),
+        version: target.version.clone(),
+        command: target.command.clone(),
+        protocol,
+        elapsed_secs: secs,
+        requests: t.requests,
+        sets: t.sets,
+        gets: t.gets,
+        keys: t.keys,
+        hits: t.hits,
+        misses: t.misses,
+        errors: t.errors,
+        requests_per_sec: t.requests as f64 / secs,
+        ops_per_sec: ops as f64 / secs,
+        latency_us: Percentiles::of(t),
+        server_cpu_secs: cpu,
+        server_cpu_us_per_op: cpu.and_then(|c| per(c.user + c.system, ops)),
+        server_cpu_us_per_request: cpu.and_then(|c| per(c.user + c.system, t.requests)),
+        server_system_share: cpu.and_then(|c| {
+            let total = c.user + c.system;
+            (total > 0.0).then(|| c.system / total)
+        }),
+        client_cpu_us_per_op: me.and_then(|c| per(c, ops)),
+        server_rss_bytes: rss,
+        hit_ratio: (gets > 0).then(|| t.hits as f64 / gets as f64),
+        capacity,
+    })
+}

@@ -1,0 +1,389 @@
+//! Results and their three renderings: JSON (everything, for re-analysis),
+//! a Markdown table (for `docs/benchmarks.md`) and SVG bar charts
+//! (latency percentiles, throughput, server CPU per op, side by side).
+//! The charts are a few rectangles and labels, written directly rather than
+//! through a plotting crate.
+
+use std::fmt::Write as _;
+
+use serde::Serialize;
+
+use crate::config::{Mode, Workload};
+use crate::driver::Totals;
+use crate::proto::Protocol;
+use crate::server::Cpu;
+
+/// Latency percentiles in microseconds.
+#[derive(Debug, Clone, Copy, Default, Serialize)]
+pub struct Percentiles {
+    pub p50: f64,
+    pub p90: f64,
+    pub p99: f64,
+    pub p999: f64,
+    pub max: f64,
+    pub mean: f64,
+}
+
+impl Percentiles {
+    pub fn of(t: &Totals) -> Percentiles {
+        let h = &t.latency;
+        let us = |ns: u64| ns as f64 / 1000.0;
+        if h.is_empty() {
+            return Percentiles::default();
+        }
+        Percentiles {
+            p50: us(h.value_at_quantile(0.5)),
+            p90: us(h.value_at_quantile(0.9)),
+            p99: us(h.value_at_quantile(0.99)),
+            p999: us(h.value_at_quantile(0.999)),
+            max: us(h.max()),
+            mean: h.mean() / 1000.0,
+        }
+    }
+}
+
+/// Capacity mode's findings.
+#[derive(Debug, Clone, Copy, Serialize)]
+pub struct Capacity {
+    /// Distinct keys written.
+    pub written: u64,
+    /// Items the server reports holding at the end.
+    pub items: u64,
+    pub evictions: u64,
+    /// Keys written when the first eviction was seen.
+    pub first_eviction_at: Option<u64>,
+    pub rss_bytes_per_item: f64,
+}
+
+/// One workload against one server.
+#[derive(Debug, Clone, Serialize)]
+pub struct RunResult {
+    pub workload: Workload,
+    pub server: String,
+    pub version: String,
+    pub command: String,
+    pub protocol: Protocol,
+    pub elapsed_secs: f64,
+    pub requests: u64,
+    pub sets: u64,
+    pub gets: u64,
+    /// Keys read by gets.
+    pub keys: u64,
+    pub hits: u64,
+    pub misses: u64,
+    pub errors: u64,
+    pub requests_per_sec: f64,
+    /// Sets plus keys read, per second (a 16-key multi-get is 16 ops).
+    pub ops_per_sec: f64,
+    pub latency_us: Percentiles,
+    pub server_cpu_secs: Option<Cpu>,
+    /// Server CPU (user + system) per op, µs.
+    pub server_cpu_us_per_op: Option<f64>,
+    pub server_cpu_us_per_request: Option<f64>,
+    /// Share of server CPU spent in the kernel.
+    pub server_system_share: Option<f64>,
+    pub client_cpu_us_per_op: Option<f64>,
+    pub server_rss_bytes: Option<u64>,
+    pub hit_ratio: Option<f64>,
+    pub capacity: Option<Capacity>,
+}
+
+/// Everything one invocation measured.
+#[derive(Debug, Clone, Serialize)]
+pub struct Report {
+    pub scenario: String,
+    pub description: String,
+    pub command_line: String,
+    pub machine: Machine,
+    pub memory_mb: u64,
+    pub server_threads: usize,
+    pub started_unix: u64,
+    pub runs: Vec<RunResult>,
+}
+
+/// Where it ran.
+#[derive(Debug, Clone, Serialize)]
+pub struct Machine {
+    pub cpus: usize,
+    pub cpu_model: String,
+    pub kernel: String,
+}
+
+impl Machine {
+    pub fn read() -> Machine {
+        let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
+        let cpu_model = cpuinfo
+            .lines()
+            .find_map(|l| l.strip_prefix("model name").map(|m| m.trim_start_matches([' ', '\t', ':']).to_owned()))
+            .unwrap_or_else(|| "unknown".into());
+        Machine {
+            cpus: std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1),
+            cpu_model,
+            kernel: std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default().trim().to_owned(),
+        }
+    }
+}
+
+fn opt(v: Option<f64>, digits: usize) -> String {
+    v.map_or_else(|| "–".into(), |v| format!("{v:.digits$}"))
+}
+
+fn describe(w: &Workload) -> String {
+    let mut d = format!("{} conns", w.connections);
+    if w.pipeline > 1 {
+        let _ = write!(d, ", pipeline {}", w.pipeline);
+    }
+    if w.multiget > 1 {
+        let _ = write!(d, ", {}-key get", w.multiget);
+    }
+    if w.mode == Mode::Load {
+        let _ = write!(d, ", {}:{} set:get", w.ratio.sets, w.ratio.gets);
+    }
+    let _ = write!(d, ", {} B values, {} keys {}", w.value_size, w.keys, w.key_dist);
+    if let Some(r) = w.rate {
+        let _ = write!(d, ", open loop {r:.0}/s");
+    }
+    d
+}
+
+impl Report {
+    pub fn markdown(&self) -> String {
+        let mut m = String::new();
+        let _ = writeln!(m, "### {}\n", self.scenario);
+        if !self.description.is_empty() {
+            let _ = writeln!(m, "{}\n", self.description);
+        }
+        let _ = writeln!(
+            m,
+            "`{}` — {} × {}, Linux {}; every server `-m {}` (redis `maxmemory {}mb`), {} threads.\n",
+            self.command_line,
+            self.machine.cpus,
+            self.machine.cpu_model,
+            self.machine.kernel,
+            self.memory_mb,
+            self.memory_mb,
+            self.server_threads
+        );
+        let mut versions: Vec<(String, String)> =
+            self.runs.iter().map(|r| (r.server.clone(), r.version.clone())).collect();
+        versions.dedup();
+        versions.sort();
+        versions.dedup();
+        let v: Vec<String> = versions.iter().map(|(s, v)| format!("{s}: {v}")).collect();
+        let _ = writeln!(m, "Versions: {}.\n", v.join("; "));
+        let mut workload = String::new();
+        for r in &self.runs {
+            if r.workload.name != workload {
+                workload = r.workload.name.clone();
+                let _ = writeln!(m, "\n**{}** — {}\n", workload, describe(&r.workload));
+                match r.workload.mode {
+                    Mode::Capacity => {
+                        m.push_str("| server | keys written | items held | evictions | RSS MB | RSS bytes/item |\n");
+                        m.push_str("|---|---:|---:|---:|---:|---:|\n");
+                    }
+                    _ => {
+                        m.push_str(
+                            "| server | proto | req/s | ops/s | p50 µs | p90 | p99 | p99.9 | max | hit % | \
+                             server CPU µs/op | of which kernel | client CPU µs/op | RSS MB |\n",
+                        );
+                        m.push_str("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
+                    }
+                }
+            }
+            let rss = r.server_rss_bytes.map(|b| b as f64 / 1_048_576.0);
+            match (&r.workload.mode, &r.capacity) {
+                (Mode::Capacity, Some(c)) => {
+                    let _ = writeln!(
+                        m,
+                        "| {} | {} | {} | {} | {} | {:.1} |",
+                        r.server,
+                        c.written,
+                        c.items,
+                        c.evictions,
+                        opt(rss, 0),
+                        c.rss_bytes_per_item
+                    );
+                }
+                _ => {
+                    let l = r.latency_us;
+                    let _ = writeln!(
+                        m,
+                        "| {} | {} | {:.0} | {:.0} | {:.0} | {:.0} | {:.0} | {:.0} | {:.0} | {} | {} | {} | {} | {} |",
+                        r.server,
+                        r.protocol,
+                        r.requests_per_sec,
+                        r.ops_per_sec,
+                        l.p50,
+                        l.p90,
+                        l.p99,
+                        l.p999,
+                        l.max,
+                        opt(r.hit_ratio.map(|h| h * 100.0), 1),
+                        opt(r.server_cpu_us_per_op, 2),
+                        r.server_system_share.map_or_else(|| "–".into(), |s| format!("{:.0}%", s * 100.0)),
+                        opt(r.client_cpu_us_per_op, 2),
+                        opt(rss, 0),
+                    );
+                }
+            }
+        }
+        m
+    }
+
+    /// One SVG per load workload: latency percentiles, throughput and server
+    /// CPU per op, one colour per server.
+    pub fn charts(&self) -> Vec<(String, String)> {
+        let mut out = Vec::new();
+        let mut names: Vec<&str> = Vec::new();
+        for r in &self.runs {
+            if !names.contains(&r.workload.name.as_str()) {
+                names.push(&r.workload.name);
+            }
+        }
+        for name in names {
+            let runs: Vec<&RunResult> =
+                self.runs.iter().filter(|r| r.workload.name == name && r.workload.mode != Mode::Capacity).collect();
+            if runs.is_empty() {
+                continue;
+            }
+            let servers: Vec<String> = runs.iter().map(|r| r.server.clone()).collect();
+            let latency = Panel {
+                title: "latency, µs",
+                groups: ["p50", "p90", "p99", "p99.9"]
+                    .iter()
+                    .enumerate()
+                    .map(|(i, g)| {
+                        let v = runs
+                            .iter()
+                            .map(|r| {
+                                let l = r.latency_us;
+                                [l.p50, l.p90, l.p99, l.p999][i]
+                            })
+                            .collect();
+                        (g.to_string(), v)
+                    })
+                    .collect(),
+            };
+            let throughput = Panel {
+                title: "throughput, ops/s",
+                groups: vec![(String::new(), runs.iter().map(|r| r.ops_per_sec).collect())],
+            };
+            let cpu = Panel {
+                title: "server CPU, µs per op",
+                groups: vec![(String::new(), runs.iter().map(|r| r.server_cpu_us_per_op.unwrap_or(0.0)).collect())],
+            };
+            let title = format!("{} / {}: {}", self.scenario, name, describe(&runs[0].workload));
+            out.push((format!("{}-{}.svg", self.scenario, name), svg(&title, &servers, &[latency, throughput, cpu])));
+        }
+        out
+    }
+}
+
+struct Panel {
+    title: &'static str,
+    /// (group label, one value per server)
+    groups: Vec<(String, Vec<f64>)>,
+}
+
+const COLOURS: &[&str] = &["#1b9e77", "#d95f02", "#7570b3", "#e7298a"];
+
+fn esc(s: &str) -> String {
+    s.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;")
+}
+
+fn svg(title: &str, servers: &[String], panels: &[Panel]) -> String {
+    let (pw, ph, top) = (320.0, 240.0, 60.0);
+    let width = pw * panels.len() as f64 + 20.0;
+    let height = ph + top + 50.0;
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        r#"<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" font-family="sans-serif" font-size="11">"#
+    );
+    let _ = writeln!(s, r#"<rect width="100%" height="100%" fill="white"/>"#);
+    let _ = writeln!(s, r#"<text x="10" y="18" font-size="13" font-weight="bold">{}</text>"#, esc(title));
+    for (i, name) in servers.iter().enumerate() {
+        let x = 10.0 + i as f64 * 110.0;
+        let _ = writeln!(
+            s,
+            r#"<rect x="{x}" y="28" width="12" height="12" fill="{}"/><text x="{}" y="38">{}</text>"#,
+            COLOURS[i % COLOURS.len()],
+            x + 16.0,
+            esc(name)
+        );
+    }
+    for (p, panel) in panels.iter().enumerate() {
+        let x0 = 10.0 + p as f64 * pw + 40.0;
+        let (w, h, y0) = (pw - 60.0, ph - 40.0, top + 20.0);
+        let max = panel.groups.iter().flat_map(|(_, v)| v.iter().copied()).fold(0.0f64, f64::max);
+        let max = if max > 0.0 { max * 1.1 } else { 1.0 };
+        let _ = writeln!(s, r#"<text x="{x0}" y="{}" font-weight="bold">{}</text>"#, y0 - 6.0, panel.title);
+        let _ = writeln!(s, r#"<line x1="{x0}" y1="{}" x2="{}" y2="{}" stroke="black"/>"#, y0 + h, x0 + w, y0 + h);
+        let _ = writeln!(s, r#"<text x="{}" y="{}" text-anchor="end">{}</text>"#, x0 - 4.0, y0 + 4.0, fmt_num(max));
+        let _ = writeln!(s, r#"<text x="{}" y="{}" text-anchor="end">0</text>"#, x0 - 4.0, y0 + h);
+        let gw = w / panel.groups.len() as f64;
+        for (g, (label, values)) in panel.groups.iter().enumerate() {
+            let bw = gw * 0.8 / values.len().max(1) as f64;
+            for (i, v) in values.iter().enumerate() {
+                let bh = v / max * h;
+                let bx = x0 + g as f64 * gw + gw * 0.1 + i as f64 * bw;
+                let _ = writeln!(
+                    s,
+                    r#"<rect x="{bx:.1}" y="{:.1}" width="{:.1}" height="{bh:.1}" fill="{}"><title>{}: {}</title></rect>"#,
+                    y0 + h - bh,
+                    bw * 0.9,
+                    COLOURS[i % COLOURS.len()],
+                    esc(&servers[i]),
+                    fmt_num(*v)
+                );
+                let _ = writeln!(
+                    s,
+                    r#"<text x="{:.1}" y="{:.1}" text-anchor="middle" font-size="9">{}</text>"#,
+                    bx + bw * 0.45,
+                    y0 + h - bh - 3.0,
+                    fmt_num(*v)
+                );
+            }
+            let _ = writeln!(
+                s,
+                r#"<text x="{:.1}" y="{}" text-anchor="middle">{}</text>"#,
+                x0 + g as f64 * gw + gw / 2.0,
+                y0 + h + 14.0,
+                esc(label)
+            );
+        }
+    }
+    s.push_str("</svg>\n");
+    s
+}
+
+fn fmt_num(v: f64) -> String {
+    match v {
+        v if v >= 1e6 => format!("{:.2}M", v / 1e6),
+        v if v >= 1e4 => format!("{:.0}k", v / 1e3),
+        v if v >= 100.0 => format!("{v:.0}"),
+        v if v >= 10.0 => format!("{v:.1}"),
+        v => format!("{v:.2}"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn numbers_are_compact() {
+        assert_eq!(fmt_num(1_234_567.0), "1.23M");
+        assert_eq!(fmt_num(45_678.0), "46k");
+        assert_eq!(fmt_num(2.5), "2.50");
+    }
+
+    #[test]
+    fn svg_escapes_and_closes() {
+        let p = Panel { title: "t", groups: vec![("a".into(), vec![1.0, 2.0])] };
+        let s = svg("x<y", &["s1".into(), "s2".into()], &[p]);
+        assert!(s.contains("x&lt;y"));
+        assert!(s.ends_with("</svg>\n"));
+        assert_eq!(s.matches("<rect").count(), 1 + 2 + 2);
+    }
+}
