@@ -151,8 +151,9 @@ impl Conn {
         self.filled < self.rbuf.len()
     }
 
-    /// Reads until the socket would block or the buffer is at its limit.
-    /// Returns whether the socket was drained (false: more may be waiting).
+    /// Reads until the socket is empty (a short read or `EAGAIN`) or the
+    /// buffer is at its limit. Returns whether the socket was drained
+    /// (false: more may be waiting).
     fn fill(&mut self, want: usize, limit: usize) -> io::Result<bool> {
         loop {
             if !self.make_room(want, limit) {
@@ -167,9 +168,11 @@ impl Conn {
                     self.filled += n;
                     self.bytes_read += n as u64;
                     if self.filled < self.rbuf.len() {
-                        // A short read usually means the socket is empty; the
-                        // next readiness event (edge-triggered) tells us if not.
-                        continue;
+                        // A short read took everything the socket had. Linux
+                        // epoll reports every later arrival as a new edge, so
+                        // asking again would only cost a read that fails
+                        // with EAGAIN (tokio clears readiness the same way).
+                        return Ok(true);
                     }
                 }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(true),
@@ -194,6 +197,9 @@ impl Conn {
             return Status::Open { more: false };
         }
         let mut drained = true;
+        // The socket was read empty during this call: once the buffer is
+        // used up there is nothing to read until the next readiness event.
+        let mut empty = false;
         let mut need = 0;
         let mut served = 0;
         // Stopped with work left: the request budget ran out, or replies
@@ -252,8 +258,9 @@ impl Conn {
                     Step::Close => return Status::Close,
                 }
             }
-            // Everything buffered is used up: read more.
-            if self.eof || !drained {
+            // Everything buffered is used up: read more, unless the socket
+            // is known to be empty (that read would only return EAGAIN).
+            if self.eof || !drained || empty {
                 break;
             }
             // Count bytes read, not `filled`: `fill` may first move the
@@ -262,7 +269,10 @@ impl Conn {
             // and strand a pipelined batch in the buffer.
             let before = self.bytes_read;
             match self.fill(need, limit) {
-                Ok(d) => drained = d,
+                Ok(d) => {
+                    drained = d;
+                    empty = d;
+                }
                 Err(_) => return Status::Close,
             }
             if self.bytes_read == before {
