@@ -20,6 +20,8 @@ pub enum AuthError {
 #[derive(Clone, Default)]
 pub struct Credentials {
     users: HashMap<Vec<u8>, Vec<u8>>,
+    /// The file they came from (`stats settings` shows it for `-Y`).
+    pub source: String,
 }
 
 impl std::fmt::Debug for Credentials {
@@ -34,10 +36,12 @@ impl Credentials {
     pub fn load(path: &Path) -> Result<Credentials, AuthError> {
         let name = path.display().to_string();
         let text = std::fs::read(path).map_err(|source| AuthError::Read { path: name.clone(), source })?;
-        Credentials::parse(&text).map_err(|line| match line {
-            0 => AuthError::Empty { path: name },
-            line => AuthError::Syntax { path: name, line },
-        })
+        let mut c = Credentials::parse(&text).map_err(|line| match line {
+            0 => AuthError::Empty { path: name.clone() },
+            line => AuthError::Syntax { path: name.clone(), line },
+        })?;
+        c.source = name;
+        Ok(c)
     }
 
     /// Parses the file's contents; `Err(line)` names the first bad line, or 0
@@ -57,7 +61,7 @@ impl Credentials {
         }
         match users.is_empty() {
             true => Err(0),
-            false => Ok(Credentials { users }),
+            false => Ok(Credentials { users, source: String::new() }),
         }
     }
 
@@ -69,12 +73,14 @@ impl Credentials {
     }
 
     /// A SASL PLAIN message: `[authzid] NUL authcid NUL passwd` (RFC 4616).
+    /// Acting for another identity is refused: the authzid must be empty or
+    /// the user itself, as with memcached's Cyrus SASL.
     pub fn check_plain(&self, message: &[u8]) -> bool {
         let mut parts = message.splitn(3, |&b| b == 0);
-        let (Some(_authzid), Some(user), Some(password)) = (parts.next(), parts.next(), parts.next()) else {
+        let (Some(authzid), Some(user), Some(password)) = (parts.next(), parts.next(), parts.next()) else {
             return false;
         };
-        self.check(user, password)
+        (authzid.is_empty() || authzid == user) && self.check(user, password)
     }
 }
 
@@ -93,6 +99,7 @@ mod tests {
         assert!(c.check_plain(b"alice\0alice\0s3cret"));
         assert!(!c.check_plain(b"\0alice\0wrong"));
         assert!(!c.check_plain(b"alice s3cret"));
+        assert!(!c.check_plain(b"bob\0alice\0s3cret"));
         assert_eq!(Credentials::parse(b"nocolon\n").err(), Some(1));
         assert_eq!(Credentials::parse(b"a:b\n:x\n").err(), Some(2));
         assert_eq!(Credentials::parse(b"\n").err(), Some(0));

@@ -5,8 +5,6 @@
 //! the quiet opcodes' rule: success (and a get's miss) is not answered, an
 //! error always is.
 
-use std::sync::atomic::Ordering::Relaxed;
-
 use strata_protocol::binary::response::{self, Body};
 use strata_protocol::binary::{opcode, Command, Header, Request, Status, StoreOp};
 use strata_protocol::ops;
@@ -26,9 +24,16 @@ fn exptime(t: u32) -> i32 {
 /// The only SASL mechanism offered.
 const MECHS: &[u8] = b"PLAIN";
 
+/// A connection's authentication state (SASL for binary, `-Y` for text).
+#[derive(Debug, Default)]
+pub(crate) struct Auth {
+    pub authenticated: bool,
+    /// `SASL_AUTH PLAIN` came without credentials; `SASL_STEP` brings them.
+    plain_pending: bool,
+}
+
 /// Runs one request, appending its response (if any) to `out`.
-/// `authenticated` is the connection's SASL state.
-pub(crate) fn execute(ctx: &mut Ctx<'_>, req: Request<'_>, authenticated: &mut bool, out: &mut Vec<u8>) -> Outcome {
+pub(crate) fn execute(ctx: &mut Ctx<'_>, req: Request<'_>, auth: &mut Auth, out: &mut Vec<u8>) -> Outcome {
     let h = &req.header;
     let quiet = h.quiet();
     let sasl = ctx.shared.cfg.sasl.clone();
@@ -37,7 +42,7 @@ pub(crate) fn execute(ctx: &mut Ctx<'_>, req: Request<'_>, authenticated: &mut b
         return Outcome::CloseAfterWrite;
     }
     let open = matches!(h.opcode, opcode::SASL_LIST_MECHS | opcode::SASL_AUTH | opcode::SASL_STEP | opcode::VERSION);
-    if sasl.is_some() && !*authenticated && !open {
+    if sasl.is_some() && !auth.authenticated && !open {
         response::error(out, h, Status::AuthError);
         return Outcome::CloseAfterWrite;
     }
@@ -55,6 +60,10 @@ pub(crate) fn execute(ctx: &mut Ctx<'_>, req: Request<'_>, authenticated: &mut b
         }
         Command::Unknown { swallow } => {
             response::error(out, h, Status::UnknownCommand);
+            return Outcome::Swallow(swallow);
+        }
+        Command::Reject { status, swallow } => {
+            response::error(out, h, status);
             return Outcome::Swallow(swallow);
         }
         Command::Get { key, with_key, touch } => {
@@ -195,30 +204,67 @@ pub(crate) fn execute(ctx: &mut Ctx<'_>, req: Request<'_>, authenticated: &mut b
             let body = Body { value: stats::VERSION.as_bytes(), ..Body::default() };
             response::packet(out, h, Status::Success, 0, body);
         }
-        Command::Verbosity { level } => {
-            ctx.shared.verbosity.store(level.min(2), Relaxed);
-            response::packet(out, h, Status::Success, 0, Body::default());
-        }
         Command::Stat { group } => stat(ctx, h, group, out),
-        Command::SaslListMechs => match sasl {
-            Some(_) => response::packet(out, h, Status::Success, 0, Body { value: MECHS, ..Body::default() }),
-            None => response::error(out, h, Status::UnknownCommand),
-        },
-        Command::SaslAuth { mech, data } => match sasl {
-            None => response::error(out, h, Status::UnknownCommand),
-            Some(users) if mech == MECHS && users.check_plain(data) => {
-                *authenticated = true;
-                response::packet(out, h, Status::Success, 0, Body { value: b"Authenticated", ..Body::default() });
-            }
-            Some(_) => response::error(out, h, Status::AuthError),
-        },
-        // PLAIN completes in one step: there is never a step to continue.
-        Command::SaslStep { .. } => match sasl {
-            None => response::error(out, h, Status::UnknownCommand),
-            Some(_) => response::error(out, h, Status::AuthError),
-        },
+        Command::SaslListMechs | Command::SaslAuth { .. } | Command::SaslStep { .. } if sasl.is_none() => {
+            response::error(out, h, Status::UnknownCommand)
+        }
+        // memcached restarts its SASL exchange on every SASL command: a
+        // connection that lists mechanisms or authenticates again is no
+        // longer authenticated, and a second login fails.
+        Command::SaslListMechs => {
+            *auth = Auth::default();
+            response::packet(out, h, Status::Success, 0, Body { value: MECHS, ..Body::default() });
+        }
+        Command::SaslAuth { mech, data } => {
+            inc(&ctx.stats.auth_cmds);
+            let was = std::mem::take(auth);
+            let status = if was.authenticated || !mech.eq_ignore_ascii_case(MECHS) {
+                Status::AuthError
+            } else if data.is_empty() {
+                // PLAIN without an initial response: the credentials come
+                // in the next step.
+                auth.plain_pending = true;
+                Status::AuthContinue
+            } else {
+                plain(ctx, auth, data)
+            };
+            sasl_reply(ctx, out, h, status);
+        }
+        Command::SaslStep { mech, data } => {
+            inc(&ctx.stats.auth_cmds);
+            let was = std::mem::take(auth);
+            let status = match was.plain_pending && mech.eq_ignore_ascii_case(MECHS) {
+                true => plain(ctx, auth, data),
+                false => Status::AuthError,
+            };
+            sasl_reply(ctx, out, h, status);
+        }
     }
     Outcome::Continue
+}
+
+/// Checks PLAIN credentials, authenticating the connection if they hold.
+fn plain(ctx: &Ctx<'_>, auth: &mut Auth, data: &[u8]) -> Status {
+    match ctx.shared.cfg.sasl.as_deref() {
+        Some(users) if users.check_plain(data) => {
+            auth.authenticated = true;
+            Status::Success
+        }
+        _ => Status::AuthError,
+    }
+}
+
+fn sasl_reply(ctx: &Ctx<'_>, out: &mut Vec<u8>, h: &Header, status: Status) {
+    match status {
+        Status::Success => {
+            response::packet(out, h, Status::Success, 0, Body { value: b"Authenticated", ..Body::default() })
+        }
+        Status::AuthContinue => response::packet(out, h, Status::AuthContinue, 0, Body::default()),
+        other => {
+            inc(&ctx.stats.auth_errors);
+            response::error(out, h, other);
+        }
+    }
 }
 
 /// STAT: the text `stats` output of the group, one packet per line (name as

@@ -65,8 +65,8 @@ pub(crate) struct Conn {
     /// The buffered bytes hold no complete request: a full buffer must grow.
     stuck: bool,
     proto: Proto,
-    /// Passed SASL (binary) or ASCII authentication.
-    authenticated: bool,
+    /// SASL (binary) or ASCII authentication state.
+    auth: crate::binary::Auth,
     /// Traffic since the last `service` reported it to the worker's stats.
     pub bytes_read: u64,
     pub bytes_written: u64,
@@ -88,7 +88,7 @@ impl Conn {
             eof: false,
             stuck: false,
             proto: Proto::Undecided,
-            authenticated: false,
+            auth: crate::binary::Auth::default(),
             bytes_read: 0,
             bytes_written: 0,
         }
@@ -306,6 +306,15 @@ impl Conn {
     /// connection's protocol (chosen here from the first byte).
     fn step(&mut self, ctx: &mut dispatch::Ctx<'_>, pconfig: &text::Config) -> Step {
         let buf = &self.rbuf[self.rpos..self.filled];
+        if ctx.shared.cfg.auth_file.is_some() && !self.auth.authenticated {
+            return match text::auth::parse(buf) {
+                text::auth::AuthParse::Incomplete { need } => Step::Incomplete { need },
+                parsed => match dispatch::authenticate(ctx, parsed, &mut self.auth.authenticated, &mut self.out) {
+                    Some(consumed) => Step::Done { outcome: Outcome::Continue, consumed },
+                    None => Step::Close,
+                },
+            };
+        }
         if self.proto == Proto::Undecided {
             self.proto = match ctx.shared.cfg.protocol {
                 Protocol::Auto if buf[0] == binary::REQUEST_MAGIC => Proto::Binary,
@@ -316,19 +325,17 @@ impl Conn {
         match self.proto {
             Proto::Binary => match binary::parse(buf, pconfig) {
                 binary::Parse::Done { request, consumed } => {
-                    let outcome = crate::binary::execute(ctx, request, &mut self.authenticated, &mut self.out);
+                    let outcome = crate::binary::execute(ctx, request, &mut self.auth, &mut self.out);
                     Step::Done { outcome, consumed }
                 }
                 binary::Parse::Incomplete { need } => Step::Incomplete { need },
-                binary::Parse::Close => Step::Close,
+                // Not a request: replies already queued still go out first,
+                // as memcached writes them before reading on.
+                binary::Parse::Close => Step::Done { outcome: Outcome::CloseAfterWrite, consumed: 0 },
             },
             _ => match text::parse(buf, pconfig) {
                 Parse::Done { request, consumed } => {
-                    let outcome = if ctx.shared.cfg.auth_file.is_some() && !self.authenticated {
-                        dispatch::authenticate(ctx, request, &mut self.authenticated, &mut self.out)
-                    } else {
-                        dispatch::execute(ctx, request, &mut self.out, self.resume.take())
-                    };
+                    let outcome = dispatch::execute(ctx, request, &mut self.out, self.resume.take());
                     Step::Done { outcome, consumed }
                 }
                 Parse::Incomplete { need } => Step::Incomplete { need },

@@ -7,9 +7,11 @@ use std::sync::atomic::Ordering::Relaxed;
 
 use strata_protocol::ops;
 use strata_protocol::reply::{self, text as r};
+use strata_protocol::text::auth::AuthParse;
 use strata_protocol::text::{retrieval::Key, Command, Config as ParseConfig, Request, StoreOp};
 use strata_store::{ArithOutcome, Counted, DeleteOutcome, StoreError, StoreOutcome, Worker};
 
+use crate::core::inc;
 use crate::stats::{self, WorkerStats};
 use crate::{core, meta};
 use crate::{ConnInfo, Shared};
@@ -247,38 +249,32 @@ fn write_value(out: &mut Vec<u8>, it: strata_store::ItemView<'_>, cas: bool) {
     reply::value(out, it.key, it.flags, it.value, cas.then_some(it.cas));
 }
 
-/// memcached's ASCII authentication (`-Y`): until a connection has sent a
-/// `set` whose data is `<user> <password>`, that is the only command it may
-/// run.
+/// memcached's ASCII authentication (`-Y`): answers one authentication
+/// attempt parsed by [`strata_protocol::text::auth`]. Returns the bytes
+/// used, or `None` when the connection must close.
 pub(crate) fn authenticate(
     ctx: &mut Ctx<'_>,
-    req: Request<'_>,
+    parsed: AuthParse<'_>,
     authenticated: &mut bool,
     out: &mut Vec<u8>,
-) -> Outcome {
-    let Some(users) = ctx.shared.cfg.auth_file.as_deref() else {
-        return Outcome::Continue;
-    };
-    match req.command {
-        Command::Store { op: StoreOp::Set, data, .. } => {
-            let mut parts = data.splitn(2, |&b| b == b' ');
-            let (user, password) = (parts.next().unwrap_or_default(), parts.next().unwrap_or_default());
+) -> Option<usize> {
+    let users = ctx.shared.cfg.auth_file.as_deref()?;
+    let (reply, consumed): (&[u8], usize) = match parsed {
+        AuthParse::Incomplete { .. } | AuthParse::Close => return None,
+        AuthParse::Unauthenticated { consumed } => (b"CLIENT_ERROR unauthenticated\r\n", consumed),
+        AuthParse::BadTermination { consumed } => (b"CLIENT_ERROR bad command line termination\r\n", consumed),
+        AuthParse::BadFormat { consumed } => (b"CLIENT_ERROR bad authentication token format\r\n", consumed),
+        AuthParse::Credentials { user, password, consumed } => {
+            inc(&ctx.stats.auth_cmds);
             if users.check(user, password) {
                 *authenticated = true;
-                out.extend_from_slice(r::STORED);
+                (r::STORED, consumed)
             } else {
-                out.extend_from_slice(b"CLIENT_ERROR authentication failure\r\n");
+                inc(&ctx.stats.auth_errors);
+                (b"CLIENT_ERROR authentication failure\r\n", consumed)
             }
         }
-        Command::TooLarge { swallow, .. } => {
-            out.extend_from_slice(b"CLIENT_ERROR authentication failure\r\n");
-            return Outcome::Swallow(swallow);
-        }
-        Command::Swallow { swallow, .. } => {
-            out.extend_from_slice(b"CLIENT_ERROR unauthenticated\r\n");
-            return Outcome::Swallow(swallow);
-        }
-        _ => out.extend_from_slice(b"CLIENT_ERROR unauthenticated\r\n"),
-    }
-    Outcome::Continue
+    };
+    out.extend_from_slice(reply);
+    Some(consumed)
 }

@@ -39,6 +39,9 @@ pub(crate) struct WorkerStats {
     pub touch_misses: AtomicU64,
     pub store_too_large: AtomicU64,
     pub store_no_memory: AtomicU64,
+    /// Authentication attempts (SASL and ASCII) and the failed ones.
+    pub auth_cmds: AtomicU64,
+    pub auth_errors: AtomicU64,
     pub bytes_read: AtomicU64,
     pub bytes_written: AtomicU64,
 }
@@ -64,6 +67,8 @@ macro_rules! fields {
         $m!(touch_misses);
         $m!(store_too_large);
         $m!(store_no_memory);
+        $m!(auth_cmds);
+        $m!(auth_errors);
         $m!(bytes_read);
         $m!(bytes_written);
     };
@@ -184,7 +189,14 @@ fn settings(shared: &Shared, out: &mut Vec<u8>) {
     stat(out, "reqs_per_event", c.reqs_per_event);
     stat(out, "cas_enabled", yes_no(sc.cas));
     stat(out, "tcp_backlog", c.backlog);
-    stat(out, "binding_protocol", "ascii");
+    let binding = match c.protocol {
+        crate::config::Protocol::Auto => "auto-negotiate",
+        crate::config::Protocol::Ascii => "ascii",
+        crate::config::Protocol::Binary => "binary",
+    };
+    stat(out, "binding_protocol", binding);
+    stat(out, "auth_enabled_sasl", yes_no(c.sasl.is_some()));
+    stat(out, "auth_enabled_ascii", c.auth_file.as_ref().map_or("no", |f| f.source.as_str()));
     stat(out, "item_size_max", c.item_size_max);
     stat(out, "hashpower_init", shared.store.hash_power());
     stat(out, "flush_enabled", yes_no(c.flush_enabled));

@@ -81,9 +81,10 @@ pub struct Args {
     #[arg(short = 'o', long = "extended", action = ArgAction::Append)]
     extended: Vec<String>,
 
-    /// Protocol: auto (first byte decides per connection), ascii or binary
-    #[arg(short = 'B', long = "protocol", default_value = "auto")]
-    protocol: String,
+    /// Protocol: auto (the default: the first byte decides per connection),
+    /// ascii or binary
+    #[arg(short = 'B', long = "protocol")]
+    protocol: Option<String>,
 
     /// Require SASL PLAIN authentication (binary protocol only); users come
     /// from --sasl-pwdb or the MEMCACHED_SASL_PWDB environment variable
@@ -199,8 +200,10 @@ impl Args {
             cas: !self.disable_cas,
             hash_power,
         };
-        let specified = self.protocol != "auto";
-        let mut protocol = match self.protocol.as_str() {
+        // Whether -B was given at all: like memcached, an explicit `-B auto`
+        // conflicts with -S and -Y, the default does not.
+        let specified = self.protocol.is_some();
+        let mut protocol = match self.protocol.as_deref().unwrap_or("auto") {
             "auto" => Protocol::Auto,
             "ascii" => Protocol::Ascii,
             "binary" => Protocol::Binary,
@@ -216,7 +219,7 @@ impl Args {
         if sasl.is_some() {
             // As memcached: SASL implies the binary protocol.
             if specified && protocol != Protocol::Binary {
-                return Err("you cannot allow the ASCII protocol while using SASL (-S)".into());
+                return Err("ERROR: You cannot allow the ASCII protocol while using SASL.".into());
             }
             protocol = Protocol::Binary;
         }
@@ -224,6 +227,16 @@ impl Args {
             None => None,
             Some(path) => Some(Arc::new(Credentials::load(path).map_err(|e| e.to_string())?)),
         };
+        if auth_file.is_some() {
+            // As memcached: ASCII auth turns the binary protocol off, so a
+            // binary client cannot walk around it.
+            if (specified || sasl.is_some()) && protocol != Protocol::Ascii {
+                return Err(
+                    "ERROR: You cannot allow the BINARY protocol while using ascii authentication tokens.".into()
+                );
+            }
+            protocol = Protocol::Ascii;
+        }
         let listen = if self.listen.is_empty() { vec!["127.0.0.1".to_string()] } else { self.listen };
         let server = ServerConfig {
             port: self.port,

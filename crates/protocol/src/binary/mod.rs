@@ -24,13 +24,14 @@
 //!   24   extras, then key, then value (body length in all)
 //! ```
 //!
-//! The header alone decides whether a request is acceptable (memcached's
-//! `dispatch_bin_command` checks): lengths that do not add up, a key over
-//! 250 bytes, or extras of the wrong size for the opcode are refused before
-//! any body byte is awaited, and a value over `-I` is refused from its
-//! header, so no buffer is ever sized by a length the client sent. Only the
-//! bytes memcached reads are consumed: a `TOUCH` whose body is longer than
-//! its extras and key leaves the rest to be read as the next packet, as in
+//! As in memcached (`proto_bin.c`), a request is judged once its header,
+//! extras and key have arrived (at most [`READ_WINDOW`] bytes; more, and the
+//! connection is dropped): lengths that do not add up, a key over 250 bytes,
+//! or extras of the wrong size for the opcode are refused before any value
+//! byte is awaited, and a value over `-I` is refused from its header, so no
+//! buffer is ever sized by a length the client sent. Only the bytes
+//! memcached reads are consumed: a `TOUCH` whose body is longer than its
+//! extras and key leaves the rest to be read as the next packet, as in
 //! memcached.
 
 pub mod response;
@@ -48,8 +49,11 @@ pub const REQUEST_MAGIC: u8 = 0x80;
 pub const RESPONSE_MAGIC: u8 = 0x81;
 /// Longest SASL mechanism name (memcached's `MAX_SASL_MECH_LEN`).
 pub const MAX_SASL_MECH_LEN: usize = 32;
-/// Largest SASL payload accepted; PLAIN credentials are far smaller.
-pub const MAX_SASL_DATA: usize = 1024;
+/// The header, extras and key must fit in this many bytes: memcached reads
+/// them into its 16 KB read buffer before judging a request, and drops the
+/// connection when they cannot fit. (Keys over 250 bytes are refused, but
+/// only once they have arrived, as memcached does.)
+pub const READ_WINDOW: usize = 16 * 1024;
 
 /// Request opcodes memcached 1.6 serves.
 pub mod opcode {
@@ -80,6 +84,8 @@ pub mod opcode {
     pub const FLUSHQ: u8 = 0x18;
     pub const APPENDQ: u8 = 0x19;
     pub const PREPENDQ: u8 = 0x1a;
+    /// Defined by `protocol_binary.h` but not served by memcached 1.6: it
+    /// answers `UNKNOWN_COMMAND`, and so does strata.
     pub const VERBOSITY: u8 = 0x1b;
     pub const TOUCH: u8 = 0x1c;
     pub const GAT: u8 = 0x1d;
@@ -236,9 +242,6 @@ pub enum Command<'a> {
     Stat {
         group: &'a [u8],
     },
-    Verbosity {
-        level: u32,
-    },
     SaslListMechs,
     SaslAuth {
         mech: &'a [u8],
@@ -248,9 +251,18 @@ pub enum Command<'a> {
         mech: &'a [u8],
         data: &'a [u8],
     },
-    /// An opcode memcached does not serve: the reply goes out and `swallow`
-    /// body bytes are discarded; the connection stays.
+    /// An opcode memcached does not serve (VERBOSITY included: 1.6 no
+    /// longer answers it): the reply goes out, and after the extras and key
+    /// a further `swallow` bytes (the whole body length, as memcached
+    /// counts it) are discarded; the connection stays.
     Unknown {
+        swallow: usize,
+    },
+    /// A request refused with `status` whose remaining `swallow` body bytes
+    /// are discarded; the connection stays (a SASL mechanism name over 32
+    /// bytes, or SASL data larger than an item).
+    Reject {
+        status: Status,
         swallow: usize,
     },
     /// Key and extras lengths exceed the body length: memcached answers
@@ -299,14 +311,20 @@ pub fn parse<'a>(buf: &'a [u8], config: &Config) -> Parse<'a> {
     let Some(h) = Header::decode(head) else { return Parse::Close };
     let done = |command, consumed| Parse::Done { request: Request { header: h, command }, consumed };
     let (keylen, extlen, bodylen) = (usize::from(h.keylen), usize::from(h.extlen), h.bodylen as usize);
+    // Bytes every command reads before it is judged: header, extras, key.
+    let head_len = HEADER_LEN + extlen + keylen;
+    if head_len > READ_WINDOW {
+        return Parse::Close;
+    }
+    if buf.len() < head_len {
+        return Parse::Incomplete { need: head_len };
+    }
     if keylen + extlen > bodylen {
         return done(Command::Malformed, HEADER_LEN);
     }
     if keylen > KEY_MAX_LENGTH {
         return done(Command::Invalid, HEADER_LEN);
     }
-    // Bytes the command reads: extras and key, and for some the value too.
-    let head_len = HEADER_LEN + extlen + keylen;
     let with_body = |n: usize| match buf.len() >= n {
         true => Some(&buf[HEADER_LEN..n]),
         false => None,
@@ -320,10 +338,9 @@ pub fn parse<'a>(buf: &'a [u8], config: &Config) -> Parse<'a> {
         QUIT | QUITQ | NOOP | VERSION | SASL_LIST_MECHS => bodylen == 0,
         FLUSH | FLUSHQ => keylen == 0 && bodylen == extlen && (extlen == 0 || extlen == 4),
         STAT => extlen == 0,
-        VERBOSITY => extlen == 4 && keylen == 0 && bodylen == 4,
         TOUCH | GAT | GATQ | GATK | GATKQ => extlen == 4 && keylen > 0,
         SASL_AUTH | SASL_STEP => extlen == 0 && keylen > 0,
-        _ => return done(Command::Unknown { swallow: bodylen }, HEADER_LEN),
+        _ => return done(Command::Unknown { swallow: bodylen }, head_len),
     };
     if !valid {
         return done(Command::Invalid, HEADER_LEN);
@@ -355,8 +372,14 @@ pub fn parse<'a>(buf: &'a [u8], config: &Config) -> Parse<'a> {
         }
         SASL_AUTH | SASL_STEP => {
             let total = HEADER_LEN + bodylen;
-            if keylen > MAX_SASL_MECH_LEN || bodylen - keylen > MAX_SASL_DATA {
-                return done(Command::Invalid, HEADER_LEN);
+            let swallow = bodylen - keylen;
+            if keylen > MAX_SASL_MECH_LEN {
+                return done(Command::Reject { status: Status::InvalidArguments, swallow }, head_len);
+            }
+            // memcached reads the data into an item: larger than one, it
+            // answers "out of memory".
+            if swallow > config.item_size_max {
+                return done(Command::Reject { status: Status::OutOfMemory, swallow }, head_len);
             }
             let Some(body) = with_body(total) else { return Parse::Incomplete { need: total } };
             let (mech, data) = body.split_at(keylen);
@@ -387,7 +410,6 @@ pub fn parse<'a>(buf: &'a [u8], config: &Config) -> Parse<'a> {
                 NOOP => Command::Noop,
                 VERSION => Command::Version,
                 STAT => Command::Stat { group: key },
-                VERBOSITY => Command::Verbosity { level: be_u32(extras) },
                 _ => Command::SaslListMechs,
             };
             done(command, head_len)

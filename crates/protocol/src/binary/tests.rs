@@ -84,33 +84,69 @@ fn arith_flush_stat_and_sasl_decode_their_extras() {
 fn requests_wait_for_the_bytes_they_read() {
     let p = pkt(opcode::SET, &[0; 8], b"k", b"value", None);
     for cut in 0..p.len() {
-        let want = if cut < HEADER_LEN { HEADER_LEN } else { p.len() };
+        // The header, then extras and key (judged first), then the value.
+        let want = match cut {
+            c if c < HEADER_LEN => HEADER_LEN,
+            c if c < HEADER_LEN + 9 => HEADER_LEN + 9,
+            _ => p.len(),
+        };
         assert_eq!(parse(&p[..cut], &cfg()), Parse::Incomplete { need: want }, "cut at {cut}");
     }
 }
 
+/// Decodes a packet from its header, extras and key alone, after checking
+/// that one byte fewer decides nothing.
+fn judged(p: &[u8]) -> Command<'_> {
+    let h = p.first_chunk::<HEADER_LEN>().and_then(Header::decode).map_or(0, |h| h.extlen as usize + h.keylen as usize);
+    assert_eq!(parse(&p[..HEADER_LEN + h - 1], &cfg()), Parse::Incomplete { need: HEADER_LEN + h });
+    command(&p[..HEADER_LEN + h]).0
+}
+
 #[test]
-fn header_checks_come_before_the_body() {
+fn header_checks_wait_for_extras_and_key_only() {
     // Key and extras longer than the body: unknown command, then close.
-    let p = pkt(opcode::GET, b"", b"key", b"", Some(2));
-    assert_eq!(command(&p[..HEADER_LEN]), (Command::Malformed, HEADER_LEN));
+    assert_eq!(judged(&pkt(opcode::GET, b"", b"key", b"", Some(2))), Command::Malformed);
     // A key over 250 bytes, extras of the wrong size, a body that does not
-    // match: invalid arguments, without waiting for the body.
+    // match: invalid arguments, without waiting for the value.
     let long = vec![b'k'; 251];
-    assert_eq!(command(&pkt(opcode::GET, b"", &long, b"", None)[..HEADER_LEN]).0, Command::Invalid);
-    assert_eq!(command(&pkt(opcode::SET, &[0; 4], b"k", b"v", None)[..HEADER_LEN]).0, Command::Invalid);
-    assert_eq!(command(&pkt(opcode::GET, b"", b"k", b"v", None)[..HEADER_LEN]).0, Command::Invalid);
+    assert_eq!(judged(&pkt(opcode::GET, b"", &long, b"", None)), Command::Invalid);
+    assert_eq!(judged(&pkt(opcode::SET, &[0; 4], b"k", b"v", None)), Command::Invalid);
+    assert_eq!(judged(&pkt(opcode::GET, b"", b"k", b"v", None)), Command::Invalid);
+    assert_eq!(judged(&pkt(opcode::DELETE, &[0], b"", b"", None)), Command::Invalid);
     assert_eq!(command(&pkt(opcode::NOOP, b"", b"", b"x", None)[..HEADER_LEN]).0, Command::Invalid);
-    assert_eq!(command(&pkt(opcode::DELETE, b"", b"", b"", None)[..HEADER_LEN]).0, Command::Invalid);
-    let p = pkt(opcode::SASL_AUTH, b"", b"PLAIN", b"", Some(u32::MAX));
-    assert_eq!(command(&p[..HEADER_LEN]).0, Command::Invalid);
-    // Unknown opcodes skip their body, however long it claims to be.
-    let p = pkt(0x55, b"", b"", b"", Some(u32::MAX));
-    assert_eq!(command(&p), (Command::Unknown { swallow: u32::MAX as usize }, HEADER_LEN));
+    // A header, extras and key that cannot fit memcached's read buffer: close.
+    let p = pkt(opcode::GET, b"", &[], b"", None);
+    let mut big = p[..HEADER_LEN].to_vec();
+    big[2..4].copy_from_slice(&(READ_WINDOW as u16).to_be_bytes());
+    assert_eq!(parse(&big, &cfg()), Parse::Close);
     // Not a request: close.
     let mut p = pkt(opcode::NOOP, b"", b"", b"", None);
     p[0] = RESPONSE_MAGIC;
     assert_eq!(parse(&p, &cfg()), Parse::Close);
+}
+
+#[test]
+fn unknown_opcodes_swallow_the_body_length_after_extras_and_key() {
+    // memcached's count: extras and key are read, then `bodylen` more bytes
+    // are skipped.
+    let p = pkt(0x55, &[1, 2, 3, 4], b"abcd", b"", None);
+    assert_eq!(command(&p), (Command::Unknown { swallow: 8 }, HEADER_LEN + 8));
+    let p = pkt(0x55, b"", b"", b"", Some(u32::MAX));
+    assert_eq!(command(&p), (Command::Unknown { swallow: u32::MAX as usize }, HEADER_LEN));
+    // VERBOSITY is not served by memcached 1.6.
+    let p = pkt(opcode::VERBOSITY, &[0, 0, 0, 1], b"", b"", None);
+    assert_eq!(command(&p), (Command::Unknown { swallow: 4 }, HEADER_LEN + 4));
+}
+
+#[test]
+fn sasl_limits_refuse_and_skip() {
+    let mech = [b'M'; 33];
+    let p = pkt(opcode::SASL_AUTH, b"", &mech, b"data", None);
+    assert_eq!(command(&p), (Command::Reject { status: Status::InvalidArguments, swallow: 4 }, HEADER_LEN + 33));
+    let p = pkt(opcode::SASL_AUTH, b"", b"PLAIN", b"", Some(5 + 1001));
+    assert_eq!(command(&p), (Command::Reject { status: Status::OutOfMemory, swallow: 1001 }, HEADER_LEN + 5));
+    let p = pkt(opcode::SASL_STEP, b"", b"PLAIN", &[0; 1000], None);
+    assert!(matches!(command(&p).0, Command::SaslStep { mech: b"PLAIN", .. }));
 }
 
 #[test]
@@ -144,9 +180,14 @@ proptest! {
             Parse::Done { consumed, .. } => prop_assert!(consumed >= HEADER_LEN && consumed <= buf.len()),
             Parse::Incomplete { need } => {
                 prop_assert!(need > buf.len());
-                prop_assert!(need <= HEADER_LEN + 255 + KEY_MAX_LENGTH + cfg().item_size_max + MAX_SASL_DATA);
+                prop_assert!(need <= READ_WINDOW.max(HEADER_LEN + 255 + KEY_MAX_LENGTH + cfg().item_size_max));
             }
-            Parse::Close => prop_assert!(buf[0] != REQUEST_MAGIC),
+            // Not a request, or a header, extras and key over the read window.
+            Parse::Close => prop_assert!(
+                buf[0] != REQUEST_MAGIC
+                    || (buf.len() >= HEADER_LEN
+                        && HEADER_LEN + usize::from(buf[4]) + usize::from(u16::from_be_bytes([buf[2], buf[3]])) > READ_WINDOW)
+            ),
         }
     }
 }

@@ -13,6 +13,7 @@
 
 pub mod admin;
 pub mod arith;
+pub mod auth;
 pub mod delete;
 pub mod retrieval;
 pub mod storage;
