@@ -2,6 +2,7 @@
 #
 #   make test         everything, in order (what CI runs through .ci/run)
 #   make deps         apt packages (if missing) + Python venv (if requirements changed)
+#                     + compat/node's npm packages (if package-lock.json changed)
 #   make build        cargo build --release
 #   make lint         cargo fmt --check + cargo clippy -D warnings
 #   make unit         cargo test --release --workspace
@@ -29,7 +30,10 @@ PYTEST := $(VENV)/bin/pytest
 PYTEST_FLAGS ?= -q --timeout=300
 REQUIREMENTS := requirements-test.txt
 REQ_STAMP := $(VENV)/.requirements-test.installed
-APT_PACKAGES := memcached libmemcached-tools redis-server
+APT_PACKAGES := memcached libmemcached-tools redis-server nodejs npm sasl2-bin
+NODE_DIR := compat/node
+NODE_LOCK := $(NODE_DIR)/package-lock.json
+NODE_STAMP := $(NODE_DIR)/node_modules/.installed
 CONCURRENCY_SECS ?= 20
 FUZZ_SECS ?= 300
 WIRE_DIR := $(wildcard tests/wire)
@@ -37,18 +41,21 @@ WIRE_DIR := $(wildcard tests/wire)
 # Server-facing stages need the release binary, unless they run against memcached.
 SERVER_DEPS := deps $(if $(filter memcached,$(WIRE_TARGET)),,build)
 
-.PHONY: test deps apt venv build lint fmt clippy unit pytest wire compat \
+.PHONY: test deps apt venv node build lint fmt clippy unit pytest wire compat \
         memccapable capacity concurrency clean-venv fuzz fuzz-check
 
 test: deps build lint unit pytest memccapable capacity concurrency
 	@echo "==> make test: all stages passed"
 
-deps: apt venv
+deps: apt venv node
 
 apt:
 	@missing=""; \
+	provided=$$(dpkg-query -W -f='$${Status}|$${Provides}\n' 2>/dev/null | sed -n 's/^[^|]* ok installed|//p'); \
 	for p in $(APT_PACKAGES); do \
-	  dpkg-query -W -f='$${Status}' "$$p" 2>/dev/null | grep -q "ok installed" || missing="$$missing $$p"; \
+	  dpkg-query -W -f='$${Status}' "$$p" 2>/dev/null | grep -q "ok installed" \
+	    || grep -qE "(^|[ ,])$$p([ ,(]|$$)" <<<"$$provided" \
+	    || missing="$$missing $$p"; \
 	done; \
 	if [ -n "$$missing" ]; then \
 	  echo "==> apt-get install$$missing"; \
@@ -65,6 +72,14 @@ venv: $(VPY)
 	  echo "==> pip install -r $(REQUIREMENTS)"; \
 	  $(VPY) -m pip install -q --disable-pip-version-check -r $(REQUIREMENTS); \
 	  cp $(REQUIREMENTS) $(REQ_STAMP); \
+	fi
+
+# memjs for compat/test_memjs.py; npm ci again whenever the lock file changes.
+node:
+	@if [ $(NODE_LOCK) -nt $(NODE_STAMP) ]; then \
+	  echo "==> npm ci --prefix $(NODE_DIR)"; \
+	  npm ci --prefix $(NODE_DIR) --no-audit --no-fund; \
+	  touch $(NODE_STAMP); \
 	fi
 
 build:
