@@ -320,10 +320,10 @@ pub fn parse<'a>(buf: &'a [u8], config: &Config) -> Parse<'a> {
         return Parse::Incomplete { need: head_len };
     }
     if keylen + extlen > bodylen {
-        return done(Command::Malformed, HEADER_LEN);
+        return done(Command::Malformed, head_len);
     }
     if keylen > KEY_MAX_LENGTH {
-        return done(Command::Invalid, HEADER_LEN);
+        return done(Command::Invalid, head_len);
     }
     let with_body = |n: usize| match buf.len() >= n {
         true => Some(&buf[HEADER_LEN..n]),
@@ -343,7 +343,7 @@ pub fn parse<'a>(buf: &'a [u8], config: &Config) -> Parse<'a> {
         _ => return done(Command::Unknown { swallow: bodylen }, head_len),
     };
     if !valid {
-        return done(Command::Invalid, HEADER_LEN);
+        return done(Command::Invalid, head_len);
     }
     match h.opcode {
         SET | SETQ | ADD | ADDQ | REPLACE | REPLACEQ | APPEND | APPENDQ | PREPEND | PREPENDQ => {

@@ -114,6 +114,10 @@ fn header_checks_wait_for_extras_and_key_only() {
     assert_eq!(judged(&pkt(opcode::GET, b"", b"k", b"v", None)), Command::Invalid);
     assert_eq!(judged(&pkt(opcode::DELETE, &[0], b"", b"", None)), Command::Invalid);
     assert_eq!(command(&pkt(opcode::NOOP, b"", b"", b"x", None)[..HEADER_LEN]).0, Command::Invalid);
+    // A refused request accounts for the bytes it was judged on, so it
+    // decodes alike from exactly those bytes (found by the fuzz target).
+    let p = pkt(opcode::DECREMENTQ, &[0; 20], b"", b"", Some(1 << 24));
+    assert_eq!(command(&p[..HEADER_LEN + 20]), (Command::Invalid, HEADER_LEN + 20));
     // A header, extras and key that cannot fit memcached's read buffer: close.
     let p = pkt(opcode::GET, b"", &[], b"", None);
     let mut big = p[..HEADER_LEN].to_vec();
