@@ -6,7 +6,8 @@
 #   make build        cargo build --release
 #   make lint         cargo fmt --check + cargo clippy -D warnings
 #   make unit         cargo test --release --workspace
-#   make pytest       the Python suites: tests/wire and compat in one pytest run
+#   make pytest       the Python suites: tests/wire, tests/tool (strata-bench) and compat
+#   make bench        every bench/scenarios/*.toml side by side (strata, memcached, redis)
 #   make wire|compat  one of them
 #   make memccapable  libmemcached's memccapable protocol checker
 #   make capacity     1M small items into -m 64
@@ -41,7 +42,7 @@ WIRE_DIR := $(wildcard tests/wire)
 # Server-facing stages need the release binary, unless they run against memcached.
 SERVER_DEPS := deps $(if $(filter memcached,$(WIRE_TARGET)),,build)
 
-.PHONY: test deps apt venv node build lint fmt clippy unit pytest wire compat \
+.PHONY: bench test deps apt venv node build lint fmt clippy unit pytest wire compat \
         memccapable capacity concurrency clean-venv fuzz fuzz-check
 
 test: deps build lint unit pytest memccapable capacity concurrency
@@ -110,8 +111,8 @@ unit:
 	$(CARGO) test --release --workspace
 
 pytest: $(SERVER_DEPS)
-	@echo "==> pytest $(WIRE_DIR) compat"
-	$(PYTEST) $(PYTEST_FLAGS) $(WIRE_DIR) compat
+	@echo "==> pytest $(WIRE_DIR) tests/tool compat"
+	$(PYTEST) $(PYTEST_FLAGS) $(WIRE_DIR) tests/tool compat
 
 wire: $(SERVER_DEPS)
 	$(PYTEST) $(PYTEST_FLAGS) tests/wire
@@ -130,6 +131,14 @@ capacity: $(SERVER_DEPS)
 concurrency: $(SERVER_DEPS)
 	@echo "==> concurrency"
 	timeout 600 $(VPY) scripts/concurrency.py --secs $(CONCURRENCY_SECS)
+
+# Benchmarks, not tests: minutes per scenario; results under BENCH_OUT.
+BENCH_OUT ?= target/bench
+bench: deps build
+	@for f in bench/scenarios/*.toml; do \
+	  echo "==> strata-bench scenario $$f"; \
+	  target/release/strata-bench scenario "$$f" --out $(BENCH_OUT); \
+	done
 
 clean-venv:
 	rm -rf $(VENV)

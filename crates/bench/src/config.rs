@@ -307,6 +307,9 @@ pub struct Scenario {
     /// Worker threads given to every server (`-t`, Redis `io-threads`).
     #[serde(default = "default_threads")]
     pub server_threads: usize,
+    /// Redis `io-threads` (see `server::Settings`).
+    #[serde(default = "one")]
+    pub redis_io_threads: usize,
     /// Workload fields shared by every run (a run's own fields win).
     #[serde(default)]
     pub defaults: toml::Table,
@@ -324,6 +327,10 @@ fn default_memory() -> u64 {
 
 fn default_threads() -> usize {
     2
+}
+
+fn one() -> usize {
+    1
 }
 
 impl Scenario {

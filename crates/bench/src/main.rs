@@ -136,6 +136,9 @@ struct RunArgs {
     /// Worker threads for every server.
     #[arg(long, default_value_t = 2)]
     server_threads: usize,
+    /// Redis io-threads (Redis runs commands on one thread regardless).
+    #[arg(long, default_value_t = 1)]
+    redis_io_threads: usize,
 }
 
 #[derive(Args)]
@@ -209,6 +212,7 @@ fn run_cmd(a: RunArgs, command_line: String) -> Result<(), BenchError> {
         servers: a.common.servers.clone(),
         memory_mb: a.memory_mb,
         server_threads: a.server_threads,
+        redis_io_threads: a.redis_io_threads,
         defaults: toml::Table::new(),
         runs: vec![runs],
     };
@@ -265,7 +269,11 @@ fn measure(
     }
     bins.memcached = common.memcached_bin.clone();
     bins.redis = common.redis_bin.clone();
-    let settings = Settings { memory_mb: scenario.memory_mb, threads: scenario.server_threads };
+    let settings = Settings {
+        memory_mb: scenario.memory_mb,
+        threads: scenario.server_threads,
+        redis_io_threads: scenario.redis_io_threads,
+    };
     let started_unix =
         std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
     let mut runs = Vec::new();
@@ -303,6 +311,7 @@ fn measure(
         machine: Machine::read(),
         memory_mb: scenario.memory_mb,
         server_threads: scenario.server_threads,
+        redis_io_threads: scenario.redis_io_threads,
         started_unix,
         runs,
     })

@@ -97,6 +97,7 @@ pub struct Report {
     pub machine: Machine,
     pub memory_mb: u64,
     pub server_threads: usize,
+    pub redis_io_threads: usize,
     pub started_unix: u64,
     pub runs: Vec<RunResult>,
 }
@@ -155,14 +156,16 @@ impl Report {
         }
         let _ = writeln!(
             m,
-            "`{}` — {} × {}, Linux {}; every server `-m {}` (redis `maxmemory {}mb`), {} threads.\n",
+            "`{}` — {} × {}, Linux {}; every server `-m {}` (redis `maxmemory {}mb`, `allkeys-lru`), \
+             {} worker threads (redis: one command thread, `io-threads {}`).\n",
             self.command_line,
             self.machine.cpus,
             self.machine.cpu_model,
             self.machine.kernel,
             self.memory_mb,
             self.memory_mb,
-            self.server_threads
+            self.server_threads,
+            self.redis_io_threads
         );
         let mut versions: Vec<(String, String)> =
             self.runs.iter().map(|r| (r.server.clone(), r.version.clone())).collect();

@@ -51,6 +51,10 @@ impl Binaries {
 pub struct Settings {
     pub memory_mb: u64,
     pub threads: usize,
+    /// Redis `io-threads`. Redis runs commands on one thread whatever this
+    /// says; its I/O threads busy-poll, and its documentation advises them
+    /// only from 4 cores up, so the default is 1.
+    pub redis_io_threads: usize,
 }
 
 /// A server being measured: started here (and stopped on drop) or external.
@@ -152,10 +156,10 @@ impl Target {
                     "--dbfilename".into(),
                     format!("strata-bench-{port}.rdb"),
                 ];
-                if s.threads > 1 {
+                if s.redis_io_threads > 1 {
                     a.extend([
                         "--io-threads".into(),
-                        s.threads.to_string(),
+                        s.redis_io_threads.to_string(),
                         "--io-threads-do-reads".into(),
                         "yes".into(),
                     ]);
