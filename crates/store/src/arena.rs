@@ -1,7 +1,8 @@
 //! The memory all segments live in: one zeroed allocation of
 //! `segments × segment_size` bytes, reserved up front so item memory can never
 //! exceed `-m`. Pages are only backed by RAM once written, so an empty cache
-//! has a small RSS.
+//! has a small RSS, and a segment taken out of use is handed back to the
+//! kernel ([`Arena::release`]) so RSS follows the segments in use.
 //!
 //! Segments are written and read by different threads at once, so the arena
 //! hands out raw views and the store upholds the rules that make them sound:
@@ -81,6 +82,25 @@ impl Arena {
         unsafe { std::slice::from_raw_parts_mut(self.ptr(seg, off, len), len) }
     }
 
+    /// Gives the pages of `seg` back to the kernel; they read as zeros after.
+    /// Only the whole pages inside the segment are released.
+    ///
+    /// # Safety
+    /// The caller owns `seg` exclusively and nothing links into it (rule 3).
+    pub unsafe fn release(&self, seg: u32) {
+        // SAFETY: sysconf has no preconditions.
+        let page = usize::try_from(unsafe { libc::sysconf(libc::_SC_PAGESIZE) }).unwrap_or(4096).max(1);
+        let start = self.ptr(seg, 0, self.seg_size) as usize;
+        let (lo, hi) = (start.next_multiple_of(page), (start + self.seg_size) / page * page);
+        if hi > lo {
+            // SAFETY: [lo, hi) is page-aligned and inside this segment, which
+            // is part of our private anonymous allocation (the allocator keeps
+            // no metadata inside it) and owned by the caller; MADV_DONTNEED
+            // only drops its contents, which nobody reads any more.
+            unsafe { libc::madvise(lo as *mut libc::c_void, hi - lo, libc::MADV_DONTNEED) };
+        }
+    }
+
     /// Reads the length prefix of the item at `off`, touching no other byte.
     /// `None` if it would run past `end`.
     ///
@@ -141,6 +161,27 @@ mod tests {
         assert_eq!((it.key(), it.value(), it.flags()), (&b"key"[..], &b"hello"[..], 7));
         // SAFETY: as above.
         assert_eq!(unsafe { a.header(1, 100, 100 + len - 1) }, None, "runs past end");
+    }
+
+    #[test]
+    fn a_released_segment_reads_zero_and_is_usable_again() {
+        let seg = 1 << 20;
+        let a = Arena::new(seg, 3).unwrap_or_else(|e| panic!("{e}"));
+        for s in 0..3 {
+            // SAFETY: single-threaded test owns the whole arena.
+            unsafe { a.bytes_mut(s, 0, seg) }.fill(0xa5);
+        }
+        // SAFETY: as above; nothing links into segment 1.
+        unsafe { a.release(1) };
+        // SAFETY: as above.
+        let (s0, s1, s2) = unsafe { (a.bytes(0, 0, seg), a.bytes(1, 0, seg), a.bytes(2, 0, seg)) };
+        assert!(s0.iter().all(|&b| b == 0xa5) && s2.iter().all(|&b| b == 0xa5), "neighbours untouched");
+        // Partial pages at the segment's edges keep their bytes; whole ones are dropped.
+        assert!(s1[8192..seg - 8192].iter().all(|&b| b == 0), "released pages read as zeros");
+        // SAFETY: as above.
+        unsafe { a.bytes_mut(1, 100, 3) }.copy_from_slice(b"new");
+        // SAFETY: as above.
+        assert_eq!(unsafe { a.bytes(1, 100, 3) }, b"new");
     }
 
     #[test]

@@ -20,6 +20,16 @@
 //! link in a bucket's last position: the index + 1 of an overflow bucket.
 //! Buckets and their overflow chains belong to one stripe, and everything in a
 //! stripe is behind its mutex, so the index is plain safe Rust.
+//!
+//! Each stripe sizes its own main table: when it holds more than
+//! [`GROW_LOAD`] items per bucket it doubles, re-placing its items by their
+//! keys' hashes (read from the items under the stripe's lock). Growth is one
+//! stripe at a time, so no request ever waits for the whole index to rehash,
+//! and the index costs ~11 bytes per item whatever the item size, where a
+//! table sized up front from `-m` costs either chain walks (small items) or
+//! empty buckets (large ones).
+
+use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
 
 use parking_lot::{Mutex, MutexGuard};
 
@@ -79,9 +89,18 @@ pub struct Pos {
 /// allocator, where growing vectors fragmented worker threads' heaps.
 const BLOCK: usize = 4;
 
+/// Items per main bucket (of 7–8 slots) beyond which a stripe doubles: chains
+/// then average under two buckets, and the index about 11 bytes per item.
+pub const GROW_LOAD: u64 = 12;
+
+/// A stripe's main table stops doubling here (2^32 buckets in all).
+const MAX_STRIPE_BUCKETS: usize = 1 << 22;
+
 #[derive(Debug, Default)]
 pub struct Stripe {
     buckets: Vec<Bucket>,
+    /// `buckets.len() - 1`: the low bits of [`Loc::bucket`] pick the bucket.
+    mask: u32,
     // The boxes are the point: fixed-size blocks that never move when the
     // vector of pointers grows.
     #[allow(clippy::vec_box)]
@@ -115,7 +134,7 @@ impl Stripe {
 
     /// The first item slot in `b`'s chain for which `pred` holds.
     pub fn find(&self, b: u32, mut pred: impl FnMut(u64) -> bool) -> Option<(Pos, u64)> {
-        let (mut overflow, mut i) = (false, b);
+        let (mut overflow, mut i) = (false, b & self.mask);
         loop {
             let bucket = self.bucket(overflow, i);
             for (n, &s) in bucket.iter().enumerate() {
@@ -145,7 +164,7 @@ impl Stripe {
     pub fn remove(&mut self, b: u32, p: Pos) {
         // Walk to the tail: the last item slot of the chain, and the link to
         // the tail's bucket (if it is an overflow bucket).
-        let (mut overflow, mut i) = (false, b);
+        let (mut overflow, mut i) = (false, b & self.mask);
         let mut link_to_tail: Option<(bool, u32)> = None;
         while let Some(next) = slot::link_target(self.bucket(overflow, i)[7]) {
             link_to_tail = Some((overflow, i));
@@ -173,7 +192,7 @@ impl Stripe {
 
     /// Puts `v` in the first empty slot of `b`'s chain, growing the chain if full.
     pub fn insert(&mut self, b: u32, v: u64) {
-        let (mut overflow, mut i) = (false, b);
+        let (mut overflow, mut i) = (false, b & self.mask);
         loop {
             let bucket = self.bucket_mut(overflow, i);
             if let Some(s) = bucket.iter_mut().take(7).find(|s| **s == 0) {
@@ -232,6 +251,37 @@ impl Stripe {
     pub fn overflow_buckets(&self) -> usize {
         self.overflow_len - self.free_overflow.len()
     }
+
+    /// Main and overflow buckets allocated (overflow blocks are never freed).
+    pub fn footprint(&self) -> (usize, usize) {
+        (self.buckets.len(), self.overflow.len() * BLOCK)
+    }
+
+    /// Whether the main table is loaded enough to double.
+    pub fn wants_growth(&self) -> bool {
+        self.items > self.buckets.len() as u64 * GROW_LOAD && self.buckets.len() < MAX_STRIPE_BUCKETS
+    }
+
+    /// Doubles the main table and re-places every item by `bucket_of(slot)`,
+    /// which must return the item's [`Loc::bucket`]. Overflow blocks are
+    /// reused, so only the main table is allocated.
+    pub fn grow(&mut self, mut bucket_of: impl FnMut(u64) -> u32) {
+        let mut items = Vec::with_capacity(self.items as usize);
+        for b in self.buckets.iter().chain(self.overflow.iter().flat_map(|blk| blk.iter())) {
+            items.extend(b.iter().copied().filter(|&s| slot::is_item(s)));
+        }
+        let n = self.buckets.len() * 2;
+        self.buckets = vec![[0; 8]; n];
+        self.mask = (n - 1) as u32;
+        for blk in &mut self.overflow {
+            **blk = [[0; 8]; BLOCK];
+        }
+        self.overflow_len = 0;
+        self.free_overflow.clear();
+        for s in items {
+            self.insert(bucket_of(s), s);
+        }
+    }
 }
 
 /// Cache-line padding so two stripes' locks never share a line.
@@ -249,27 +299,58 @@ pub struct Loc {
 pub struct Index {
     stripes: Box<[Padded]>,
     stripe_bits: u32,
-    bucket_mask: u64,
     hasher: ahash::RandomState,
+    /// Main and overflow buckets allocated, all stripes: kept current by
+    /// [`Index::note_footprint`] so the store can budget memory without
+    /// taking every stripe lock.
+    main_buckets: AtomicUsize,
+    overflow_buckets: AtomicUsize,
 }
 
 impl Index {
-    /// An index of `2^hash_power` buckets.
+    /// An index of `2^hash_power` buckets to start with.
     pub fn new(hash_power: u32) -> Index {
-        let nbuckets = 1u64 << hash_power;
+        let nbuckets = 1usize << hash_power;
         let stripe_bits = hash_power.min(10);
-        let per_stripe = (nbuckets >> stripe_bits) as usize;
+        let per_stripe = nbuckets >> stripe_bits;
         let stripes = (0..1u64 << stripe_bits)
-            .map(|_| Padded(Mutex::new(Stripe { buckets: vec![[0; 8]; per_stripe], ..Stripe::default() })))
+            .map(|_| {
+                let st =
+                    Stripe { buckets: vec![[0; 8]; per_stripe], mask: (per_stripe - 1) as u32, ..Stripe::default() };
+                Padded(Mutex::new(st))
+            })
             .collect();
-        Index { stripes, stripe_bits, bucket_mask: nbuckets - 1, hasher: ahash::RandomState::new() }
+        Index {
+            stripes,
+            stripe_bits,
+            hasher: ahash::RandomState::new(),
+            main_buckets: AtomicUsize::new(nbuckets),
+            overflow_buckets: AtomicUsize::new(0),
+        }
     }
 
+    /// The key's stripe, tag, and hash bits from which a stripe takes its
+    /// bucket (the low bits, as many as its table needs). The tag comes from
+    /// the top 12 bits, which no table size reaches.
     pub fn locate(&self, key: &[u8]) -> Loc {
         let h = self.hasher.hash_one(key);
-        let b = h & self.bucket_mask;
         let tag = ((h >> 52) as u16).max(1);
-        Loc { stripe: (b & ((1 << self.stripe_bits) - 1)) as usize, bucket: (b >> self.stripe_bits) as u32, tag }
+        Loc { stripe: (h & ((1 << self.stripe_bits) - 1)) as usize, bucket: (h >> self.stripe_bits) as u32, tag }
+    }
+
+    /// Records a stripe's change of [`Stripe::footprint`].
+    pub fn note_footprint(&self, before: (usize, usize), after: (usize, usize)) {
+        if after.0 != before.0 {
+            self.main_buckets.fetch_add(after.0 - before.0, Relaxed);
+        }
+        if after.1 != before.1 {
+            self.overflow_buckets.fetch_add(after.1 - before.1, Relaxed);
+        }
+    }
+
+    /// Main-table buckets, all stripes.
+    pub fn main_buckets(&self) -> usize {
+        self.main_buckets.load(Relaxed)
     }
 
     pub fn lock(&self, stripe: usize) -> MutexGuard<'_, Stripe> {
@@ -280,11 +361,10 @@ impl Index {
         self.stripes.len()
     }
 
-    /// Bytes the index occupies (main and overflow buckets).
+    /// Bytes the index occupies (main and overflow buckets, locks).
     pub fn memory(&self) -> usize {
-        let buckets = (self.bucket_mask + 1) as usize;
-        let overflow: usize = self.stripes.iter().map(|s| s.0.lock().overflow_buckets()).sum();
-        (buckets + overflow) * std::mem::size_of::<Bucket>() + self.stripes.len() * std::mem::size_of::<Padded>()
+        let buckets = self.main_buckets.load(Relaxed) + self.overflow_buckets.load(Relaxed);
+        buckets * std::mem::size_of::<Bucket>() + self.stripes.len() * std::mem::size_of::<Padded>()
     }
 }
 
@@ -327,5 +407,30 @@ mod tests {
         assert_eq!(seen, 20);
         assert_eq!(st.overflow_buckets(), 0);
         assert!(st.find(0, |_| true).is_none());
+    }
+
+    #[test]
+    fn growth_doubles_and_keeps_every_item_findable() {
+        // The "hash" of an item is its segment id here.
+        let mut st = Stripe { buckets: vec![[0; 8]; 1], ..Stripe::default() };
+        for i in 1..=100u32 {
+            st.insert(i, slot::pack(1, 0, i, i));
+            st.items += 1;
+            while st.wants_growth() {
+                st.grow(slot::seg);
+            }
+        }
+        let (main, overflow) = st.footprint();
+        assert_eq!(main, 16, "100 items at <= {GROW_LOAD} per bucket");
+        assert!(overflow <= 8 * BLOCK, "overflow blocks are reused across growth, got {overflow}");
+        for i in 1..=100u32 {
+            let (p, _) = st.find(i, |s| slot::seg(s) == i).unwrap_or_else(|| panic!("slot {i} lost by growth"));
+            assert!(!p.overflow || p.bucket < st.overflow_len as u32);
+            // In its own bucket's chain (i + 1 maps to another of the 16).
+            assert!(st.find(i + 1, |s| slot::seg(s) == i).is_none());
+        }
+        let mut seen = 0;
+        st.drain(|_| seen += 1);
+        assert_eq!(seen, 100);
     }
 }

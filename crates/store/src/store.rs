@@ -68,7 +68,8 @@ pub struct Config {
     /// `-C` turns this off: CAS values read as 0 and `cas` never matches
     /// (EXISTS), as in memcached.
     pub cas: bool,
-    /// log2 of the number of index buckets; 0 sizes it from the memory limit.
+    /// log2 of the number of index buckets at start (the index grows with
+    /// the items); 0 picks 2^16, or fewer for a small memory limit.
     pub hash_power: u32,
 }
 
@@ -374,6 +375,8 @@ pub struct StoreStats {
     pub segment_size: u64,
     pub memory_limit: u64,
     pub index_bytes: u64,
+    /// log2 of the index's main buckets now (rounded down: stripes grow
+    /// one at a time).
     pub hash_power: u32,
 }
 
@@ -392,6 +395,8 @@ pub struct Store {
     /// Segments beyond the current limit (see [`Store::set_memory_limit`]).
     parked: Mutex<Vec<u32>>,
     limit_segs: AtomicU32,
+    /// Segments off the free and parked lists (written, sealed or target).
+    in_use: AtomicU32,
     memory_limit: AtomicUsize,
     evict: Mutex<Evict>,
     epoch: AtomicU64,
@@ -423,9 +428,9 @@ impl Store {
         let hash_power = if cfg.hash_power != 0 {
             cfg.hash_power.clamp(4, 32)
         } else {
-            // One main-table slot per 256 bytes of memory; overflow chains
-            // absorb smaller items (a 117-byte item costs ~10 index bytes).
-            (usize::BITS - (cfg.memory_limit / 256 / 8).max(16).leading_zeros() - 1).clamp(4, 30)
+            // The index grows with the items (see `index.rs`), so it starts
+            // small: memcached's 2^16 buckets, fewer for a small `-m`.
+            (usize::BITS - (cfg.memory_limit / 4096).max(16).leading_zeros() - 1).clamp(10, 16)
         };
         let arena = Arena::new(seg_size, nsegs as u32)?;
         let segs: Box<[SegMeta]> = (0..nsegs).map(|_| SegMeta::default()).collect();
@@ -440,6 +445,7 @@ impl Store {
             free: Mutex::new((1..limit as u32).rev().collect()),
             parked: Mutex::new((limit as u32..nsegs as u32).collect()),
             limit_segs: AtomicU32::new(limit as u32),
+            in_use: AtomicU32::new(1),
             memory_limit: AtomicUsize::new(cfg.memory_limit),
             evict: Mutex::new(Evict::default()),
             epoch: AtomicU64::new(0),
@@ -476,7 +482,7 @@ impl Store {
         self.memory_limit.load(Relaxed)
     }
 
-    /// log2 of the index's bucket count.
+    /// log2 of the index's bucket count at start (`hashpower_init`).
     pub fn hash_power(&self) -> u32 {
         self.hash_power
     }
@@ -611,7 +617,17 @@ impl Store {
                 st.set(pos, new);
                 self.unaccount(st, s, old_len);
             }
-            None => st.insert(loc.bucket, new),
+            None => {
+                let before = st.footprint();
+                st.insert(loc.bucket, new);
+                self.account(st, seg, len);
+                if st.wants_growth() {
+                    st.grow(|s| self.item_at(s).map_or(0, |it| self.index.locate(it.key()).bucket));
+                }
+                self.index.note_footprint(before, st.footprint());
+                bump(&c.total_items);
+                return;
+            }
         }
         self.account(st, seg, len);
         bump(&c.total_items);
@@ -628,7 +644,7 @@ impl Store {
             return Ok(s);
         }
         let mut ev = self.evict.lock();
-        for _ in 0..8 {
+        for _ in 0..16 {
             if let Some(s) = self.pop_free() {
                 self.open_segment(s);
                 return Ok(s);
@@ -637,7 +653,12 @@ impl Store {
             self.clear_segment(victim, &mut ev, c);
             if victim >= self.limit_segs.load(Relaxed) {
                 // Above a lowered limit: retire it instead of reusing it.
-                self.parked.lock().push(victim);
+                self.retire(victim, &self.parked);
+                continue;
+            }
+            if self.in_use.load(Relaxed) > self.segment_budget() {
+                // The index has grown into the segments' share of the limit.
+                self.retire(victim, &self.free);
                 continue;
             }
             let room = ev.target.filter(|&t| !self.is_flushed(t)).map_or(0, |t| self.room(t));
@@ -657,17 +678,40 @@ impl Store {
         Err(StoreError::OutOfMemory)
     }
 
-    /// A free segment within the current limit; those above it are parked.
+    /// How many segments may be in use: the memory limit covers the index
+    /// too, so that RSS stays near `-m` whatever the item size (memcached's
+    /// `-m` leaves its hash table out).
+    fn segment_budget(&self) -> u32 {
+        let spare = self.memory_limit.load(Relaxed).saturating_sub(self.index.memory());
+        let segs = u32::try_from(spare / self.arena.segment_size()).unwrap_or(u32::MAX);
+        segs.min(self.limit_segs.load(Relaxed)).max(2)
+    }
+
+    /// A free segment within the current limit and budget; free segments
+    /// above the limit are parked.
     fn pop_free(&self) -> Option<u32> {
+        if self.in_use.load(Relaxed) >= self.segment_budget() {
+            return None;
+        }
         let limit = self.limit_segs.load(Relaxed);
         let mut free = self.free.lock();
         while let Some(s) = free.pop() {
             if s < limit {
+                self.in_use.fetch_add(1, Relaxed);
                 return Some(s);
             }
             self.parked.lock().push(s);
         }
         None
+    }
+
+    /// Takes an emptied segment out of use and gives its memory back.
+    fn retire(&self, seg: u32, to: &Mutex<Vec<u32>>) {
+        // SAFETY: `seg` was cleared by the caller under the eviction lock: no
+        // item links into it and no writer holds it.
+        unsafe { self.arena.release(seg) };
+        self.in_use.fetch_sub(1, Relaxed);
+        to.lock().push(seg);
     }
 
     /// `cache_memlimit`: changes the memory limit at run time, within the
@@ -832,7 +876,7 @@ impl Store {
             segment_size: self.arena.segment_size() as u64,
             memory_limit: self.memory_limit() as u64,
             index_bytes: self.index.memory() as u64,
-            hash_power: self.hash_power,
+            hash_power: usize::BITS - 1 - self.index.main_buckets().leading_zeros(),
             ..StoreStats::default()
         };
         for i in 0..self.index.stripes() {

@@ -116,7 +116,8 @@ fn flush_all_now_and_later() {
 
 #[test]
 fn flushed_memory_is_reused_without_evicting() {
-    let (s, mut w) = store(4 << 20, false);
+    // Three million bytes a round: the limit holds them beside the index.
+    let (s, mut w) = store(5 << 20, false);
     let value = vec![b'v'; 1000];
     for round in 0..5 {
         for i in 0..3000u32 {
@@ -577,5 +578,30 @@ proptest! {
         other => other,
     }), 1..400)) {
         check(ops, 3 << 20, false)?;
+    }
+}
+
+#[test]
+fn the_index_grows_inside_the_memory_limit() {
+    let limit = 16 << 20;
+    let (s, mut w) = store(limit, true);
+    let start = s.stats();
+    for i in 0..400_000u32 {
+        let k = format!("key{i:09}");
+        assert_eq!(w.set(SetOp::Set, k.as_bytes(), 0, 0, k.as_bytes()), Ok(StoreOutcome::Stored));
+        let seg = s.arena.segment_size();
+        assert!(
+            s.in_use.load(Relaxed) as usize * seg + s.index.memory() <= limit + seg,
+            "segments and index over the limit at item {i}"
+        );
+    }
+    let end = s.stats();
+    assert!(end.hash_power > start.hash_power, "the index grew: {} -> {}", start.hash_power, end.hash_power);
+    assert!(end.evictions > 0 && end.curr_items > 200_000, "{end:?}");
+    // The index holds ~11 bytes per item, not a table sized for the worst case.
+    assert!(end.index_bytes < end.curr_items * 16 + (1 << 20), "{end:?}");
+    for i in 399_000..400_000u32 {
+        let k = format!("key{i:09}");
+        assert_eq!(get(&mut w, k.as_bytes()).map(|g| g.0), Some(k.into_bytes()), "recent item {i} lost");
     }
 }
