@@ -4,8 +4,8 @@
 //! appends items to its own active segment for the item's TTL class, so items
 //! of similar expiry share segments and a whole segment can be dropped once
 //! its last item has expired, without a scan. A full segment is sealed onto
-//! the eviction queues; its metadata (write offset, live items and bytes, latest expiry,
-//! epoch) is kept apart from its data.
+//! an eviction queue; its metadata (write offset, live items and bytes,
+//! latest expiry, epoch) is kept apart from its data.
 //!
 //! **CAS.** A fresh item's CAS is derived from where it was written:
 //! `epoch(segment) << offset_bits | offset`, where a segment gets a new epoch
@@ -21,9 +21,10 @@
 //! a tenth of the sealed segments, or the oldest segment of copied items
 //! (S3-FIFO's small and main queues, see [`Evict`]). Each live item of the
 //! victim is, under its bucket lock, either copied forward into the eviction
-//! target segment (when it was read since written) or unlinked. With `-M` (no evictions), only empty or expired segments are
-//! reclaimed, plus compaction of the sparsest segment when all its live items
-//! fit in the target; otherwise the write fails with out-of-memory.
+//! target segment (when it was read since written) or unlinked. With `-M` (no
+//! evictions), only empty or expired segments are reclaimed, plus compaction
+//! of the sparsest segment when all its live items fit in the target;
+//! otherwise the write fails with out-of-memory.
 //! Eviction runs under one mutex, taken once per segment allocated (not per
 //! request); lock order is eviction mutex → bucket lock, never the reverse.
 
@@ -344,7 +345,8 @@ const SMALL_QUEUE_PERCENT: usize = 10;
 /// one-hit keys a cache-aside miss stream writes cannot push out items that
 /// are read. Items read since written are copied forward into the target,
 /// which is sealed into `main`, a FIFO with reinsertion (CLOCK). Raised the
-/// hit ratio on workload 5 from 76.0% to 81.1% (memcached: 76.7%).
+/// hit ratio on workload 5 from 76.4% to 81.0% (memcached: 76.5%;
+/// `docs/benchmarks.md`).
 #[derive(Debug, Default)]
 struct Evict {
     /// Sealed segments of new writes, oldest first.
