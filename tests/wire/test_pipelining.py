@@ -124,3 +124,30 @@ def test_batch_arriving_while_the_last_one_is_served(make_server):
         c.send(batch)
         assert first + c.read_exact(2 * len(batch) - 4) == b"MN\r\n" * 2000
     c.close()
+
+
+def test_gets_read_ahead_see_writes_between_them(conn):
+    # Strata prefetches the keys of the reads at the front of its buffer
+    # (up to 32 at a time); a write among them must still be seen by the
+    # reads after it, and keys past the read-ahead window must be found.
+    keys = [b"ra%d" % i for i in range(40)]
+    request = b"".join(b"set %s 0 0 1\r\na\r\n" % k for k in keys)
+    expect(conn, request, b"STORED\r\n" * len(keys))
+    request = (
+        b"".join(b"get %s\r\n" % k for k in keys[:20])
+        + b"mg ra3 v\r\nmn\r\n"
+        + b"set ra21 0 0 1\r\nb\r\n"
+        + b"gat 0 ra21 ra22\r\n"
+        + b"get " + b" ".join(keys) + b"\r\n"
+    )
+    value = {k: b"b" if k == b"ra21" else b"a" for k in keys}
+    expected = (
+        b"".join(b"VALUE %s 0 1\r\na\r\nEND\r\n" % k for k in keys[:20])
+        + b"VA 1\r\na\r\nMN\r\n"
+        + b"STORED\r\n"
+        + b"VALUE ra21 0 1\r\nb\r\nVALUE ra22 0 1\r\na\r\nEND\r\n"
+        + b"".join(b"VALUE %s 0 1\r\n%s\r\n" % (k, value[k]) for k in keys)
+        + b"END\r\n"
+    )
+    expect(conn, request, expected)
+    assert_in_sync(conn)

@@ -13,6 +13,7 @@ pub mod binary;
 pub mod meta;
 pub mod numbers;
 pub mod ops;
+pub mod peek;
 pub mod reply;
 pub mod text;
 

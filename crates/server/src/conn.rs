@@ -15,8 +15,8 @@
 use std::io::{self, Read, Write};
 use std::sync::Arc;
 
-use strata_protocol::binary;
 use strata_protocol::text::{self, Parse};
+use strata_protocol::{binary, peek};
 
 use crate::config::Protocol;
 use crate::dispatch::{self, Outcome};
@@ -24,6 +24,10 @@ use crate::listen::Stream;
 use crate::ConnInfo;
 
 const INITIAL_BUF: usize = 16 * 1024;
+
+/// Keys read ahead per look at the buffer (see [`Conn::read_ahead`]): a
+/// 16-deep pipeline or a 16-key multi-get twice over.
+const READ_AHEAD_KEYS: usize = 32;
 
 /// The protocol a connection speaks, fixed by its first byte (or `-B`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -55,6 +59,8 @@ pub(crate) struct Conn {
     rbuf: Vec<u8>,
     rpos: usize,
     filled: usize,
+    /// `rbuf[..hinted]` has had its keys read ahead.
+    hinted: usize,
     /// Replies not yet written: `out[opos..]`.
     out: Vec<u8>,
     opos: usize,
@@ -80,6 +86,7 @@ impl Conn {
             rbuf: vec![0; INITIAL_BUF],
             rpos: 0,
             filled: 0,
+            hinted: 0,
             out: Vec::with_capacity(INITIAL_BUF),
             opos: 0,
             swallow: 0,
@@ -131,11 +138,13 @@ impl Conn {
         if self.rpos == self.filled {
             self.rpos = 0;
             self.filled = 0;
+            self.hinted = 0;
         }
         if self.rpos > 0 && (self.filled == self.rbuf.len() || self.rpos + want > self.rbuf.len()) {
             self.rbuf.copy_within(self.rpos..self.filled, 0);
             self.filled -= self.rpos;
             self.rpos = 0;
+            self.hinted = 0;
         }
         let target = if want > self.rbuf.len() {
             want
@@ -226,6 +235,9 @@ impl Conn {
                     stalled = true;
                     break;
                 }
+                if self.rpos >= self.hinted {
+                    self.read_ahead(ctx);
+                }
                 match self.step(ctx, &pconfig) {
                     Step::Done { outcome, consumed } => {
                         served += 1;
@@ -295,11 +307,37 @@ impl Conn {
             self.rbuf = vec![0; INITIAL_BUF];
             self.rpos = 0;
             self.filled = 0;
+            self.hinted = 0;
         }
         // With replies still queued the socket is full: its writable edge
         // will wake us. Otherwise come back if work was left.
         let more = (stalled || !drained) && self.pending_out() < max_output;
         Status::Open { more }
+    }
+
+    /// Prefetches what the plain reads at the front of the buffer will look
+    /// up (a pipeline of gets, the keys of a multi-get), so that they wait on
+    /// memory together instead of one key after another
+    /// ([`strata_store::Worker::prefetch`]). Only a hint: the requests are
+    /// parsed and run as usual after.
+    fn read_ahead(&mut self, ctx: &mut dispatch::Ctx<'_>) {
+        let buf = &self.rbuf[self.rpos..self.filled];
+        let mut keys: [&[u8]; READ_AHEAD_KEYS] = [&[]; READ_AHEAD_KEYS];
+        let mut n = 0;
+        let mut push = |k| {
+            keys[n] = k;
+            n += 1;
+        };
+        let covered = match self.proto {
+            Proto::Text => peek::text_keys(buf, READ_AHEAD_KEYS, &mut push),
+            Proto::Binary => peek::binary_keys(buf, READ_AHEAD_KEYS, &mut push),
+            Proto::Undecided => 0,
+        };
+        self.hinted = self.rpos + covered;
+        // One key is read next anyway: prefetching it would only add work.
+        if n > 1 {
+            ctx.store.prefetch(&keys[..n]);
+        }
     }
 
     /// Parses and runs the request at the front of the buffer, in the

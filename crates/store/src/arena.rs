@@ -82,6 +82,14 @@ impl Arena {
         unsafe { std::slice::from_raw_parts_mut(self.ptr(seg, off, len), len) }
     }
 
+    /// Starts loading the first cache line of the item at `off` of `seg`.
+    /// Safe with any location: nothing is read, and the address is only
+    /// computed (wrapping), never dereferenced.
+    pub fn prefetch(&self, seg: u32, off: usize) {
+        let at = (seg as usize).wrapping_mul(self.seg_size).wrapping_add(off);
+        crate::index::prefetch(self.base.as_ptr().wrapping_add(at));
+    }
+
     /// Gives the pages of `seg` back to the kernel; they read as zeros after.
     /// Only the whole pages inside the segment are released.
     ///

@@ -685,3 +685,28 @@ fn cache_aside_on_zipf_beats_an_lru_of_equal_size() {
     assert!(held > 12_000, "16 MiB holds ~13,000 1000-byte items, held {held}");
     assert!(ours >= lru + 0.03, "hit ratio {ours:.4} not 3 points above an LRU of {held} items: {lru:.4}");
 }
+
+#[test]
+fn prefetch_changes_nothing_a_read_can_see() {
+    let (s, mut w) = store(8 << 20, true);
+    // Enough keys that stripes grow while some are prefetched.
+    let keys: Vec<Vec<u8>> = (0..20_000u32).map(|i| format!("key:{i}").into_bytes()).collect();
+    for (i, k) in keys.iter().enumerate() {
+        set(&mut w, SetOp::Set, k, k);
+        if i % 1000 == 0 {
+            let batch: Vec<&[u8]> = keys[..=i].iter().rev().take(40).map(Vec::as_slice).collect();
+            w.prefetch(&batch);
+        }
+    }
+    let before = s.stats();
+    let mut batch: Vec<&[u8]> = keys.iter().step_by(97).map(Vec::as_slice).collect();
+    batch.extend([&b"missing"[..], b"", &[0xff; 250][..]]);
+    w.prefetch(&batch);
+    w.prefetch(&[]);
+    let after = s.stats();
+    assert_eq!(after, before);
+    for k in keys.iter().step_by(97) {
+        assert_eq!(get(&mut w, k).map(|g| g.0), Some(k.clone()));
+    }
+    assert_eq!(get(&mut w, b"missing"), None);
+}
