@@ -710,3 +710,34 @@ fn prefetch_changes_nothing_a_read_can_see() {
     }
     assert_eq!(get(&mut w, b"missing"), None);
 }
+
+#[test]
+fn overwrites_are_compacted_instead_of_filling_memory() {
+    // 4 MB of live items rewritten 25 times over in a 64 MB store: memory in
+    // use follows the live data, nothing is evicted, every key keeps its
+    // latest value.
+    let (s, mut w) = store(64 << 20, true);
+    let (keys, rounds) = (4000u64, 25u64);
+    let mut latest = vec![0u64; keys as usize];
+    let mut x = 0x9e37_79b9_7f4a_7c15u64;
+    for n in 0..keys * rounds {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        let k = if n < keys { n } else { x % keys };
+        latest[k as usize] = n;
+        let mut v = vec![b'.'; 1000];
+        v[..8].copy_from_slice(&n.to_le_bytes());
+        assert_eq!(set(&mut w, SetOp::Set, format!("key:{k}").as_bytes(), &v), StoreOutcome::Stored);
+    }
+    let st = s.stats();
+    let live_segs = st.bytes.div_ceil(st.segment_size);
+    let in_use = u64::from(s.in_use.load(Relaxed));
+    assert!(in_use <= 2 * live_segs + 4, "{in_use} segments in use for {live_segs} of live data");
+    assert_eq!((st.evictions, st.curr_items), (0, keys), "{st:?}");
+    assert!(st.reinserted > 0 && st.segments_reclaimed > 0, "{st:?}");
+    for (k, &n) in latest.iter().enumerate() {
+        let v = get(&mut w, format!("key:{k}").as_bytes()).map(|g| g.0);
+        assert_eq!(v.as_deref().map(|v| &v[..8]), Some(&n.to_le_bytes()[..]), "key {k}");
+    }
+}
