@@ -38,7 +38,13 @@ pub fn text_keys<'a>(buf: &'a [u8], max: usize, mut f: impl FnMut(&'a [u8])) -> 
         };
         let Some(nl) = memchr::memchr(b'\n', rest) else { break };
         let line = rest[skip..nl].strip_suffix(b"\r").unwrap_or(&rest[skip..nl]);
-        let keys = line.split(|&b| b == b' ').filter(|t| !t.is_empty()).skip(args_before_keys);
+        let mut next = 0;
+        let tokens = memchr::memchr_iter(b' ', line).chain(std::iter::once(line.len())).map(|end| {
+            let tok = &line[next..end];
+            next = end + 1;
+            tok
+        });
+        let keys = tokens.filter(|t| !t.is_empty()).skip(args_before_keys);
         for key in keys.take(if one_key { 1 } else { usize::MAX }) {
             if n == max {
                 break;
