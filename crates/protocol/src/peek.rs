@@ -10,6 +10,7 @@
 //! costs a wasted prefetch, nothing more.
 
 use crate::binary::{opcode, HEADER_LEN, REQUEST_MAGIC};
+use crate::text::split_tokens;
 
 /// Calls `f` on the keys of the text and meta read requests at the front of
 /// `buf`, at most `max` keys, and returns how many bytes of `buf` the lines
@@ -38,13 +39,7 @@ pub fn text_keys<'a>(buf: &'a [u8], max: usize, mut f: impl FnMut(&'a [u8])) -> 
         };
         let Some(nl) = memchr::memchr(b'\n', rest) else { break };
         let line = rest[skip..nl].strip_suffix(b"\r").unwrap_or(&rest[skip..nl]);
-        let mut next = 0;
-        let tokens = memchr::memchr_iter(b' ', line).chain(std::iter::once(line.len())).map(|end| {
-            let tok = &line[next..end];
-            next = end + 1;
-            tok
-        });
-        let keys = tokens.filter(|t| !t.is_empty()).skip(args_before_keys);
+        let keys = split_tokens(line).map(|(_, t)| t).skip(args_before_keys);
         for key in keys.take(if one_key { 1 } else { usize::MAX }) {
             if n == max {
                 break;

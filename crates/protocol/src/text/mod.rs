@@ -248,21 +248,24 @@ pub(crate) struct Line<'a> {
     pub after_command: &'a [u8],
 }
 
+/// The tokens of `line` split on single spaces (runs of spaces give no
+/// empty tokens), each with its offset. memchr, not a byte-at-a-time split:
+/// tokenizing is most of a short request's parse.
+pub(crate) fn split_tokens(line: &[u8]) -> impl Iterator<Item = (usize, &[u8])> {
+    let mut next = 0;
+    memchr::memchr_iter(b' ', line).chain(std::iter::once(line.len())).filter_map(move |end| {
+        let start = next;
+        next = end + 1;
+        (end > start).then(|| (start, &line[start..end]))
+    })
+}
+
 impl<'a> Line<'a> {
     fn new(line: &'a [u8]) -> Line<'a> {
         let mut tokens: [&'a [u8]; MAX_TOKENS] = [&[]; MAX_TOKENS];
         let mut n = 0;
         let mut after_command: &'a [u8] = &[];
-        let mut next = 0;
-        // memchr over the line, not a byte-at-a-time split: tokenizing is
-        // most of a short request's parse.
-        for end in memchr::memchr_iter(b' ', line).chain(std::iter::once(line.len())) {
-            let start = next;
-            next = end + 1;
-            let tok = &line[start..end];
-            if tok.is_empty() {
-                continue;
-            }
+        for (start, tok) in split_tokens(line) {
             if n == 0 {
                 after_command = line.get(start + tok.len()..).unwrap_or(&[]);
             }
