@@ -39,6 +39,9 @@ class Server:
         cmd = [binary]
         if listen:
             cmd += ["-l", "127.0.0.1", "-p", str(self.port)]
+        if self.kind == "strata" and os.environ.get("STRATA_IO"):
+            # Runs a suite over one I/O backend (-o io=uring|epoll).
+            cmd += ["-o", "io=" + os.environ["STRATA_IO"]]
         if self.kind == "memcached":
             cmd += ["-U", "0"]
             if os.geteuid() == 0:

@@ -14,6 +14,16 @@ pub enum Protocol {
     Binary,
 }
 
+/// `-o io=`: how workers do socket I/O.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum IoBackend {
+    /// io_uring where the kernel offers it, else epoll.
+    Auto,
+    /// io_uring, or refuse to start.
+    Uring,
+    Epoll,
+}
+
 /// Everything the network side needs to know.
 #[derive(Debug, Clone)]
 pub struct ServerConfig {
@@ -53,6 +63,8 @@ pub struct ServerConfig {
     pub sasl: Option<Arc<Credentials>>,
     /// `-Y`: users of memcached's ASCII authentication.
     pub auth_file: Option<Arc<Credentials>>,
+    /// `-o io=`.
+    pub io: IoBackend,
 }
 
 impl Default for ServerConfig {
@@ -76,6 +88,7 @@ impl Default for ServerConfig {
             protocol: Protocol::Auto,
             sasl: None,
             auth_file: None,
+            io: IoBackend::Auto,
         }
     }
 }

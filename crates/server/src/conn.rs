@@ -51,6 +51,53 @@ pub(crate) enum Status {
     Close,
 }
 
+/// What the io_uring worker should do after [`Conn::advance`].
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum Advance {
+    /// `more`: work is left that needs no new input (come back next turn).
+    /// `read`: everything buffered is used up; receive, with room for this
+    /// many unparsed bytes (0: any).
+    Open {
+        more: bool,
+        read: Option<usize>,
+    },
+    Close,
+}
+
+/// Where [`Conn::serve_buffered`] stopped.
+enum Served {
+    /// The buffer holds no complete request: read, with room for this many
+    /// unparsed bytes (0: any).
+    Need(usize),
+    /// Work is left, held back by the request budget or the reply limit.
+    Stalled,
+    /// `quit` (or a fatal binary request): only its replies are left.
+    Finished,
+    Close,
+}
+
+/// The settings a service pass works within.
+struct Limits {
+    /// Largest read buffer: one request (the largest item and its command
+    /// line, or the longest `get` line).
+    rbuf: usize,
+    max_output: usize,
+    reqs_per_event: usize,
+    parse: text::Config,
+}
+
+impl Limits {
+    fn of(ctx: &dispatch::Ctx<'_>) -> Limits {
+        let cfg = &ctx.shared.cfg;
+        Limits {
+            rbuf: (cfg.item_size_max + text::MAX_COMMAND_LINE + 2).max(cfg.max_get_line) + INITIAL_BUF,
+            max_output: cfg.max_output,
+            reqs_per_event: cfg.reqs_per_event.max(1),
+            parse: ctx.parse_config(),
+        }
+    }
+}
+
 pub(crate) struct Conn {
     pub stream: Stream,
     pub info: Arc<ConnInfo>,
@@ -61,9 +108,13 @@ pub(crate) struct Conn {
     filled: usize,
     /// `rbuf[..hinted]` has had its keys read ahead.
     hinted: usize,
-    /// Replies not yet written: `out[opos..]`.
+    /// Replies not yet written: `out[opos..]`, then (io_uring) those of
+    /// `sending[spos..]`, which a send in flight owns: new replies go to
+    /// `out` meanwhile, so the kernel's buffer never moves.
     out: Vec<u8>,
     opos: usize,
+    sending: Vec<u8>,
+    spos: usize,
     swallow: usize,
     resume: Option<usize>,
     close_after_write: bool,
@@ -89,6 +140,8 @@ impl Conn {
             hinted: 0,
             out: Vec::with_capacity(INITIAL_BUF),
             opos: 0,
+            sending: Vec::new(),
+            spos: 0,
             swallow: 0,
             resume: None,
             close_after_write: false,
@@ -102,7 +155,65 @@ impl Conn {
     }
 
     fn pending_out(&self) -> usize {
-        self.out.len() - self.opos
+        self.out.len() - self.opos + self.sending.len() - self.spos
+    }
+
+    /// io_uring: the bytes the next send should write, moving queued
+    /// replies into the send buffer when it is empty. The slice stays valid
+    /// and unmoved until [`Conn::sent`], as only that changes `sending`.
+    pub fn next_send(&mut self) -> Option<&[u8]> {
+        if self.spos == self.sending.len() && self.opos < self.out.len() {
+            self.sending.clear();
+            std::mem::swap(&mut self.sending, &mut self.out);
+            self.spos = std::mem::take(&mut self.opos);
+        }
+        (self.spos < self.sending.len()).then(|| &self.sending[self.spos..])
+    }
+
+    /// io_uring: a send wrote `n` bytes of [`Conn::next_send`]'s slice.
+    pub fn sent(&mut self, n: usize) {
+        self.spos = (self.spos + n).min(self.sending.len());
+        self.bytes_written += n as u64;
+        if self.spos == self.sending.len() {
+            self.sending.clear();
+            self.spos = 0;
+            if self.sending.capacity() > 4 * INITIAL_BUF {
+                self.sending.shrink_to(INITIAL_BUF);
+            }
+        }
+    }
+
+    /// io_uring: appends received bytes (empty: end of input). The buffer
+    /// grows past its usual limit only by what arrived before the worker's
+    /// request to stop receiving took effect (see [`Conn::pause_reading`]).
+    pub fn take(&mut self, bytes: &[u8]) {
+        if bytes.is_empty() {
+            self.eof = true;
+            return;
+        }
+        let unparsed = self.filled - self.rpos;
+        self.make_room(unparsed + bytes.len(), usize::MAX);
+        if self.rbuf.len() - self.filled < bytes.len() {
+            // make_room moved the unparsed bytes to the front and grew to
+            // fit them all, so this only guards the arithmetic.
+            self.rbuf.resize(self.filled + bytes.len(), 0);
+        }
+        self.rbuf[self.filled..self.filled + bytes.len()].copy_from_slice(bytes);
+        self.filled += bytes.len();
+        self.bytes_read += bytes.len() as u64;
+    }
+
+    /// io_uring: whether to stop receiving until the buffered work is done:
+    /// after `quit`, under back-pressure, or with a full buffer of complete
+    /// requests (the epoll path stops reading in the same cases).
+    pub fn pause_reading(&self, ctx: &dispatch::Ctx<'_>) -> bool {
+        self.close_after_write
+            || self.pending_out() >= ctx.shared.cfg.max_output
+            || self.filled - self.rpos >= INITIAL_BUF
+    }
+
+    pub fn at_eof(&self) -> bool {
+        self.eof
     }
 
     /// Writes as much pending output as the socket takes.
@@ -191,85 +302,35 @@ impl Conn {
         }
     }
 
-    /// Serves the connection after a readiness event (or leftover work).
+    /// Serves the connection after a readiness event (or leftover work): the
+    /// epoll path, which reads and writes the socket itself.
     pub fn service(&mut self, ctx: &mut dispatch::Ctx<'_>) -> Status {
-        let cfg = &ctx.shared.cfg;
-        let limit = (cfg.item_size_max + text::MAX_COMMAND_LINE + 2).max(cfg.max_get_line) + INITIAL_BUF;
-        let max_output = cfg.max_output;
-        let reqs_per_event = cfg.reqs_per_event.max(1);
-        let pconfig = ctx.parse_config();
-
+        let limits = Limits::of(ctx);
         if self.flush().is_err() {
             return Status::Close;
         }
-        if self.pending_out() >= max_output {
+        if self.pending_out() >= limits.max_output {
             return Status::Open { more: false };
         }
         let mut drained = true;
         // The socket was read empty during this call: once the buffer is
         // used up there is nothing to read until the next readiness event.
         let mut empty = false;
-        let mut need = 0;
         let mut served = 0;
         // Stopped with work left: the request budget ran out, or replies
         // piled up (back-pressure). Either way nothing new may arrive to wake
         // us (readiness is edge-triggered), so the worker must come back.
         let mut stalled = false;
         loop {
-            // After `quit` nothing more is read, even if its earlier replies
-            // needed several writes to leave.
-            if self.close_after_write {
-                break;
-            }
-            if self.swallow > 0 {
-                let n = self.swallow.min(self.filled - self.rpos);
-                self.rpos += n;
-                self.swallow -= n;
-            }
-            if self.swallow == 0 && self.rpos < self.filled {
-                if served >= reqs_per_event {
+            let need = match self.serve_buffered(ctx, &limits, &mut served) {
+                Served::Close => return Status::Close,
+                Served::Stalled => {
                     stalled = true;
                     break;
                 }
-                if self.pending_out() >= max_output {
-                    stalled = true;
-                    break;
-                }
-                if self.rpos >= self.hinted {
-                    self.read_ahead(ctx);
-                }
-                match self.step(ctx, &pconfig) {
-                    Step::Done { outcome, consumed } => {
-                        served += 1;
-                        self.stuck = false;
-                        match outcome {
-                            Outcome::Continue => self.rpos += consumed,
-                            Outcome::Resume(at) => {
-                                // Part of a multi-get is out; the rest waits
-                                // until the client has read some replies.
-                                self.resume = Some(at);
-                                stalled = true;
-                                break;
-                            }
-                            Outcome::Swallow(n) => {
-                                self.rpos += consumed;
-                                self.swallow = n;
-                            }
-                            Outcome::CloseAfterWrite => {
-                                self.rpos += consumed;
-                                self.close_after_write = true;
-                                break;
-                            }
-                        }
-                        continue;
-                    }
-                    Step::Incomplete { need: n } => {
-                        need = n;
-                        self.stuck = true;
-                    }
-                    Step::Close => return Status::Close,
-                }
-            }
+                Served::Finished => break,
+                Served::Need(n) => n,
+            };
             // Everything buffered is used up: read more, unless the socket
             // is known to be empty (that read would only return EAGAIN).
             if self.eof || !drained || empty {
@@ -280,7 +341,7 @@ impl Conn {
             // exactly the bytes just consumed would look like no progress
             // and strand a pipelined batch in the buffer.
             let before = self.bytes_read;
-            match self.fill(need, limit) {
+            match self.fill(need, limits.rbuf) {
                 Ok(d) => {
                     drained = d;
                     empty = d;
@@ -290,18 +351,109 @@ impl Conn {
             if self.bytes_read == before {
                 break;
             }
-            need = 0;
         }
         if self.flush().is_err() {
             return Status::Close;
         }
-        ctx.touch_conn(&self.info, self.state());
-        ctx.count_traffic(std::mem::take(&mut self.bytes_read), std::mem::take(&mut self.bytes_written));
-        if self.close_after_write && self.pending_out() == 0 {
+        if self.settle(ctx) {
             return Status::Close;
         }
-        if self.eof && !self.close_after_write && self.pending_out() == 0 {
-            return Status::Close;
+        // With replies still queued the socket is full: its writable edge
+        // will wake us. Otherwise come back if work was left.
+        let more = (stalled || !drained) && self.pending_out() < limits.max_output;
+        Status::Open { more }
+    }
+
+    /// Runs what is buffered without touching the socket: the io_uring
+    /// path, where the worker owns the reads and writes.
+    pub fn advance(&mut self, ctx: &mut dispatch::Ctx<'_>) -> Advance {
+        let limits = Limits::of(ctx);
+        let mut served = 0;
+        let mut stalled = false;
+        let mut read = None;
+        if self.pending_out() < limits.max_output {
+            match self.serve_buffered(ctx, &limits, &mut served) {
+                Served::Close => return Advance::Close,
+                Served::Stalled => stalled = true,
+                Served::Finished => {}
+                Served::Need(n) if !self.eof => read = Some(n),
+                Served::Need(_) => {}
+            }
+        }
+        if self.settle(ctx) {
+            return Advance::Close;
+        }
+        if self.close_after_write {
+            read = None;
+        }
+        let more = stalled && self.pending_out() < limits.max_output;
+        Advance::Open { more, read }
+    }
+
+    /// Parses and runs buffered requests until the buffer is used up, the
+    /// request budget or the reply limit is reached, or the connection is
+    /// to close.
+    fn serve_buffered(&mut self, ctx: &mut dispatch::Ctx<'_>, limits: &Limits, served: &mut usize) -> Served {
+        loop {
+            // After `quit` nothing more is read, even if its earlier replies
+            // needed several writes to leave.
+            if self.close_after_write {
+                return Served::Finished;
+            }
+            if self.swallow > 0 {
+                let n = self.swallow.min(self.filled - self.rpos);
+                self.rpos += n;
+                self.swallow -= n;
+            }
+            if self.swallow > 0 || self.rpos == self.filled {
+                return Served::Need(0);
+            }
+            if *served >= limits.reqs_per_event || self.pending_out() >= limits.max_output {
+                return Served::Stalled;
+            }
+            if self.rpos >= self.hinted {
+                self.read_ahead(ctx);
+            }
+            match self.step(ctx, &limits.parse) {
+                Step::Done { outcome, consumed } => {
+                    *served += 1;
+                    self.stuck = false;
+                    match outcome {
+                        Outcome::Continue => self.rpos += consumed,
+                        Outcome::Resume(at) => {
+                            // Part of a multi-get is out; the rest waits
+                            // until the client has read some replies.
+                            self.resume = Some(at);
+                            return Served::Stalled;
+                        }
+                        Outcome::Swallow(n) => {
+                            self.rpos += consumed;
+                            self.swallow = n;
+                        }
+                        Outcome::CloseAfterWrite => {
+                            self.rpos += consumed;
+                            self.close_after_write = true;
+                            return Served::Finished;
+                        }
+                    }
+                }
+                Step::Incomplete { need } => {
+                    self.stuck = true;
+                    return Served::Need(need);
+                }
+                Step::Close => return Served::Close,
+            }
+        }
+    }
+
+    /// Reports the connection's state and traffic; true once it is done:
+    /// its last reply is out after `quit` or end of input. Gives back an
+    /// idle oversized read buffer.
+    fn settle(&mut self, ctx: &mut dispatch::Ctx<'_>) -> bool {
+        ctx.touch_conn(&self.info, self.state());
+        ctx.count_traffic(std::mem::take(&mut self.bytes_read), std::mem::take(&mut self.bytes_written));
+        if (self.close_after_write || self.eof) && self.pending_out() == 0 {
+            return true;
         }
         if self.rpos == self.filled && self.rbuf.len() > INITIAL_BUF * 4 {
             self.rbuf = vec![0; INITIAL_BUF];
@@ -309,10 +461,7 @@ impl Conn {
             self.filled = 0;
             self.hinted = 0;
         }
-        // With replies still queued the socket is full: its writable edge
-        // will wake us. Otherwise come back if work was left.
-        let more = (stalled || !drained) && self.pending_out() < max_output;
-        Status::Open { more }
+        false
     }
 
     /// Prefetches what the plain reads at the front of the buffer will look

@@ -9,6 +9,7 @@
 
 pub mod auth;
 mod binary;
+mod bufring;
 pub mod config;
 mod conn;
 mod core;
@@ -16,6 +17,7 @@ mod dispatch;
 mod listen;
 mod meta;
 mod stats;
+mod uring;
 mod worker;
 
 use std::collections::BTreeMap;
@@ -31,7 +33,7 @@ use signal_hook_mio::v1_0::Signals;
 use strata_store::Store;
 
 pub use auth::{AuthError, Credentials};
-pub use config::{Protocol, ServerConfig};
+pub use config::{IoBackend, Protocol, ServerConfig};
 
 /// Errors that stop the server from starting or running.
 #[derive(Debug, thiserror::Error)]
@@ -68,6 +70,33 @@ pub(crate) struct Shared {
     pub conns: Mutex<BTreeMap<u64, Arc<ConnInfo>>>,
     pub listeners: Vec<(i32, String)>,
     pub acceptor: Arc<Waker>,
+}
+
+/// The event loop a worker runs, built before its thread starts so that a
+/// failure stops the server at start-up.
+enum Backend {
+    Uring(Box<io_uring::IoUring>),
+    Epoll(Poll),
+}
+
+impl Backend {
+    fn name(&self) -> &'static str {
+        match self {
+            Backend::Uring(_) => "io_uring",
+            Backend::Epoll(_) => "epoll",
+        }
+    }
+}
+
+fn backend(cfg: &ServerConfig, wake: &worker::Wake) -> io::Result<Backend> {
+    if cfg.io != IoBackend::Epoll {
+        match uring::ring(cfg.max_conns) {
+            Ok(ring) => return Ok(Backend::Uring(Box::new(ring))),
+            Err(e) if cfg.io == IoBackend::Uring => return Err(e),
+            Err(e) => tracing::info!(error = %e, "io_uring unavailable, using epoll"),
+        }
+    }
+    Ok(Backend::Epoll(worker::poll_for(wake)?))
 }
 
 const LISTENER_BASE: usize = 0;
@@ -108,14 +137,19 @@ pub fn run(cfg: ServerConfig, store: Arc<Store>) -> Result<(), ServerError> {
     let mut workers = Vec::new();
     for i in 0..threads {
         let (tx, rx) = mpsc::channel();
-        let wpoll = Poll::new()?;
-        let waker = Arc::new(Waker::new(wpoll.registry(), worker::WAKE)?);
+        let wake = Arc::new(worker::Wake::new()?);
+        let backend = backend(&shared.cfg, &wake)?;
+        if i == 0 {
+            tracing::info!(io = backend.name(), "workers");
+        }
         let sh = shared.clone();
         let stats = shared.workers[i].clone();
-        handles.push(
-            std::thread::Builder::new().name(format!("worker-{i}")).spawn(move || worker::run(sh, stats, wpoll, rx))?,
-        );
-        workers.push((tx, waker));
+        let w = wake.clone();
+        handles.push(std::thread::Builder::new().name(format!("worker-{i}")).spawn(move || match backend {
+            Backend::Uring(ring) => uring::run(sh, stats, *ring, w, rx),
+            Backend::Epoll(poll) => worker::run(sh, stats, poll, w, rx),
+        })?);
+        workers.push((tx, wake));
     }
 
     let ticker = {
@@ -168,10 +202,10 @@ pub fn run(cfg: ServerConfig, store: Arc<Store>) -> Result<(), ServerError> {
                                     state: AtomicU32::new(0),
                                 });
                                 shared.conns.lock().insert(next_id, info.clone());
-                                let (tx, waker) = &workers[next % workers.len()];
+                                let (tx, wake) = &workers[next % workers.len()];
                                 next += 1;
                                 if tx.send(worker::NewConn { id: next_id, stream, info }).is_ok() {
-                                    let _ = waker.wake();
+                                    wake.wake();
                                 }
                             }
                             Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
@@ -189,8 +223,8 @@ pub fn run(cfg: ServerConfig, store: Arc<Store>) -> Result<(), ServerError> {
     }
 
     shared.shutdown.store(true, Relaxed);
-    for (_, waker) in &workers {
-        let _ = waker.wake();
+    for (_, wake) in &workers {
+        wake.wake();
     }
     for h in handles {
         let _ = h.join();

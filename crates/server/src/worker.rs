@@ -1,4 +1,6 @@
-//! A worker thread: one `mio` event loop over the connections handed to it.
+//! A worker thread: one `mio` (epoll) event loop over the connections handed
+//! to it, and the eventfd that wakes a worker of either kind (`uring.rs` is
+//! the io_uring loop, chosen by `-o io=`).
 //!
 //! Each wake-up services every ready connection once; a connection that still
 //! has work (it hit `-R` requests, or its read buffer limit) is queued and
@@ -6,9 +8,11 @@
 //! starve the others.
 
 use std::io;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::{mpsc, Arc};
 
+use mio::unix::SourceFd;
 use mio::{Events, Interest, Poll, Token};
 
 use crate::conn::{Conn, Status};
@@ -18,6 +22,40 @@ use crate::stats::WorkerStats;
 use crate::{ConnInfo, Shared};
 
 pub(crate) const WAKE: Token = Token(usize::MAX);
+
+/// Wakes a worker to take new connections or to stop: an eventfd that the
+/// epoll loop watches and the io_uring loop keeps a read queued on.
+pub(crate) struct Wake(OwnedFd);
+
+impl Wake {
+    pub fn new() -> io::Result<Wake> {
+        // SAFETY: eventfd takes no pointers; the result is checked below.
+        let fd = unsafe { libc::eventfd(0, libc::EFD_NONBLOCK | libc::EFD_CLOEXEC) };
+        if fd < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        // SAFETY: `fd` was just opened and is owned by nothing else.
+        Ok(Wake(unsafe { OwnedFd::from_raw_fd(fd) }))
+    }
+
+    pub fn fd(&self) -> RawFd {
+        self.0.as_raw_fd()
+    }
+
+    pub fn wake(&self) {
+        let one: u64 = 1;
+        // SAFETY: writes 8 bytes from a live u64 to an fd we own. A full
+        // counter (EAGAIN) means a wake-up is already pending.
+        unsafe { libc::write(self.fd(), (&one as *const u64).cast(), 8) };
+    }
+
+    /// Resets the counter, so the next `wake` is a new edge.
+    fn drain(&self) {
+        let mut n: u64 = 0;
+        // SAFETY: reads at most 8 bytes into a live u64.
+        unsafe { libc::read(self.fd(), (&mut n as *mut u64).cast(), 8) };
+    }
+}
 
 /// A connection handed over by the acceptor.
 pub(crate) struct NewConn {
@@ -32,7 +70,20 @@ struct Slot {
     queued: bool,
 }
 
-pub(crate) fn run(shared: Arc<Shared>, stats: Arc<WorkerStats>, mut poll: Poll, rx: mpsc::Receiver<NewConn>) {
+/// An epoll instance watching `wake`, for [`run`].
+pub(crate) fn poll_for(wake: &Wake) -> io::Result<Poll> {
+    let poll = Poll::new()?;
+    poll.registry().register(&mut SourceFd(&wake.fd()), WAKE, Interest::READABLE)?;
+    Ok(poll)
+}
+
+pub(crate) fn run(
+    shared: Arc<Shared>,
+    stats: Arc<WorkerStats>,
+    mut poll: Poll,
+    wake: Arc<Wake>,
+    rx: mpsc::Receiver<NewConn>,
+) {
     let mut store = shared.store.worker();
     let mut slots: Vec<Option<Slot>> = Vec::new();
     let mut free: Vec<usize> = Vec::new();
@@ -53,6 +104,7 @@ pub(crate) fn run(shared: Arc<Shared>, stats: Arc<WorkerStats>, mut poll: Poll, 
         ready.append(&mut again);
         for ev in events.iter() {
             if ev.token() == WAKE {
+                wake.drain();
                 while let Ok(nc) = rx.try_recv() {
                     let i = free.pop().unwrap_or_else(|| {
                         slots.push(None);
@@ -105,7 +157,7 @@ pub(crate) fn run(shared: Arc<Shared>, stats: Arc<WorkerStats>, mut poll: Poll, 
     }
 }
 
-fn close(shared: &Shared, id: u64) {
+pub(crate) fn close(shared: &Shared, id: u64) {
     shared.conns.lock().remove(&id);
     shared.curr_conns.fetch_sub(1, Relaxed);
 }

@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use clap::{ArgAction, Parser};
-use strata_server::{Credentials, Protocol, ServerConfig};
+use strata_server::{Credentials, IoBackend, Protocol, ServerConfig};
 use strata_store::Config as StoreConfig;
 
 /// Strata: a memcached-compatible cache server.
@@ -77,7 +77,7 @@ pub struct Args {
     #[arg(short = 'v', long = "verbose", action = ArgAction::Count)]
     pub verbose: u8,
 
-    /// Extended options, comma separated: hashpower=N, max_get_line=BYTES
+    /// Extended options, comma separated: hashpower=N, max_get_line=BYTES, io=auto|uring|epoll
     #[arg(short = 'o', long = "extended", action = ArgAction::Append)]
     extended: Vec<String>,
 
@@ -171,6 +171,7 @@ impl Args {
         };
         let mut hash_power = 0;
         let mut max_get_line = 1 << 20;
+        let mut io = IoBackend::Auto;
         for opt in self.extended.iter().flat_map(|o| o.split(',')).filter(|o| !o.is_empty()) {
             let (k, v) = opt.split_once('=').unwrap_or((opt, ""));
             match k {
@@ -187,6 +188,14 @@ impl Args {
                         .ok()
                         .filter(|n| *n >= 2048)
                         .ok_or_else(|| format!("invalid max_get_line {v:?} (at least 2048)"))?
+                }
+                "io" => {
+                    io = match v {
+                        "auto" => IoBackend::Auto,
+                        "uring" | "io_uring" => IoBackend::Uring,
+                        "epoll" => IoBackend::Epoll,
+                        _ => return Err(format!("invalid io {v:?} (auto, uring or epoll)")),
+                    }
                 }
                 _ => return Err(format!("unknown extended option {k:?} (-o)")),
             }
@@ -257,6 +266,7 @@ impl Args {
             protocol,
             sasl,
             auth_file,
+            io,
         };
         Ok((store, server))
     }

@@ -1,0 +1,412 @@
+//! A worker thread on io_uring: the same connections, state machine and
+//! dispatch as the epoll loop in `worker.rs`, with the socket I/O moved into
+//! one ring per worker (`-o io=uring`; `auto` picks it where the kernel
+//! offers it).
+//!
+//! Why: the epoll loop pays a `recvfrom`, a `sendto` and a share of
+//! `epoll_wait` for every request. Here each connection keeps one multishot
+//! receive armed (it stays on the socket and completes once per arrival,
+//! into a buffer of the worker's [`BufRing`]), and each loop turn queues
+//! every connection's send and makes one `io_uring_enter` that submits them
+//! all and waits for the next completions. The TCP work inside the kernel is
+//! the same; what goes is the per-request system calls and readiness
+//! bookkeeping (`docs/benchmarks.md` has the figures).
+//!
+//! Buffer rule every `push` below relies on: a send reads the connection's
+//! send buffer ([`Conn::next_send`]), which is not touched until its
+//! completion; received bytes land in the ring's buffers, which the worker
+//! copies out and hands back at once. A closing connection cancels what it
+//! has in flight and is dropped only once both completions are back.
+//!
+//! The ring is `SINGLE_ISSUER | DEFER_TASKRUN`: the kernel runs completion
+//! work only when this thread asks for completions, so arrivals that land
+//! while a turn is being served are collected in one batch.
+
+use std::io;
+use std::sync::atomic::Ordering::Relaxed;
+use std::sync::{mpsc, Arc};
+
+use io_uring::{cqueue, opcode, squeue, types, IoUring};
+
+use crate::bufring::BufRing;
+use crate::conn::{Advance, Conn};
+use crate::dispatch::Ctx;
+use crate::stats::WorkerStats;
+use crate::worker::{close, NewConn, Wake};
+use crate::Shared;
+
+/// Submission queue entries per ring; a turn with more to queue submits
+/// early (the completion queue is sized for every connection).
+const RING_ENTRIES: u32 = 1024;
+
+/// Receive buffers per worker and their size: 64 × 8 KiB = 512 KiB. A turn
+/// hands every buffer back before the next wait, so this only needs to
+/// cover the arrivals of one turn; when it runs dry a receive ends with
+/// `ENOBUFS` and is re-armed.
+const RECV_BUFFERS: u16 = 64;
+const RECV_BUFFER_SIZE: usize = 8 << 10;
+const BUFFER_GROUP: u16 = 0;
+
+/// What a completion's `user_data` names: the operation in the low bits,
+/// the connection's slot above them.
+const OP_RECV: u64 = 0;
+const OP_SEND: u64 = 1;
+const OP_WAKE: u64 = 2;
+const OP_CANCEL: u64 = 3;
+const OP_BITS: u32 = 2;
+
+fn user_data(slot: usize, op: u64) -> u64 {
+    ((slot as u64) << OP_BITS) | op
+}
+
+/// Builds the ring a worker runs on (disabled until its thread enables it);
+/// an error means io_uring is missing or refused here (old kernel, seccomp,
+/// `kernel.io_uring_disabled`) and the caller falls back to epoll.
+pub(crate) fn ring(max_conns: usize) -> io::Result<IoUring> {
+    let cq = (2 * max_conns as u32).clamp(2 * RING_ENTRIES, 1 << 16);
+    // With SINGLE_ISSUER the thread that enables the ring, not this one,
+    // becomes its only submitter.
+    IoUring::builder()
+        .setup_r_disabled()
+        .setup_single_issuer()
+        .setup_defer_taskrun()
+        .setup_cqsize(cq)
+        .setup_clamp()
+        .build(RING_ENTRIES)
+}
+
+struct Slot {
+    id: u64,
+    conn: Conn,
+    /// A multishot receive is armed.
+    recv: bool,
+    /// Its cancellation has been asked for.
+    cancelling: bool,
+    send: bool,
+    /// Closing: its operations are being cancelled; dropped once none is left.
+    closing: bool,
+    /// Already in this turn's `ready` list.
+    queued: bool,
+}
+
+struct Loop<'a> {
+    shared: &'a Shared,
+    ring: IoUring,
+    bufs: BufRing,
+    slots: Vec<Option<Slot>>,
+    free: Vec<usize>,
+    ready: Vec<usize>,
+}
+
+pub(crate) fn run(
+    shared: Arc<Shared>,
+    stats: Arc<WorkerStats>,
+    ring: IoUring,
+    wake: Arc<Wake>,
+    rx: mpsc::Receiver<NewConn>,
+) {
+    let bufs = ring
+        .submitter()
+        .register_enable_rings()
+        .and_then(|_| BufRing::new(&ring.submitter(), RECV_BUFFERS, RECV_BUFFER_SIZE, BUFFER_GROUP));
+    let bufs = match bufs {
+        Ok(b) => b,
+        Err(e) => {
+            tracing::warn!(error = %e, "io_uring refused by this thread, using epoll");
+            match crate::worker::poll_for(&wake) {
+                Ok(poll) => return crate::worker::run(shared, stats, poll, wake, rx),
+                Err(e) => {
+                    // Nothing to serve with: stop the server rather than leave
+                    // the connections handed here unanswered.
+                    tracing::error!(error = %e, "worker cannot create an event loop");
+                    shared.shutdown.store(true, Relaxed);
+                    let _ = shared.acceptor.wake();
+                    return;
+                }
+            }
+        }
+    };
+    let mut store = shared.store.worker();
+    let mut lp = Loop { shared: &shared, ring, bufs, slots: Vec::new(), free: Vec::new(), ready: Vec::new() };
+    // The eventfd read lands here; boxed so the address stays put.
+    let mut wake_buf = Box::new(0u64);
+    let mut wake_armed = false;
+    let mut again: Vec<usize> = Vec::new();
+    let mut cqes: Vec<(u64, i32, u32)> = Vec::new();
+
+    while !shared.shutdown.load(Relaxed) {
+        if !wake_armed {
+            let sqe = opcode::Read::new(types::Fd(wake.fd()), (&mut *wake_buf as *mut u64).cast(), 8)
+                .build()
+                .user_data(OP_WAKE);
+            // `wake_buf` is boxed and outlives the ring's use of it (see the
+            // end of `run`).
+            lp.push(&sqe);
+            wake_armed = true;
+        }
+        match lp.ring.submit_and_wait(if again.is_empty() { 1 } else { 0 }) {
+            Ok(_) => {}
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            // EBUSY: completions must be reaped before more can be submitted.
+            Err(e) if e.raw_os_error() == Some(libc::EBUSY) => {}
+            Err(e) => {
+                tracing::error!(error = %e, "worker io_uring_enter failed");
+                break;
+            }
+        }
+        cqes.clear();
+        cqes.extend(lp.ring.completion().map(|c: cqueue::Entry| (c.user_data(), c.result(), c.flags())));
+        lp.ready.clear();
+        for i in again.drain(..) {
+            lp.mark(i);
+        }
+        for &(ud, res, flags) in &cqes {
+            let i = (ud >> OP_BITS) as usize;
+            match ud & ((1 << OP_BITS) - 1) {
+                OP_WAKE => {
+                    wake_armed = false;
+                    while let Ok(nc) = rx.try_recv() {
+                        lp.adopt(nc);
+                    }
+                }
+                OP_CANCEL => {}
+                OP_RECV => lp.received(i, res, flags),
+                _ => lp.sent(i, res),
+            }
+        }
+        let mut ctx = Ctx { shared: &shared, store: &mut store, stats: &stats };
+        let ready = std::mem::take(&mut lp.ready);
+        for &i in &ready {
+            if lp.serve(i, &mut ctx) {
+                again.push(i);
+            }
+        }
+        lp.ready = ready;
+    }
+    let clean = lp.shutdown();
+    let Loop { ring, bufs, .. } = lp;
+    drop(ring);
+    // The ring's teardown cancels what is left asynchronously: memory it may
+    // still write to is leaked rather than freed under it. The process is
+    // exiting.
+    if clean {
+        drop(bufs);
+    } else {
+        std::mem::forget(bufs);
+    }
+    if wake_armed {
+        std::mem::forget(wake_buf);
+    }
+}
+
+impl Loop<'_> {
+    /// Queues one entry, submitting first when the queue is full.
+    fn push(&mut self, sqe: &squeue::Entry) {
+        loop {
+            // SAFETY: every entry queued here points into memory that stays
+            // in place until its completion (module docs, buffer rule).
+            if unsafe { self.ring.submission().push(sqe) }.is_ok() {
+                return;
+            }
+            if let Err(e) = self.ring.submit() {
+                if e.kind() != io::ErrorKind::Interrupted && e.raw_os_error() != Some(libc::EBUSY) {
+                    tracing::error!(error = %e, "worker io_uring submit failed");
+                }
+            }
+        }
+    }
+
+    fn mark(&mut self, i: usize) {
+        if let Some(Some(s)) = self.slots.get_mut(i) {
+            if !s.queued {
+                s.queued = true;
+                self.ready.push(i);
+            }
+        }
+    }
+
+    fn adopt(&mut self, nc: NewConn) {
+        let i = self.free.pop().unwrap_or_else(|| {
+            self.slots.push(None);
+            self.slots.len() - 1
+        });
+        let conn = Conn::new(nc.stream, nc.info);
+        let slot = Slot { id: nc.id, conn, recv: false, cancelling: false, send: false, closing: false, queued: false };
+        self.slots[i] = Some(slot);
+        self.mark(i);
+    }
+
+    /// A receive completion: bytes (in a ring buffer), end of input, or the
+    /// end of the multishot receive.
+    fn received(&mut self, i: usize, res: i32, flags: u32) {
+        let bid = cqueue::buffer_select(flags);
+        let Some(Some(s)) = self.slots.get_mut(i) else {
+            if let Some(bid) = bid {
+                self.bufs.give_back(bid);
+            }
+            return;
+        };
+        if !cqueue::more(flags) {
+            s.recv = false;
+            s.cancelling = false;
+        }
+        let failed = match res {
+            n if n > 0 => {
+                if let Some(bid) = bid {
+                    if !s.closing {
+                        s.conn.take(self.bufs.bytes(bid, n as usize));
+                    }
+                }
+                false
+            }
+            0 => {
+                s.conn.take(&[]);
+                false
+            }
+            // Out of ring buffers, cancelled on purpose, or interrupted:
+            // `serve` re-arms it if the connection still wants input.
+            n if n == -libc::ENOBUFS || n == -libc::ECANCELED || n == -libc::EINTR || n == -libc::EAGAIN => false,
+            _ => true,
+        };
+        if let Some(bid) = bid {
+            self.bufs.give_back(bid);
+        }
+        if failed && !s.closing {
+            self.close(i);
+        } else {
+            self.mark(i);
+        }
+    }
+
+    fn sent(&mut self, i: usize, res: i32) {
+        let Some(Some(s)) = self.slots.get_mut(i) else { return };
+        s.send = false;
+        let failed = match res {
+            n if n >= 0 => {
+                s.conn.sent(n as usize);
+                false
+            }
+            n if n == -libc::EINTR || n == -libc::EAGAIN => false,
+            _ => true,
+        };
+        if failed && !s.closing {
+            self.close(i);
+        } else {
+            self.mark(i);
+        }
+    }
+
+    /// Runs a connection's buffered requests and queues its I/O. True when
+    /// it has work left that needs no new input.
+    fn serve(&mut self, i: usize, ctx: &mut Ctx<'_>) -> bool {
+        let Some(Some(s)) = self.slots.get_mut(i) else { return false };
+        s.queued = false;
+        if s.closing {
+            self.reap(i);
+            return false;
+        }
+        let (more, read) = match s.conn.advance(ctx) {
+            Advance::Open { more, read } => (more, read),
+            Advance::Close => {
+                self.close(i);
+                return false;
+            }
+        };
+        let fd = s.conn.stream.fd();
+        let mut sqes: [Option<squeue::Entry>; 2] = [None, None];
+        if !s.send {
+            if let Some(buf) = s.conn.next_send() {
+                let len = buf.len().min(u32::MAX as usize) as u32;
+                let send = opcode::Send::new(types::Fd(fd), buf.as_ptr(), len);
+                sqes[0] = Some(send.build().user_data(user_data(i, OP_SEND)));
+                s.send = true;
+            }
+        }
+        if read.is_some() && !s.recv && !s.conn.at_eof() {
+            let recv = opcode::RecvMulti::new(types::Fd(fd), BUFFER_GROUP);
+            sqes[1] = Some(recv.build().user_data(user_data(i, OP_RECV)));
+            s.recv = true;
+        } else if read.is_none() && s.recv && !s.cancelling && s.conn.pause_reading(ctx) {
+            // Stop taking input until the buffered work is done, as the
+            // epoll path stops reading; the socket's buffer then fills and
+            // TCP holds the client back.
+            sqes[1] = Some(opcode::AsyncCancel::new(user_data(i, OP_RECV)).build().user_data(OP_CANCEL));
+            s.cancelling = true;
+        }
+        for sqe in sqes.iter().flatten() {
+            self.push(sqe);
+        }
+        more
+    }
+
+    /// Starts closing slot `i`: cancels what it has in flight, or drops it
+    /// now if nothing is.
+    fn close(&mut self, i: usize) {
+        let Some(Some(s)) = self.slots.get_mut(i) else { return };
+        s.closing = true;
+        let mut cancels: [Option<u64>; 2] = [None, None];
+        if s.recv && !s.cancelling {
+            s.cancelling = true;
+            cancels[0] = Some(user_data(i, OP_RECV));
+        }
+        if s.send {
+            cancels[1] = Some(user_data(i, OP_SEND));
+        }
+        for ud in cancels.into_iter().flatten() {
+            self.push(&opcode::AsyncCancel::new(ud).build().user_data(OP_CANCEL));
+        }
+        self.reap(i);
+    }
+
+    /// Drops a closing slot once nothing of it is in flight.
+    fn reap(&mut self, i: usize) {
+        let Some(Some(s)) = self.slots.get(i) else { return };
+        if s.recv || s.send {
+            return;
+        }
+        if let Some(s) = self.slots[i].take() {
+            close(self.shared, s.id);
+            drop(s);
+            self.free.push(i);
+        }
+    }
+
+    /// On shutdown: cancels everything in flight and waits (briefly) for it,
+    /// so no buffer is freed while the kernel may still write to it. False
+    /// if something never came back; its memory is then leaked, not freed.
+    fn shutdown(&mut self) -> bool {
+        for i in 0..self.slots.len() {
+            self.close(i);
+        }
+        let wait = types::Timespec::new().nsec(10_000_000);
+        for _ in 0..100 {
+            if self.slots.iter().flatten().all(|s| !s.recv && !s.send) {
+                break;
+            }
+            let _ = self.ring.submitter().submit_with_args(1, &types::SubmitArgs::new().timespec(&wait));
+            let done: Vec<(u64, i32, u32)> =
+                self.ring.completion().map(|c| (c.user_data(), c.result(), c.flags())).collect();
+            for (ud, res, flags) in done {
+                let i = (ud >> OP_BITS) as usize;
+                match ud & ((1 << OP_BITS) - 1) {
+                    OP_RECV => self.received(i, res, flags),
+                    OP_SEND => self.sent(i, res),
+                    _ => {}
+                }
+            }
+            for i in 0..self.slots.len() {
+                self.reap(i);
+            }
+        }
+        let mut clean = true;
+        for s in self.slots.drain(..).flatten() {
+            close(self.shared, s.id);
+            clean = false;
+            std::mem::forget(s);
+        }
+        if clean {
+            let _ = self.ring.submitter().unregister_buf_ring(BUFFER_GROUP);
+        }
+        clean
+    }
+}
