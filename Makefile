@@ -9,6 +9,7 @@
 #   make pytest       the Python suites: tests/wire, tests/tool (strata-bench) and compat
 #   make bench        every bench/scenarios/*.toml side by side (strata, memcached, redis)
 #   make wire|compat  one of them
+#   make wire-epoll   the wire suite with the workers on epoll (-o io=epoll)
 #   make memccapable  libmemcached's memccapable protocol checker
 #   make capacity     1M small items into -m 64
 #   make concurrency  64 connections of mixed verified load (CONCURRENCY_SECS=20)
@@ -42,10 +43,10 @@ WIRE_DIR := $(wildcard tests/wire)
 # Server-facing stages need the release binary, unless they run against memcached.
 SERVER_DEPS := deps $(if $(filter memcached,$(WIRE_TARGET)),,build)
 
-.PHONY: bench test deps apt venv node build lint fmt clippy unit pytest wire compat \
+.PHONY: bench test deps apt venv node build lint fmt clippy unit pytest wire wire-epoll compat \
         memccapable capacity concurrency clean-venv fuzz fuzz-check
 
-test: deps build lint unit pytest memccapable capacity concurrency
+test: deps build lint unit pytest wire-epoll memccapable capacity concurrency
 	@echo "==> make test: all stages passed"
 
 deps: apt venv node
@@ -116,6 +117,13 @@ pytest: $(SERVER_DEPS)
 
 wire: $(SERVER_DEPS)
 	$(PYTEST) $(PYTEST_FLAGS) tests/wire
+
+# The wire suite again with the workers on epoll (the default is io_uring
+# where the kernel has it; tests/harness.py adds -o io=$$STRATA_IO).
+wire-epoll: $(SERVER_DEPS)
+	@if [ "$(WIRE_TARGET)" = memcached ]; then exit 0; fi; \
+	echo "==> pytest tests/wire (STRATA_IO=epoll)"; \
+	STRATA_IO=epoll $(PYTEST) $(PYTEST_FLAGS) tests/wire
 
 compat: $(SERVER_DEPS)
 	$(PYTEST) $(PYTEST_FLAGS) compat

@@ -65,6 +65,9 @@ pub struct ServerConfig {
     pub auth_file: Option<Arc<Credentials>>,
     /// `-o io=`.
     pub io: IoBackend,
+    /// `-o io_buffers=`: receive buffers (8 KiB each) per io_uring worker; a
+    /// power of two.
+    pub io_buffers: u16,
 }
 
 impl Default for ServerConfig {
@@ -89,6 +92,7 @@ impl Default for ServerConfig {
             sasl: None,
             auth_file: None,
             io: IoBackend::Auto,
+            io_buffers: 64,
         }
     }
 }

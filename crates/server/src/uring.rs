@@ -39,11 +39,11 @@ use crate::Shared;
 /// early (the completion queue is sized for every connection).
 const RING_ENTRIES: u32 = 1024;
 
-/// Receive buffers per worker and their size: 64 × 8 KiB = 512 KiB. A turn
-/// hands every buffer back before the next wait, so this only needs to
-/// cover the arrivals of one turn; when it runs dry a receive ends with
-/// `ENOBUFS` and is re-armed.
-const RECV_BUFFERS: u16 = 64;
+/// Receive buffer size; how many a worker has is `-o io_buffers=` (64 by
+/// default: 512 KiB). A turn hands every buffer back before the next wait,
+/// so they only need to cover the arrivals of one turn; when they run dry a
+/// receive ends with `ENOBUFS` and is re-armed, its bytes still waiting in
+/// the socket.
 const RECV_BUFFER_SIZE: usize = 8 << 10;
 const BUFFER_GROUP: u16 = 0;
 
@@ -108,7 +108,7 @@ pub(crate) fn run(
     let bufs = ring
         .submitter()
         .register_enable_rings()
-        .and_then(|_| BufRing::new(&ring.submitter(), RECV_BUFFERS, RECV_BUFFER_SIZE, BUFFER_GROUP));
+        .and_then(|_| BufRing::new(&ring.submitter(), shared.cfg.io_buffers, RECV_BUFFER_SIZE, BUFFER_GROUP));
     let bufs = match bufs {
         Ok(b) => b,
         Err(e) => {

@@ -77,7 +77,7 @@ pub struct Args {
     #[arg(short = 'v', long = "verbose", action = ArgAction::Count)]
     pub verbose: u8,
 
-    /// Extended options, comma separated: hashpower=N, max_get_line=BYTES, io=auto|uring|epoll
+    /// Extended options, comma separated: hashpower=N, max_get_line=BYTES, io=auto|uring|epoll, io_buffers=N
     #[arg(short = 'o', long = "extended", action = ArgAction::Append)]
     extended: Vec<String>,
 
@@ -172,6 +172,7 @@ impl Args {
         let mut hash_power = 0;
         let mut max_get_line = 1 << 20;
         let mut io = IoBackend::Auto;
+        let mut io_buffers = 64;
         for opt in self.extended.iter().flat_map(|o| o.split(',')).filter(|o| !o.is_empty()) {
             let (k, v) = opt.split_once('=').unwrap_or((opt, ""));
             match k {
@@ -196,6 +197,13 @@ impl Args {
                         "epoll" => IoBackend::Epoll,
                         _ => return Err(format!("invalid io {v:?} (auto, uring or epoll)")),
                     }
+                }
+                "io_buffers" => {
+                    io_buffers = v
+                        .parse::<u16>()
+                        .ok()
+                        .filter(|n| n.is_power_of_two() && (2..=4096).contains(n))
+                        .ok_or_else(|| format!("invalid io_buffers {v:?} (a power of two, 2 to 4096)"))?
                 }
                 _ => return Err(format!("unknown extended option {k:?} (-o)")),
             }
@@ -267,6 +275,7 @@ impl Args {
             sasl,
             auth_file,
             io,
+            io_buffers,
         };
         Ok((store, server))
     }
