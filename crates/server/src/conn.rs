@@ -56,10 +56,13 @@ pub(crate) enum Status {
 pub(crate) enum Advance {
     /// `more`: work is left that needs no new input (come back next turn).
     /// `read`: everything buffered is used up; receive, with room for this
-    /// many unparsed bytes (0: any).
+    /// many unparsed bytes (0: any). `held`: work is left but waits for
+    /// replies to drain below the limit (a send that drains them must bring
+    /// the connection back).
     Open {
         more: bool,
         read: Option<usize>,
+        held: bool,
     },
     Close,
 }
@@ -162,12 +165,35 @@ impl Conn {
     /// replies into the send buffer when it is empty. The slice stays valid
     /// and unmoved until [`Conn::sent`], as only that changes `sending`.
     pub fn next_send(&mut self) -> Option<&[u8]> {
+        self.stage_send();
+        (self.spos < self.sending.len()).then(|| &self.sending[self.spos..])
+    }
+
+    fn stage_send(&mut self) {
         if self.spos == self.sending.len() && self.opos < self.out.len() {
             self.sending.clear();
             std::mem::swap(&mut self.sending, &mut self.out);
             self.spos = std::mem::take(&mut self.opos);
         }
-        (self.spos < self.sending.len()).then(|| &self.sending[self.spos..])
+    }
+
+    /// io_uring, with no send in flight: writes what is queued with plain
+    /// `send` calls until the socket is full. Whatever it does not take is
+    /// left for [`Conn::next_send`].
+    pub fn send_now(&mut self) -> io::Result<()> {
+        loop {
+            self.stage_send();
+            if self.spos == self.sending.len() {
+                return Ok(());
+            }
+            match self.stream.write(&self.sending[self.spos..]) {
+                Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
+                Ok(n) => self.sent(n),
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(()),
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(e),
+            }
+        }
     }
 
     /// io_uring: a send wrote `n` bytes of [`Conn::next_send`]'s slice.
@@ -214,6 +240,11 @@ impl Conn {
 
     pub fn at_eof(&self) -> bool {
         self.eof
+    }
+
+    /// Replies are below the back-pressure limit again.
+    pub fn below_reply_limit(&self, ctx: &dispatch::Ctx<'_>) -> bool {
+        self.pending_out() < ctx.shared.cfg.max_output
     }
 
     /// Writes as much pending output as the socket takes.
@@ -371,7 +402,11 @@ impl Conn {
         let mut served = 0;
         let mut stalled = false;
         let mut read = None;
-        if self.pending_out() < limits.max_output {
+        if self.pending_out() >= limits.max_output {
+            // Nothing runs until the replies drain; whatever is buffered
+            // (or a multi-get part way) waits for that.
+            stalled = true;
+        } else {
             match self.serve_buffered(ctx, &limits, &mut served) {
                 Served::Close => return Advance::Close,
                 Served::Stalled => stalled = true,
@@ -387,7 +422,7 @@ impl Conn {
             read = None;
         }
         let more = stalled && self.pending_out() < limits.max_output;
-        Advance::Open { more, read }
+        Advance::Open { more, read, held: stalled && !more }
     }
 
     /// Parses and runs buffered requests until the buffer is used up, the

@@ -177,7 +177,7 @@ pub(crate) fn run(
         let mut ctx = Ctx { shared: &shared, store: &mut store, stats: &stats };
         let ready = std::mem::take(&mut lp.ready);
         for &i in &ready {
-            if lp.serve(i, &mut ctx) {
+            if lp.serve(i, &mut ctx, ready.len() == 1) {
                 again.push(i);
             }
         }
@@ -297,16 +297,21 @@ impl Loop<'_> {
     }
 
     /// Runs a connection's buffered requests and queues its I/O. True when
-    /// it has work left that needs no new input.
-    fn serve(&mut self, i: usize, ctx: &mut Ctx<'_>) -> bool {
+    /// it has work left that needs no new input. `alone`: it is the only
+    /// connection this turn serves, so its replies go out with a plain
+    /// `send` — one system call, where a ring send would cost a completion
+    /// and a second `io_uring_enter` before the worker can sleep (measured:
+    /// 13.7 against 14.3 µs/op at one connection). Several connections'
+    /// replies are cheaper batched through the ring.
+    fn serve(&mut self, i: usize, ctx: &mut Ctx<'_>, alone: bool) -> bool {
         let Some(Some(s)) = self.slots.get_mut(i) else { return false };
         s.queued = false;
         if s.closing {
             self.reap(i);
             return false;
         }
-        let (more, read) = match s.conn.advance(ctx) {
-            Advance::Open { more, read } => (more, read),
+        let (mut more, read, held) = match s.conn.advance(ctx) {
+            Advance::Open { more, read, held } => (more, read, held),
             Advance::Close => {
                 self.close(i);
                 return false;
@@ -314,6 +319,15 @@ impl Loop<'_> {
         };
         let fd = s.conn.stream.fd();
         let mut sqes: [Option<squeue::Entry>; 2] = [None, None];
+        if alone && !s.send {
+            if s.conn.send_now().is_err() {
+                self.close(i);
+                return false;
+            }
+            // Held back by its replies, which the socket just took: nothing
+            // else would wake it (no send completion is coming).
+            more |= held && s.conn.below_reply_limit(ctx);
+        }
         if !s.send {
             if let Some(buf) = s.conn.next_send() {
                 let len = buf.len().min(u32::MAX as usize) as u32;
