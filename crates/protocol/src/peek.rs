@@ -3,18 +3,25 @@
 //! items into the CPU cache before it runs the requests one by one.
 //!
 //! A hint, not a parse: nothing here decides how a request is answered. It
-//! walks only whole, plain read requests (`get`, `gets`, `gat`, `gats`,
-//! `mg`, and the no-ops `mn` and binary NOOP between them) and stops at
-//! anything else, because after a storage command the bytes that follow are
-//! data that may look like commands. A malformed request it yields keys for
-//! costs a wasted prefetch, nothing more.
+//! walks whole, plain read requests (`get`, `gets`, `gat`, `gats`, `mg`,
+//! and the no-ops `mn` and binary NOOP between them). A text storage
+//! command (`set`, `add`, `replace`, `append`, `prepend`, `cas`, `ms`)
+//! yields its key and ends the walk, because the bytes after its line are
+//! data that may look like commands; binary storage, delete and arithmetic
+//! requests carry their length, so their keys are yielded and the walk goes
+//! on. Anything else ends it. A malformed request it yields keys for costs a
+//! wasted prefetch, nothing more.
 
 use crate::binary::{opcode, HEADER_LEN, REQUEST_MAGIC};
 use crate::text::split_tokens;
 
+/// Text and meta commands whose data follows their line.
+const STORAGE: [&[u8]; 7] = [b"set ", b"add ", b"replace ", b"append ", b"prepend ", b"cas ", b"ms "];
+
 /// Calls `f` on the keys of the text and meta read requests at the front of
-/// `buf`, at most `max` keys, and returns how many bytes of `buf` the lines
-/// it walked cover (a line whose keys ran past `max` counts as walked).
+/// `buf` (and of a storage command that ends them), at most `max` keys, and
+/// returns how many bytes of `buf` the lines it walked cover (a line whose
+/// keys ran past `max` counts as walked).
 pub fn text_keys<'a>(buf: &'a [u8], max: usize, mut f: impl FnMut(&'a [u8])) -> usize {
     let mut pos = 0;
     let mut n = 0;
@@ -34,6 +41,14 @@ pub fn text_keys<'a>(buf: &'a [u8], max: usize, mut f: impl FnMut(&'a [u8])) -> 
         } else if rest.starts_with(b"mn\r\n") {
             pos += 4;
             continue;
+        } else if let Some(skip) = STORAGE.iter().find(|p| rest.starts_with(p)).map(|p| p.len()) {
+            // The key of the storage command that ends the walk.
+            let Some(nl) = memchr::memchr(b'\n', rest) else { break };
+            if let Some((_, key)) = split_tokens(&rest[skip..nl]).next() {
+                f(key);
+            }
+            pos += nl + 1;
+            break;
         } else {
             break;
         };
@@ -52,9 +67,10 @@ pub fn text_keys<'a>(buf: &'a [u8], max: usize, mut f: impl FnMut(&'a [u8])) -> 
     pos
 }
 
-/// Calls `f` on the keys of the binary GET, GETQ, GETK and GETKQ requests at
-/// the front of `buf` (NOOPs between them are passed over), at most `max`
-/// keys, and returns how many bytes of `buf` the requests walked cover.
+/// Calls `f` on the keys of the binary requests at the front of `buf` that
+/// look a key up (gets, storage, delete, arithmetic, touch; NOOPs between
+/// them are passed over), at most `max` keys, and returns how many bytes of
+/// `buf` the requests walked cover.
 pub fn binary_keys<'a>(buf: &'a [u8], max: usize, mut f: impl FnMut(&'a [u8])) -> usize {
     let mut pos = 0;
     let mut n = 0;
@@ -69,7 +85,31 @@ pub fn binary_keys<'a>(buf: &'a [u8], max: usize, mut f: impl FnMut(&'a [u8])) -
         let body_len = u32::from_be_bytes([h[8], h[9], h[10], h[11]]) as usize;
         let Some(request) = rest.get(..HEADER_LEN.saturating_add(body_len)) else { break };
         match h[1] {
-            opcode::GET | opcode::GETQ | opcode::GETK | opcode::GETKQ => {
+            opcode::GET
+            | opcode::GETQ
+            | opcode::GETK
+            | opcode::GETKQ
+            | opcode::SET
+            | opcode::SETQ
+            | opcode::ADD
+            | opcode::ADDQ
+            | opcode::REPLACE
+            | opcode::REPLACEQ
+            | opcode::APPEND
+            | opcode::APPENDQ
+            | opcode::PREPEND
+            | opcode::PREPENDQ
+            | opcode::DELETE
+            | opcode::DELETEQ
+            | opcode::INCREMENT
+            | opcode::INCREMENTQ
+            | opcode::DECREMENT
+            | opcode::DECREMENTQ
+            | opcode::TOUCH
+            | opcode::GAT
+            | opcode::GATQ
+            | opcode::GATK
+            | opcode::GATKQ => {
                 let Some(key) = request.get(HEADER_LEN + extras_len..HEADER_LEN + extras_len + key_len) else {
                     break;
                 };
@@ -134,10 +174,31 @@ mod tests {
 
     #[test]
     fn text_walks_reads_and_stops_at_anything_else() {
-        let buf = b"get a b\r\nmg c v t\r\nmn\r\ngets d\ngat 10 e f\r\nset x 0 0 1\r\nget y\r\n";
+        let buf = b"get a b\r\nmg c v t\r\nmn\r\ngets d\ngat 10 e f\r\ndelete x\r\nget y\r\n";
         let (keys, covered) = text(buf, 32);
         assert_eq!(keys, [&b"a"[..], b"b", b"c", b"d", b"e", b"f"]);
-        assert_eq!(&buf[covered..], b"set x 0 0 1\r\nget y\r\n");
+        assert_eq!(&buf[covered..], b"delete x\r\nget y\r\n");
+    }
+
+    #[test]
+    fn text_takes_a_storage_commands_key_and_stops_before_its_data() {
+        for (cmd, key) in [
+            (&b"set x 0 0 9\r\n"[..], &b"x"[..]),
+            (b"add x2 1 2 9\r\n", b"x2"),
+            (b"replace r 0 0 9\r\n", b"r"),
+            (b"append a 0 0 9\r\n", b"a"),
+            (b"prepend p 0 0 9\r\n", b"p"),
+            (b"cas c 0 0 9 77\r\n", b"c"),
+            (b"ms m 9 T0\r\n", b"m"),
+        ] {
+            let buf = [&b"get g\r\n"[..], cmd, b"get y\r\n\r\n"].concat();
+            let (keys, covered) = text(&buf, 32);
+            assert_eq!(keys, [&b"g"[..], key]);
+            // The data (here "get y\r\n") is never read as a command.
+            assert_eq!(&buf[covered..], b"get y\r\n\r\n");
+        }
+        assert_eq!(text(b"set k 0 0 1\r\n", 0), (vec![], 0));
+        assert_eq!(text(b"set k 0 0 1", 32), (vec![], 0), "an unfinished line is not walked");
     }
 
     #[test]
@@ -155,11 +216,15 @@ mod tests {
         let mut buf = bin_request(opcode::GETKQ, &[], b"k1", &[]);
         buf.extend(bin_request(opcode::NOOP, &[], &[], &[]));
         buf.extend(bin_request(opcode::GET, &[], b"k2", &[]));
-        let reads = buf.len();
-        buf.extend(bin_request(opcode::SET, &[0; 8], b"k3", b"GET"));
-        buf.extend(bin_request(opcode::GET, &[], b"k4", &[]));
+        // A value is length-delimited, so the walk goes on past it.
+        buf.extend(bin_request(opcode::SETQ, &[0; 8], b"k3", b"GET"));
+        buf.extend(bin_request(opcode::DELETE, &[], b"k4", &[]));
+        buf.extend(bin_request(opcode::INCREMENT, &[0; 20], b"k5", &[]));
+        let walked = buf.len();
+        buf.extend(bin_request(opcode::FLUSH, &[], &[], &[]));
+        buf.extend(bin_request(opcode::GET, &[], b"k6", &[]));
         let (keys, covered) = binary(&buf, 32);
-        assert_eq!((keys, covered), (vec![&b"k1"[..], b"k2"], reads));
+        assert_eq!((keys, covered), (vec![&b"k1"[..], b"k2", b"k3", b"k4", b"k5"], walked));
     }
 
     #[test]

@@ -505,22 +505,39 @@ impl Conn {
     /// ([`strata_store::Worker::prefetch`]). Only a hint: the requests are
     /// parsed and run as usual after.
     fn read_ahead(&mut self, ctx: &mut dispatch::Ctx<'_>) {
-        let buf = &self.rbuf[self.rpos..self.filled];
         let mut keys: [&[u8]; READ_AHEAD_KEYS] = [&[]; READ_AHEAD_KEYS];
         let mut n = 0;
-        let mut push = |k| {
+        let covered = self.peek_front(READ_AHEAD_KEYS, |k| {
             keys[n] = k;
             n += 1;
-        };
-        let covered = match self.proto {
-            Proto::Text => peek::text_keys(buf, READ_AHEAD_KEYS, &mut push),
-            Proto::Binary => peek::binary_keys(buf, READ_AHEAD_KEYS, &mut push),
-            Proto::Undecided => 0,
-        };
-        self.hinted = self.rpos + covered;
+        });
         // One key is read next anyway: prefetching it would only add work.
         if n > 1 {
             ctx.store.prefetch(&keys[..n]);
+        }
+        self.hinted = self.rpos + covered;
+    }
+
+    /// Hands `f` the keys (at most `max`) of the requests at the front of
+    /// the unparsed bytes, once per stretch of buffer: what this covered is
+    /// not read ahead again. The io_uring worker gathers these from every
+    /// connection of a turn before running any (a lone set has nothing to
+    /// be read ahead of on its own connection).
+    pub fn look_ahead(&mut self, max: usize, f: impl FnMut(&[u8])) {
+        if self.rpos < self.hinted {
+            return;
+        }
+        let covered = self.peek_front(max, f);
+        self.hinted = self.rpos + covered;
+    }
+
+    /// [`peek`] over the unparsed bytes, in the connection's protocol.
+    fn peek_front<'a>(&'a self, max: usize, f: impl FnMut(&'a [u8])) -> usize {
+        let buf = &self.rbuf[self.rpos..self.filled];
+        match self.proto {
+            Proto::Text => peek::text_keys(buf, max, f),
+            Proto::Binary => peek::binary_keys(buf, max, f),
+            Proto::Undecided => 0,
         }
     }
 

@@ -34,6 +34,7 @@ use crate::dispatch::Ctx;
 use crate::stats::WorkerStats;
 use crate::worker::{close, NewConn, Wake};
 use crate::Shared;
+use strata_store::Hint;
 
 /// Submission queue entries per ring; a turn with more to queue submits
 /// early (the completion queue is sized for every connection).
@@ -176,6 +177,7 @@ pub(crate) fn run(
         }
         let mut ctx = Ctx { shared: &shared, store: &mut store, stats: &stats };
         let ready = std::mem::take(&mut lp.ready);
+        lp.read_ahead(&ready, &ctx);
         for &i in &ready {
             if lp.serve(i, &mut ctx, ready.len() == 1) {
                 again.push(i);
@@ -199,7 +201,40 @@ pub(crate) fn run(
     }
 }
 
+/// Keys read ahead per turn, across its connections.
+const TURN_READ_AHEAD: usize = 32;
+
 impl Loop<'_> {
+    /// Starts loading the index buckets, then the items, of the requests at
+    /// the front of every connection this turn will serve, so that their
+    /// cache misses overlap. A connection's own read-ahead covers only its
+    /// own pipeline; with one request in flight per connection (most
+    /// clients) that is one key, which nothing overlaps with, but a turn
+    /// serves several connections and all their bytes are in by now.
+    fn read_ahead(&mut self, ready: &[usize], ctx: &Ctx<'_>) {
+        if ready.len() < 2 {
+            return;
+        }
+        let mut hints = [Hint::default(); TURN_READ_AHEAD];
+        let mut n = 0;
+        for &i in ready {
+            let Some(Some(s)) = self.slots.get_mut(i) else { continue };
+            if s.closing {
+                continue;
+            }
+            s.conn.look_ahead(TURN_READ_AHEAD - n, |key| {
+                hints[n] = ctx.store.prefetch_bucket(key);
+                n += 1;
+            });
+            if n == TURN_READ_AHEAD {
+                break;
+            }
+        }
+        if n > 1 {
+            ctx.store.prefetch_items(&hints[..n]);
+        }
+    }
+
     /// Queues one entry, submitting first when the queue is full.
     fn push(&mut self, sqe: &squeue::Entry) {
         loop {

@@ -20,6 +20,6 @@ pub mod timelog;
 
 pub use clock::Clock;
 pub use store::{
-    Arith, ArithOutcome, Config, Counted, Delete, DeleteOutcome, Inspect, ItemView, ReadOpts, SetOp, Store, StoreError,
-    StoreOutcome, StoreStats, Stored, Worker, Write,
+    Arith, ArithOutcome, Config, Counted, Delete, DeleteOutcome, Hint, Inspect, ItemView, ReadOpts, SetOp, Store,
+    StoreError, StoreOutcome, StoreStats, Stored, Worker, Write,
 };

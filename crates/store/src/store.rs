@@ -1047,6 +1047,18 @@ enum Rewritten<E, T> {
     Written(E, u64),
 }
 
+/// Where [`Worker::prefetch_bucket`] found a key's bucket, for
+/// [`Worker::prefetch_items`].
+#[derive(Debug, Clone, Copy)]
+pub struct Hint(Loc);
+
+impl Default for Hint {
+    /// A placeholder for arrays of hints; prefetching it is harmless.
+    fn default() -> Hint {
+        Hint(Loc { stripe: 0, bucket: 0, tag: 0 })
+    }
+}
+
 /// One worker thread's handle: the shared store and the worker's own state.
 pub struct Worker {
     store: Arc<Store>,
@@ -1161,20 +1173,35 @@ impl Worker {
     /// is missing or moves meanwhile only costs a wasted prefetch.
     pub fn prefetch(&self, keys: &[&[u8]]) {
         const BATCH: usize = 16;
-        let st = &*self.store;
         for chunk in keys.chunks(BATCH) {
-            let mut locs = [Loc { stripe: 0, bucket: 0, tag: 0 }; BATCH];
-            for (loc, key) in locs.iter_mut().zip(chunk) {
-                *loc = st.index.locate(key);
-                st.index.prefetch(*loc);
+            let mut hints = [Hint::default(); BATCH];
+            for (hint, key) in hints.iter_mut().zip(chunk) {
+                *hint = self.prefetch_bucket(key);
             }
-            // By now the first buckets have arrived; the lock is needed to
-            // read a slot, as a table may be replaced while it is read.
-            for loc in &locs[..chunk.len()] {
-                let found = st.index.lock(loc.stripe).find(loc.bucket, |s| slot::tag(s) == loc.tag);
-                if let Some((_, s)) = found {
-                    st.arena.prefetch(slot::seg(s), st.byte_off(s));
-                }
+            self.prefetch_items(&hints[..chunk.len()]);
+        }
+    }
+
+    /// The first half of [`Worker::prefetch`] for one key: starts loading
+    /// its index bucket and returns where to look for its item. For callers
+    /// that gather keys from several places (the io_uring worker reads
+    /// ahead across every connection a turn serves).
+    pub fn prefetch_bucket(&self, key: &[u8]) -> Hint {
+        let loc = self.store.index.locate(key);
+        self.store.index.prefetch(loc);
+        Hint(loc)
+    }
+
+    /// The second half: by now the first buckets have arrived; starts
+    /// loading the items they point at.
+    pub fn prefetch_items(&self, hints: &[Hint]) {
+        let st = &*self.store;
+        // The lock is needed to read a slot, as a table may be replaced
+        // while it is read.
+        for Hint(loc) in hints {
+            let found = st.index.lock(loc.stripe).find(loc.bucket, |s| slot::tag(s) == loc.tag);
+            if let Some((_, s)) = found {
+                st.arena.prefetch(slot::seg(s), st.byte_off(s));
             }
         }
     }
