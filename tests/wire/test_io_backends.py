@@ -10,7 +10,7 @@ import time
 import pytest
 
 from harness import Conn, Server, free_port
-from wirelib import READ_TIMEOUT, assert_in_sync, expect, read_n, run_binary, stats
+from wirelib import READ_TIMEOUT, assert_in_sync, expect, read_line_or_partial, read_n, run_binary, stats
 
 pytestmark = pytest.mark.strata_only
 
@@ -113,3 +113,28 @@ def test_bad_io_options_are_refused(opt, message):
     r = run_binary(["-o", opt, "-l", "127.0.0.1", "-p", str(free_port())])
     assert r.returncode != 0
     assert message in r.stderr
+
+
+@pytest.mark.parametrize("tail", [b"", b"quit\r\n"], ids=["eof", "quit"])
+@pytest.mark.parametrize("reqs_per_event", ["20", "1"])
+def test_requests_then_half_close_get_replies_then_close(tail, reqs_per_event):
+    # A client that writes its requests and shuts down its sending side
+    # (`printf ... | nc -N`) must get every reply, then see the server close.
+    for opt in BACKENDS.values():
+        srv = Server(["-t", "1", "-R", reqs_per_event, "-o", opt])
+        try:
+            c = connect(srv)
+            expect(c, b"set h 0 0 2\r\nhi\r\n", b"STORED\r\n")
+            c.send(b"get h\r\n" * 3 + b"version\r\n" + tail)
+            c.sock.shutdown(socket.SHUT_WR)
+            want = b"VALUE h 0 2\r\nhi\r\nEND\r\n" * 3
+            assert read_n(c, len(want)) == want, opt
+            assert read_line_or_partial(c).startswith(b"VERSION "), opt
+            assert c.is_closed(), opt
+            other = connect(srv)
+            deadline = time.monotonic() + 5
+            while stats(other)["curr_connections"] != "1" and time.monotonic() < deadline:
+                time.sleep(0.02)
+            assert stats(other)["curr_connections"] == "1", opt
+        finally:
+            srv.stop()

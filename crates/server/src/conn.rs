@@ -124,6 +124,10 @@ pub(crate) struct Conn {
     eof: bool,
     /// The buffered bytes hold no complete request: a full buffer must grow.
     stuck: bool,
+    /// The last pass served everything it could and wanted more input.
+    starved: bool,
+    /// The peer shut down its sending side (see [`Conn::note_peer_closed`]).
+    hup: bool,
     proto: Proto,
     /// SASL (binary) or ASCII authentication state.
     auth: crate::binary::Auth,
@@ -150,6 +154,8 @@ impl Conn {
             close_after_write: false,
             eof: false,
             stuck: false,
+            starved: false,
+            hup: false,
             proto: Proto::Undecided,
             auth: crate::binary::Auth::default(),
             bytes_read: 0,
@@ -242,6 +248,24 @@ impl Conn {
         self.eof
     }
 
+    /// Its last replies are out after `quit`, or after end of input once
+    /// every complete request it sent was served: close it.
+    pub fn done(&self) -> bool {
+        self.pending_out() == 0 && (self.close_after_write || (self.eof && self.starved))
+    }
+
+    /// epoll: the peer has shut down its side (`EPOLLRDHUP`). The end of
+    /// input may already be queued behind the data, so a short read no
+    /// longer means the socket is empty.
+    pub fn note_peer_closed(&mut self) {
+        self.hup = true;
+    }
+
+    /// Hands the traffic counted since the last report to the worker's stats.
+    pub fn report_traffic(&mut self, ctx: &dispatch::Ctx<'_>) {
+        ctx.count_traffic(std::mem::take(&mut self.bytes_read), std::mem::take(&mut self.bytes_written));
+    }
+
     /// Replies are below the back-pressure limit again.
     pub fn below_reply_limit(&self, ctx: &dispatch::Ctx<'_>) -> bool {
         self.pending_out() < ctx.shared.cfg.max_output
@@ -318,7 +342,7 @@ impl Conn {
                 Ok(n) => {
                     self.filled += n;
                     self.bytes_read += n as u64;
-                    if self.filled < self.rbuf.len() {
+                    if self.filled < self.rbuf.len() && !self.hup {
                         // A short read took everything the socket had. Linux
                         // epoll reports every later arrival as a new edge, so
                         // asking again would only cost a read that fails
@@ -429,6 +453,12 @@ impl Conn {
     /// request budget or the reply limit is reached, or the connection is
     /// to close.
     fn serve_buffered(&mut self, ctx: &mut dispatch::Ctx<'_>, limits: &Limits, served: &mut usize) -> Served {
+        let r = self.serve_buffered_inner(ctx, limits, served);
+        self.starved = matches!(r, Served::Need(_));
+        r
+    }
+
+    fn serve_buffered_inner(&mut self, ctx: &mut dispatch::Ctx<'_>, limits: &Limits, served: &mut usize) -> Served {
         loop {
             // After `quit` nothing more is read, even if its earlier replies
             // needed several writes to leave.
@@ -486,8 +516,8 @@ impl Conn {
     /// idle oversized read buffer.
     fn settle(&mut self, ctx: &mut dispatch::Ctx<'_>) -> bool {
         ctx.touch_conn(&self.info, self.state());
-        ctx.count_traffic(std::mem::take(&mut self.bytes_read), std::mem::take(&mut self.bytes_written));
-        if (self.close_after_write || self.eof) && self.pending_out() == 0 {
+        self.report_traffic(ctx);
+        if self.done() {
             return true;
         }
         if self.rpos == self.filled && self.rbuf.len() > INITIAL_BUF * 4 {

@@ -206,6 +206,11 @@ pub fn run(cfg: ServerConfig, store: Arc<Store>) -> Result<(), ServerError> {
                                 next += 1;
                                 if tx.send(worker::NewConn { id: next_id, stream, info }).is_ok() {
                                     wake.wake();
+                                } else {
+                                    // That worker has stopped (the server is
+                                    // stopping with it): the stream is dropped,
+                                    // so it must not be counted.
+                                    worker::close(&shared, next_id);
                                 }
                             }
                             Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,

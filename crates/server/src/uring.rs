@@ -23,12 +23,14 @@
 //! while a turn is being served are collected in one batch.
 
 use std::io;
+use std::mem::ManuallyDrop;
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::{mpsc, Arc};
 
 use io_uring::{cqueue, opcode, squeue, types, IoUring};
 
 use crate::bufring::BufRing;
+use crate::config::IoBackend;
 use crate::conn::{Advance, Conn};
 use crate::dispatch::Ctx;
 use crate::stats::WorkerStats;
@@ -64,13 +66,17 @@ fn user_data(slot: usize, op: u64) -> u64 {
 /// an error means io_uring is missing or refused here (old kernel, seccomp,
 /// `kernel.io_uring_disabled`) and the caller falls back to epoll.
 pub(crate) fn ring(max_conns: usize) -> io::Result<IoUring> {
-    let cq = (2 * max_conns as u32).clamp(2 * RING_ENTRIES, 1 << 16);
+    let cq = u32::try_from(max_conns).unwrap_or(u32::MAX).saturating_mul(2).clamp(2 * RING_ENTRIES, 1 << 16);
     // With SINGLE_ISSUER the thread that enables the ring, not this one,
     // becomes its only submitter.
     IoUring::builder()
         .setup_r_disabled()
         .setup_single_issuer()
         .setup_defer_taskrun()
+        // Lets a non-waiting enter (a turn with work left) see that
+        // completion work is pending and run it, so connections with work
+        // left cannot starve the others' arrivals.
+        .setup_taskrun_flag()
         .setup_cqsize(cq)
         .setup_clamp()
         .build(RING_ENTRIES)
@@ -93,10 +99,41 @@ struct Slot {
 struct Loop<'a> {
     shared: &'a Shared,
     ring: IoUring,
-    bufs: BufRing,
+    /// Freed only once no receive can write to it (see `Drop`).
+    bufs: ManuallyDrop<BufRing>,
     slots: Vec<Option<Slot>>,
     free: Vec<usize>,
     ready: Vec<usize>,
+    /// Completions reaped early to make room for submissions.
+    backlog: Vec<(u64, i32, u32)>,
+    /// The eventfd read lands here; boxed so the address stays put.
+    wake_buf: ManuallyDrop<Box<u64>>,
+    wake_armed: bool,
+    /// Every operation came back and the buffer group is unregistered.
+    clean: bool,
+}
+
+impl Drop for Loop<'_> {
+    /// After a clean shutdown frees the receive buffers; otherwise (a panic
+    /// on this thread, or operations that never came back) leaks what the
+    /// kernel may still write to — receive buffers, connections' send
+    /// buffers, the wake-up word — rather than free it under it. The ring
+    /// itself is closed after this, when its field drops.
+    fn drop(&mut self) {
+        if self.clean {
+            // SAFETY: every receive has completed and the buffer group is
+            // unregistered, so nothing can reach these buffers any more.
+            unsafe { ManuallyDrop::drop(&mut self.bufs) };
+        } else {
+            for s in self.slots.drain(..).flatten() {
+                std::mem::forget(s);
+            }
+        }
+        if !self.wake_armed {
+            // SAFETY: no read of the eventfd is in flight.
+            unsafe { ManuallyDrop::drop(&mut self.wake_buf) };
+        }
+    }
 }
 
 pub(crate) fn run(
@@ -112,50 +149,62 @@ pub(crate) fn run(
         .and_then(|_| BufRing::new(&ring.submitter(), shared.cfg.io_buffers, RECV_BUFFER_SIZE, BUFFER_GROUP));
     let bufs = match bufs {
         Ok(b) => b,
+        Err(e) if shared.cfg.io == IoBackend::Uring => {
+            tracing::error!(error = %e, "io_uring refused by this thread (-o io=uring)");
+            stop_server(&shared);
+            return;
+        }
         Err(e) => {
             tracing::warn!(error = %e, "io_uring refused by this thread, using epoll");
             match crate::worker::poll_for(&wake) {
                 Ok(poll) => return crate::worker::run(shared, stats, poll, wake, rx),
                 Err(e) => {
-                    // Nothing to serve with: stop the server rather than leave
-                    // the connections handed here unanswered.
                     tracing::error!(error = %e, "worker cannot create an event loop");
-                    shared.shutdown.store(true, Relaxed);
-                    let _ = shared.acceptor.wake();
+                    stop_server(&shared);
                     return;
                 }
             }
         }
     };
     let mut store = shared.store.worker();
-    let mut lp = Loop { shared: &shared, ring, bufs, slots: Vec::new(), free: Vec::new(), ready: Vec::new() };
-    // The eventfd read lands here; boxed so the address stays put.
-    let mut wake_buf = Box::new(0u64);
-    let mut wake_armed = false;
+    let mut lp = Loop {
+        shared: &shared,
+        ring,
+        bufs: ManuallyDrop::new(bufs),
+        slots: Vec::new(),
+        free: Vec::new(),
+        ready: Vec::new(),
+        backlog: Vec::new(),
+        wake_buf: ManuallyDrop::new(Box::new(0u64)),
+        wake_armed: false,
+        clean: false,
+    };
     let mut again: Vec<usize> = Vec::new();
     let mut cqes: Vec<(u64, i32, u32)> = Vec::new();
 
     while !shared.shutdown.load(Relaxed) {
-        if !wake_armed {
-            let sqe = opcode::Read::new(types::Fd(wake.fd()), (&mut *wake_buf as *mut u64).cast(), 8)
-                .build()
-                .user_data(OP_WAKE);
-            // `wake_buf` is boxed and outlives the ring's use of it (see the
-            // end of `run`).
-            lp.push(&sqe);
-            wake_armed = true;
+        if !lp.wake_armed {
+            let buf: *mut u64 = &mut **lp.wake_buf;
+            let sqe = opcode::Read::new(types::Fd(wake.fd()), buf.cast(), 8).build().user_data(OP_WAKE);
+            // `wake_buf` stays put until the read completes (see `Drop`).
+            if !lp.push(&sqe) {
+                break;
+            }
+            lp.wake_armed = true;
         }
         match lp.ring.submit_and_wait(if again.is_empty() { 1 } else { 0 }) {
             Ok(_) => {}
             Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-            // EBUSY: completions must be reaped before more can be submitted.
-            Err(e) if e.raw_os_error() == Some(libc::EBUSY) => {}
+            // EBUSY: completions must be reaped before more can be
+            // submitted; EAGAIN, ENOMEM: out of kernel memory for now.
+            Err(e) if matches!(e.raw_os_error(), Some(libc::EBUSY | libc::EAGAIN | libc::ENOMEM)) => {}
             Err(e) => {
                 tracing::error!(error = %e, "worker io_uring_enter failed");
                 break;
             }
         }
         cqes.clear();
+        cqes.append(&mut lp.backlog);
         cqes.extend(lp.ring.completion().map(|c: cqueue::Entry| (c.user_data(), c.result(), c.flags())));
         lp.ready.clear();
         for i in again.drain(..) {
@@ -165,7 +214,7 @@ pub(crate) fn run(
             let i = (ud >> OP_BITS) as usize;
             match ud & ((1 << OP_BITS) - 1) {
                 OP_WAKE => {
-                    wake_armed = false;
+                    lp.wake_armed = false;
                     while let Ok(nc) = rx.try_recv() {
                         lp.adopt(nc);
                     }
@@ -185,20 +234,14 @@ pub(crate) fn run(
         }
         lp.ready = ready;
     }
-    let clean = lp.shutdown();
-    let Loop { ring, bufs, .. } = lp;
-    drop(ring);
-    // The ring's teardown cancels what is left asynchronously: memory it may
-    // still write to is leaked rather than freed under it. The process is
-    // exiting.
-    if clean {
-        drop(bufs);
-    } else {
-        std::mem::forget(bufs);
-    }
-    if wake_armed {
-        std::mem::forget(wake_buf);
-    }
+    lp.shutdown();
+}
+
+/// A worker that cannot serve stops the server rather than leave the
+/// connections handed to it unanswered.
+fn stop_server(shared: &Shared) {
+    shared.shutdown.store(true, Relaxed);
+    let _ = shared.acceptor.wake();
 }
 
 /// Keys read ahead per turn, across its connections.
@@ -235,20 +278,32 @@ impl Loop<'_> {
         }
     }
 
-    /// Queues one entry, submitting first when the queue is full.
-    fn push(&mut self, sqe: &squeue::Entry) {
-        loop {
+    /// Queues one entry, submitting first when the queue is full (and
+    /// reaping completions into the backlog when the kernel wants room for
+    /// them). False if the ring keeps refusing: the worker then stops.
+    fn push(&mut self, sqe: &squeue::Entry) -> bool {
+        for _ in 0..64 {
             // SAFETY: every entry queued here points into memory that stays
             // in place until its completion (module docs, buffer rule).
             if unsafe { self.ring.submission().push(sqe) }.is_ok() {
-                return;
+                return true;
             }
-            if let Err(e) = self.ring.submit() {
-                if e.kind() != io::ErrorKind::Interrupted && e.raw_os_error() != Some(libc::EBUSY) {
-                    tracing::error!(error = %e, "worker io_uring submit failed");
+            match self.ring.submit() {
+                Ok(_) => {}
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => {
+                    if !matches!(e.raw_os_error(), Some(libc::EBUSY | libc::EAGAIN | libc::ENOMEM)) {
+                        tracing::error!(error = %e, "worker io_uring submit failed");
+                    }
+                    let done = self.ring.completion().map(|c| (c.user_data(), c.result(), c.flags()));
+                    self.backlog.extend(done);
                 }
             }
         }
+        tracing::error!("worker io_uring submission queue stays full; stopping the worker");
+        self.shared.shutdown.store(true, Relaxed);
+        let _ = self.shared.acceptor.wake();
+        false
     }
 
     fn mark(&mut self, i: usize) {
@@ -317,7 +372,10 @@ impl Loop<'_> {
         let Some(Some(s)) = self.slots.get_mut(i) else { return };
         s.send = false;
         let failed = match res {
-            n if n >= 0 => {
+            // A send that took nothing of a non-empty buffer: the socket is
+            // gone (the plain path's WriteZero).
+            0 => true,
+            n if n > 0 => {
                 s.conn.sent(n as usize);
                 false
             }
@@ -356,6 +414,13 @@ impl Loop<'_> {
         let mut sqes: [Option<squeue::Entry>; 2] = [None, None];
         if alone && !s.send {
             if s.conn.send_now().is_err() {
+                self.close(i);
+                return false;
+            }
+            s.conn.report_traffic(ctx);
+            // After end of input or `quit`, the last replies just left:
+            // nothing else would come back to close it.
+            if s.conn.done() {
                 self.close(i);
                 return false;
             }
@@ -421,41 +486,42 @@ impl Loop<'_> {
     }
 
     /// On shutdown: cancels everything in flight and waits (briefly) for it,
-    /// so no buffer is freed while the kernel may still write to it. False
-    /// if something never came back; its memory is then leaked, not freed.
-    fn shutdown(&mut self) -> bool {
+    /// so that no buffer is freed while the kernel may still write to it.
+    /// Marks the loop clean when everything came back; otherwise `Drop`
+    /// leaks what did not.
+    fn shutdown(&mut self) {
         for i in 0..self.slots.len() {
             self.close(i);
         }
+        if self.wake_armed {
+            self.push(&opcode::AsyncCancel::new(OP_WAKE).build().user_data(OP_CANCEL));
+        }
         let wait = types::Timespec::new().nsec(10_000_000);
+        let mut done = std::mem::take(&mut self.backlog);
         for _ in 0..100 {
-            if self.slots.iter().flatten().all(|s| !s.recv && !s.send) {
-                break;
-            }
-            let _ = self.ring.submitter().submit_with_args(1, &types::SubmitArgs::new().timespec(&wait));
-            let done: Vec<(u64, i32, u32)> =
-                self.ring.completion().map(|c| (c.user_data(), c.result(), c.flags())).collect();
-            for (ud, res, flags) in done {
+            for (ud, res, flags) in done.drain(..) {
                 let i = (ud >> OP_BITS) as usize;
                 match ud & ((1 << OP_BITS) - 1) {
                     OP_RECV => self.received(i, res, flags),
                     OP_SEND => self.sent(i, res),
+                    OP_WAKE => self.wake_armed = false,
                     _ => {}
                 }
             }
             for i in 0..self.slots.len() {
                 self.reap(i);
             }
+            if !self.wake_armed && self.slots.iter().all(Option::is_none) {
+                break;
+            }
+            let _ = self.ring.submitter().submit_with_args(1, &types::SubmitArgs::new().timespec(&wait));
+            done.extend(self.ring.completion().map(|c| (c.user_data(), c.result(), c.flags())));
         }
-        let mut clean = true;
-        for s in self.slots.drain(..).flatten() {
+        for s in self.slots.iter().flatten() {
             close(self.shared, s.id);
-            clean = false;
-            std::mem::forget(s);
         }
-        if clean {
-            let _ = self.ring.submitter().unregister_buf_ring(BUFFER_GROUP);
+        if !self.wake_armed && self.slots.iter().all(Option::is_none) {
+            self.clean = self.ring.submitter().unregister_buf_ring(BUFFER_GROUP).is_ok();
         }
-        clean
     }
 }

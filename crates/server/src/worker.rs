@@ -123,6 +123,9 @@ pub(crate) fn run(
             } else {
                 let i = ev.token().0;
                 if let Some(Some(s)) = slots.get_mut(i) {
+                    if ev.is_read_closed() {
+                        s.conn.note_peer_closed();
+                    }
                     if !s.queued {
                         s.queued = true;
                         ready.push(i);
