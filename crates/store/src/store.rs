@@ -877,38 +877,64 @@ impl Store {
         let end = self.segs[victim as usize].write_off.load(Acquire) as usize;
         let now = self.clock.now();
         let mut evicted = false;
-        let mut off = 0;
-        while off < end {
-            // SAFETY: the segment is sealed and owned by us: every byte below
-            // `end` was written before it was sealed, and nothing writes it now
-            // except expiry fields, which `header` does not read.
-            let Some(h) = (unsafe { self.arena.header(victim, off, end) }) else { break };
-            // SAFETY: as above; the key bytes are never rewritten.
-            let key = unsafe { self.arena.bytes(victim, off + h.header_len(), usize::from(h.klen)) };
-            let loc = self.index.locate(key);
-            let granule_off = (off >> self.granule_shift) as u32;
-            let mut st = self.index.lock(loc.stripe);
-            if let Some((pos, s)) = st.find(loc.bucket, |s| slot::seg(s) == victim && slot::off(s) == granule_off) {
-                let expired =
-                    self.is_flushed(victim) || self.item_at(s).is_none_or(|it| Clock::is_expired(it.expiry(), now));
-                let keep = !expired && (compact || !self.cfg.evictions || slot::freq(s) > 0);
-                let moved = keep && self.copy_forward(&mut st, ev, pos, s);
-                if !moved {
-                    self.unlink(&mut st, loc.bucket, pos, s);
-                    if expired {
-                        bump(&c.expired_unlinked);
-                    } else {
-                        bump(&c.evictions);
-                        evicted = true;
-                    }
-                } else {
-                    bump(&c.reinserted);
-                }
+        // Items are looked up in batches: the bucket of every item in a batch
+        // is prefetched before the first is looked at, so that their cache
+        // misses (one per item, live or dead) overlap.
+        const BATCH: usize = 16;
+        let mut batch = [(0usize, Loc { stripe: 0, bucket: 0, tag: 0 }); BATCH];
+        let mut scan = 0;
+        let mut done = false;
+        while !done && scan < end {
+            let mut n = 0;
+            while n < BATCH && scan < end {
+                // SAFETY: the segment is sealed and owned by us: every byte
+                // below `end` was written before it was sealed, and nothing
+                // writes it now except expiry fields, which `header` does not
+                // read.
+                let Some(h) = (unsafe { self.arena.header(victim, scan, end) }) else {
+                    done = true;
+                    break;
+                };
+                // SAFETY: as above; the key bytes are never rewritten.
+                let key = unsafe { self.arena.bytes(victim, scan + h.header_len(), usize::from(h.klen)) };
+                let loc = self.index.locate(key);
+                self.index.prefetch(loc);
+                batch[n] = (scan, loc);
+                n += 1;
+                scan += self.aligned(h.total_len());
             }
-            drop(st);
-            off += self.aligned(h.total_len());
+            let sweep = Sweep { victim, now, compact };
+            for &(off, loc) in &batch[..n] {
+                evicted |= self.clear_item(&sweep, off, loc, ev, c);
+            }
         }
         bump(if evicted { &c.segments_evicted } else { &c.segments_reclaimed });
+    }
+
+    /// Unlinks or copies forward the item at `off` of the segment being
+    /// cleared, if the index still points at it; true if that evicted it.
+    fn clear_item(&self, sweep: &Sweep, off: usize, loc: Loc, ev: &mut Evict, c: &Counters) -> bool {
+        let Sweep { victim, now, compact } = *sweep;
+        let granule_off = (off >> self.granule_shift) as u32;
+        let mut st = self.index.lock(loc.stripe);
+        let Some((pos, s)) = st.find(loc.bucket, |s| slot::seg(s) == victim && slot::off(s) == granule_off) else {
+            // Overwritten or deleted since: nothing links here.
+            return false;
+        };
+        let expired = self.is_flushed(victim) || self.item_at(s).is_none_or(|it| Clock::is_expired(it.expiry(), now));
+        let keep = !expired && (compact || !self.cfg.evictions || slot::freq(s) > 0);
+        if keep && self.copy_forward(&mut st, ev, pos, s) {
+            bump(&c.reinserted);
+            return false;
+        }
+        self.unlink(&mut st, loc.bucket, pos, s);
+        if expired {
+            bump(&c.expired_unlinked);
+            false
+        } else {
+            bump(&c.evictions);
+            true
+        }
     }
 
     /// Copies the item at slot `s` into the eviction target, keeping its CAS.
@@ -1045,6 +1071,15 @@ enum Rewritten<E, T> {
     Done(T),
     /// Written, with the new item's CAS.
     Written(E, u64),
+}
+
+/// The segment [`Store::clear_segment`] is clearing, and how.
+#[derive(Clone, Copy)]
+struct Sweep {
+    victim: u32,
+    now: u32,
+    /// Compaction: every live item is kept, read or not.
+    compact: bool,
 }
 
 /// Where [`Worker::prefetch_bucket`] found a key's bucket, for
