@@ -7,10 +7,17 @@
 //! until the client has read enough of the replies; closing after the last
 //! reply is written (`close_after_write`).
 //!
+//! Two drivers share that state machine (`serve_buffered`, `settle`): on
+//! epoll, [`Conn::service`] reads and writes the socket itself; on io_uring,
+//! the worker owns the I/O and calls [`Conn::take`] with received bytes,
+//! [`Conn::advance`] to run them, and [`Conn::next_send`] / [`Conn::sent`]
+//! (or [`Conn::send_now`]) for the replies.
+//!
 //! Bounds: the read buffer never grows past one request (the largest item plus
-//! its command line, or the longest `get` line); replies stop being produced
-//! once `max_output` bytes wait for the client (back-pressure); idle buffers
-//! shrink back to their initial size.
+//! its command line, or the longest `get` line; on io_uring plus what arrived
+//! before a paused receive was cancelled, at most the worker's receive
+//! buffers); replies stop being produced once `max_output` bytes wait for the
+//! client (back-pressure); idle buffers shrink back to their initial size.
 
 use std::io::{self, Read, Write};
 use std::sync::Arc;
