@@ -10,7 +10,18 @@ import time
 import pytest
 
 from harness import Conn, Server, free_port
-from wirelib import READ_TIMEOUT, assert_in_sync, expect, read_line_or_partial, read_n, run_binary, stats
+from wirelib import (
+    READ_TIMEOUT,
+    assert_in_sync,
+    expect,
+    read_line_or_partial,
+    read_n,
+    run_binary,
+    set_cmd,
+    stats,
+    stored,
+    value_reply,
+)
 
 pytestmark = pytest.mark.strata_only
 
@@ -32,19 +43,25 @@ def connect(srv):
     return Conn(socket.create_connection(("127.0.0.1", srv.port), timeout=READ_TIMEOUT))
 
 
+def assert_connections(c, n):
+    """`curr_connections` reaches n (closes are noticed asynchronously)."""
+    deadline = time.monotonic() + 5
+    while stats(c)["curr_connections"] != str(n) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert stats(c)["curr_connections"] == str(n)
+
+
 def test_more_connections_than_receive_buffers(backend_server):
     conns = [connect(backend_server) for _ in range(150)]
     for i, c in enumerate(conns):
-        v = b"value-%d" % i
-        c.send(b"set key%d 0 0 %d\r\n%s\r\n" % (i, len(v), v))
+        c.send(set_cmd(b"key%d" % i, b"value-%d" % i))
     for c in conns:
         assert read_n(c, 8) == b"STORED\r\n"
     for i, c in enumerate(conns):
         c.send(b"get key%d\r\n" % ((i + 1) % len(conns)))
     for i, c in enumerate(conns):
         k = (i + 1) % len(conns)
-        v = b"value-%d" % k
-        want = b"VALUE key%d 0 %d\r\n%s\r\nEND\r\n" % (k, len(v), v)
+        want = value_reply(b"key%d" % k, b"value-%d" % k) + b"END\r\n"
         assert read_n(c, len(want)) == want
     for c in conns:
         c.close()
@@ -53,8 +70,8 @@ def test_more_connections_than_receive_buffers(backend_server):
 def test_value_larger_than_a_receive_buffer(backend_server):
     c = connect(backend_server)
     v = bytes(range(256)) * 1200  # 300 KiB
-    expect(c, b"set big 7 0 %d\r\n%s\r\n" % (len(v), v), b"STORED\r\n")
-    want = b"VALUE big 7 %d\r\n%s\r\nEND\r\n" % (len(v), v)
+    stored(c, b"big", v, flags=7)
+    want = value_reply(b"big", v, 7) + b"END\r\n"
     c.send(b"get big\r\n")
     assert read_n(c, len(want)) == want
     assert_in_sync(c)
@@ -65,12 +82,12 @@ def test_pipelined_gets_past_the_reply_limit_arrive_whole(backend_server):
     # 256 KiB at which strata stops taking requests from the client.
     c = connect(backend_server)
     v = b"x" * 100_000
-    expect(c, b"set v 0 0 %d\r\n%s\r\n" % (len(v), v), b"STORED\r\n")
-    one = b"VALUE v 0 %d\r\n%s\r\nEND\r\n" % (len(v), v)
+    stored(c, b"v", v)
+    one = value_reply(b"v", v) + b"END\r\n"
     c.send(b"get v\r\n" * 64 + b"get v v\r\n")
     got = read_n(c, 64 * len(one), timeout=30)
     assert got == one * 64
-    two = b"VALUE v 0 %d\r\n%s\r\nVALUE v 0 %d\r\n%s\r\nEND\r\n" % (len(v), v, len(v), v)
+    two = value_reply(b"v", v) * 2 + b"END\r\n"
     assert read_n(c, len(two)) == two
     assert_in_sync(c)
 
@@ -78,22 +95,17 @@ def test_pipelined_gets_past_the_reply_limit_arrive_whole(backend_server):
 def test_connection_closed_with_replies_in_flight(backend_server):
     c = connect(backend_server)
     v = b"y" * 200_000
-    expect(c, b"set w 0 0 %d\r\n%s\r\n" % (len(v), v), b"STORED\r\n")
+    stored(c, b"w", v)
     for _ in range(20):
         d = connect(backend_server)
         d.send(b"get w\r\n" * 50)
         d.sock.close()
     # The server survives and forgets those connections.
     other = connect(backend_server)
-    want = b"VALUE w 0 %d\r\n%s\r\nEND\r\n" % (len(v), v)
+    want = value_reply(b"w", v) + b"END\r\n"
     other.send(b"get w\r\n")
     assert read_n(other, len(want)) == want
-    deadline = time.monotonic() + 5
-    while time.monotonic() < deadline:
-        if stats(other)["curr_connections"] == "2":
-            break
-        time.sleep(0.02)
-    assert stats(other)["curr_connections"] == "2"
+    assert_connections(other, 2)
 
 
 def test_quit_stops_reading_the_rest_of_the_batch(backend_server):
@@ -117,24 +129,20 @@ def test_bad_io_options_are_refused(opt, message):
 
 @pytest.mark.parametrize("tail", [b"", b"quit\r\n"], ids=["eof", "quit"])
 @pytest.mark.parametrize("reqs_per_event", ["20", "1"])
-def test_requests_then_half_close_get_replies_then_close(tail, reqs_per_event):
+@pytest.mark.parametrize("opt", list(BACKENDS.values()), ids=list(BACKENDS))
+def test_requests_then_half_close_get_replies_then_close(opt, tail, reqs_per_event):
     # A client that writes its requests and shuts down its sending side
     # (`printf ... | nc -N`) must get every reply, then see the server close.
-    for opt in BACKENDS.values():
-        srv = Server(["-t", "1", "-R", reqs_per_event, "-o", opt])
-        try:
-            c = connect(srv)
-            expect(c, b"set h 0 0 2\r\nhi\r\n", b"STORED\r\n")
-            c.send(b"get h\r\n" * 3 + b"version\r\n" + tail)
-            c.sock.shutdown(socket.SHUT_WR)
-            want = b"VALUE h 0 2\r\nhi\r\nEND\r\n" * 3
-            assert read_n(c, len(want)) == want, opt
-            assert read_line_or_partial(c).startswith(b"VERSION "), opt
-            assert c.is_closed(), opt
-            other = connect(srv)
-            deadline = time.monotonic() + 5
-            while stats(other)["curr_connections"] != "1" and time.monotonic() < deadline:
-                time.sleep(0.02)
-            assert stats(other)["curr_connections"] == "1", opt
-        finally:
-            srv.stop()
+    srv = Server(["-t", "1", "-R", reqs_per_event, "-o", opt])
+    try:
+        c = connect(srv)
+        stored(c, b"h", b"hi")
+        c.send(b"get h\r\n" * 3 + b"version\r\n" + tail)
+        c.sock.shutdown(socket.SHUT_WR)
+        want = (value_reply(b"h", b"hi") + b"END\r\n") * 3
+        assert read_n(c, len(want)) == want
+        assert read_line_or_partial(c).startswith(b"VERSION ")
+        assert c.is_closed()
+        assert_connections(connect(srv), 1)
+    finally:
+        srv.stop()

@@ -62,13 +62,13 @@ pub(crate) enum Status {
 #[derive(Debug, PartialEq, Eq)]
 pub(crate) enum Advance {
     /// `more`: work is left that needs no new input (come back next turn).
-    /// `read`: everything buffered is used up; receive, with room for this
-    /// many unparsed bytes (0: any). `held`: work is left but waits for
-    /// replies to drain below the limit (a send that drains them must bring
-    /// the connection back).
+    /// `read`: everything buffered is used up and input may still come
+    /// (the receive buffer grows to fit, so how much is not needed).
+    /// `held`: work is left but waits for replies to drain below the limit
+    /// (a send that drains them must bring the connection back).
     Open {
         more: bool,
-        read: Option<usize>,
+        read: bool,
         held: bool,
     },
     Close,
@@ -251,10 +251,6 @@ impl Conn {
             || self.filled - self.rpos >= INITIAL_BUF
     }
 
-    pub fn at_eof(&self) -> bool {
-        self.eof
-    }
-
     /// Its last replies are out after `quit`, or after end of input once
     /// every complete request it sent was served: close it.
     pub fn done(&self) -> bool {
@@ -432,7 +428,7 @@ impl Conn {
         let limits = Limits::of(ctx);
         let mut served = 0;
         let mut stalled = false;
-        let mut read = None;
+        let mut read = false;
         if self.pending_out() >= limits.max_output {
             // Nothing runs until the replies drain; whatever is buffered
             // (or a multi-get part way) waits for that.
@@ -442,15 +438,11 @@ impl Conn {
                 Served::Close => return Advance::Close,
                 Served::Stalled => stalled = true,
                 Served::Finished => {}
-                Served::Need(n) if !self.eof => read = Some(n),
-                Served::Need(_) => {}
+                Served::Need(_) => read = !self.eof,
             }
         }
         if self.settle(ctx) {
             return Advance::Close;
-        }
-        if self.close_after_write {
-            read = None;
         }
         let more = stalled && self.pending_out() < limits.max_output;
         Advance::Open { more, read, held: stalled && !more }

@@ -58,6 +58,9 @@ const OP_WAKE: u64 = 2;
 const OP_CANCEL: u64 = 3;
 const OP_BITS: u32 = 2;
 
+/// A completion as the loop keeps it: user data, result, flags.
+type Cqe = (u64, i32, u32);
+
 fn user_data(slot: usize, op: u64) -> u64 {
     ((slot as u64) << OP_BITS) | op
 }
@@ -105,7 +108,7 @@ struct Loop<'a> {
     free: Vec<usize>,
     ready: Vec<usize>,
     /// Completions reaped early to make room for submissions.
-    backlog: Vec<(u64, i32, u32)>,
+    backlog: Vec<Cqe>,
     /// The eventfd read lands here; boxed so the address stays put.
     wake_buf: ManuallyDrop<Box<u64>>,
     wake_armed: bool,
@@ -180,7 +183,7 @@ pub(crate) fn run(
         clean: false,
     };
     let mut again: Vec<usize> = Vec::new();
-    let mut cqes: Vec<(u64, i32, u32)> = Vec::new();
+    let mut cqes: Vec<Cqe> = Vec::new();
 
     while !shared.shutdown.load(Relaxed) {
         if !lp.wake_armed {
@@ -205,23 +208,16 @@ pub(crate) fn run(
         }
         cqes.clear();
         cqes.append(&mut lp.backlog);
-        cqes.extend(lp.ring.completion().map(|c: cqueue::Entry| (c.user_data(), c.result(), c.flags())));
+        lp.reap_completions(&mut cqes);
         lp.ready.clear();
         for i in again.drain(..) {
             lp.mark(i);
         }
-        for &(ud, res, flags) in &cqes {
-            let i = (ud >> OP_BITS) as usize;
-            match ud & ((1 << OP_BITS) - 1) {
-                OP_WAKE => {
-                    lp.wake_armed = false;
-                    while let Ok(nc) = rx.try_recv() {
-                        lp.adopt(nc);
-                    }
+        for &cqe in &cqes {
+            if lp.complete(cqe) {
+                while let Ok(nc) = rx.try_recv() {
+                    lp.adopt(nc);
                 }
-                OP_CANCEL => {}
-                OP_RECV => lp.received(i, res, flags),
-                _ => lp.sent(i, res),
             }
         }
         let mut ctx = Ctx { shared: &shared, store: &mut store, stats: &stats };
@@ -295,14 +291,35 @@ impl Loop<'_> {
                     if !matches!(e.raw_os_error(), Some(libc::EBUSY | libc::EAGAIN | libc::ENOMEM)) {
                         tracing::error!(error = %e, "worker io_uring submit failed");
                     }
-                    let done = self.ring.completion().map(|c| (c.user_data(), c.result(), c.flags()));
-                    self.backlog.extend(done);
+                    let mut backlog = std::mem::take(&mut self.backlog);
+                    self.reap_completions(&mut backlog);
+                    self.backlog = backlog;
                 }
             }
         }
-        tracing::error!("worker io_uring submission queue stays full; stopping the worker");
-        self.shared.shutdown.store(true, Relaxed);
-        let _ = self.shared.acceptor.wake();
+        tracing::error!("worker io_uring submission queue stays full; stopping the server");
+        stop_server(self.shared);
+        false
+    }
+
+    /// Moves the completions the kernel has posted into `out`.
+    fn reap_completions(&mut self, out: &mut Vec<Cqe>) {
+        out.extend(self.ring.completion().map(|c: cqueue::Entry| (c.user_data(), c.result(), c.flags())));
+    }
+
+    /// Hands one completion to its connection; true when it was the
+    /// wake-up read (new connections may be waiting).
+    fn complete(&mut self, (ud, res, flags): Cqe) -> bool {
+        let i = (ud >> OP_BITS) as usize;
+        match ud & ((1 << OP_BITS) - 1) {
+            OP_RECV => self.received(i, res, flags),
+            OP_SEND => self.sent(i, res),
+            OP_WAKE => {
+                self.wake_armed = false;
+                return true;
+            }
+            _ => {}
+        }
         false
     }
 
@@ -436,11 +453,11 @@ impl Loop<'_> {
                 s.send = true;
             }
         }
-        if read.is_some() && !s.recv && !s.conn.at_eof() {
+        if read && !s.recv {
             let recv = opcode::RecvMulti::new(types::Fd(fd), BUFFER_GROUP);
             sqes[1] = Some(recv.build().user_data(user_data(i, OP_RECV)));
             s.recv = true;
-        } else if read.is_none() && s.recv && !s.cancelling && s.conn.pause_reading(ctx) {
+        } else if !read && s.recv && !s.cancelling && s.conn.pause_reading(ctx) {
             // Stop taking input until the buffered work is done, as the
             // epoll path stops reading; the socket's buffer then fills and
             // TCP holds the client back.
@@ -499,14 +516,8 @@ impl Loop<'_> {
         let wait = types::Timespec::new().nsec(10_000_000);
         let mut done = std::mem::take(&mut self.backlog);
         for _ in 0..100 {
-            for (ud, res, flags) in done.drain(..) {
-                let i = (ud >> OP_BITS) as usize;
-                match ud & ((1 << OP_BITS) - 1) {
-                    OP_RECV => self.received(i, res, flags),
-                    OP_SEND => self.sent(i, res),
-                    OP_WAKE => self.wake_armed = false,
-                    _ => {}
-                }
+            for cqe in std::mem::take(&mut done) {
+                self.complete(cqe);
             }
             for i in 0..self.slots.len() {
                 self.reap(i);
@@ -515,7 +526,7 @@ impl Loop<'_> {
                 break;
             }
             let _ = self.ring.submitter().submit_with_args(1, &types::SubmitArgs::new().timespec(&wait));
-            done.extend(self.ring.completion().map(|c| (c.user_data(), c.result(), c.flags())));
+            self.reap_completions(&mut done);
         }
         for s in self.slots.iter().flatten() {
             close(self.shared, s.id);

@@ -321,7 +321,7 @@ pub(crate) fn prefetch<T>(p: *const T) {
 }
 
 /// Which stripe, which bucket in it, and the tag of a hashed key.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, Default)]
 pub struct Loc {
     pub stripe: usize,
     pub bucket: u32,

@@ -881,7 +881,8 @@ impl Store {
         // is prefetched before the first is looked at, so that their cache
         // misses (one per item, live or dead) overlap.
         const BATCH: usize = 16;
-        let mut batch = [(0usize, Loc { stripe: 0, bucket: 0, tag: 0 }); BATCH];
+        let mut batch = [(0usize, Loc::default()); BATCH];
+        let sweep = Sweep { victim, now, compact };
         let mut scan = 0;
         let mut done = false;
         while !done && scan < end {
@@ -903,7 +904,6 @@ impl Store {
                 n += 1;
                 scan += self.aligned(h.total_len());
             }
-            let sweep = Sweep { victim, now, compact };
             for &(off, loc) in &batch[..n] {
                 evicted |= self.clear_item(&sweep, off, loc, ev, c);
             }
@@ -1084,15 +1084,9 @@ struct Sweep {
 
 /// Where [`Worker::prefetch_bucket`] found a key's bucket, for
 /// [`Worker::prefetch_items`].
-#[derive(Debug, Clone, Copy)]
+/// (The default, a placeholder for arrays of hints, is harmless to prefetch.)
+#[derive(Debug, Clone, Copy, Default)]
 pub struct Hint(Loc);
-
-impl Default for Hint {
-    /// A placeholder for arrays of hints; prefetching it is harmless.
-    fn default() -> Hint {
-        Hint(Loc { stripe: 0, bucket: 0, tag: 0 })
-    }
-}
 
 /// One worker thread's handle: the shared store and the worker's own state.
 pub struct Worker {
