@@ -74,6 +74,11 @@ struct Common {
     /// No progress bar.
     #[arg(long, short)]
     quiet: bool,
+    /// Measure every workload this many times, the servers taking turns in
+    /// a rotating order, and report medians and ranges: one run's ±10%
+    /// host noise decides nothing, paired rounds do.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=100))]
+    repeat: u32,
 }
 
 #[derive(Args)]
@@ -284,24 +289,35 @@ fn measure(
             Some(_) => vec![common.servers.first().copied().unwrap_or(ServerKind::Memcached)],
             None => scenario.servers.clone(),
         };
-        for kind in servers {
-            // Each measurement gets a fresh server: no state carried over.
-            let target = match common.addr {
-                Some(addr) => Target::external(kind, addr, common.pid),
-                None => Target::start(kind, &bins, settings)?,
-            };
-            let label = format!("{}/{} {kind}", scenario.name, w.name);
-            let r = measure_one(&target, &w, &label, common.quiet)
-                .map_err(|source| BenchError::Driver { server: label.clone(), source })?;
-            if !common.quiet {
-                eprintln!(
-                    "{label}: {:.0} ops/s, p99 {:.0} µs, server CPU {} µs/op",
-                    r.ops_per_sec,
-                    r.latency_us.p99,
-                    r.server_cpu_us_per_op.map_or("?".into(), |c| format!("{c:.2}"))
-                );
+        for round in 0..common.repeat {
+            // Rotating who goes first keeps a drift in the host's load from
+            // always landing on the same server.
+            let mut order = servers.clone();
+            let first = round as usize % order.len().max(1);
+            order.rotate_left(first);
+            for &kind in &order {
+                // Each measurement gets a fresh server: no state carried over.
+                let target = match common.addr {
+                    Some(addr) => Target::external(kind, addr, common.pid),
+                    None => Target::start(kind, &bins, settings)?,
+                };
+                let label = match common.repeat {
+                    1 => format!("{}/{} {kind}", scenario.name, w.name),
+                    n => format!("{}/{} {kind} (round {}/{n})", scenario.name, w.name, round + 1),
+                };
+                let mut r = measure_one(&target, &w, &label, common.quiet)
+                    .map_err(|source| BenchError::Driver { server: label.clone(), source })?;
+                r.round = round;
+                if !common.quiet {
+                    eprintln!(
+                        "{label}: {:.0} ops/s, p99 {:.0} µs, server CPU {} µs/op",
+                        r.ops_per_sec,
+                        r.latency_us.p99,
+                        r.server_cpu_us_per_op.map_or("?".into(), |c| format!("{c:.2}"))
+                    );
+                }
+                runs.push(r);
             }
-            runs.push(r);
         }
     }
     Ok(Report {
@@ -313,6 +329,7 @@ fn measure(
         server_threads: scenario.server_threads,
         redis_io_threads: scenario.redis_io_threads,
         started_unix,
+        repeat: common.repeat,
         runs,
     })
 }
@@ -516,5 +533,6 @@ fn measure_one(target: &Target, w: &Workload, label: &str, quiet: bool) -> Resul
         server_rss_bytes: rss,
         hit_ratio: (gets > 0).then(|| t.hits as f64 / gets as f64),
         capacity,
+        round: 0,
     })
 }

@@ -86,6 +86,8 @@ pub struct RunResult {
     pub server_rss_bytes: Option<u64>,
     pub hit_ratio: Option<f64>,
     pub capacity: Option<Capacity>,
+    /// Which of `--repeat` rounds this was, from 0.
+    pub round: u32,
 }
 
 /// Everything one invocation measured.
@@ -99,6 +101,8 @@ pub struct Report {
     pub server_threads: usize,
     pub redis_io_threads: usize,
     pub started_unix: u64,
+    /// Rounds per workload (`--repeat`).
+    pub repeat: u32,
     pub runs: Vec<RunResult>,
 }
 
@@ -174,78 +178,116 @@ impl Report {
         versions.dedup();
         let v: Vec<String> = versions.iter().map(|(s, v)| format!("{s}: {v}")).collect();
         let _ = writeln!(m, "Versions: {}.\n", v.join("; "));
-        let mut workload = String::new();
-        for r in &self.runs {
-            if r.workload.name != workload {
-                workload = r.workload.name.clone();
-                let _ = writeln!(m, "\n**{}** — {}\n", workload, describe(&r.workload));
-                match r.workload.mode {
-                    Mode::Capacity => {
-                        m.push_str("| server | keys written | items held | evictions | RSS MB | RSS bytes/item |\n");
-                        m.push_str("|---|---:|---:|---:|---:|---:|\n");
-                    }
-                    _ => {
-                        m.push_str(
-                            "| server | proto | req/s | ops/s | p50 µs | p90 | p99 | p99.9 | max | hit % | \
-                             server CPU µs/op | of which kernel | client CPU µs/op | RSS MB |\n",
-                        );
-                        m.push_str("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
-                    }
-                }
+        for name in self.workload_names() {
+            let runs: Vec<&RunResult> = self.runs.iter().filter(|r| r.workload.name == name).collect();
+            let _ = writeln!(m, "\n**{}** — {}\n", name, describe(&runs[0].workload));
+            let load = runs[0].workload.mode != Mode::Capacity;
+            if load {
+                m.push_str(
+                    "| server | proto | req/s | ops/s | p50 µs | p90 | p99 | p99.9 | max | hit % | \
+                     server CPU µs/op | of which kernel | client CPU µs/op | RSS MB |\n",
+                );
+                m.push_str("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
+            } else {
+                m.push_str("| server | keys written | items held | evictions | RSS MB | RSS bytes/item |\n");
+                m.push_str("|---|---:|---:|---:|---:|---:|\n");
             }
-            let rss = r.server_rss_bytes.map(|b| b as f64 / 1_048_576.0);
-            match (&r.workload.mode, &r.capacity) {
-                (Mode::Capacity, Some(c)) => {
-                    let _ = writeln!(
-                        m,
-                        "| {} | {} | {} | {} | {} | {:.1} |",
-                        r.server,
-                        c.written,
-                        c.items,
-                        c.evictions,
-                        opt(rss, 0),
-                        c.rss_bytes_per_item
-                    );
-                }
-                _ => {
-                    let l = r.latency_us;
-                    let _ = writeln!(
-                        m,
-                        "| {} | {} | {:.0} | {:.0} | {:.0} | {:.0} | {:.0} | {:.0} | {:.0} | {} | {} | {} | {} | {} |",
-                        r.server,
-                        r.protocol,
-                        r.requests_per_sec,
-                        r.ops_per_sec,
-                        l.p50,
-                        l.p90,
-                        l.p99,
-                        l.p999,
-                        l.max,
-                        opt(r.hit_ratio.map(|h| h * 100.0), 1),
-                        opt(r.server_cpu_us_per_op, 2),
-                        r.server_system_share.map_or_else(|| "–".into(), |s| format!("{:.0}%", s * 100.0)),
-                        opt(r.client_cpu_us_per_op, 2),
-                        opt(rss, 0),
-                    );
-                }
+            for r in &runs {
+                self.row(&mut m, r);
+            }
+            if load && self.repeat > 1 {
+                self.summary(&mut m, &runs);
             }
         }
         m
     }
 
-    /// One SVG per load workload: latency percentiles, throughput and server
-    /// CPU per op, one colour per server.
-    pub fn charts(&self) -> Vec<(String, String)> {
-        let mut out = Vec::new();
+    /// Workload names in the order they ran.
+    fn workload_names(&self) -> Vec<&str> {
         let mut names: Vec<&str> = Vec::new();
         for r in &self.runs {
             if !names.contains(&r.workload.name.as_str()) {
                 names.push(&r.workload.name);
             }
         }
-        for name in names {
-            let runs: Vec<&RunResult> =
+        names
+    }
+
+    fn row(&self, m: &mut String, r: &RunResult) {
+        let rss = r.server_rss_bytes.map(|b| b as f64 / 1_048_576.0);
+        let server = match self.repeat {
+            1 => r.server.clone(),
+            _ => format!("{} ({})", r.server, r.round + 1),
+        };
+        match (&r.workload.mode, &r.capacity) {
+            (Mode::Capacity, Some(c)) => {
+                let _ = writeln!(
+                    m,
+                    "| {} | {} | {} | {} | {} | {:.1} |",
+                    server,
+                    c.written,
+                    c.items,
+                    c.evictions,
+                    opt(rss, 0),
+                    c.rss_bytes_per_item
+                );
+            }
+            _ => {
+                let l = r.latency_us;
+                let _ = writeln!(
+                    m,
+                    "| {} | {} | {:.0} | {:.0} | {:.0} | {:.0} | {:.0} | {:.0} | {:.0} | {} | {} | {} | {} | {} |",
+                    server,
+                    r.protocol,
+                    r.requests_per_sec,
+                    r.ops_per_sec,
+                    l.p50,
+                    l.p90,
+                    l.p99,
+                    l.p999,
+                    l.max,
+                    opt(r.hit_ratio.map(|h| h * 100.0), 1),
+                    opt(r.server_cpu_us_per_op, 2),
+                    r.server_system_share.map_or_else(|| "–".into(), |s| format!("{:.0}%", s * 100.0)),
+                    opt(r.client_cpu_us_per_op, 2),
+                    opt(rss, 0),
+                );
+            }
+        }
+    }
+
+    /// Medians and ranges over the rounds, and each server's figures over
+    /// memcached's from the same round (paired, so drift between rounds
+    /// cancels).
+    fn summary(&self, m: &mut String, runs: &[&RunResult]) {
+        let servers = servers_of(runs);
+        let _ = writeln!(m, "\nOver {} rounds, median (min–max):\n", self.repeat);
+        m.push_str("| server | server CPU µs/op | CPU ÷ memcached's | p99 µs | p99 ÷ memcached's |\n");
+        m.push_str("|---|---:|---:|---:|---:|\n");
+        let cpu = |r: &RunResult| r.server_cpu_us_per_op;
+        let p99 = |r: &RunResult| Some(r.latency_us.p99);
+        for server in &servers {
+            let mine: Vec<&RunResult> = runs.iter().copied().filter(|r| &r.server == server).collect();
+            let _ = writeln!(
+                m,
+                "| {} | {} | {} | {} | {} |",
+                server,
+                spread(&values(&mine, cpu), 2),
+                spread(&paired_ratios(runs, server, cpu), 2),
+                spread(&values(&mine, p99), 0),
+                spread(&paired_ratios(runs, server, p99), 2),
+            );
+        }
+    }
+
+    /// One SVG per load workload: latency percentiles, throughput and server
+    /// CPU per op, one colour per server.
+    pub fn charts(&self) -> Vec<(String, String)> {
+        let mut out = Vec::new();
+        for name in self.workload_names() {
+            let all: Vec<&RunResult> =
                 self.runs.iter().filter(|r| r.workload.name == name && r.workload.mode != Mode::Capacity).collect();
+            let runs = representatives(&all);
             if runs.is_empty() {
                 continue;
             }
@@ -280,6 +322,72 @@ impl Report {
         }
         out
     }
+}
+
+/// Servers in the order they first ran.
+fn servers_of(runs: &[&RunResult]) -> Vec<String> {
+    let mut servers: Vec<String> = Vec::new();
+    for r in runs {
+        if !servers.contains(&r.server) {
+            servers.push(r.server.clone());
+        }
+    }
+    servers
+}
+
+fn values(runs: &[&RunResult], f: impl Fn(&RunResult) -> Option<f64>) -> Vec<f64> {
+    runs.iter().filter_map(|r| f(r)).collect()
+}
+
+/// `server`'s figure over memcached's, one per round that measured both.
+fn paired_ratios(runs: &[&RunResult], server: &str, f: impl Fn(&RunResult) -> Option<f64>) -> Vec<f64> {
+    let of = |name: &str, round: u32| runs.iter().find(|r| r.server == name && r.round == round).and_then(|r| f(r));
+    let rounds = runs.iter().filter(|r| r.server == server).map(|r| r.round);
+    rounds
+        .filter_map(|round| match (of(server, round), of("memcached", round)) {
+            (Some(a), Some(b)) if b > 0.0 => Some(a / b),
+            _ => None,
+        })
+        .collect()
+}
+
+/// The median of `v` (the mean of the middle two for an even count).
+fn median(v: &[f64]) -> Option<f64> {
+    let mut v = v.to_vec();
+    v.sort_by(f64::total_cmp);
+    let n = v.len();
+    match n {
+        0 => None,
+        _ if n % 2 == 1 => Some(v[n / 2]),
+        _ => Some((v[n / 2 - 1] + v[n / 2]) / 2.0),
+    }
+}
+
+/// "median (min–max)", or "–" with nothing to show.
+fn spread(v: &[f64], digits: usize) -> String {
+    let Some(mid) = median(v) else { return "–".into() };
+    let lo = v.iter().copied().fold(f64::INFINITY, f64::min);
+    let hi = v.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+    if v.len() == 1 {
+        return format!("{mid:.digits$}");
+    }
+    format!("{mid:.digits$} ({lo:.digits$}–{hi:.digits$})")
+}
+
+/// One run per server for the charts: the one with the median CPU per op
+/// (the lower middle for an even count), so a chart shows a run that
+/// happened rather than a blend of several.
+fn representatives<'a>(runs: &[&'a RunResult]) -> Vec<&'a RunResult> {
+    servers_of(runs)
+        .iter()
+        .filter_map(|server| {
+            let mut mine: Vec<&RunResult> = runs.iter().copied().filter(|r| &r.server == server).collect();
+            mine.sort_by(|a, b| {
+                a.server_cpu_us_per_op.unwrap_or(0.0).total_cmp(&b.server_cpu_us_per_op.unwrap_or(0.0))
+            });
+            mine.get(mine.len().saturating_sub(1) / 2).copied()
+        })
+        .collect()
 }
 
 struct Panel {
@@ -379,6 +487,113 @@ mod tests {
         assert_eq!(fmt_num(1_234_567.0), "1.23M");
         assert_eq!(fmt_num(45_678.0), "46k");
         assert_eq!(fmt_num(2.5), "2.50");
+    }
+
+    fn workload() -> Workload {
+        let s: crate::config::Scenario =
+            toml::from_str("name = \"t\"\n[[run]]\nname = \"w\"\n").unwrap_or_else(|e| panic!("{e}"));
+        s.workloads().unwrap_or_else(|e| panic!("{e}")).remove(0)
+    }
+
+    fn run(server: &str, round: u32, cpu: f64, p99: f64) -> RunResult {
+        RunResult {
+            workload: workload(),
+            server: server.into(),
+            version: String::new(),
+            command: String::new(),
+            protocol: Protocol::Text,
+            elapsed_secs: 1.0,
+            requests: 0,
+            sets: 0,
+            gets: 0,
+            keys: 0,
+            hits: 0,
+            misses: 0,
+            errors: 0,
+            requests_per_sec: 0.0,
+            ops_per_sec: 0.0,
+            latency_us: Percentiles { p99, ..Percentiles::default() },
+            server_cpu_secs: None,
+            server_cpu_us_per_op: Some(cpu),
+            server_cpu_us_per_request: None,
+            server_system_share: None,
+            client_cpu_us_per_op: None,
+            server_rss_bytes: None,
+            hit_ratio: None,
+            capacity: None,
+            round,
+        }
+    }
+
+    #[test]
+    fn medians_and_spreads() {
+        assert_eq!(median(&[]), None);
+        assert_eq!(median(&[3.0, 1.0, 2.0]), Some(2.0));
+        assert_eq!(median(&[4.0, 1.0, 2.0, 3.0]), Some(2.5));
+        assert_eq!(spread(&[], 2), "–");
+        assert_eq!(spread(&[1.5], 2), "1.50");
+        assert_eq!(spread(&[9.0, 8.0, 10.0], 1), "9.0 (8.0–10.0)");
+    }
+
+    #[test]
+    fn ratios_pair_rounds_not_medians() {
+        // strata is 0.8x memcached in every round while both drift; the
+        // ratio of medians would be 8/12 = 0.67.
+        let runs = [
+            run("strata", 0, 8.0, 100.0),
+            run("memcached", 0, 10.0, 200.0),
+            run("memcached", 1, 15.0, 300.0),
+            run("strata", 1, 12.0, 30.0),
+            run("memcached", 2, 20.0, 100.0),
+            run("strata", 2, 16.0, 200.0),
+        ];
+        let refs: Vec<&RunResult> = runs.iter().collect();
+        let r = paired_ratios(&refs, "strata", |r| r.server_cpu_us_per_op);
+        assert_eq!(r.len(), 3);
+        assert!(r.iter().all(|x| (x - 0.8).abs() < 1e-9), "{r:?}");
+        let p99 = paired_ratios(&refs, "strata", |r| Some(r.latency_us.p99));
+        assert_eq!(spread(&p99, 2), "0.50 (0.10–2.00)");
+        // A round without memcached pairs with nothing.
+        let alone = [run("strata", 0, 8.0, 1.0)];
+        assert!(paired_ratios(&alone.iter().collect::<Vec<_>>(), "strata", |r| r.server_cpu_us_per_op).is_empty());
+        // The charts show each server's median-CPU run.
+        let rep = representatives(&refs);
+        let picked: Vec<(&str, u32)> = rep.iter().map(|r| (r.server.as_str(), r.round)).collect();
+        assert_eq!(picked, [("strata", 1), ("memcached", 1)]);
+    }
+
+    #[test]
+    fn repeated_runs_get_a_summary_table() {
+        let mut report = Report {
+            scenario: "s".into(),
+            description: String::new(),
+            command_line: "cmd".into(),
+            machine: Machine { cpus: 2, cpu_model: "x".into(), kernel: "k".into() },
+            memory_mb: 64,
+            server_threads: 2,
+            redis_io_threads: 1,
+            started_unix: 0,
+            repeat: 2,
+            runs: vec![
+                run("strata", 0, 8.0, 100.0),
+                run("memcached", 0, 10.0, 200.0),
+                run("memcached", 1, 10.0, 100.0),
+                run("strata", 1, 9.0, 100.0),
+            ],
+        };
+        let md = report.markdown();
+        assert!(md.contains("| strata (2) | text |"), "{md}");
+        assert!(md.contains("Over 2 rounds, median (min–max):"), "{md}");
+        assert!(
+            md.contains("| strata | 8.50 (8.00–9.00) | 0.85 (0.80–0.90) | 100 (100–100) | 0.75 (0.50–1.00) |"),
+            "{md}"
+        );
+        assert!(md.contains("| memcached | 10.00 (10.00–10.00) | 1.00 (1.00–1.00) | 150 (100–200) |"), "{md}");
+        report.repeat = 1;
+        report.runs.truncate(2);
+        let md = report.markdown();
+        assert!(!md.contains("Over "), "{md}");
+        assert!(md.contains("| strata | text |"), "{md}");
     }
 
     #[test]

@@ -417,6 +417,9 @@ impl Loop<'_> {
         let Some(Some(s)) = self.slots.get_mut(i) else { return false };
         s.queued = false;
         if s.closing {
+            // A send that was in flight when it started closing may have
+            // delivered bytes since; count them before the slot goes.
+            s.conn.report_traffic(ctx);
             self.reap(i);
             return false;
         }
