@@ -262,20 +262,22 @@ impl Report {
     fn summary(&self, m: &mut String, runs: &[&RunResult]) {
         let servers = servers_of(runs);
         let _ = writeln!(m, "\nOver {} rounds, median (min–max):\n", self.repeat);
-        m.push_str("| server | server CPU µs/op | CPU ÷ memcached's | p99 µs | p99 ÷ memcached's |\n");
-        m.push_str("|---|---:|---:|---:|---:|\n");
+        m.push_str("| server | server CPU µs/op | CPU ÷ memcached's | p99 µs | p99 ÷ memcached's | hit % |\n");
+        m.push_str("|---|---:|---:|---:|---:|---:|\n");
         let cpu = |r: &RunResult| r.server_cpu_us_per_op;
         let p99 = |r: &RunResult| Some(r.latency_us.p99);
+        let hits = |r: &RunResult| r.hit_ratio.map(|h| h * 100.0);
         for server in &servers {
             let mine: Vec<&RunResult> = runs.iter().copied().filter(|r| &r.server == server).collect();
             let _ = writeln!(
                 m,
-                "| {} | {} | {} | {} | {} |",
+                "| {} | {} | {} | {} | {} | {} |",
                 server,
                 spread(&values(&mine, cpu), 2),
                 spread(&paired_ratios(runs, server, cpu), 2),
                 spread(&values(&mine, p99), 0),
                 spread(&paired_ratios(runs, server, p99), 2),
+                spread(&values(&mine, hits), 1),
             );
         }
     }
@@ -581,6 +583,8 @@ mod tests {
                 run("strata", 1, 9.0, 100.0),
             ],
         };
+        report.runs[1].hit_ratio = Some(0.75);
+        report.runs[2].hit_ratio = Some(0.77);
         let md = report.markdown();
         assert!(md.contains("| strata (2) | text |"), "{md}");
         assert!(md.contains("Over 2 rounds, median (min–max):"), "{md}");
@@ -588,7 +592,8 @@ mod tests {
             md.contains("| strata | 8.50 (8.00–9.00) | 0.85 (0.80–0.90) | 100 (100–100) | 0.75 (0.50–1.00) |"),
             "{md}"
         );
-        assert!(md.contains("| memcached | 10.00 (10.00–10.00) | 1.00 (1.00–1.00) | 150 (100–200) |"), "{md}");
+        let mc = "| memcached | 10.00 (10.00–10.00) | 1.00 (1.00–1.00) | 150 (100–200) | 1.00 (1.00–1.00) | 76.0 (75.0–77.0) |";
+        assert!(md.contains(mc), "{md}");
         report.repeat = 1;
         report.runs.truncate(2);
         let md = report.markdown();
