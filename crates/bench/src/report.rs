@@ -204,13 +204,7 @@ impl Report {
 
     /// Workload names in the order they ran.
     fn workload_names(&self) -> Vec<&str> {
-        let mut names: Vec<&str> = Vec::new();
-        for r in &self.runs {
-            if !names.contains(&r.workload.name.as_str()) {
-                names.push(&r.workload.name);
-            }
-        }
-        names
+        first_seen(self.runs.iter().map(|r| r.workload.name.as_str()))
     }
 
     fn row(&self, m: &mut String, r: &RunResult) {
@@ -268,7 +262,7 @@ impl Report {
         let p99 = |r: &RunResult| Some(r.latency_us.p99);
         let hits = |r: &RunResult| r.hit_ratio.map(|h| h * 100.0);
         for server in &servers {
-            let mine: Vec<&RunResult> = runs.iter().copied().filter(|r| &r.server == server).collect();
+            let mine: Vec<&RunResult> = runs.iter().copied().filter(|r| r.server == *server).collect();
             let _ = writeln!(
                 m,
                 "| {} | {} | {} | {} | {} | {} |",
@@ -326,15 +320,20 @@ impl Report {
     }
 }
 
-/// Servers in the order they first ran.
-fn servers_of(runs: &[&RunResult]) -> Vec<String> {
-    let mut servers: Vec<String> = Vec::new();
-    for r in runs {
-        if !servers.contains(&r.server) {
-            servers.push(r.server.clone());
+/// Each distinct name once, in the order first seen.
+fn first_seen<'a>(names: impl Iterator<Item = &'a str>) -> Vec<&'a str> {
+    let mut seen: Vec<&str> = Vec::new();
+    for n in names {
+        if !seen.contains(&n) {
+            seen.push(n);
         }
     }
-    servers
+    seen
+}
+
+/// Servers in the order they first ran.
+fn servers_of<'a>(runs: &[&'a RunResult]) -> Vec<&'a str> {
+    first_seen(runs.iter().map(|r| r.server.as_str()))
 }
 
 fn values(runs: &[&RunResult], f: impl Fn(&RunResult) -> Option<f64>) -> Vec<f64> {
@@ -383,7 +382,7 @@ fn representatives<'a>(runs: &[&'a RunResult]) -> Vec<&'a RunResult> {
     servers_of(runs)
         .iter()
         .filter_map(|server| {
-            let mut mine: Vec<&RunResult> = runs.iter().copied().filter(|r| &r.server == server).collect();
+            let mut mine: Vec<&RunResult> = runs.iter().copied().filter(|r| r.server == *server).collect();
             mine.sort_by(|a, b| {
                 a.server_cpu_us_per_op.unwrap_or(0.0).total_cmp(&b.server_cpu_us_per_op.unwrap_or(0.0))
             });
