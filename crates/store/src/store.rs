@@ -37,7 +37,7 @@ use parking_lot::Mutex;
 use crate::arena::Arena;
 use crate::clock::Clock;
 use crate::index::{slot, Index, Loc, Pos, Stripe};
-use crate::item::{encoded_len, state, write_head, Fields, Item, MAX_HEADER_LEN};
+use crate::item::{encoded_len, state, write_head, Fields, Header, Item, MAX_HEADER_LEN};
 use crate::timelog::TimeLog;
 
 /// Errors of the store.
@@ -1154,9 +1154,12 @@ impl Store {
         f.cas.unwrap_or_else(|| self.derived_cas(seg, off))
     }
 
-    /// Rewrites the state byte of a linked item in place.
-    fn set_state(&self, s: u64, it: &Item<'_>, bits: u8) {
-        if let Some(at) = it.header.state_at() {
+    /// Rewrites the state byte of a linked item in place. Takes the
+    /// item's header, not a view of it: no view of the item's bytes may be
+    /// alive across this write (arena rule 4), so callers read what they
+    /// need first and take a new view after.
+    fn set_state(&self, s: u64, header: Header, bits: u8) {
+        if let Some(at) = header.state_at() {
             // SAFETY: the caller holds the item's bucket lock, the only way
             // anyone reads or writes a state byte (arena rule 4).
             let dst = unsafe { self.arena.bytes_mut(slot::seg(s), self.byte_off(s) + at, 1) };
@@ -1165,9 +1168,10 @@ impl Store {
     }
 
     /// Rewrites the expiry of a linked item in place; false if it has no
-    /// expiry field to rewrite.
-    fn set_expiry(&self, s: u64, it: &Item<'_>, expiry: u32) -> bool {
-        match it.header.expiry_at() {
+    /// expiry field to rewrite. As for [`Store::set_state`], no view of the
+    /// item may be alive across this.
+    fn set_expiry(&self, s: u64, header: Header, expiry: u32) -> bool {
+        match header.expiry_at() {
             Some(at) => {
                 // SAFETY: the caller holds the item's bucket lock, the only
                 // way anyone reads or writes an expiry field (arena rule 4).
@@ -1285,37 +1289,42 @@ impl Worker {
                     continue;
                 }
             };
-            let Some(it) = st.item_at(s) else { return Ok(None) };
-            let wins = wins_token(opts, &it);
-            let touch = opts.touch.filter(|&e| e != it.expiry());
-            let relayout = (wins && it.header.state_at().is_none())
-                || touch.is_some_and(|e| e != 0 && it.header.expiry_at().is_none());
-            let expiry_before = *first_expiry.get_or_insert(it.expiry());
+            // What the in-place writes below need, read before them: the
+            // view `it` must be dead once they start (arena rule 4).
+            let (header, bits, expiry, wins) = {
+                let Some(it) = st.item_at(s) else { return Ok(None) };
+                (it.header, it.state(), it.expiry(), wins_token(opts, &it))
+            };
+            let touch = opts.touch.filter(|&e| e != expiry);
+            let relayout =
+                (wins && header.state_at().is_none()) || touch.is_some_and(|e| e != 0 && header.expiry_at().is_none());
+            let expiry_before = *first_expiry.get_or_insert(expiry);
             if relayout {
                 drop(stripe);
                 won |= self.relayout(key, opts, touch)?;
                 relaid = true;
                 continue;
             }
-            let bits = it.state();
             if wins {
-                st.set_state(s, &it, bits | state::TOKEN_SENT);
+                st.set_state(s, header, bits | state::TOKEN_SENT);
                 won = true;
             }
             if let Some(e) = touch {
-                st.set_expiry(s, &it, e);
+                st.set_expiry(s, header, e);
             }
             let freq = slot::freq(s);
             if opts.bump && freq < 15 {
                 stripe.set(pos, slot::with_freq(s, freq + 1));
             }
+            // A fresh view, taken after the writes.
+            let Some(it) = st.item_at(s) else { return Ok(None) };
             let view = ItemView {
                 key: it.key(),
                 value: it.value(),
                 flags: it.flags(),
                 cas: st.cas_of(s, &it),
                 expiry_before,
-                expiry: touch.unwrap_or(it.expiry()),
+                expiry: touch.unwrap_or(expiry),
                 fetched: !created && (freq > 0 || bits & state::FETCHED != 0),
                 written: if opts.written { st.written_at(s) } else { 0 },
                 stale: bits & state::STALE != 0,

@@ -741,3 +741,23 @@ fn overwrites_are_compacted_instead_of_filling_memory() {
         assert_eq!(v.as_deref().map(|v| &v[..8]), Some(&n.to_le_bytes()[..]), "key {k}");
     }
 }
+
+/// The in-place path of a touching read (touch, gat, `mg T`) and of a
+/// recache token writes the item's expiry and state bytes: no view of the
+/// item may span that write (Miri checks this under Stacked and Tree
+/// Borrows).
+#[test]
+fn touching_and_token_reads_write_in_place_soundly() {
+    let (s, mut w) = store(4 << 20, true);
+    let c = s.clock().clone();
+    assert_eq!(w.set(SetOp::Set, b"k", 3, c.expiry(100), b"value"), Ok(StoreOutcome::Stored));
+    let opts = ReadOpts { touch: Some(c.expiry(200)), ..ReadOpts::GET };
+    let got = w.read(b"k", &opts, |it| (it.value.to_vec(), it.flags, it.expiry_before, it.expiry));
+    assert_eq!(got, Ok(Some((b"value".to_vec(), 3, c.expiry(100), c.expiry(200)))));
+    assert_eq!(w.delete_with(b"k", &Delete { invalidate: true, ..Delete::default() }), Ok(DeleteOutcome::Deleted));
+    let opts = ReadOpts { tokens: true, touch: Some(c.expiry(300)), ..ReadOpts::GET };
+    let got = w.read(b"k", &opts, |it| (it.value.to_vec(), it.won, it.stale, it.expiry));
+    assert_eq!(got, Ok(Some((b"value".to_vec(), true, true, c.expiry(300)))));
+    let got = w.read(b"k", &ReadOpts { tokens: true, ..ReadOpts::GET }, |it| (it.won, it.token_sent));
+    assert_eq!(got, Ok(Some((false, true))), "one token per stale item");
+}
