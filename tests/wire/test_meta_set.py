@@ -402,6 +402,31 @@ def test_i_with_older_cas_stores_item_as_stale(conn):
     expect(conn, b"mg k c v\r\n", b"VA 2 c%d Z X\r\nv0\r\n" % new)
 
 
+def test_i_with_older_cas_keeps_ttl_stale_mark_and_sent_token(conn):
+    """memcached replaces the value but keeps the item's TTL, its stale mark
+    and a recache token already handed out: the next mg gets Z, not W."""
+    expect(conn, b"ms k 2 T100\r\nv1\r\n", b"HD\r\n")
+    old = cas_of(conn, b"k")
+    expect(conn, b"md k I\r\n", b"HD\r\n")
+    expect(conn, b"mg k v\r\n", b"VA 2 X W\r\nv1\r\n")
+    expect(conn, b"ms k 2 I C%d T500\r\nv0\r\n" % old, b"HD\r\n")
+    reply = meta(conn, b"mg k v t\r\n")
+    ttl = int(reply.split()[2][1:])
+    assert 98 <= ttl <= 100, reply
+    assert reply == b"VA 2 t%d Z X\r\nv0\r\n" % ttl, reply
+
+
+def test_i_with_older_cas_keeps_the_ttl_of_a_fresh_item(conn):
+    expect(conn, b"ms k 2\r\nv1\r\n", b"HD\r\n")
+    old = cas_of(conn, b"k")
+    expect(conn, b"ms k 2 T100\r\nv2\r\n", b"HD\r\n")
+    expect(conn, b"ms k 2 I C%d\r\nv0\r\n" % old, b"HD\r\n")
+    reply = meta(conn, b"mg k v t\r\n")
+    ttl = int(reply.split()[2][1:])
+    assert 98 <= ttl <= 100, reply
+    assert reply == b"VA 2 t%d X W\r\nv0\r\n" % ttl, reply
+
+
 def test_i_with_newer_cas_is_ex(conn):
     expect(conn, b"ms k 2\r\nv1\r\n", b"HD\r\n")
     cas = cas_of(conn, b"k")

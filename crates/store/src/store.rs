@@ -1409,8 +1409,8 @@ impl Worker {
         }
     }
 
-    /// Writes a whole new item (set/add/replace/cas) with fields `f`.
-    fn store_item(&mut self, w: &Write<'_>, mut f: Fields) -> Result<Stored, StoreError> {
+    /// Writes a whole new item (set/add/replace/cas) with fields `fresh`.
+    fn store_item(&mut self, w: &Write<'_>, fresh: Fields) -> Result<Stored, StoreError> {
         // A compare value applies to set only (memcached's add ignores it).
         let (op, compare) = match w.op {
             SetOp::Cas(c) => (SetOp::Set, Some(c)),
@@ -1418,6 +1418,11 @@ impl Worker {
             op => (op, None),
         };
         let key = w.key;
+        // The item is written before its bucket lock is taken, so what it
+        // must look like is only known under the lock: when that differs
+        // from what was written (a stale store, below), the write is undone
+        // and done again with the right fields.
+        let mut f = fresh;
         for _ in 0..16 {
             let store = &*self.store;
             let len = encoded_len(key.len(), w.value.len(), &f);
@@ -1435,40 +1440,40 @@ impl Worker {
             let loc = store.index.locate(key);
             let mut stripe = store.index.lock(loc.stripe);
             let found = store.lookup(&mut stripe, loc, key, now, &self.active.counters).ok();
-            let have = found.and_then(|(_, s)| store.item_at(s).map(|it| store.cas_of(s, &it)));
-            let outcome = match (op, have, compare) {
-                (SetOp::Add, Some(_), _) | (SetOp::Replace, None, _) => StoreOutcome::NotStored,
-                (_, None, Some(_)) => StoreOutcome::NotFound,
+            let have =
+                found.and_then(|(_, s)| store.item_at(s).map(|it| (store.cas_of(s, &it), it.expiry(), it.state())));
+            let wanted = match (op, have, compare) {
+                (SetOp::Add, Some(_), _) | (SetOp::Replace, None, _) => Err(StoreOutcome::NotStored),
+                (_, None, Some(_)) => Err(StoreOutcome::NotFound),
                 // With CAS off (-C) memcached can never match a unique.
-                (_, Some(have), Some(want)) if !store.cfg.cas || have != want => {
+                (_, Some((have, expiry, bits)), Some(want)) if !store.cfg.cas || have != want => {
                     if w.invalidate && store.cfg.cas && want < have {
-                        if f.state & state::STALE == 0 {
-                            // Stored stale: needs the layout with a state byte.
-                            drop(stripe);
-                            self.active.unreserve(store, seg, off, len);
-                            f.state |= state::STALE;
-                            continue;
-                        }
-                        StoreOutcome::Stored
+                        // memcached's CAS_STALE: the value is replaced, but
+                        // the item keeps its TTL, is marked stale, and keeps
+                        // a recache token already handed out.
+                        let state = fresh.state | state::STALE | (bits & state::TOKEN_SENT);
+                        Ok(Fields { expiry, state, ..fresh })
                     } else {
-                        StoreOutcome::Exists
+                        Err(StoreOutcome::Exists)
                     }
                 }
-                _ if f.state & state::STALE != 0 && compare.is_none_or(|want| have == Some(want)) => {
-                    // A retry for a stale store found the item changed so it
-                    // no longer needs the stale mark: store it fresh.
+                _ => Ok(fresh),
+            };
+            match wanted {
+                Err(outcome) => {
+                    self.active.unreserve(store, seg, off, len);
+                    return Ok(Stored { outcome, cas: 0, size: 0 });
+                }
+                Ok(wanted) if wanted != f => {
                     drop(stripe);
                     self.active.unreserve(store, seg, off, len);
-                    f.state &= !state::STALE;
+                    f = wanted;
                     continue;
                 }
-                _ => StoreOutcome::Stored,
-            };
-            if outcome != StoreOutcome::Stored {
-                self.active.unreserve(store, seg, off, len);
-                return Ok(Stored { outcome, cas: 0, size: 0 });
+                Ok(_) => {}
             }
             store.link(&mut stripe, loc, found, Placed { seg, off, len }, 0, &self.active.counters);
+            let outcome = StoreOutcome::Stored;
             return Ok(Stored { outcome, cas: store.placed_cas(seg, off, &f), size: w.value.len() });
         }
         Err(StoreError::Contended)

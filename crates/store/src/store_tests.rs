@@ -301,6 +301,34 @@ fn writes_with_compare_invalidate_and_new_cas() {
     assert_eq!(get(&mut w, b"log").map(|g| (g.0, g.1)), Some((b"lineline".to_vec(), 3)));
 }
 
+/// memcached's CAS_STALE: `ms I C<older>` replaces the value but keeps the
+/// item's TTL, marks it stale, and keeps a recache token already handed out.
+#[test]
+fn a_stale_store_keeps_ttl_and_a_token_already_sent() {
+    // Three TTL classes' active segments and the eviction target.
+    let (s, mut w) = store(8 << 20, true);
+    let c = s.clock().clone();
+    let old = w.set_with(&Write::new(SetOp::Set, b"k", 0, c.expiry(100), b"v1")).map_or(0, |s| s.cas);
+    assert_eq!(w.delete_with(b"k", &Delete { invalidate: true, ..Delete::default() }), Ok(DeleteOutcome::Deleted));
+    let tokens = ReadOpts { tokens: true, ..ReadOpts::GET };
+    assert_eq!(w.read(b"k", &tokens, |it| it.won), Ok(Some(true)));
+    let stale = Write { compare: Some(old), invalidate: true, ..Write::new(SetOp::Set, b"k", 5, c.expiry(500), b"v0") };
+    assert_eq!(w.set_with(&stale).map(|s| s.outcome), Ok(StoreOutcome::Stored));
+    let seen = w.read(b"k", &tokens, |it| (it.value.to_vec(), it.flags, it.expiry, it.stale, it.won, it.token_sent));
+    assert_eq!(seen, Ok(Some((b"v0".to_vec(), 5, c.expiry(100), true, false, true))), "old TTL, Z, not W");
+
+    // No token handed out yet: the stale item offers one.
+    let old = w.set_with(&Write::new(SetOp::Set, b"n", 0, 0, b"v1")).map_or(0, |s| s.cas);
+    assert_eq!(
+        w.set_with(&Write::new(SetOp::Set, b"n", 0, c.expiry(50), b"v2")).map(|s| s.outcome),
+        Ok(StoreOutcome::Stored)
+    );
+    let stale = Write { compare: Some(old), invalidate: true, ..Write::new(SetOp::Set, b"n", 0, 0, b"v0") };
+    assert_eq!(w.set_with(&stale).map(|s| s.outcome), Ok(StoreOutcome::Stored));
+    let seen = w.read(b"n", &tokens, |it| (it.expiry, it.stale, it.won));
+    assert_eq!(seen, Ok(Some((c.expiry(50), true, true))));
+}
+
 #[test]
 fn delete_with_compare_and_empty_value() {
     let (_s, mut w) = store(4 << 20, true);
