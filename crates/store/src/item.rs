@@ -258,6 +258,8 @@ mod tests {
     }
 
     proptest! {
+        #![proptest_config(crate::testing::proptest_config(256, 8))]
+
         #[test]
         fn round_trip(key in proptest::collection::vec(any::<u8>(), 1..250), vlen in 0usize..70_000,
                       flags in any::<u32>(), expiry in any::<u32>(), cas in any::<Option<u64>>(),

@@ -5,21 +5,75 @@
 //! calls it directly — there is no storage thread and no global lock on the
 //! request path (DESIGN §1.3).
 //!
-//! - [`item`]: the compact item layout inside a segment.
-//! - [`arena`]: the one allocation all segments live in.
-//! - [`index`]: the bucketed hash index of packed 8-byte slots, striped locks.
-//! - [`clock`]: server time and memcached's expiry rules, injectable for tests.
-//! - [`store`]: segments' life cycle, eviction, and the operations.
+//! The public API is what a protocol-neutral request needs: [`Store`] (built
+//! from a [`Config`], shared), [`Worker`] (one per thread: reads, writes,
+//! deletes, counters, read-ahead), the request and outcome types, and the
+//! [`Clock`]. Everything else is internal:
+//!
+//! - `item`: the compact item layout inside a segment.
+//! - `arena`: the one allocation all segments live in; the only `unsafe`.
+//! - `index`: the bucketed hash index of packed 8-byte slots, striped locks.
+//! - `timelog`: per-segment write times.
+//! - `store`: the shared state and the helpers every operation uses.
+//! - `segments`: segments, the memory budget, TTL classes, reservations.
+//! - `evict`: eviction and compaction.
+//! - `read`, `write`: the operations; `worker`: the per-thread handle.
+//! - `types`: requests, outcomes, settings, errors, totals.
 
-pub mod arena;
+mod arena;
 pub mod clock;
-pub mod index;
-pub mod item;
-pub mod store;
-pub mod timelog;
+mod evict;
+mod index;
+mod item;
+mod read;
+mod segments;
+mod store;
+mod timelog;
+mod types;
+mod worker;
+mod write;
 
 pub use clock::Clock;
-pub use store::{
-    Arith, ArithOutcome, Config, Counted, Delete, DeleteOutcome, Hint, Inspect, ItemView, ReadOpts, SetOp, Store,
-    StoreError, StoreOutcome, StoreStats, Stored, Worker, Write,
+pub use store::Store;
+pub use types::{
+    Arith, ArithOutcome, Config, ConfigError, Counted, Delete, DeleteOutcome, Inspect, ItemView, ReadOpts, SetOp,
+    StoreError, StoreOutcome, StoreStats, Stored, Write,
 };
+pub use worker::{Hint, Worker};
+
+/// How many times an operation that lost a race with a concurrent writer
+/// (the item changed between planning and committing, or a stale-store
+/// retry) starts again before it gives up with [`StoreError::Contended`].
+/// Each retry means another writer committed, so 16 losses in a row only
+/// happen under a storm of writes to one key.
+pub const MAX_RETRIES: usize = 16;
+
+#[cfg(test)]
+mod tests;
+
+/// What the unit tests share: sizes for running under Miri, which is about
+/// a thousand times slower (so loops there are shortened, not skipped) and
+/// isolates the test from the file system.
+#[cfg(test)]
+pub(crate) mod testing {
+    /// `n`, or `miri` under Miri.
+    pub fn scaled(n: usize, miri: usize) -> usize {
+        if cfg!(miri) {
+            miri
+        } else {
+            n
+        }
+    }
+
+    /// A proptest configuration of `cases` cases (`miri` under Miri, where
+    /// proptest may not write its regression files either).
+    pub fn proptest_config(cases: u32, miri: u32) -> proptest::test_runner::Config {
+        let default = proptest::test_runner::Config::default();
+        let failure_persistence = if cfg!(miri) { None } else { default.failure_persistence.clone() };
+        proptest::test_runner::Config {
+            cases: scaled(cases as usize, miri as usize) as u32,
+            failure_persistence,
+            ..default
+        }
+    }
+}

@@ -1,0 +1,230 @@
+//! Segments and the memory budget: the memory limit cut into fixed-size
+//! segments, their metadata (kept apart from their data), the free and
+//! parked lists, TTL classes, and a worker's reservations in its active
+//! segments.
+//!
+//! Each worker appends items to its own active segment for the item's TTL
+//! class, so items of similar expiry share segments and a whole segment can
+//! be dropped once its last item has expired, without a scan. A full segment
+//! is sealed onto an eviction queue (`evict.rs`). `-m` covers segments and
+//! the index together: a segment is taken only while both fit.
+
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering::*};
+use std::sync::Arc;
+
+use parking_lot::Mutex;
+
+use crate::index::slot;
+use crate::store::{Counters, Store};
+use crate::timelog::TimeLog;
+use crate::types::{ConfigError, StoreError};
+
+/// TTL classes: never, ≤1 min, ≤5 min, ≤30 min, ≤3 h, ≤1 day, ≤7 days, longer.
+pub const TTL_CLASSES: usize = 8;
+
+pub(crate) fn ttl_class(expiry: u32, now: u32) -> usize {
+    if expiry == 0 {
+        return 0;
+    }
+    match expiry.saturating_sub(now) {
+        0..=60 => 1,
+        61..=300 => 2,
+        301..=1800 => 3,
+        1801..=10_800 => 4,
+        10_801..=86_400 => 5,
+        86_401..=604_800 => 6,
+        _ => 7,
+    }
+}
+
+/// `max_expire` of a segment holding at least one item that never expires.
+pub(crate) const NEVER: u32 = u32::MAX;
+
+#[derive(Debug, Default)]
+pub(crate) struct SegMeta {
+    pub(crate) write_off: AtomicU32,
+    pub(crate) live_items: AtomicU32,
+    pub(crate) live_bytes: AtomicU32,
+    /// Latest expiry of any item written into it ([`NEVER`] if one never expires).
+    pub(crate) max_expire: AtomicU32,
+    pub(crate) epoch: AtomicU64,
+    /// The latest second noted in `times`, checked without its lock.
+    pub(crate) last_mark: AtomicU32,
+    pub(crate) times: Mutex<TimeLog>,
+}
+
+impl Store {
+    pub(crate) fn granule(&self) -> usize {
+        1 << self.granule_shift
+    }
+
+    pub(crate) fn aligned(&self, len: usize) -> usize {
+        (len + self.granule() - 1) & !(self.granule() - 1)
+    }
+
+    pub(crate) fn byte_off(&self, s: u64) -> usize {
+        (slot::off(s) as usize) << self.granule_shift
+    }
+
+    pub(crate) fn open_segment(&self, seg: u32) {
+        let m = &self.segs[seg as usize];
+        m.write_off.store(0, Relaxed);
+        m.live_items.store(0, Relaxed);
+        m.live_bytes.store(0, Relaxed);
+        m.max_expire.store(0, Relaxed);
+        m.epoch.store(self.epoch.fetch_add(1, Relaxed) + 1, Relaxed);
+        m.last_mark.store(0, Relaxed);
+        m.times.lock().clear();
+    }
+
+    /// Notes that the item at `off` of `seg` was written at `time`; called
+    /// by the segment's one writer.
+    pub(crate) fn note_written(&self, seg: u32, off: usize, time: u32) {
+        let m = &self.segs[seg as usize];
+        if m.last_mark.load(Relaxed) != time {
+            m.last_mark.store(time, Relaxed);
+            m.times.lock().note(off as u32, time);
+        }
+    }
+
+    /// When the item at slot `s` was written.
+    pub(crate) fn written_at(&self, s: u64) -> u32 {
+        let m = &self.segs[slot::seg(s) as usize];
+        m.times.lock().time_at(self.byte_off(s) as u32).unwrap_or(0)
+    }
+
+    /// Whether `seg` was opened before the latest `flush_all` took effect:
+    /// then everything in it is invalid (memcached's `oldest_live`, kept per
+    /// segment instead of per item).
+    pub(crate) fn is_flushed(&self, seg: u32) -> bool {
+        self.segs[seg as usize].epoch.load(Relaxed) <= self.flush_epoch.load(Relaxed)
+    }
+
+    pub(crate) fn note_expiry(&self, seg: u32, expiry: u32) {
+        let e = if expiry == 0 { NEVER } else { expiry };
+        self.segs[seg as usize].max_expire.fetch_max(e, Relaxed);
+    }
+
+    /// How many segments may be in use: the memory limit covers the index
+    /// too, so that RSS stays near `-m` whatever the item size (memcached's
+    /// `-m` leaves its hash table out).
+    pub(crate) fn segment_budget(&self) -> u32 {
+        let spare = self.memory_limit.load(Relaxed).saturating_sub(self.index.memory());
+        let segs = u32::try_from(spare / self.arena.segment_size()).unwrap_or(u32::MAX);
+        segs.min(self.limit_segs.load(Relaxed)).max(2)
+    }
+
+    /// A free segment within the current limit and budget; free segments
+    /// above the limit are parked.
+    pub(crate) fn pop_free(&self) -> Option<u32> {
+        if self.in_use.load(Relaxed) >= self.segment_budget() {
+            return None;
+        }
+        let limit = self.limit_segs.load(Relaxed);
+        let mut free = self.free.lock();
+        while let Some(s) = free.pop() {
+            if s < limit {
+                self.in_use.fetch_add(1, Relaxed);
+                return Some(s);
+            }
+            self.parked.lock().push(s);
+        }
+        None
+    }
+
+    /// Takes an emptied segment out of use and gives its memory back.
+    pub(crate) fn retire(&self, seg: u32, to: &Mutex<Vec<u32>>) {
+        // SAFETY: `seg` was cleared by the caller under the eviction lock: no
+        // item links into it and no writer holds it.
+        unsafe { self.arena.release(seg) };
+        self.unuse(seg, to);
+    }
+
+    /// Takes an emptied segment out of use, keeping its pages, so the next
+    /// writer to take it does not fault them in again.
+    pub(crate) fn unuse(&self, seg: u32, to: &Mutex<Vec<u32>>) {
+        self.in_use.fetch_sub(1, Relaxed);
+        to.lock().push(seg);
+    }
+
+    /// `cache_memlimit`: changes the memory limit at run time, within the
+    /// address space reserved at start. Raising takes effect at once;
+    /// lowering retires segments above the limit as they are freed or evicted.
+    pub fn set_memory_limit(&self, bytes: usize) -> Result<(), ConfigError> {
+        let seg = self.arena.segment_size();
+        let new = bytes / seg;
+        if new < 2 || new > self.segs.len() {
+            return Err(ConfigError::Invalid("memory limit outside the reserved range"));
+        }
+        let new = new as u32;
+        self.limit_segs.store(new, Relaxed);
+        self.memory_limit.store(bytes, Relaxed);
+        let mut parked = self.parked.lock();
+        let (back, keep): (Vec<u32>, Vec<u32>) = parked.drain(..).partition(|&s| s < new);
+        *parked = keep;
+        drop(parked);
+        self.free.lock().extend(back);
+        Ok(())
+    }
+
+    pub(crate) fn room(&self, seg: u32) -> usize {
+        self.arena.segment_size() - self.segs[seg as usize].write_off.load(Relaxed) as usize
+    }
+}
+
+/// Where a new item was written.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Placed {
+    pub(crate) seg: u32,
+    pub(crate) off: usize,
+    pub(crate) len: usize,
+}
+
+/// A worker's active segments (one per TTL class) and counters, apart from
+/// the `Arc<Store>` so both can be borrowed at once without touching the
+/// store's reference count on every write.
+pub(crate) struct Active {
+    pub(crate) segs: [Option<u32>; TTL_CLASSES],
+    pub(crate) counters: Arc<Counters>,
+}
+
+impl Active {
+    /// Reserves `len` bytes in the active segment of `class` for an item
+    /// written at `time`.
+    pub(crate) fn reserve(
+        &mut self,
+        st: &Store,
+        class: usize,
+        len: usize,
+        time: u32,
+    ) -> Result<(u32, usize), StoreError> {
+        let len = st.aligned(len);
+        if len > st.arena.segment_size() {
+            return Err(StoreError::TooLarge);
+        }
+        if let Some(seg) = self.segs[class] {
+            let m = &st.segs[seg as usize];
+            let w = m.write_off.load(Relaxed) as usize;
+            if w + len <= st.arena.segment_size() && !st.is_flushed(seg) {
+                m.write_off.store((w + len) as u32, Release);
+                st.note_written(seg, w, time);
+                return Ok((seg, w));
+            }
+            self.segs[class] = None;
+            st.seal(seg);
+        }
+        let seg = st.alloc_segment(&self.counters)?;
+        self.segs[class] = Some(seg);
+        st.segs[seg as usize].write_off.store(len as u32, Release);
+        st.note_written(seg, 0, time);
+        Ok((seg, 0))
+    }
+
+    /// Gives back the latest reservation (nothing was linked there).
+    pub(crate) fn unreserve(&self, st: &Store, seg: u32, off: usize, len: usize) {
+        let m = &st.segs[seg as usize];
+        if m.write_off.load(Relaxed) as usize == off + st.aligned(len) {
+            m.write_off.store(off as u32, Release);
+        }
+    }
+}

@@ -1,0 +1,299 @@
+//! The store's request and outcome types: what a protocol-neutral request
+//! asks of the store ([`Write`], [`ReadOpts`], [`Delete`], [`Arith`]) and
+//! what it did ([`Stored`], [`ItemView`], [`Counted`], [`DeleteOutcome`],
+//! [`Inspect`]), the settings ([`Config`]), the errors, and the totals for
+//! `stats`. No behaviour lives here.
+
+/// Why an operation was not done. The store is unchanged by it and the
+/// caller's connection carries on.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum StoreError {
+    /// No segment could be freed for the write (`-M`, or every candidate
+    /// pinned).
+    #[error("out of memory")]
+    OutOfMemory,
+    /// Header, key and value exceed `-I`.
+    #[error("object too large for cache")]
+    TooLarge,
+    /// The item kept changing under concurrent writers for
+    /// [`MAX_RETRIES`](crate::MAX_RETRIES) attempts.
+    #[error("the item kept changing under concurrent writers")]
+    Contended,
+}
+
+/// Why a store could not be built or a setting changed: a configuration
+/// mistake, reported once at start (or to `cache_memlimit`), never per
+/// request.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ConfigError {
+    #[error("invalid store configuration: {0}")]
+    Invalid(&'static str),
+}
+
+/// Store settings, from the server's flags.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// `-m`: bytes of item memory.
+    pub memory_limit: usize,
+    /// Address space reserved for segments, so `cache_memlimit` can raise the
+    /// limit up to it at run time; untouched pages cost no RAM. 0: `memory_limit`.
+    pub memory_reserve: usize,
+    /// `-I`: the largest item (header, key and value).
+    pub item_size_max: usize,
+    /// Segment size; 0 picks max(1 MiB, `item_size_max`).
+    pub segment_size: usize,
+    /// `-M` turns this off.
+    pub evictions: bool,
+    /// `-C` turns this off: CAS values read as 0 and `cas` never matches
+    /// (EXISTS), as in memcached.
+    pub cas: bool,
+    /// log2 of the number of index buckets at start (the index grows with
+    /// the items); 0 picks 2^16, or fewer for a small memory limit.
+    pub hash_power: u32,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            memory_limit: 64 << 20,
+            memory_reserve: 0,
+            item_size_max: 1 << 20,
+            segment_size: 0,
+            evictions: true,
+            cas: true,
+            hash_power: 0,
+        }
+    }
+}
+
+/// Storage modes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SetOp {
+    Set,
+    Add,
+    Replace,
+    Append,
+    Prepend,
+}
+
+/// Result of a storage command.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StoreOutcome {
+    Stored,
+    NotStored,
+    Exists,
+    NotFound,
+}
+
+/// A storage request with every option the protocols can ask for.
+#[derive(Debug, Clone, Copy)]
+pub struct Write<'a> {
+    pub op: SetOp,
+    pub key: &'a [u8],
+    pub flags: u32,
+    /// Server-relative expiry (see [`Clock::expiry`]), 0 for never.
+    pub expiry: u32,
+    pub value: &'a [u8],
+    /// Store only if the item's CAS is this (`ms C`); with `Set`, a missing
+    /// item is `NotFound`, as for `cas`.
+    pub compare: Option<u64>,
+    /// With `compare`: a compare value older than the item's CAS still stores,
+    /// but the new item is stale (`ms I`).
+    pub invalidate: bool,
+    /// The stored item's CAS, instead of a fresh one (`ms E`).
+    pub new_cas: Option<u64>,
+    /// Append/prepend to a missing item creates it with this expiry (`ms N`).
+    pub vivify: Option<u32>,
+    /// The key came in base64 (`ms b`): the item remembers, for replies.
+    pub binary_key: bool,
+}
+
+impl<'a> Write<'a> {
+    pub fn new(op: SetOp, key: &'a [u8], flags: u32, expiry: u32, value: &'a [u8]) -> Write<'a> {
+        Write {
+            op,
+            key,
+            flags,
+            expiry,
+            value,
+            compare: None,
+            invalidate: false,
+            new_cas: None,
+            vivify: None,
+            binary_key: false,
+        }
+    }
+}
+
+/// What a storage request did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Stored {
+    pub outcome: StoreOutcome,
+    /// The CAS of the item written (0 if nothing was written).
+    pub cas: u64,
+    /// Value length of the item written (after append/prepend).
+    pub size: usize,
+}
+
+/// How a read treats the item it finds.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct ReadOpts {
+    /// Count the read toward keeping the item (memcached's LRU bump;
+    /// `mg u` turns it off).
+    pub bump: bool,
+    /// Set this expiry on a hit (`touch`, `gat`, `mg T`).
+    pub touch: Option<u32>,
+    /// Hand out the recache token of a stale item (`mg`; classic reads
+    /// return stale items without taking part).
+    pub tokens: bool,
+    /// Hand out the recache token if the item expires before this
+    /// server-relative time (`mg R`).
+    pub recache_before: Option<u32>,
+    /// On a miss, create an empty item with this expiry and hand out its
+    /// recache token (`mg N`).
+    pub vivify: Option<u32>,
+    /// CAS of an item the read creates (`mg E`).
+    pub new_cas: Option<u64>,
+    /// Look up when the item was written (`mg l`; it takes a lock, so
+    /// only on request).
+    pub written: bool,
+}
+
+impl ReadOpts {
+    /// A plain `get`.
+    pub const GET: ReadOpts = ReadOpts {
+        bump: true,
+        touch: None,
+        tokens: false,
+        recache_before: None,
+        vivify: None,
+        new_cas: None,
+        written: false,
+    };
+}
+
+/// An item as handed to a reader, valid only inside the reader's closure.
+#[derive(Debug, Clone, Copy)]
+pub struct ItemView<'a> {
+    pub key: &'a [u8],
+    pub value: &'a [u8],
+    pub flags: u32,
+    pub cas: u64,
+    /// Expiry before the read (server-relative, 0 for never).
+    pub expiry_before: u32,
+    /// Expiry after the read (differs when it touched the item).
+    pub expiry: u32,
+    /// Read before this read.
+    pub fetched: bool,
+    /// When the item was written (server-relative seconds), if asked for
+    /// ([`ReadOpts::written`]); else 0.
+    pub written: u32,
+    /// Marked stale (`X`).
+    pub stale: bool,
+    /// Someone else already holds the recache token (`Z`).
+    pub token_sent: bool,
+    /// This read took the recache token (`W`).
+    pub won: bool,
+    /// This read created the item (`mg N` on a miss).
+    pub created: bool,
+    /// Stored under a base64 key (`ms b`).
+    pub binary_key: bool,
+}
+
+/// Result of incr/decr.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ArithOutcome {
+    Value(u64),
+    NotFound,
+    NonNumeric,
+    /// The compare value did not match (`ma C`).
+    Exists,
+    /// A created item could not be stored (`ma N` losing a race it retries
+    /// too often).
+    NotStored,
+}
+
+/// An incr/decr request with the meta protocol's options.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Arith {
+    pub incr: bool,
+    pub delta: u64,
+    pub compare: Option<u64>,
+    pub new_cas: Option<u64>,
+    /// New expiry on success (`ma T`).
+    pub touch: Option<u32>,
+    /// On a miss, create the item holding `initial` with this expiry (`ma N`, `J`).
+    pub vivify: Option<u32>,
+    pub initial: u64,
+}
+
+/// What incr/decr did, and the item after it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Counted {
+    pub outcome: ArithOutcome,
+    pub cas: u64,
+    /// Expiry before the request changed it (0 for a created item).
+    pub expiry_before: u32,
+    pub expiry: u32,
+    /// The item did not exist and `vivify` created it.
+    pub created: bool,
+}
+
+/// A delete request with the meta protocol's options.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Delete {
+    pub compare: Option<u64>,
+    pub new_cas: Option<u64>,
+    /// Keep the item, marked stale, with a new CAS (`md I`).
+    pub invalidate: bool,
+    /// New expiry of an item kept by `invalidate` (else unchanged) or
+    /// emptied by `remove_value` (else never).
+    pub touch: Option<u32>,
+    /// Keep the item with an empty value, client flags `flags` and the same
+    /// CAS (`md x`; with `invalidate` it then gets a new one).
+    pub remove_value: bool,
+    pub flags: u32,
+}
+
+/// Result of a delete.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DeleteOutcome {
+    Deleted,
+    NotFound,
+    Exists,
+}
+
+/// Everything known about an item, for `me`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Inspect {
+    pub expiry: u32,
+    pub written: u32,
+    pub cas: u64,
+    pub fetched: bool,
+    /// Bytes the item occupies (header, key and value).
+    pub size: usize,
+    pub binary_key: bool,
+}
+
+/// Totals for `stats`.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct StoreStats {
+    pub curr_items: u64,
+    pub get_expired: u64,
+    pub get_flushed: u64,
+    pub bytes: u64,
+    pub total_items: u64,
+    pub evictions: u64,
+    pub expired_unlinked: u64,
+    pub reinserted: u64,
+    pub segments_evicted: u64,
+    pub segments_reclaimed: u64,
+    pub segments_total: u64,
+    pub segments_free: u64,
+    pub segment_size: u64,
+    pub memory_limit: u64,
+    pub index_bytes: u64,
+    /// log2 of the index's main buckets now (rounded down: stripes grow
+    /// one at a time).
+    pub hash_power: u32,
+}

@@ -1,0 +1,376 @@
+//! Writes: set/add/replace/cas (a whole new item), append/prepend, delete,
+//! incr/decr, and the rewrite every read-modify-write shares.
+//!
+//! A whole new item is written into the worker's active segment first and
+//! linked under its bucket lock after (add/replace/cas decide there). A
+//! rewrite plans under the lock, reserves space without it (reserving may
+//! evict, which takes other bucket locks), then commits under the lock only
+//! if the item is unchanged, retrying otherwise.
+
+use std::sync::atomic::Ordering::*;
+
+use crate::index::slot;
+use crate::item::{encoded_len, state, write_head, Fields, Item};
+use crate::segments::{ttl_class, Placed};
+use crate::types::{
+    Arith, ArithOutcome, Counted, Delete, DeleteOutcome, SetOp, StoreError, StoreOutcome, Stored, Write,
+};
+use crate::worker::Worker;
+use crate::MAX_RETRIES;
+
+/// What a rewrite of an existing item will write.
+pub(crate) struct Plan {
+    pub(crate) fields: Fields,
+    pub(crate) vlen: usize,
+    /// Only the layout changes: keep the read count and the write time.
+    pub(crate) keep: bool,
+}
+
+pub(crate) enum Step<E, T> {
+    Write(Plan, E),
+    Done(T),
+}
+
+pub(crate) enum Rewritten<E, T> {
+    Missing,
+    Done(T),
+    /// Written, with the new item's CAS.
+    Written(E, u64),
+}
+
+impl Worker {
+    /// set/add/replace/append/prepend/cas. `expiry` is relative server time
+    /// (see [`Clock::expiry`]).
+    pub fn set(
+        &mut self,
+        op: SetOp,
+        key: &[u8],
+        flags: u32,
+        expiry: u32,
+        value: &[u8],
+    ) -> Result<StoreOutcome, StoreError> {
+        Ok(self.set_with(&Write::new(op, key, flags, expiry, value))?.outcome)
+    }
+
+    /// A storage request with the meta protocol's options.
+    pub fn set_with(&mut self, w: &Write<'_>) -> Result<Stored, StoreError> {
+        self.store.maybe_flush();
+        match w.op {
+            SetOp::Append | SetOp::Prepend => self.concat(w),
+            _ => {
+                let state = if w.binary_key { state::KEY_BINARY } else { 0 };
+                self.store_item(w, Fields { flags: w.flags, expiry: w.expiry, cas: w.new_cas, state })
+            }
+        }
+    }
+
+    /// Writes a whole new item (set/add/replace/cas) with fields `f`.
+    pub(crate) fn store_item(&mut self, w: &Write<'_>, fresh: Fields) -> Result<Stored, StoreError> {
+        // A compare value applies to set only (memcached's add ignores it).
+        let (op, compare) = match w.op {
+            SetOp::Set => (SetOp::Set, w.compare),
+            op => (op, None),
+        };
+        let key = w.key;
+        // The item is written before its bucket lock is taken, so what it
+        // must look like is only known under the lock: when that differs
+        // from what was written (a stale store, below), the write is undone
+        // and done again with the right fields.
+        let mut f = fresh;
+        for _ in 0..MAX_RETRIES {
+            let store = &*self.store;
+            let len = encoded_len(key.len(), w.value.len(), &f);
+            if len > store.cfg.item_size_max {
+                return Err(StoreError::TooLarge);
+            }
+            let now = store.clock.now();
+            let (seg, off) = self.active.reserve(store, ttl_class(f.expiry, now), len, now)?;
+            // SAFETY: freshly reserved by this worker in its active segment.
+            let dst = unsafe { store.arena.bytes_mut(seg, off, len) };
+            let v = write_head(dst, key, w.value.len(), &f);
+            dst[v..].copy_from_slice(w.value);
+            store.note_expiry(seg, f.expiry);
+
+            let loc = store.index.locate(key);
+            let mut stripe = store.index.lock(loc.stripe);
+            let found = store.lookup(&mut stripe, loc, key, now, &self.active.counters).ok();
+            let have =
+                found.and_then(|(_, s)| store.item_at(s).map(|it| (store.cas_of(s, &it), it.expiry(), it.state())));
+            let wanted = match (op, have, compare) {
+                (SetOp::Add, Some(_), _) | (SetOp::Replace, None, _) => Err(StoreOutcome::NotStored),
+                (_, None, Some(_)) => Err(StoreOutcome::NotFound),
+                // With CAS off (-C) memcached can never match a unique.
+                (_, Some((have, expiry, bits)), Some(want)) if !store.cfg.cas || have != want => {
+                    if w.invalidate && store.cfg.cas && want < have {
+                        // memcached's CAS_STALE: the value is replaced, but
+                        // the item keeps its TTL, is marked stale, and keeps
+                        // a recache token already handed out.
+                        let state = fresh.state | state::STALE | (bits & state::TOKEN_SENT);
+                        Ok(Fields { expiry, state, ..fresh })
+                    } else {
+                        Err(StoreOutcome::Exists)
+                    }
+                }
+                _ => Ok(fresh),
+            };
+            match wanted {
+                Err(outcome) => {
+                    self.active.unreserve(store, seg, off, len);
+                    return Ok(Stored { outcome, cas: 0, size: 0 });
+                }
+                Ok(wanted) if wanted != f => {
+                    drop(stripe);
+                    self.active.unreserve(store, seg, off, len);
+                    f = wanted;
+                    continue;
+                }
+                Ok(_) => {}
+            }
+            store.link(&mut stripe, loc, found, Placed { seg, off, len }, 0, &self.active.counters);
+            let outcome = StoreOutcome::Stored;
+            return Ok(Stored { outcome, cas: store.placed_cas(seg, off, &f), size: w.value.len() });
+        }
+        Err(StoreError::Contended)
+    }
+
+    /// Deletes `key`; false if it was not there.
+    pub fn delete(&mut self, key: &[u8]) -> bool {
+        matches!(self.delete_with(key, &Delete::default()), Ok(DeleteOutcome::Deleted))
+    }
+
+    /// A delete with the meta protocol's options: compare, or keep the item
+    /// marked stale, or keep it with an empty value.
+    pub fn delete_with(&mut self, key: &[u8], d: &Delete) -> Result<DeleteOutcome, StoreError> {
+        self.store.maybe_flush();
+        let cas_on = self.store.cfg.cas;
+        if d.invalidate || d.remove_value {
+            let r = self.rewrite(
+                key,
+                |it, cas| {
+                    if d.compare.is_some_and(|want| !cas_on || want != cas) {
+                        return Step::Done(DeleteOutcome::Exists);
+                    }
+                    let mut vlen = it.value().len();
+                    let mut fields = it.fields();
+                    if d.remove_value {
+                        // memcached stores a fresh empty item in its place.
+                        vlen = 0;
+                        let expiry = d.touch.unwrap_or(0);
+                        fields = Fields { flags: d.flags, expiry, cas: Some(d.new_cas.unwrap_or(cas)), state: 0 };
+                    }
+                    if d.invalidate {
+                        fields.expiry = d.touch.unwrap_or(fields.expiry);
+                        fields.state = (fields.state | state::STALE) & !state::TOKEN_SENT;
+                        fields.cas = d.new_cas;
+                    }
+                    Step::Write(Plan { fields, vlen, keep: false }, ())
+                },
+                |old, _, dst| dst.copy_from_slice(&old.value()[..dst.len()]),
+            )?;
+            return Ok(match r {
+                Rewritten::Missing => DeleteOutcome::NotFound,
+                Rewritten::Done(o) => o,
+                Rewritten::Written((), _) => DeleteOutcome::Deleted,
+            });
+        }
+        let st = &*self.store;
+        let loc = st.index.locate(key);
+        let now = st.clock.now();
+        let mut stripe = st.index.lock(loc.stripe);
+        match st.lookup(&mut stripe, loc, key, now, &self.active.counters) {
+            Ok((pos, s)) => {
+                let have = st.item_at(s).map_or(0, |it| st.cas_of(s, &it));
+                if d.compare.is_some_and(|want| !st.cfg.cas || want != have) {
+                    return Ok(DeleteOutcome::Exists);
+                }
+                st.unlink(&mut stripe, loc.bucket, pos, s);
+                Ok(DeleteOutcome::Deleted)
+            }
+            Err(_) => Ok(DeleteOutcome::NotFound),
+        }
+    }
+
+    /// Replaces a linked item by one built from it: plan under the lock,
+    /// reserve space without it (reserving may evict, which takes other bucket
+    /// locks), then re-check the item is unchanged and build under the lock.
+    pub(crate) fn rewrite<E, T>(
+        &mut self,
+        key: &[u8],
+        mut plan: impl FnMut(&Item<'_>, u64) -> Step<E, T>,
+        fill: impl Fn(&Item<'_>, &E, &mut [u8]),
+    ) -> Result<Rewritten<E, T>, StoreError> {
+        let store = &*self.store;
+        store.maybe_flush();
+        let loc = store.index.locate(key);
+        for _ in 0..MAX_RETRIES {
+            let now = store.clock.now();
+            let (seen, epoch, p, extra, written) = {
+                let mut stripe = store.index.lock(loc.stripe);
+                let Ok((_, s)) = store.lookup(&mut stripe, loc, key, now, &self.active.counters) else {
+                    return Ok(Rewritten::Missing);
+                };
+                let Some(it) = store.item_at(s) else { return Ok(Rewritten::Missing) };
+                match plan(&it, store.cas_of(s, &it)) {
+                    Step::Done(t) => return Ok(Rewritten::Done(t)),
+                    Step::Write(p, e) => {
+                        let written = if p.keep { store.written_at(s) } else { now };
+                        (slot::location(s), store.segs[slot::seg(s) as usize].epoch.load(Relaxed), p, e, written)
+                    }
+                }
+            };
+            let len = encoded_len(key.len(), p.vlen, &p.fields);
+            if len > store.cfg.item_size_max {
+                return Err(StoreError::TooLarge);
+            }
+            let (seg, off) = self.active.reserve(store, ttl_class(p.fields.expiry, now), len, written)?;
+            let mut stripe = store.index.lock(loc.stripe);
+            let found = store.lookup(&mut stripe, loc, key, now, &self.active.counters).ok();
+            let unchanged = found.is_some_and(|(_, s)| {
+                slot::location(s) == seen && store.segs[slot::seg(s) as usize].epoch.load(Relaxed) == epoch
+            });
+            match (found, unchanged) {
+                (Some((pos, s)), true) => {
+                    let Some(old) = store.item_at(s) else { break };
+                    // SAFETY: freshly reserved by this worker in its active segment.
+                    let dst = unsafe { store.arena.bytes_mut(seg, off, len) };
+                    let v = write_head(dst, key, p.vlen, &p.fields);
+                    fill(&old, &extra, &mut dst[v..]);
+                    store.note_expiry(seg, p.fields.expiry);
+                    let freq = if p.keep { slot::freq(s) } else { 0 };
+                    store.link(&mut stripe, loc, Some((pos, s)), Placed { seg, off, len }, freq, &self.active.counters);
+                    let cas = store.placed_cas(seg, off, &p.fields);
+                    return Ok(Rewritten::Written(extra, cas));
+                }
+                (None, _) => {
+                    self.active.unreserve(store, seg, off, len);
+                    return Ok(Rewritten::Missing);
+                }
+                (Some(_), false) => self.active.unreserve(store, seg, off, len),
+            }
+        }
+        Err(StoreError::Contended)
+    }
+
+    pub(crate) fn concat(&mut self, w: &Write<'_>) -> Result<Stored, StoreError> {
+        let prepend = w.op == SetOp::Prepend;
+        let (key, data) = (w.key, w.value);
+        let (cas_on, max) = (self.store.cfg.cas, self.store.cfg.item_size_max);
+        for _ in 0..MAX_RETRIES {
+            let r = self.rewrite(
+                key,
+                |it, cas| {
+                    if w.compare.is_some_and(|want| !cas_on || want != cas) {
+                        return Step::Done(StoreOutcome::Exists);
+                    }
+                    let vlen = it.value().len() + data.len();
+                    let fields = Fields { cas: w.new_cas, ..it.fields() };
+                    if encoded_len(key.len(), vlen, &fields) > max {
+                        return Step::Done(StoreOutcome::NotStored);
+                    }
+                    Step::Write(Plan { fields, vlen, keep: false }, vlen)
+                },
+                |old, _, dst| {
+                    let (a, b) = if prepend { (data, old.value()) } else { (old.value(), data) };
+                    dst[..a.len()].copy_from_slice(a);
+                    dst[a.len()..].copy_from_slice(b);
+                },
+            )?;
+            return match r {
+                Rewritten::Missing => match w.vivify {
+                    Some(expiry) => {
+                        let add = Write { op: SetOp::Add, expiry, ..*w };
+                        let state = if w.binary_key { state::KEY_BINARY } else { 0 };
+                        let f = Fields { flags: w.flags, expiry, cas: w.new_cas, state };
+                        let s = self.store_item(&add, f)?;
+                        if s.outcome == StoreOutcome::NotStored {
+                            // Someone created it meanwhile: append to theirs.
+                            continue;
+                        }
+                        Ok(s)
+                    }
+                    None => Ok(Stored { outcome: StoreOutcome::NotStored, cas: 0, size: 0 }),
+                },
+                Rewritten::Done(outcome) => Ok(Stored { outcome, cas: 0, size: 0 }),
+                Rewritten::Written(size, cas) => Ok(Stored { outcome: StoreOutcome::Stored, cas, size }),
+            };
+        }
+        Err(StoreError::Contended)
+    }
+
+    /// incr/decr. Like memcached, a result with fewer digits than the stored
+    /// value keeps the value's length, padded with trailing spaces.
+    pub fn arith(&mut self, key: &[u8], incr: bool, delta: u64) -> Result<ArithOutcome, StoreError> {
+        Ok(self.arith_with(key, &Arith { incr, delta, ..Arith::default() })?.outcome)
+    }
+
+    /// incr/decr with the meta protocol's options.
+    pub fn arith_with(&mut self, key: &[u8], a: &Arith) -> Result<Counted, StoreError> {
+        let cas_on = self.store.cfg.cas;
+        for _ in 0..MAX_RETRIES {
+            let r = self.rewrite(
+                key,
+                |it, cas| {
+                    if a.compare.is_some_and(|want| !cas_on || want != cas) {
+                        return Step::Done(ArithOutcome::Exists);
+                    }
+                    let Some(old) = parse_counter(it.value()) else { return Step::Done(ArithOutcome::NonNumeric) };
+                    let new = if a.incr { old.wrapping_add(a.delta) } else { old.saturating_sub(a.delta) };
+                    let vlen = count_digits(new).max(it.value().len());
+                    let expiry = a.touch.unwrap_or(it.expiry());
+                    let fields = Fields { expiry, cas: a.new_cas, ..it.fields() };
+                    Step::Write(Plan { fields, vlen, keep: false }, (new, it.expiry(), expiry))
+                },
+                |_, &(new, _, _), dst| {
+                    let mut buf = itoa::Buffer::new();
+                    let s = buf.format(new).as_bytes();
+                    dst[..s.len()].copy_from_slice(s);
+                    dst[s.len()..].fill(b' ');
+                },
+            )?;
+            let mut created = false;
+            let (outcome, cas, expiry_before, expiry) = match r {
+                Rewritten::Missing => match a.vivify {
+                    Some(expiry) => {
+                        let mut buf = itoa::Buffer::new();
+                        let value = buf.format(a.initial).as_bytes();
+                        let add = Write { new_cas: a.new_cas, ..Write::new(SetOp::Add, key, 0, expiry, value) };
+                        let f = Fields { expiry, cas: a.new_cas, ..Fields::default() };
+                        let s = self.store_item(&add, f)?;
+                        if s.outcome == StoreOutcome::NotStored {
+                            // Someone created it meanwhile: count on theirs.
+                            continue;
+                        }
+                        created = true;
+                        (ArithOutcome::Value(a.initial), s.cas, 0, expiry)
+                    }
+                    None => (ArithOutcome::NotFound, 0, 0, 0),
+                },
+                Rewritten::Done(o) => (o, 0, 0, 0),
+                Rewritten::Written((v, before, expiry), cas) => (ArithOutcome::Value(v), cas, before, expiry),
+            };
+            return Ok(Counted { outcome, cas, expiry_before, expiry, created });
+        }
+        Ok(Counted { outcome: ArithOutcome::NotStored, cas: 0, expiry_before: 0, expiry: 0, created: false })
+    }
+}
+
+/// memcached's `safe_strtoull` on a stored value: optional leading spaces,
+/// digits, then the end or whitespace.
+pub(crate) fn parse_counter(v: &[u8]) -> Option<u64> {
+    let start = v.iter().position(|b| !b.is_ascii_whitespace())?;
+    let v = &v[start..];
+    let v = v.strip_prefix(b"+").unwrap_or(v);
+    let digits = v.iter().take_while(|b| b.is_ascii_digit()).count();
+    if digits == 0 || v.get(digits).is_some_and(|b| !b.is_ascii_whitespace()) {
+        return None;
+    }
+    let mut n: u64 = 0;
+    for &d in &v[..digits] {
+        n = n.checked_mul(10)?.checked_add(u64::from(d - b'0'))?;
+    }
+    Some(n)
+}
+
+pub(crate) fn count_digits(n: u64) -> usize {
+    itoa::Buffer::new().format(n).len()
+}
