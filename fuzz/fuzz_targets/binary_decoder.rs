@@ -13,6 +13,7 @@
 
 use libfuzzer_sys::fuzz_target;
 use strata_protocol::binary::{parse, Command, Parse, HEADER_LEN, READ_WINDOW, REQUEST_MAGIC};
+use strata_protocol::ops;
 use strata_protocol::text::Config;
 use strata_protocol::KEY_MAX_LENGTH;
 
@@ -43,17 +44,16 @@ fuzz_target!(|data: &[u8]| {
             }
             Parse::Done { request, consumed } => {
                 assert!((HEADER_LEN..=rest.len()).contains(&consumed));
+                let key_ok = |key: &[u8]| !key.is_empty() && key.len() <= KEY_MAX_LENGTH && within(rest, consumed, key);
                 match request.command {
-                    Command::Get { key, .. }
-                    | Command::Touch { key, .. }
-                    | Command::Delete { key }
-                    | Command::Arith { key, .. }
-                    | Command::TooLarge { key, .. } => {
-                        assert!(!key.is_empty() && key.len() <= KEY_MAX_LENGTH && within(rest, consumed, key))
-                    }
-                    Command::Store { key, value, .. } => {
-                        assert!(within(rest, consumed, key) && within(rest, consumed, value));
-                        assert!(key.len() + value.len() <= ITEM_MAX);
+                    Command::Get { get: ops::Get { key, .. }, .. }
+                    | Command::Touch(ops::Get { key, .. })
+                    | Command::Delete(ops::Delete { key, .. })
+                    | Command::Arith(ops::Arith { key, .. }) => assert!(key_ok(key.as_bytes())),
+                    Command::TooLarge { key, .. } => assert!(key_ok(key)),
+                    Command::Store(ops::Set { key, data, .. }) => {
+                        assert!(key_ok(key.as_bytes()) && within(rest, consumed, data));
+                        assert!(key.as_bytes().len() + data.len() <= ITEM_MAX);
                     }
                     Command::SaslAuth { mech, data } | Command::SaslStep { mech, data } => {
                         assert!(within(rest, consumed, mech) && within(rest, consumed, data))

@@ -1,10 +1,13 @@
 //! Protocol-neutral requests: what a client asked the cache to do, whichever
-//! protocol it spoke. The classic text commands and the meta commands (and
-//! the binary protocol) all parse into these, and the server runs them
-//! through one execute path, so each command's semantics exist once.
+//! protocol it spoke. The classic text, meta and binary parsers all emit
+//! these for their data commands, and the server runs them through one
+//! execute path, so each command's semantics exist once; a protocol's own
+//! request type adds only what its reply needs (a meta reply's flags, a
+//! binary header).
 //!
-//! Times are the client's raw exptime values (memcached's rules for relative
-//! and absolute times are applied by the server's clock).
+//! Times are the client's exptime values as signed seconds (the binary
+//! protocol's unsigned ones are converted by its parser); memcached's rules
+//! for relative and absolute times are applied once, by the server's clock.
 
 /// A key as the store sees it: borrowed from the request, or decoded from
 /// base64 (the meta protocol's `b` flag; at most 187 bytes, and the only
@@ -30,13 +33,13 @@ impl std::fmt::Debug for Key<'_> {
     }
 }
 
-/// A read: `get`/`gets`/`gat`/`gats`/`touch` (one key each) and `mg`.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Get<'a> {
-    pub key: Key<'a>,
+/// How a read treats the item it finds: everything a read asks for but
+/// its key, so a multi-key `get` carries one of these for all its keys.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Read {
     /// Counts as a use of the item (memcached's LRU bump; `mg u` turns it off).
     pub bump: bool,
-    /// New exptime on a hit (`touch`, `gat`, `mg T`).
+    /// New exptime on a hit (`touch`, `gat`, `mg T`, binary TOUCH and GAT).
     pub touch: Option<i32>,
     /// The reply can say `W`/`X`/`Z`: a stale item hands its recache token
     /// to this read if nobody has it (`mg`; classic reads do not take part).
@@ -54,19 +57,41 @@ pub struct Get<'a> {
     pub touch_miss_stats: bool,
 }
 
+impl Read {
+    /// A plain `get`.
+    pub const GET: Read = Read {
+        bump: true,
+        touch: None,
+        tokens: false,
+        recache: None,
+        vivify: None,
+        new_cas: None,
+        last_access: false,
+        touch_miss_stats: false,
+    };
+
+    /// `gat`/`gats` and binary GAT: a get that also sets a new exptime.
+    pub const fn get_and_touch(exptime: i32) -> Read {
+        Read { touch: Some(exptime), touch_miss_stats: true, ..Read::GET }
+    }
+
+    /// `touch` and binary TOUCH: sets a new exptime without counting as a
+    /// use of the item.
+    pub const fn touch(exptime: i32) -> Read {
+        Read { bump: false, ..Read::get_and_touch(exptime) }
+    }
+}
+
+/// A read of one key: `get`-family keys, `touch`, `mg`, binary GET/GAT/TOUCH.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Get<'a> {
+    pub key: Key<'a>,
+    pub read: Read,
+}
+
 impl<'a> Get<'a> {
     pub fn plain(key: Key<'a>) -> Get<'a> {
-        Get {
-            key,
-            bump: true,
-            touch: None,
-            tokens: false,
-            recache: None,
-            vivify: None,
-            new_cas: None,
-            last_access: false,
-            touch_miss_stats: false,
-        }
+        Get { key, read: Read::GET }
     }
 }
 
@@ -80,7 +105,8 @@ pub enum Mode {
     Prepend,
 }
 
-/// A write: `set add replace append prepend cas` and `ms`.
+/// A write: `set add replace append prepend cas`, `ms`, binary SET ADD
+/// REPLACE APPEND PREPEND.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Set<'a> {
     pub mode: Mode,
@@ -100,7 +126,25 @@ pub struct Set<'a> {
     pub binary_key: bool,
 }
 
-/// A delete: `delete` and `md`.
+impl<'a> Set<'a> {
+    /// A write with no meta options: the classic and binary commands.
+    pub fn plain(mode: Mode, key: Key<'a>, flags: u32, exptime: i32, data: &'a [u8]) -> Set<'a> {
+        Set {
+            mode,
+            key,
+            flags,
+            exptime,
+            data,
+            compare: None,
+            invalidate: false,
+            new_cas: None,
+            vivify: None,
+            binary_key: false,
+        }
+    }
+}
+
+/// A delete: `delete`, `md`, binary DELETE.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Delete<'a> {
     pub key: Key<'a>,
@@ -123,7 +167,7 @@ impl<'a> Delete<'a> {
     }
 }
 
-/// `incr`/`decr` and `ma`.
+/// `incr`/`decr`, `ma`, binary INCREMENT/DECREMENT.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Arith<'a> {
     pub key: Key<'a>,

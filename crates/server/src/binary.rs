@@ -6,7 +6,7 @@
 //! error always is.
 
 use strata_protocol::binary::response::{self, Body};
-use strata_protocol::binary::{opcode, Command, Header, Request, Status, StoreOp};
+use strata_protocol::binary::{opcode, Command, Header, Request, Status};
 use strata_protocol::ops;
 use strata_protocol::text::Tokens;
 use strata_store::{ArithOutcome, DeleteOutcome, StoreError, StoreOutcome};
@@ -14,12 +14,6 @@ use strata_store::{ArithOutcome, DeleteOutcome, StoreError, StoreOutcome};
 use crate::core::inc;
 use crate::dispatch::{Ctx, Outcome};
 use crate::stats;
-
-/// Binary exptimes are unsigned; beyond `i32::MAX` they are absolute times
-/// past 2038, which the clock treats alike.
-fn exptime(t: u32) -> i32 {
-    i32::try_from(t).unwrap_or(i32::MAX)
-}
 
 /// The only SASL mechanism offered.
 const MECHS: &[u8] = b"PLAIN";
@@ -66,9 +60,7 @@ pub(crate) fn execute(ctx: &mut Ctx<'_>, req: Request<'_>, auth: &mut Auth, out:
             response::error(out, h, status);
             return Outcome::Swallow(swallow);
         }
-        Command::Get { key, with_key, touch } => {
-            let get =
-                ops::Get { touch: touch.map(exptime), touch_miss_stats: true, ..ops::Get::plain(ops::Key::Raw(key)) };
+        Command::Get { get, with_key } => {
             let hit = ctx.get(&get, |it| {
                 let body =
                     Body { extras: &it.flags.to_be_bytes(), key: if with_key { it.key } else { b"" }, value: it.value };
@@ -78,127 +70,72 @@ pub(crate) fn execute(ctx: &mut Ctx<'_>, req: Request<'_>, auth: &mut Auth, out:
                 Ok(Some(())) => {}
                 Ok(None) if quiet => {}
                 // GETK and GATK name the key they missed, without a message.
-                Ok(None) if with_key => {
-                    response::packet(out, h, Status::KeyNotFound, 0, Body { key, ..Body::default() })
-                }
-                Ok(None) => response::error(out, h, Status::KeyNotFound),
-                Err(_) => response::error(out, h, Status::OutOfMemory),
-            }
-        }
-        Command::Touch { key, exptime: t } => {
-            let get = ops::Get {
-                bump: false,
-                touch: Some(exptime(t)),
-                touch_miss_stats: true,
-                ..ops::Get::plain(ops::Key::Raw(key))
-            };
-            match ctx.get(&get, |it| (it.flags, it.cas)) {
-                Ok(Some((flags, cas))) => response::packet(
+                Ok(None) if with_key => response::packet(
                     out,
                     h,
-                    Status::Success,
-                    cas,
-                    Body { extras: &flags.to_be_bytes(), ..Body::default() },
+                    Status::KeyNotFound,
+                    0,
+                    Body { key: get.key.as_bytes(), ..Body::default() },
                 ),
                 Ok(None) => response::error(out, h, Status::KeyNotFound),
                 Err(_) => response::error(out, h, Status::OutOfMemory),
             }
         }
-        Command::Store { op, key, flags, exptime: t, value } => {
-            // Any store with a CAS is a compare-and-swap, add and replace
-            // included (memcached turns them all into NREAD_CAS).
-            let compare = (h.cas != 0).then_some(h.cas);
-            let mode = match op {
-                StoreOp::Set => ops::Mode::Set,
-                _ if compare.is_some() && matches!(op, StoreOp::Add | StoreOp::Replace) => ops::Mode::Set,
-                StoreOp::Add => ops::Mode::Add,
-                StoreOp::Replace => ops::Mode::Replace,
-                StoreOp::Append => ops::Mode::Append,
-                StoreOp::Prepend => ops::Mode::Prepend,
-            };
-            let set = ops::Set {
-                mode,
-                key: ops::Key::Raw(key),
-                flags,
-                exptime: exptime(t),
-                data: value,
-                compare,
-                invalidate: false,
-                new_cas: None,
-                vivify: None,
-                binary_key: false,
-            };
-            match ctx.set(&set) {
-                Ok(stored) => match stored.outcome {
-                    StoreOutcome::Stored => ok(out, stored.cas, Body::default()),
-                    StoreOutcome::Exists => response::error(out, h, Status::KeyExists),
-                    StoreOutcome::NotFound => response::error(out, h, Status::KeyNotFound),
-                    StoreOutcome::NotStored => response::error(
-                        out,
-                        h,
-                        match mode {
-                            ops::Mode::Add => Status::KeyExists,
-                            ops::Mode::Replace => Status::KeyNotFound,
-                            _ => Status::NotStored,
-                        },
-                    ),
-                },
-                Err(StoreError::TooLarge) => response::error(out, h, Status::TooLarge),
-                Err(_) => response::error(out, h, Status::OutOfMemory),
+        Command::Touch(get) => match ctx.get(&get, |it| (it.flags, it.cas)) {
+            Ok(Some((flags, cas))) => {
+                response::packet(out, h, Status::Success, cas, Body { extras: &flags.to_be_bytes(), ..Body::default() })
             }
-        }
-        Command::TooLarge { op, key, swallow } => {
-            if op == StoreOp::Set {
-                ctx.refuse_too_large(key);
-            } else {
-                inc(&ctx.stats.store_too_large);
-            }
+            Ok(None) => response::error(out, h, Status::KeyNotFound),
+            Err(_) => response::error(out, h, Status::OutOfMemory),
+        },
+        Command::Store(set) => match ctx.set(&set) {
+            Ok(stored) => match stored.outcome {
+                StoreOutcome::Stored => ok(out, stored.cas, Body::default()),
+                StoreOutcome::Exists => response::error(out, h, Status::KeyExists),
+                StoreOutcome::NotFound => response::error(out, h, Status::KeyNotFound),
+                StoreOutcome::NotStored => response::error(
+                    out,
+                    h,
+                    match set.mode {
+                        ops::Mode::Add => Status::KeyExists,
+                        ops::Mode::Replace => Status::KeyNotFound,
+                        _ => Status::NotStored,
+                    },
+                ),
+            },
+            Err(StoreError::TooLarge) => response::error(out, h, Status::TooLarge),
+            Err(_) => response::error(out, h, Status::OutOfMemory),
+        },
+        Command::TooLarge { mode, key, swallow } => {
+            // memcached: a binary SET drops the old item, with a CAS or not.
+            ctx.refuse_too_large(key, mode == ops::Mode::Set);
             response::error(out, h, Status::TooLarge);
             return Outcome::Swallow(swallow);
         }
-        Command::Delete { key } => {
-            let del = ops::Delete { compare: (h.cas != 0).then_some(h.cas), ..ops::Delete::plain(ops::Key::Raw(key)) };
-            match ctx.delete(&del) {
-                Ok(DeleteOutcome::Deleted) => ok(out, 0, Body::default()),
-                Ok(DeleteOutcome::Exists) => response::error(out, h, Status::KeyExists),
-                Ok(DeleteOutcome::NotFound) => response::error(out, h, Status::KeyNotFound),
-                Err(_) => response::error(out, h, Status::OutOfMemory),
-            }
-        }
-        Command::Arith { key, incr, delta, initial, exptime: t } => {
-            let arith = ops::Arith {
-                compare: (h.cas != 0).then_some(h.cas),
-                // 0xffffffff: fail on a miss rather than create.
-                vivify: (t != u32::MAX).then(|| exptime(t)),
-                initial,
-                ..ops::Arith::plain(ops::Key::Raw(key), incr, delta)
-            };
-            match ctx.arith(&arith) {
-                Ok(c) => match c.outcome {
-                    ArithOutcome::Value(v) => ok(out, c.cas, Body { value: &v.to_be_bytes(), ..Body::default() }),
-                    ArithOutcome::NotFound => response::error(out, h, Status::KeyNotFound),
-                    ArithOutcome::NonNumeric => response::error(out, h, Status::DeltaBadValue),
-                    ArithOutcome::Exists => response::error(out, h, Status::KeyExists),
-                    ArithOutcome::NotStored => response::error(out, h, Status::NotStored),
-                },
-                Err(_) => response::error(out, h, Status::OutOfMemory),
-            }
-        }
+        Command::Delete(del) => match ctx.delete(&del) {
+            Ok(DeleteOutcome::Deleted) => ok(out, 0, Body::default()),
+            Ok(DeleteOutcome::Exists) => response::error(out, h, Status::KeyExists),
+            Ok(DeleteOutcome::NotFound) => response::error(out, h, Status::KeyNotFound),
+            Err(_) => response::error(out, h, Status::OutOfMemory),
+        },
+        Command::Arith(arith) => match ctx.arith(&arith) {
+            Ok(c) => match c.outcome {
+                ArithOutcome::Value(v) => ok(out, c.cas, Body { value: &v.to_be_bytes(), ..Body::default() }),
+                ArithOutcome::NotFound => response::error(out, h, Status::KeyNotFound),
+                ArithOutcome::NonNumeric => response::error(out, h, Status::DeltaBadValue),
+                ArithOutcome::Exists => response::error(out, h, Status::KeyExists),
+                ArithOutcome::NotStored => response::error(out, h, Status::NotStored),
+            },
+            Err(_) => response::error(out, h, Status::OutOfMemory),
+        },
         Command::Quit => {
             ok(out, 0, Body::default());
             return Outcome::CloseAfterWrite;
         }
-        Command::Flush { delay } => {
-            inc(&ctx.stats.cmd_flush);
-            if !ctx.shared.cfg.flush_enabled {
-                response::error(out, h, Status::AuthError);
-            } else {
-                let clock = ctx.shared.store.clock();
-                let at = (delay > 0).then(|| clock.expiry(i64::from(delay)));
-                ctx.shared.store.flush_all(at);
-                ok(out, 0, Body::default());
-            }
-        }
+        Command::Flush { delay } => match ctx.flush_all(delay) {
+            true => ok(out, 0, Body::default()),
+            false => response::error(out, h, Status::AuthError),
+        },
         Command::Noop => response::packet(out, h, Status::Success, 0, Body::default()),
         Command::Version => {
             let body = Body { value: stats::VERSION.as_bytes(), ..Body::default() };

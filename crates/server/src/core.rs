@@ -26,27 +26,29 @@ impl Ctx<'_> {
 
     /// A read. `f` sees the item under its bucket lock; `None` on a miss.
     pub fn get<R>(&mut self, op: &ops::Get<'_>, f: impl FnOnce(ItemView<'_>) -> R) -> Result<Option<R>, StoreError> {
+        let r = &op.read;
         let opts = ReadOpts {
-            bump: op.bump,
-            touch: op.touch.map(|t| self.expiry(t)),
-            tokens: op.tokens,
-            recache_before: op.recache.map(|t| self.expiry(t)),
-            vivify: op.vivify.map(|t| self.expiry(t)),
-            new_cas: op.new_cas,
-            written: op.last_access,
+            bump: r.bump,
+            touch: r.touch.map(|t| self.expiry(t)),
+            tokens: r.tokens,
+            recache_before: r.recache.map(|t| self.expiry(t)),
+            vivify: r.vivify.map(|t| self.expiry(t)),
+            new_cas: r.new_cas,
+            written: r.last_access,
         };
-        let r = self.store.read(op.key.as_bytes(), &opts, f);
+        let res = self.store.read(op.key.as_bytes(), &opts, f);
         let s = self.stats;
-        let hit = matches!(r, Ok(Some(_)));
+        self.count_contention(&res);
+        let hit = matches!(res, Ok(Some(_)));
         // memcached counts a touching read (touch, gat, mg T) as a touch only;
         // mg counts its misses as gets.
-        match (op.touch.is_some(), hit) {
+        match (r.touch.is_some(), hit) {
             (true, true) => (inc(&s.cmd_touch), inc(&s.touch_hits)),
-            (true, false) if op.touch_miss_stats => (inc(&s.cmd_touch), inc(&s.touch_misses)),
+            (true, false) if r.touch_miss_stats => (inc(&s.cmd_touch), inc(&s.touch_misses)),
             (false, true) => (inc(&s.cmd_get), inc(&s.get_hits)),
             (_, false) => (inc(&s.cmd_get), inc(&s.get_misses)),
         };
-        r
+        res
     }
 
     /// A write of a whole value or an append/prepend.
@@ -80,18 +82,51 @@ impl Ctx<'_> {
                 StoreOutcome::NotStored => {}
             },
             Ok(_) => {}
-            Err(StoreError::TooLarge) => inc(&s.store_too_large),
-            Err(_) => inc(&s.store_no_memory),
+            Err(e) => self.count_error(e),
         }
         r
     }
 
-    /// A write refused for size before its data was read: memcached drops
-    /// the old value so a stale version cannot outlive the write meant to
-    /// replace it.
-    pub fn refuse_too_large(&mut self, key: &[u8]) {
+    /// Counts a failed write under its cause: out of memory and too large
+    /// as memcached does, lost races apart (they are not a memory problem,
+    /// whatever the reply says).
+    fn count_error(&self, e: &StoreError) {
+        let s = self.stats;
+        match e {
+            StoreError::TooLarge => inc(&s.store_too_large),
+            StoreError::OutOfMemory => inc(&s.store_no_memory),
+            StoreError::Contended => inc(&s.store_contended),
+        }
+    }
+
+    /// Counts a read, delete or counter that lost its races (memcached
+    /// counts nothing for their other failures).
+    fn count_contention<T>(&self, r: &Result<T, StoreError>) {
+        if let Err(StoreError::Contended) = r {
+            inc(&self.stats.store_contended);
+        }
+    }
+
+    /// A write refused for size before its data was read. memcached drops
+    /// the old value (`drop_old`) when the write was a plain set, so a stale
+    /// version cannot outlive the write meant to replace it; which writes
+    /// count as one differs by protocol, so the executors decide.
+    pub fn refuse_too_large(&mut self, key: &[u8], drop_old: bool) {
         inc(&self.stats.store_too_large);
-        self.store.delete(key);
+        if drop_old {
+            self.store.delete(key);
+        }
+    }
+
+    /// `flush_all [delay]`; false (nothing done) when `-F` disabled it.
+    pub fn flush_all(&mut self, delay: i32) -> bool {
+        inc(&self.stats.cmd_flush);
+        if !self.shared.cfg.flush_enabled {
+            return false;
+        }
+        let at = (delay > 0).then(|| self.expiry(delay));
+        self.shared.store.flush_all(at);
+        true
     }
 
     pub fn delete(&mut self, op: &ops::Delete<'_>) -> Result<DeleteOutcome, StoreError> {
@@ -105,10 +140,10 @@ impl Ctx<'_> {
         };
         let r = self.store.delete_with(op.key.as_bytes(), &d);
         let s = self.stats;
-        match r {
+        match &r {
             Ok(DeleteOutcome::Deleted) if !op.invalidate => inc(&s.delete_hits),
             Ok(DeleteOutcome::NotFound | DeleteOutcome::Exists) => inc(&s.delete_misses),
-            _ => {}
+            _ => self.count_contention(&r),
         }
         r
     }
@@ -126,10 +161,10 @@ impl Ctx<'_> {
         let r = self.store.arith_with(op.key.as_bytes(), &a);
         let s = self.stats;
         let (hits, misses) = if op.incr { (&s.incr_hits, &s.incr_misses) } else { (&s.decr_hits, &s.decr_misses) };
-        match r {
+        match &r {
             Ok(Counted { outcome: ArithOutcome::Value(_), .. }) => inc(hits),
             Ok(Counted { outcome: ArithOutcome::NotFound, .. }) => inc(misses),
-            _ => {}
+            _ => self.count_contention(&r),
         }
         r
     }

@@ -8,12 +8,12 @@ use std::sync::atomic::Ordering::Relaxed;
 use strata_protocol::ops;
 use strata_protocol::reply::{self, text as r};
 use strata_protocol::text::auth::AuthParse;
-use strata_protocol::text::{retrieval::Key, Command, Config as ParseConfig, Request, StoreOp};
+use strata_protocol::text::{retrieval::Key, Command, Config as ParseConfig, Request};
 use strata_store::{ArithOutcome, Counted, DeleteOutcome, StoreError, StoreOutcome, Worker};
 
 use crate::core::inc;
+use crate::meta;
 use crate::stats::{self, WorkerStats};
-use crate::{core, meta};
 use crate::{ConnInfo, Shared};
 
 /// The worker-thread context a request runs in.
@@ -58,34 +58,9 @@ pub(crate) enum Outcome {
     CloseAfterWrite,
 }
 
-/// A classic storage command as the core's protocol-neutral write.
-fn classic_set<'a>(op: StoreOp, key: &'a [u8], flags: u32, exptime: i32, data: &'a [u8]) -> ops::Set<'a> {
-    let (mode, compare) = match op {
-        StoreOp::Set => (ops::Mode::Set, None),
-        StoreOp::Add => (ops::Mode::Add, None),
-        StoreOp::Replace => (ops::Mode::Replace, None),
-        StoreOp::Append => (ops::Mode::Append, None),
-        StoreOp::Prepend => (ops::Mode::Prepend, None),
-        StoreOp::Cas(c) => (ops::Mode::Set, Some(c)),
-    };
-    ops::Set {
-        mode,
-        key: ops::Key::Raw(key),
-        flags,
-        exptime,
-        data,
-        compare,
-        invalidate: false,
-        new_cas: None,
-        vivify: None,
-        binary_key: false,
-    }
-}
-
 /// Runs one request, appending its reply (if any) to `out`.
 pub(crate) fn execute(ctx: &mut Ctx<'_>, req: Request<'_>, out: &mut Vec<u8>, resume: Option<usize>) -> Outcome {
     let noreply = req.noreply;
-    let s = ctx.stats;
     let shared = ctx.shared;
     let clock = shared.store.clock();
     let reply = |out: &mut Vec<u8>, bytes: &[u8]| {
@@ -94,7 +69,7 @@ pub(crate) fn execute(ctx: &mut Ctx<'_>, req: Request<'_>, out: &mut Vec<u8>, re
         }
     };
     match req.command {
-        Command::Get { keys, cas, touch } => {
+        Command::Get { keys, cas, read } => {
             let mut pos = resume.unwrap_or(0);
             let start = out.len();
             let max_output = ctx.shared.cfg.max_output;
@@ -118,7 +93,7 @@ pub(crate) fn execute(ctx: &mut Ctx<'_>, req: Request<'_>, out: &mut Vec<u8>, re
                         pos = next;
                         // gat replies with the item as found, then the new
                         // expiry applies (gat -1 returns it one last time).
-                        let get = ops::Get { touch, touch_miss_stats: true, ..ops::Get::plain(ops::Key::Raw(key)) };
+                        let get = ops::Get { key: ops::Key::Raw(key), read };
                         // A failed rewrite for a touch leaves the old expiry;
                         // the read itself has no error to report.
                         let _ = ctx.get(&get, |it| write_value(out, it, cas));
@@ -126,35 +101,30 @@ pub(crate) fn execute(ctx: &mut Ctx<'_>, req: Request<'_>, out: &mut Vec<u8>, re
                 }
             }
         }
-        Command::Store { op, key, flags, exptime, data } => {
-            match ctx.set(&classic_set(op, key, flags, exptime, data)) {
-                Ok(stored) => reply(
-                    out,
-                    match stored.outcome {
-                        StoreOutcome::Stored => r::STORED,
-                        StoreOutcome::NotStored => r::NOT_STORED,
-                        StoreOutcome::Exists => r::EXISTS,
-                        StoreOutcome::NotFound => r::NOT_FOUND,
-                    },
-                ),
-                Err(StoreError::TooLarge) => reply(out, r::TOO_LARGE),
-                Err(_) => reply(out, r::OUT_OF_MEMORY_STORING),
-            }
-        }
-        Command::TooLarge { op, key, swallow } => {
-            if op == StoreOp::Set {
-                ctx.refuse_too_large(key);
-            } else {
-                core::inc(&s.store_too_large);
-            }
+        Command::Store(set) => match ctx.set(&set) {
+            Ok(stored) => reply(
+                out,
+                match stored.outcome {
+                    StoreOutcome::Stored => r::STORED,
+                    StoreOutcome::NotStored => r::NOT_STORED,
+                    StoreOutcome::Exists => r::EXISTS,
+                    StoreOutcome::NotFound => r::NOT_FOUND,
+                },
+            ),
+            Err(StoreError::TooLarge) => reply(out, r::TOO_LARGE),
+            Err(_) => reply(out, r::OUT_OF_MEMORY_STORING),
+        },
+        Command::TooLarge { mode, cas, key, swallow } => {
+            // memcached: only NREAD_SET (not cas) drops the old item.
+            ctx.refuse_too_large(key, mode == ops::Mode::Set && !cas);
             reply(out, r::TOO_LARGE);
             return Outcome::Swallow(swallow);
         }
-        Command::Delete { key } => match ctx.delete(&ops::Delete::plain(ops::Key::Raw(key))) {
+        Command::Delete(del) => match ctx.delete(&del) {
             Ok(DeleteOutcome::Deleted) => reply(out, r::DELETED),
             _ => reply(out, r::NOT_FOUND),
         },
-        Command::Arith { key, incr, delta } => match ctx.arith(&ops::Arith::plain(ops::Key::Raw(key), incr, delta)) {
+        Command::Arith(arith) => match ctx.arith(&arith) {
             Ok(Counted { outcome: ArithOutcome::Value(v), .. }) => {
                 if !noreply {
                     reply::number(out, v);
@@ -164,29 +134,12 @@ pub(crate) fn execute(ctx: &mut Ctx<'_>, req: Request<'_>, out: &mut Vec<u8>, re
             Ok(_) => reply(out, r::NOT_FOUND),
             Err(_) => reply(out, r::OUT_OF_MEMORY),
         },
-        Command::Touch { key, exptime } => {
-            let get = ops::Get {
-                bump: false,
-                touch: Some(exptime),
-                touch_miss_stats: true,
-                ..ops::Get::plain(ops::Key::Raw(key))
-            };
-            match ctx.get(&get, |_| ()) {
-                Ok(Some(())) => reply(out, r::TOUCHED),
-                Ok(None) => reply(out, r::NOT_FOUND),
-                Err(_) => reply(out, r::OUT_OF_MEMORY),
-            }
-        }
-        Command::FlushAll { delay } => {
-            core::inc(&s.cmd_flush);
-            if !ctx.shared.cfg.flush_enabled {
-                reply(out, r::FLUSH_DISABLED);
-            } else {
-                let at = (delay > 0).then(|| clock.expiry(i64::from(delay)));
-                ctx.shared.store.flush_all(at);
-                reply(out, r::OK);
-            }
-        }
+        Command::Touch(get) => match ctx.get(&get, |_| ()) {
+            Ok(Some(())) => reply(out, r::TOUCHED),
+            Ok(None) => reply(out, r::NOT_FOUND),
+            Err(_) => reply(out, r::OUT_OF_MEMORY),
+        },
+        Command::FlushAll { delay } => reply(out, if ctx.flush_all(delay) { r::OK } else { r::FLUSH_DISABLED }),
         Command::Version => {
             out.extend_from_slice(b"VERSION ");
             out.extend_from_slice(stats::VERSION.as_bytes());

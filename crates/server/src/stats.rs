@@ -39,6 +39,9 @@ pub(crate) struct WorkerStats {
     pub touch_misses: AtomicU64,
     pub store_too_large: AtomicU64,
     pub store_no_memory: AtomicU64,
+    /// Operations that lost the race for an item to concurrent writers
+    /// [`strata_store::MAX_RETRIES`] times in a row.
+    pub store_contended: AtomicU64,
     /// Authentication attempts (SASL and ASCII) and the failed ones.
     pub auth_cmds: AtomicU64,
     pub auth_errors: AtomicU64,
@@ -99,6 +102,7 @@ pub(crate) fn command(shared: &Shared, args: Tokens<'_>, out: &mut Vec<u8>) {
                     };
                 }
                 fields!(zero);
+                w.store_contended.store(0, Relaxed);
             }
             shared.total_conns.store(0, Relaxed);
             shared.rejected_conns.store(0, Relaxed);
@@ -162,6 +166,7 @@ fn general(shared: &Shared, out: &mut Vec<u8>) {
     stat(out, "strata_segments_evicted", st.segments_evicted);
     stat(out, "strata_segments_reclaimed", st.segments_reclaimed);
     stat(out, "strata_items_reinserted", st.reinserted);
+    stat(out, "strata_store_contended", sum(shared, |w| &w.store_contended));
 }
 
 fn yes_no(b: bool) -> &'static str {

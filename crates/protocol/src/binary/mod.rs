@@ -38,6 +38,7 @@ pub mod response;
 #[cfg(test)]
 mod tests;
 
+use crate::ops::{self, Key, Mode, Read};
 use crate::text::Config;
 use crate::KEY_MAX_LENGTH;
 
@@ -182,59 +183,38 @@ impl Header {
     }
 }
 
-/// Which storage command.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum StoreOp {
-    Set,
-    Add,
-    Replace,
-    Append,
-    Prepend,
-}
-
-/// What a request asks for; keys and values borrow the read buffer.
+/// What a request asks for; keys and values borrow the read buffer. The
+/// data commands carry the same protocol-neutral requests ([`crate::ops`])
+/// as the text and meta commands; only the reply (a packet for the
+/// request's [`Header`]) is the binary protocol's own.
 #[derive(Debug, PartialEq, Eq)]
 pub enum Command<'a> {
-    /// GET, GETK and their quiet forms; with `touch`, GAT and GATK.
+    /// GET, GETK and their quiet forms; GAT and GATK (a read that touches).
+    /// `with_key`: the reply carries the key.
     Get {
-        key: &'a [u8],
+        get: ops::Get<'a>,
         with_key: bool,
-        touch: Option<u32>,
     },
-    Touch {
-        key: &'a [u8],
-        exptime: u32,
-    },
-    /// SET ADD REPLACE APPEND PREPEND (and quiet forms); the header's CAS,
-    /// when non-zero, must match.
-    Store {
-        op: StoreOp,
-        key: &'a [u8],
-        flags: u32,
-        exptime: u32,
-        value: &'a [u8],
-    },
+    /// TOUCH: a read that only sets a new exptime.
+    Touch(ops::Get<'a>),
+    /// SET ADD REPLACE APPEND PREPEND (and quiet forms). A non-zero CAS in
+    /// the header is the compare value, and turns ADD and REPLACE into a
+    /// compare-and-set (memcached runs them all as `NREAD_CAS`).
+    Store(ops::Set<'a>),
     /// A store whose item exceeds `-I`: the reply goes out and the value's
     /// `swallow` bytes are discarded unread.
     TooLarge {
-        op: StoreOp,
+        mode: ops::Mode,
         key: &'a [u8],
         swallow: usize,
     },
-    Delete {
-        key: &'a [u8],
-    },
-    /// INCREMENT/DECREMENT; `exptime` 0xffffffff means "do not create".
-    Arith {
-        key: &'a [u8],
-        incr: bool,
-        delta: u64,
-        initial: u64,
-        exptime: u32,
-    },
+    /// DELETE; the header's CAS, when non-zero, must match.
+    Delete(ops::Delete<'a>),
+    /// INCREMENT/DECREMENT; an exptime of 0xffffffff means "do not create".
+    Arith(ops::Arith<'a>),
     Quit,
     Flush {
-        delay: u32,
+        delay: i32,
     },
     Noop,
     Version,
@@ -299,6 +279,18 @@ fn be_u32(b: &[u8]) -> u32 {
     u32::from_be_bytes([b[0], b[1], b[2], b[3]])
 }
 
+/// Binary exptimes are unsigned; beyond `i32::MAX` they are absolute times
+/// past 2038, which the server's clock treats alike. The one place the
+/// binary protocol's times become the requests' signed ones.
+fn exptime(t: u32) -> i32 {
+    i32::try_from(t).unwrap_or(i32::MAX)
+}
+
+/// The header's CAS as a compare value (0: none).
+fn compare(cas: u64) -> Option<u64> {
+    (cas != 0).then_some(cas)
+}
+
 fn be_u64(b: &[u8]) -> u64 {
     u64::from_be_bytes([b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7]])
 }
@@ -347,28 +339,38 @@ pub fn parse<'a>(buf: &'a [u8], config: &Config) -> Parse<'a> {
     }
     match h.opcode {
         SET | SETQ | ADD | ADDQ | REPLACE | REPLACEQ | APPEND | APPENDQ | PREPEND | PREPENDQ => {
-            let op = match h.opcode {
-                SET | SETQ => StoreOp::Set,
-                ADD | ADDQ => StoreOp::Add,
-                REPLACE | REPLACEQ => StoreOp::Replace,
-                APPEND | APPENDQ => StoreOp::Append,
-                _ => StoreOp::Prepend,
+            let mode = match h.opcode {
+                SET | SETQ => Mode::Set,
+                ADD | ADDQ => Mode::Add,
+                REPLACE | REPLACEQ => Mode::Replace,
+                APPEND | APPENDQ => Mode::Append,
+                _ => Mode::Prepend,
             };
             let vlen = bodylen - extlen - keylen;
             if keylen + vlen + config.item_overhead > config.item_size_max {
                 let Some(body) = with_body(head_len) else { return Parse::Incomplete { need: head_len } };
                 let key = &body[extlen..];
-                return done(Command::TooLarge { op, key, swallow: vlen }, head_len);
+                return done(Command::TooLarge { mode, key, swallow: vlen }, head_len);
             }
             let total = HEADER_LEN + bodylen;
             let Some(body) = with_body(total) else { return Parse::Incomplete { need: total } };
-            let (flags, exptime) = match extlen {
+            let (flags, expires) = match extlen {
                 8 => (be_u32(body), be_u32(&body[4..])),
                 _ => (0, 0),
             };
             let key = &body[extlen..extlen + keylen];
             let value = &body[extlen + keylen..];
-            done(Command::Store { op, key, flags, exptime, value }, total)
+            // Any store with a CAS is a compare-and-swap, add and replace
+            // included (memcached turns them all into NREAD_CAS).
+            let mode = match (mode, compare(h.cas)) {
+                (Mode::Add | Mode::Replace, Some(_)) => Mode::Set,
+                (m, _) => m,
+            };
+            let set = ops::Set {
+                compare: compare(h.cas),
+                ..ops::Set::plain(mode, Key::Raw(key), flags, exptime(expires), value)
+            };
+            done(Command::Store(set), total)
         }
         SASL_AUTH | SASL_STEP => {
             let total = HEADER_LEN + bodylen;
@@ -391,22 +393,28 @@ pub fn parse<'a>(buf: &'a [u8], config: &Config) -> Parse<'a> {
         _ => {
             let Some(body) = with_body(head_len) else { return Parse::Incomplete { need: head_len } };
             let (extras, key) = body.split_at(extlen);
+            let get = |read| ops::Get { key: Key::Raw(key), read };
             let command = match h.opcode {
-                GET | GETQ => Command::Get { key, with_key: false, touch: None },
-                GETK | GETKQ => Command::Get { key, with_key: true, touch: None },
-                GAT | GATQ => Command::Get { key, with_key: false, touch: Some(be_u32(extras)) },
-                GATK | GATKQ => Command::Get { key, with_key: true, touch: Some(be_u32(extras)) },
-                TOUCH => Command::Touch { key, exptime: be_u32(extras) },
-                DELETE | DELETEQ => Command::Delete { key },
-                INCREMENT | INCREMENTQ | DECREMENT | DECREMENTQ => Command::Arith {
-                    key,
-                    incr: matches!(h.opcode, INCREMENT | INCREMENTQ),
-                    delta: be_u64(extras),
-                    initial: be_u64(&extras[8..]),
-                    exptime: be_u32(&extras[16..]),
-                },
+                GET | GETQ => Command::Get { get: get(Read::GET), with_key: false },
+                GETK | GETKQ => Command::Get { get: get(Read::GET), with_key: true },
+                GAT | GATQ => Command::Get { get: get(Read::get_and_touch(exptime(be_u32(extras)))), with_key: false },
+                GATK | GATKQ => Command::Get { get: get(Read::get_and_touch(exptime(be_u32(extras)))), with_key: true },
+                TOUCH => Command::Touch(get(Read::touch(exptime(be_u32(extras))))),
+                DELETE | DELETEQ => {
+                    Command::Delete(ops::Delete { compare: compare(h.cas), ..ops::Delete::plain(Key::Raw(key)) })
+                }
+                INCREMENT | INCREMENTQ | DECREMENT | DECREMENTQ => {
+                    let expires = be_u32(&extras[16..]);
+                    Command::Arith(ops::Arith {
+                        compare: compare(h.cas),
+                        // 0xffffffff: fail on a miss rather than create.
+                        vivify: (expires != u32::MAX).then(|| exptime(expires)),
+                        initial: be_u64(&extras[8..]),
+                        ..ops::Arith::plain(Key::Raw(key), matches!(h.opcode, INCREMENT | INCREMENTQ), be_u64(extras))
+                    })
+                }
                 QUIT | QUITQ => Command::Quit,
-                FLUSH | FLUSHQ => Command::Flush { delay: if extlen == 4 { be_u32(extras) } else { 0 } },
+                FLUSH | FLUSHQ => Command::Flush { delay: if extlen == 4 { exptime(be_u32(extras)) } else { 0 } },
                 NOOP => Command::Noop,
                 VERSION => Command::Version,
                 STAT => Command::Stat { group: key },

@@ -16,7 +16,7 @@ fn pkt(op: u8, extras: &[u8], key: &[u8], value: &[u8], bodylen: Option<u32>) ->
     let len = bodylen.unwrap_or((extras.len() + key.len() + value.len()) as u32);
     p.extend_from_slice(&len.to_be_bytes());
     p.extend_from_slice(&0xdead_beef_u32.to_be_bytes());
-    p.extend_from_slice(&7u64.to_be_bytes());
+    p.extend_from_slice(&0u64.to_be_bytes());
     p.extend_from_slice(extras);
     p.extend_from_slice(key);
     p.extend_from_slice(value);
@@ -32,7 +32,8 @@ fn command(buf: &[u8]) -> (Command<'_>, usize) {
 
 #[test]
 fn header_fields_are_big_endian_at_their_offsets() {
-    let p = pkt(opcode::GETK, b"", b"foo", b"", None);
+    let mut p = pkt(opcode::GETK, b"", b"foo", b"", None);
+    p[16..24].copy_from_slice(&7u64.to_be_bytes());
     assert_eq!(p.len(), HEADER_LEN + 3);
     let Some(h) = p.first_chunk().and_then(Header::decode) else { panic!("not a request") };
     assert_eq!(h, Header { opcode: opcode::GETK, keylen: 3, extlen: 0, bodylen: 3, opaque: 0xdead_beef, cas: 7 });
@@ -52,18 +53,43 @@ fn header_fields_are_big_endian_at_their_offsets() {
 
 #[test]
 fn gets_and_stores_borrow_key_and_value() {
+    let key = |k| ops::Key::Raw(k);
     let p = pkt(opcode::GETKQ, b"", b"key", b"", None);
-    assert_eq!(command(&p), (Command::Get { key: b"key", with_key: true, touch: None }, 27));
+    let get = ops::Get::plain(key(b"key"));
+    assert_eq!(command(&p), (Command::Get { get, with_key: true }, 27));
     let p = pkt(opcode::GATQ, &9u32.to_be_bytes(), b"key", b"", None);
-    assert_eq!(command(&p).0, Command::Get { key: b"key", with_key: false, touch: Some(9) });
+    let get = ops::Get { key: key(b"key"), read: Read::get_and_touch(9) };
+    assert_eq!(command(&p).0, Command::Get { get, with_key: false });
+    let p = pkt(opcode::TOUCH, &u32::MAX.to_be_bytes(), b"key", b"", None);
+    let get = ops::Get { key: key(b"key"), read: Read::touch(i32::MAX) };
+    assert_eq!(command(&p).0, Command::Touch(get), "times past i32 are far future");
     let mut extras = 5u32.to_be_bytes().to_vec();
     extras.extend_from_slice(&60u32.to_be_bytes());
     let p = pkt(opcode::ADDQ, &extras, b"k", b"value", None);
     let (c, used) = command(&p);
-    assert_eq!(c, Command::Store { op: StoreOp::Add, key: b"k", flags: 5, exptime: 60, value: b"value" });
+    assert_eq!(c, Command::Store(ops::Set::plain(Mode::Add, key(b"k"), 5, 60, b"value")));
     assert_eq!(used, p.len());
     let p = pkt(opcode::PREPEND, b"", b"k", b"v", None);
-    assert_eq!(command(&p).0, Command::Store { op: StoreOp::Prepend, key: b"k", flags: 0, exptime: 0, value: b"v" });
+    assert_eq!(command(&p).0, Command::Store(ops::Set::plain(Mode::Prepend, key(b"k"), 0, 0, b"v")));
+}
+
+#[test]
+fn a_cas_in_the_header_is_the_compare_value() {
+    let key = |k| ops::Key::Raw(k);
+    for (opcode, mode) in [(opcode::SET, Mode::Set), (opcode::ADD, Mode::Set), (opcode::REPLACEQ, Mode::Set)] {
+        let mut p = pkt(opcode, &[0; 8], b"k", b"v", None);
+        p[16..24].copy_from_slice(&7u64.to_be_bytes());
+        let want = ops::Set { compare: Some(7), ..ops::Set::plain(mode, key(b"k"), 0, 0, b"v") };
+        assert_eq!(command(&p).0, Command::Store(want), "opcode {opcode:#x}");
+    }
+    let mut p = pkt(opcode::APPEND, b"", b"k", b"v", None);
+    p[16..24].copy_from_slice(&7u64.to_be_bytes());
+    let want = ops::Set { compare: Some(7), ..ops::Set::plain(Mode::Append, key(b"k"), 0, 0, b"v") };
+    assert_eq!(command(&p).0, Command::Store(want), "append keeps its mode");
+    let mut p = pkt(opcode::DELETE, b"", b"k", b"", None);
+    p[16..24].copy_from_slice(&7u64.to_be_bytes());
+    let want = ops::Delete { compare: Some(7), ..ops::Delete::plain(key(b"k")) };
+    assert_eq!(command(&p).0, Command::Delete(want));
 }
 
 #[test]
@@ -72,7 +98,14 @@ fn arith_flush_stat_and_sasl_decode_their_extras() {
     extras.extend_from_slice(&10u64.to_be_bytes());
     extras.extend_from_slice(&u32::MAX.to_be_bytes());
     let p = pkt(opcode::DECREMENTQ, &extras, b"n", b"", None);
-    assert_eq!(command(&p).0, Command::Arith { key: b"n", incr: false, delta: 3, initial: 10, exptime: u32::MAX });
+    let want = ops::Arith { initial: 10, ..ops::Arith::plain(ops::Key::Raw(b"n"), false, 3) };
+    assert_eq!(command(&p).0, Command::Arith(want), "0xffffffff: no vivify");
+    let mut extras = 3u64.to_be_bytes().to_vec();
+    extras.extend_from_slice(&10u64.to_be_bytes());
+    extras.extend_from_slice(&60u32.to_be_bytes());
+    let p = pkt(opcode::INCREMENT, &extras, b"n", b"", None);
+    let want = ops::Arith { initial: 10, vivify: Some(60), ..ops::Arith::plain(ops::Key::Raw(b"n"), true, 3) };
+    assert_eq!(command(&p).0, Command::Arith(want));
     assert_eq!(command(&pkt(opcode::FLUSH, &[0, 0, 0, 5], b"", b"", None)).0, Command::Flush { delay: 5 });
     assert_eq!(command(&pkt(opcode::FLUSHQ, b"", b"", b"", None)).0, Command::Flush { delay: 0 });
     assert_eq!(command(&pkt(opcode::STAT, b"", b"items", b"", None)).0, Command::Stat { group: b"items" });
@@ -158,7 +191,7 @@ fn a_value_over_the_limit_is_refused_from_its_header() {
     let p = pkt(opcode::SET, &[0; 8], b"big", b"", Some(8 + 3 + 5000));
     assert_eq!(parse(&p[..HEADER_LEN + 5], &cfg()), Parse::Incomplete { need: HEADER_LEN + 11 });
     let p = [p, b"big".to_vec()].concat();
-    assert_eq!(command(&p), (Command::TooLarge { op: StoreOp::Set, key: b"big", swallow: 5000 }, HEADER_LEN + 11));
+    assert_eq!(command(&p), (Command::TooLarge { mode: Mode::Set, key: b"big", swallow: 5000 }, HEADER_LEN + 11));
 }
 
 #[test]

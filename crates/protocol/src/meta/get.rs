@@ -2,7 +2,7 @@
 //! recache token, or create it on a miss.
 
 use super::{check_opaque, flag_tokens, key, preparse, Reply, MAX_TOKENS};
-use crate::ops::Get;
+use crate::ops::{Get, Read};
 use crate::text::{done, error, ClientError, Command, Line, Parse};
 use crate::KEY_MAX_LENGTH;
 
@@ -25,8 +25,7 @@ pub(crate) fn parse<'a>(l: &Line<'a>, consumed: usize) -> Parse<'a> {
         Ok(k) => k,
         Err(e) => return error(e, false, consumed),
     };
-    let get = Get {
-        key,
+    let read = Read {
         bump: !f.no_update,
         touch: f.ttl,
         tokens: true,
@@ -36,6 +35,7 @@ pub(crate) fn parse<'a>(l: &Line<'a>, consumed: usize) -> Parse<'a> {
         last_access: f.last_access,
         touch_miss_stats: false,
     };
+    let get = Get { key, read };
     let reply = Reply { flags, quiet: f.quiet, base64: f.base64 };
     done(Command::MetaGet { get, reply, value: f.value }, false, consumed)
 }

@@ -14,12 +14,13 @@
 //! echoes return flags (`k`, `O`, `c`, `t`...) in that order.
 //!
 //! One file per command: [`get`], [`set`], [`delete`], [`arith`], [`debug`]
-//! (`me` and `mn`).
+//! (`me` and `mn`); [`reply`] writes the replies.
 
 pub mod arith;
 pub mod debug;
 pub mod delete;
 pub mod get;
+pub mod reply;
 pub mod set;
 
 use base64::Engine;

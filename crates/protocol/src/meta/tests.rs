@@ -28,8 +28,9 @@ fn mg_flags_become_the_read_and_keep_their_order_for_the_reply() {
     let Command::MetaGet { get, reply, value } = c else { panic!("{c:?}") };
     assert!(value && reply.quiet && !reply.base64);
     assert_eq!(get.key, Key::Raw(b"foo"));
-    assert_eq!((get.touch, get.vivify, get.recache, get.new_cas), (Some(30), Some(5), Some(10), Some(77)));
-    assert!(!get.bump && get.last_access);
+    let r = get.read;
+    assert_eq!((r.touch, r.vivify, r.recache, r.new_cas), (Some(30), Some(5), Some(10), Some(77)));
+    assert!(!r.bump && r.last_access);
     let flags: Vec<&[u8]> = reply.flags.iter().collect();
     assert_eq!(flags, [&b"T30"[..], b"v", b"k", b"Oab", b"N5", b"R10", b"u", b"E77", b"l", b"q"]);
 }

@@ -2,6 +2,7 @@
 //! and is the only value memcached still accepts there.
 
 use super::{done, error, ClientError, Command, Line, Parse};
+use crate::ops::{Delete, Key};
 use crate::KEY_MAX_LENGTH;
 
 pub(super) fn parse<'a>(l: &Line<'a>, consumed: usize) -> Parse<'a> {
@@ -21,5 +22,5 @@ pub(super) fn parse<'a>(l: &Line<'a>, consumed: usize) -> Parse<'a> {
     if key.len() > KEY_MAX_LENGTH {
         return error(ClientError::BadFormat, noreply, consumed);
     }
-    done(Command::Delete { key }, noreply, consumed)
+    done(Command::Delete(Delete::plain(Key::Raw(key))), noreply, consumed)
 }

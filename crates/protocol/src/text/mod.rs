@@ -21,8 +21,8 @@ pub mod touch;
 
 pub use retrieval::Keys;
 
+use crate::ops::Mode;
 use crate::{meta, ops};
-pub use storage::StoreOp;
 
 /// A line without a newline longer than this is junk and closes the
 /// connection, unless it is a `get`/`gets` (memcached's 2048-byte rule).
@@ -73,39 +73,29 @@ pub struct Request<'a> {
 /// What the client asked for, keys and values borrowed from the read buffer.
 #[derive(Debug, PartialEq, Eq)]
 pub enum Command<'a> {
-    /// `get`/`gets`/`bget` and, with `touch`, `gat`/`gats`.
+    /// `get`/`gets`/`bget`/`gat`/`gats`: every key is read as `read` says
+    /// (`gat` touches); `cas`: the replies show the CAS.
     Get {
         keys: Keys<'a>,
         cas: bool,
-        touch: Option<i32>,
+        read: ops::Read,
     },
-    /// `set add replace append prepend cas` with its data block.
-    Store {
-        op: StoreOp,
-        key: &'a [u8],
-        flags: u32,
-        exptime: i32,
-        data: &'a [u8],
-    },
+    /// `set add replace append prepend cas` with its data block (`cas` is a
+    /// set with a compare value).
+    Store(ops::Set<'a>),
     /// A storage command whose item exceeds `-I`: reply, then discard
-    /// `swallow` bytes of data that follow the line.
+    /// `swallow` bytes of data that follow the line. `cas`: the command was
+    /// `cas` (memcached drops the old item only for `set`).
     TooLarge {
-        op: StoreOp,
+        mode: ops::Mode,
+        cas: bool,
         key: &'a [u8],
         swallow: usize,
     },
-    Delete {
-        key: &'a [u8],
-    },
-    Arith {
-        key: &'a [u8],
-        incr: bool,
-        delta: u64,
-    },
-    Touch {
-        key: &'a [u8],
-        exptime: i32,
-    },
+    Delete(ops::Delete<'a>),
+    Arith(ops::Arith<'a>),
+    /// `touch`: a read that only sets a new exptime.
+    Touch(ops::Get<'a>),
     FlushAll {
         delay: i32,
     },
@@ -347,12 +337,12 @@ pub fn parse<'a>(buf: &'a [u8], config: &Config) -> Parse<'a> {
         b"gets" => retrieval::parse(&l, true, false, consumed),
         b"gat" => retrieval::parse(&l, false, true, consumed),
         b"gats" => retrieval::parse(&l, true, true, consumed),
-        b"set" => storage::parse(&l, StoreOp::Set, buf, consumed, config),
-        b"add" => storage::parse(&l, StoreOp::Add, buf, consumed, config),
-        b"replace" => storage::parse(&l, StoreOp::Replace, buf, consumed, config),
-        b"append" => storage::parse(&l, StoreOp::Append, buf, consumed, config),
-        b"prepend" => storage::parse(&l, StoreOp::Prepend, buf, consumed, config),
-        b"cas" => storage::parse(&l, StoreOp::Cas(0), buf, consumed, config),
+        b"set" => storage::parse(&l, Mode::Set, false, buf, consumed, config),
+        b"add" => storage::parse(&l, Mode::Add, false, buf, consumed, config),
+        b"replace" => storage::parse(&l, Mode::Replace, false, buf, consumed, config),
+        b"append" => storage::parse(&l, Mode::Append, false, buf, consumed, config),
+        b"prepend" => storage::parse(&l, Mode::Prepend, false, buf, consumed, config),
+        b"cas" => storage::parse(&l, Mode::Set, true, buf, consumed, config),
         b"delete" => delete::parse(&l, consumed),
         b"incr" => arith::parse(&l, true, consumed),
         b"decr" => arith::parse(&l, false, consumed),

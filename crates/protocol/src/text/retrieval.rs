@@ -7,6 +7,7 @@
 
 use super::{done, error, ClientError, Command, Line, Parse};
 use crate::numbers::parse_i32;
+use crate::ops::Read;
 use crate::KEY_MAX_LENGTH;
 
 /// The keys of a retrieval command, borrowed from the request line.
@@ -57,7 +58,7 @@ pub(super) fn parse<'a>(l: &Line<'a>, cas: bool, touch: bool, consumed: usize) -
         return error(ClientError::Error, false, consumed);
     }
     if !touch {
-        return done(Command::Get { keys: Keys(l.after_command), cas, touch: None }, false, consumed);
+        return done(Command::Get { keys: Keys(l.after_command), cas, read: Read::GET }, false, consumed);
     }
     let Some(exptime) = parse_i32(l.tokens[1]) else {
         return error(ClientError::InvalidExptime, false, consumed);
@@ -66,5 +67,5 @@ pub(super) fn parse<'a>(l: &Line<'a>, cas: bool, touch: bool, consumed: usize) -
     let rest = l.after_command;
     let skip = rest.iter().take_while(|&&b| b == b' ').count() + l.tokens[1].len();
     let keys = Keys(&rest[skip.min(rest.len())..]);
-    done(Command::Get { keys, cas, touch: Some(exptime) }, false, consumed)
+    done(Command::Get { keys, cas, read: Read::get_and_touch(exptime) }, false, consumed)
 }

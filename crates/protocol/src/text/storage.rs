@@ -3,20 +3,18 @@
 
 use super::{done, error, single_key, ClientError, Command, Config, Line, Parse};
 use crate::numbers::{parse_i32, parse_u32, parse_u64};
+use crate::ops::{Key, Mode, Set};
 
-/// Which storage command; `Cas` carries the client's CAS unique.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum StoreOp {
-    Set,
-    Add,
-    Replace,
-    Append,
-    Prepend,
-    Cas(u64),
-}
-
-pub(super) fn parse<'a>(l: &Line<'a>, op: StoreOp, buf: &'a [u8], line_len: usize, config: &Config) -> Parse<'a> {
-    let counts = if matches!(op, StoreOp::Cas(_)) { (7, 8) } else { (6, 7) };
+/// `cas`: the command is `cas`, a set with a compare value (one more token).
+pub(super) fn parse<'a>(
+    l: &Line<'a>,
+    mode: Mode,
+    cas: bool,
+    buf: &'a [u8],
+    line_len: usize,
+    config: &Config,
+) -> Parse<'a> {
+    let counts = if cas { (7, 8) } else { (6, 7) };
     let (key, noreply) = match single_key(l, counts) {
         Ok(k) => k,
         Err((e, noreply)) => return error(e, noreply, line_len),
@@ -26,12 +24,12 @@ pub(super) fn parse<'a>(l: &Line<'a>, op: StoreOp, buf: &'a [u8], line_len: usiz
     else {
         return error(ClientError::BadFormat, noreply, line_len);
     };
-    let op = match op {
-        StoreOp::Cas(_) => match parse_u64(l.tokens[5]) {
-            Some(unique) => StoreOp::Cas(unique),
+    let compare = match cas {
+        true => match parse_u64(l.tokens[5]) {
+            Some(unique) => Some(unique),
             None => return error(ClientError::BadFormat, noreply, line_len),
         },
-        other => other,
+        false => None,
     };
     // memcached refuses negative lengths and those that overflow `vlen + 2`.
     let Ok(vlen) = usize::try_from(vlen) else {
@@ -41,7 +39,7 @@ pub(super) fn parse<'a>(l: &Line<'a>, op: StoreOp, buf: &'a [u8], line_len: usiz
         return error(ClientError::BadFormat, noreply, line_len);
     }
     if key.len() + vlen + config.item_overhead > config.item_size_max {
-        return done(Command::TooLarge { op, key, swallow: vlen + 2 }, noreply, line_len);
+        return done(Command::TooLarge { mode, cas, key, swallow: vlen + 2 }, noreply, line_len);
     }
     let total = line_len + vlen + 2;
     if buf.len() < total {
@@ -51,5 +49,6 @@ pub(super) fn parse<'a>(l: &Line<'a>, op: StoreOp, buf: &'a [u8], line_len: usiz
         return error(ClientError::BadDataChunk, noreply, total);
     }
     let data = &buf[line_len..line_len + vlen];
-    done(Command::Store { op, key, flags, exptime, data }, noreply, total)
+    let set = Set { compare, ..Set::plain(mode, Key::Raw(key), flags, exptime, data) };
+    done(Command::Store(set), noreply, total)
 }

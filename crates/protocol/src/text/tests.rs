@@ -1,4 +1,5 @@
 use super::*;
+use crate::ops::{Key, Read, Set};
 use proptest::prelude::*;
 
 fn cfg() -> Config {
@@ -16,7 +17,7 @@ fn cmd(buf: &[u8]) -> (Command<'_>, bool, usize) {
 fn set_waits_for_its_data_then_borrows_it() {
     assert_eq!(parse(b"set k 5 0 3\r\nab", &cfg()), Parse::Incomplete { need: 18 });
     let (c, noreply, used) = cmd(b"set k 5 0 3\r\nabc\r\nget k\r\n");
-    assert_eq!(c, Command::Store { op: StoreOp::Set, key: b"k", flags: 5, exptime: 0, data: b"abc" });
+    assert_eq!(c, Command::Store(Set::plain(Mode::Set, Key::Raw(b"k"), 5, 0, b"abc")));
     assert!(!noreply);
     assert_eq!(used, 18);
 }
@@ -31,7 +32,7 @@ fn data_not_followed_by_crlf_is_a_bad_chunk_consuming_the_block() {
 #[test]
 fn too_large_reports_how_much_to_swallow() {
     let (c, _, used) = cmd(b"set k 0 0 2000 noreply\r\n");
-    assert_eq!(c, Command::TooLarge { op: StoreOp::Set, key: b"k", swallow: 2002 });
+    assert_eq!(c, Command::TooLarge { mode: Mode::Set, cas: false, key: b"k", swallow: 2002 });
     assert_eq!(used, 24);
 }
 
@@ -68,13 +69,13 @@ fn negative_length_is_bad_format() {
 #[test]
 fn cas_parses_its_unique() {
     let (c, _, _) = cmd(b"cas k 0 0 1 99\r\nx\r\n");
-    assert_eq!(c, Command::Store { op: StoreOp::Cas(99), key: b"k", flags: 0, exptime: 0, data: b"x" });
+    assert_eq!(c, Command::Store(Set { compare: Some(99), ..Set::plain(Mode::Set, Key::Raw(b"k"), 0, 0, b"x") }));
 }
 
 #[test]
 fn multi_get_keys_are_walked_lazily() {
     let (c, _, _) = cmd(b"gets a  bb ccc\r\n");
-    let Command::Get { keys, cas: true, touch: None } = c else { panic!("{c:?}") };
+    let Command::Get { keys, cas: true, read: Read::GET } = c else { panic!("{c:?}") };
     let got: Vec<_> = keys.iter().collect();
     assert_eq!(got, vec![retrieval::Key::Ok(b"a"), retrieval::Key::Ok(b"bb"), retrieval::Key::Ok(b"ccc")]);
 }
@@ -94,14 +95,17 @@ fn keys_resume_from_a_position() {
 #[test]
 fn gat_takes_exptime_first() {
     let (c, _, _) = cmd(b"gat 10 a b\r\n");
-    let Command::Get { keys, cas: false, touch: Some(10) } = c else { panic!("{c:?}") };
+    let Command::Get { keys, cas: false, read } = c else { panic!("{c:?}") };
     assert_eq!(keys.iter().count(), 2);
+    assert_eq!(read, Read::get_and_touch(10));
+    let (c, _, _) = cmd(b"touch k 10\r\n");
+    assert_eq!(c, Command::Touch(ops::Get { key: Key::Raw(b"k"), read: Read::touch(10) }));
     assert_eq!(cmd(b"gat x a\r\n").0, Command::Error(ClientError::InvalidExptime));
 }
 
 #[test]
 fn delete_accepts_only_zero_hold() {
-    assert_eq!(cmd(b"delete k 0\r\n").0, Command::Delete { key: b"k" });
+    assert_eq!(cmd(b"delete k 0\r\n").0, Command::Delete(ops::Delete::plain(Key::Raw(b"k"))));
     assert!(cmd(b"delete k 0 noreply\r\n").1);
     assert_eq!(cmd(b"delete k 5\r\n").0, Command::Error(ClientError::DeleteUsage));
 }
@@ -148,7 +152,7 @@ proptest! {
         match parse(&buf, &cfg()) {
             Parse::Done { request, consumed } => {
                 prop_assert!(consumed <= buf.len() && consumed > 0);
-                if let Command::Store { data, .. } = request.command {
+                if let Command::Store(Set { data, .. }) = request.command {
                     prop_assert!(data.len() < consumed);
                 }
             }
@@ -164,6 +168,6 @@ proptest! {
         buf.extend_from_slice(b"\r\n");
         let (c, _, used) = cmd(&buf);
         prop_assert_eq!(used, buf.len());
-        prop_assert_eq!(c, Command::Store { op: StoreOp::Set, key: key.as_bytes(), flags, exptime: 0, data: &data });
+        prop_assert_eq!(c, Command::Store(Set::plain(Mode::Set, Key::Raw(key.as_bytes()), flags, 0, &data)));
     }
 }

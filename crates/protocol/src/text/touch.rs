@@ -2,6 +2,7 @@
 
 use super::{done, error, single_key, ClientError, Command, Line, Parse};
 use crate::numbers::parse_i32;
+use crate::ops::{Get, Key, Read};
 
 pub(super) fn parse<'a>(l: &Line<'a>, consumed: usize) -> Parse<'a> {
     let (key, noreply) = match single_key(l, (4, 5)) {
@@ -11,5 +12,5 @@ pub(super) fn parse<'a>(l: &Line<'a>, consumed: usize) -> Parse<'a> {
     let Some(exptime) = parse_i32(l.tokens[2]) else {
         return error(ClientError::InvalidExptime, noreply, consumed);
     };
-    done(Command::Touch { key, exptime }, noreply, consumed)
+    done(Command::Touch(Get { key: Key::Raw(key), read: Read::touch(exptime) }), noreply, consumed)
 }
