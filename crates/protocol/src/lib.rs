@@ -15,6 +15,7 @@ pub mod numbers;
 pub mod ops;
 pub mod peek;
 pub mod reply;
+pub mod stats;
 pub mod text;
 
 /// memcached's longest key, in bytes (`KEY_MAX_LENGTH`).

@@ -46,10 +46,3 @@ pub fn number(out: &mut Vec<u8>, n: u64) {
     out.extend_from_slice(num.format(n).as_bytes());
     out.extend_from_slice(b"\r\n");
 }
-
-/// Appends one `STAT <name> <value>\r\n` line.
-pub fn stat(out: &mut Vec<u8>, name: &str, value: impl std::fmt::Display) {
-    use std::io::Write;
-    // Writing into a Vec cannot fail.
-    let _ = write!(out, "STAT {name} {value}\r\n");
-}

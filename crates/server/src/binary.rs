@@ -141,7 +141,7 @@ pub(crate) fn execute(ctx: &mut Ctx<'_>, req: Request<'_>, auth: &mut Auth, out:
             let body = Body { value: stats::VERSION.as_bytes(), ..Body::default() };
             response::packet(out, h, Status::Success, 0, body);
         }
-        Command::Stat { group } => stat(ctx, h, group, out),
+        Command::Stat { group } => strata_protocol::stats::binary(out, h, &stats::command(ctx.shared, Tokens(group))),
         Command::SaslListMechs | Command::SaslAuth { .. } | Command::SaslStep { .. } if sasl.is_none() => {
             response::error(out, h, Status::UnknownCommand)
         }
@@ -202,27 +202,4 @@ fn sasl_reply(ctx: &Ctx<'_>, out: &mut Vec<u8>, h: &Header, status: Status) {
             response::error(out, h, other);
         }
     }
-}
-
-/// STAT: the text `stats` output of the group, one packet per line (name as
-/// the key, value as the value), ended by an empty packet.
-fn stat(ctx: &mut Ctx<'_>, h: &Header, group: &[u8], out: &mut Vec<u8>) {
-    let mut text = Vec::new();
-    stats::command(ctx.shared, Tokens(group), &mut text);
-    for line in text.split(|&b| b == b'\n') {
-        let line = line.strip_suffix(b"\r").unwrap_or(line);
-        let Some(stat) = line.strip_prefix(b"STAT ") else {
-            if line.starts_with(b"ERROR") || line.starts_with(b"CLIENT_ERROR") {
-                response::error(out, h, Status::KeyNotFound);
-                return;
-            }
-            continue;
-        };
-        let (name, value) = match stat.iter().position(|&b| b == b' ') {
-            Some(sp) => (&stat[..sp], &stat[sp + 1..]),
-            None => (stat, &b""[..]),
-        };
-        response::packet(out, h, Status::Success, 0, Body { key: name, value, ..Body::default() });
-    }
-    response::packet(out, h, Status::Success, 0, Body::default());
 }

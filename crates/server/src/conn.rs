@@ -28,7 +28,7 @@ use strata_protocol::{binary, peek};
 use crate::config::Protocol;
 use crate::dispatch::{self, Outcome};
 use crate::listen::Stream;
-use crate::ConnInfo;
+use crate::{ConnInfo, ConnState};
 
 const INITIAL_BUF: usize = 16 * 1024;
 
@@ -612,13 +612,13 @@ impl Conn {
         }
     }
 
-    fn state(&self) -> u32 {
+    fn state(&self) -> ConnState {
         if self.swallow > 0 {
-            2
+            ConnState::Swallow
         } else if self.rpos < self.filled {
-            1
+            ConnState::Nread
         } else {
-            0
+            ConnState::ParseCmd
         }
     }
 }

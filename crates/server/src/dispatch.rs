@@ -14,7 +14,7 @@ use strata_store::{ArithOutcome, Counted, DeleteOutcome, StoreError, StoreOutcom
 use crate::core::inc;
 use crate::meta;
 use crate::stats::{self, WorkerStats};
-use crate::{ConnInfo, Shared};
+use crate::{ConnInfo, ConnState, Shared};
 
 /// The worker-thread context a request runs in.
 pub(crate) struct Ctx<'a> {
@@ -40,9 +40,9 @@ impl Ctx<'_> {
         s.bytes_written.store(s.bytes_written.load(Relaxed) + written, Relaxed);
     }
 
-    pub fn touch_conn(&self, info: &ConnInfo, state: u32) {
+    pub fn touch_conn(&self, info: &ConnInfo, state: ConnState) {
         info.last_cmd.store(self.shared.store.clock().now(), Relaxed);
-        info.state.store(state, Relaxed);
+        info.state.store(state as u32, Relaxed);
     }
 }
 
@@ -174,7 +174,7 @@ pub(crate) fn execute(ctx: &mut Ctx<'_>, req: Request<'_>, out: &mut Vec<u8>, re
                 out.extend_from_slice(b"CLIENT_ERROR invalid shutdown mode\r\n");
             }
         }
-        Command::Stats { args } => stats::command(ctx.shared, args, out),
+        Command::Stats { args } => strata_protocol::stats::text(out, &stats::command(ctx.shared, args)),
         Command::DebugAdvanceClock { seconds } => {
             clock.advance(seconds);
             out.extend_from_slice(r::OK);

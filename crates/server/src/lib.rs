@@ -53,7 +53,38 @@ pub(crate) struct ConnInfo {
     pub addr: String,
     pub listen_addr: String,
     pub last_cmd: AtomicU32,
+    /// A [`ConnState`], as its `u32`.
     pub state: AtomicU32,
+}
+
+/// What `stats conns` shows a connection doing, in memcached's words.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u32)]
+pub(crate) enum ConnState {
+    /// Waiting for, or parsing, the next request.
+    ParseCmd = 0,
+    /// Part of a request is buffered; the rest is awaited.
+    Nread = 1,
+    /// Discarding the data of a refused request.
+    Swallow = 2,
+}
+
+impl ConnState {
+    pub fn from_u32(v: u32) -> ConnState {
+        match v {
+            1 => ConnState::Nread,
+            2 => ConnState::Swallow,
+            _ => ConnState::ParseCmd,
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            ConnState::ParseCmd => "conn_parse_cmd",
+            ConnState::Nread => "conn_nread",
+            ConnState::Swallow => "conn_swallow",
+        }
+    }
 }
 
 /// State every thread shares.

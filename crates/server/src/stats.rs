@@ -1,16 +1,20 @@
 //! The `stats` family: general, `settings`, `items`, `slabs`, `conns`,
 //! `reset`, with memcached's field names where the meaning matches.
 //!
+//! Each group is filled in as a structured [`Snapshot`] (name, kind, help,
+//! value); the text and binary protocols render it
+//! ([`strata_protocol::stats`]), so no wire parses another's output.
+//!
 //! Segments replace slab classes, so `stats slabs` and `stats items` report
 //! one class (id 1) whose pages are segments; `docs/protocol.md` spells out
 //! the mapping.
 
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
-use strata_protocol::reply::{stat, text as r};
+use strata_protocol::stats::{Reply, Snapshot, Value};
 use strata_protocol::text::Tokens;
 
-use crate::Shared;
+use crate::{ConnState, Shared};
 
 /// The version `version` and `stats` report: the memcached protocol level
 /// implemented, tagged with strata's own version.
@@ -49,35 +53,38 @@ pub(crate) struct WorkerStats {
     pub bytes_written: AtomicU64,
 }
 
-macro_rules! fields {
-    ($m:ident) => {
-        $m!(cmd_get);
-        $m!(cmd_set);
-        $m!(cmd_flush);
-        $m!(cmd_touch);
-        $m!(get_hits);
-        $m!(get_misses);
-        $m!(delete_misses);
-        $m!(delete_hits);
-        $m!(incr_misses);
-        $m!(incr_hits);
-        $m!(decr_misses);
-        $m!(decr_hits);
-        $m!(cas_misses);
-        $m!(cas_hits);
-        $m!(cas_badval);
-        $m!(touch_hits);
-        $m!(touch_misses);
-        $m!(store_too_large);
-        $m!(store_no_memory);
-        $m!(auth_cmds);
-        $m!(auth_errors);
-        $m!(bytes_read);
-        $m!(bytes_written);
-    };
-}
+/// A worker counter's name, help and place in [`WorkerStats`].
+type Field = (&'static str, &'static str, fn(&WorkerStats) -> &AtomicU64);
 
-fn sum(shared: &Shared, f: impl Fn(&WorkerStats) -> &AtomicU64) -> u64 {
+/// The worker counters `stats` shows, in memcached's order; all are
+/// counters, summed over the workers, and zeroed by `stats reset`.
+const WORKER_FIELDS: &[Field] = &[
+    ("cmd_get", "Reads (each key of a multi-get, and mg, counts once).", |w| &w.cmd_get),
+    ("cmd_set", "Storage commands (set, add, replace, append, prepend, cas, ms).", |w| &w.cmd_set),
+    ("cmd_flush", "flush_all commands.", |w| &w.cmd_flush),
+    ("cmd_touch", "Touching reads (touch, gat, gats, mg T).", |w| &w.cmd_touch),
+    ("get_hits", "Reads that found the key.", |w| &w.get_hits),
+    ("get_misses", "Reads that did not find the key.", |w| &w.get_misses),
+    ("delete_misses", "Deletes of keys that were not there.", |w| &w.delete_misses),
+    ("delete_hits", "Deletes that removed an item.", |w| &w.delete_hits),
+    ("incr_misses", "incr of keys that were not there.", |w| &w.incr_misses),
+    ("incr_hits", "incr that changed a value.", |w| &w.incr_hits),
+    ("decr_misses", "decr of keys that were not there.", |w| &w.decr_misses),
+    ("decr_hits", "decr that changed a value.", |w| &w.decr_hits),
+    ("cas_misses", "cas on keys that were not there.", |w| &w.cas_misses),
+    ("cas_hits", "cas that stored.", |w| &w.cas_hits),
+    ("cas_badval", "cas refused because the item had changed.", |w| &w.cas_badval),
+    ("touch_hits", "Touching reads that found the key.", |w| &w.touch_hits),
+    ("touch_misses", "Touching reads that did not find the key.", |w| &w.touch_misses),
+    ("store_too_large", "Writes refused for exceeding the item size limit (-I).", |w| &w.store_too_large),
+    ("store_no_memory", "Writes refused because no memory could be freed.", |w| &w.store_no_memory),
+    ("auth_cmds", "Authentication attempts (SASL and ASCII).", |w| &w.auth_cmds),
+    ("auth_errors", "Failed authentication attempts.", |w| &w.auth_errors),
+    ("bytes_read", "Bytes read from clients.", |w| &w.bytes_read),
+    ("bytes_written", "Bytes written to clients.", |w| &w.bytes_written),
+];
+
+fn sum(shared: &Shared, f: fn(&WorkerStats) -> &AtomicU64) -> u64 {
     shared.workers.iter().map(|w| f(w).load(Relaxed)).sum()
 }
 
@@ -89,84 +96,75 @@ fn rusage() -> (f64, f64) {
     (ticks(11), ticks(12))
 }
 
-/// Runs a `stats` command.
-pub(crate) fn command(shared: &Shared, args: Tokens<'_>, out: &mut Vec<u8>) {
+/// Runs a `stats` command: the snapshot of a group, or what to answer.
+pub(crate) fn command(shared: &Shared, args: Tokens<'_>) -> Reply {
     let args: Vec<&[u8]> = args.iter().collect();
-    match args.first().copied() {
-        None => general(shared, out),
+    let snapshot = match args.first().copied() {
+        None => general(shared),
         Some(b"reset") => {
             for w in &shared.workers {
-                macro_rules! zero {
-                    ($f:ident) => {
-                        w.$f.store(0, Relaxed)
-                    };
+                for (_, _, f) in WORKER_FIELDS {
+                    f(w).store(0, Relaxed);
                 }
-                fields!(zero);
                 w.store_contended.store(0, Relaxed);
             }
             shared.total_conns.store(0, Relaxed);
             shared.rejected_conns.store(0, Relaxed);
             shared.store.reset_stats();
-            out.extend_from_slice(r::RESET);
-            return;
+            return Reply::Reset;
         }
-        Some(b"settings") => settings(shared, out),
-        Some(b"items") => items(shared, out),
-        Some(b"slabs") => slabs(shared, out),
-        Some(b"conns") => conns(shared, out),
-        Some(b"detail") => {
-            out.extend_from_slice(b"CLIENT_ERROR usage: stats detail on|off|dump\r\n");
-            return;
-        }
-        Some(_) => {
-            out.extend_from_slice(r::ERROR);
-            return;
-        }
-    }
-    out.extend_from_slice(r::END);
+        Some(b"settings") => settings(shared),
+        Some(b"items") => items(shared),
+        Some(b"slabs") => slabs(shared),
+        Some(b"conns") => conns(shared),
+        Some(b"detail") => return Reply::Usage(b"CLIENT_ERROR usage: stats detail on|off|dump\r\n"),
+        Some(_) => return Reply::Unknown,
+    };
+    Reply::Stats(snapshot)
 }
 
-fn general(shared: &Shared, out: &mut Vec<u8>) {
+fn general(shared: &Shared) -> Snapshot {
     let clock = shared.store.clock();
     let st = shared.store.stats();
     let (user, sys) = rusage();
-    stat(out, "pid", std::process::id());
-    stat(out, "uptime", shared.started.elapsed().as_secs());
-    stat(out, "time", clock.unix_now());
-    stat(out, "version", VERSION);
-    stat(out, "pointer_size", usize::BITS);
-    stat(out, "rusage_user", format!("{user:.6}"));
-    stat(out, "rusage_system", format!("{sys:.6}"));
-    stat(out, "max_connections", shared.cfg.max_conns);
-    stat(out, "curr_connections", shared.curr_conns.load(Relaxed));
-    stat(out, "total_connections", shared.total_conns.load(Relaxed));
-    stat(out, "rejected_connections", shared.rejected_conns.load(Relaxed));
-    stat(out, "connection_structures", shared.curr_conns.load(Relaxed) + shared.listeners.len());
-    macro_rules! line {
-        ($f:ident) => {
-            stat(out, stringify!($f), sum(shared, |w| &w.$f))
-        };
+    let mut s = Snapshot::default();
+    s.info("pid", "Process id.", std::process::id());
+    s.counter("uptime", "Seconds since the server started.", shared.started.elapsed().as_secs());
+    s.gauge("time", "The server's unix time.", clock.unix_now());
+    s.info("version", "memcached protocol level, and strata's version.", VERSION);
+    s.info("pointer_size", "Bits in a pointer.", usize::BITS);
+    s.counter("rusage_user", "User CPU seconds.", Value::Seconds(user));
+    s.counter("rusage_system", "System CPU seconds.", Value::Seconds(sys));
+    s.gauge("max_connections", "Connection limit (-c).", shared.cfg.max_conns);
+    s.gauge("curr_connections", "Open client connections.", shared.curr_conns.load(Relaxed));
+    s.counter("total_connections", "Connections accepted.", shared.total_conns.load(Relaxed));
+    s.counter("rejected_connections", "Connections refused over the limit.", shared.rejected_conns.load(Relaxed));
+    let structures = shared.curr_conns.load(Relaxed) + shared.listeners.len();
+    s.gauge("connection_structures", "Connections and listeners.", structures);
+    for &(name, help, f) in WORKER_FIELDS {
+        s.counter(name, help, sum(shared, f));
     }
-    fields!(line);
-    stat(out, "get_expired", st.get_expired);
-    stat(out, "get_flushed", st.get_flushed);
-    stat(out, "limit_maxbytes", st.memory_limit);
-    stat(out, "accepting_conns", 1);
-    stat(out, "threads", shared.cfg.threads);
-    stat(out, "hash_power_level", st.hash_power);
-    stat(out, "hash_bytes", st.index_bytes);
-    stat(out, "bytes", st.bytes);
-    stat(out, "curr_items", st.curr_items);
-    stat(out, "total_items", st.total_items);
-    stat(out, "evictions", st.evictions);
-    stat(out, "reclaimed", st.expired_unlinked);
-    stat(out, "strata_segment_size", st.segment_size);
-    stat(out, "strata_segments_total", st.segments_total);
-    stat(out, "strata_segments_free", st.segments_free);
-    stat(out, "strata_segments_evicted", st.segments_evicted);
-    stat(out, "strata_segments_reclaimed", st.segments_reclaimed);
-    stat(out, "strata_items_reinserted", st.reinserted);
-    stat(out, "strata_store_contended", sum(shared, |w| &w.store_contended));
+    s.counter("get_expired", "Reads that found the item expired.", st.get_expired);
+    s.counter("get_flushed", "Reads that found the item invalidated by flush_all.", st.get_flushed);
+    s.gauge("limit_maxbytes", "Memory limit in bytes (-m, or cache_memlimit).", st.memory_limit);
+    s.gauge("accepting_conns", "1 while the listeners accept connections.", 1u64);
+    s.info("threads", "Worker threads (-t).", shared.cfg.threads);
+    s.gauge("hash_power_level", "log2 of the index's buckets now.", st.hash_power);
+    s.gauge("hash_bytes", "Bytes of the index.", st.index_bytes);
+    s.gauge("bytes", "Bytes of the items stored (header, key, value).", st.bytes);
+    s.gauge("curr_items", "Items stored.", st.curr_items);
+    s.counter("total_items", "Items stored since start.", st.total_items);
+    s.counter("evictions", "Live items evicted to free memory.", st.evictions);
+    s.counter("reclaimed", "Expired items whose memory was reused.", st.expired_unlinked);
+    s.info("strata_segment_size", "Bytes per segment.", st.segment_size);
+    s.gauge("strata_segments_total", "Segments the memory reserve holds.", st.segments_total);
+    s.gauge("strata_segments_free", "Segments on the free list.", st.segments_free);
+    s.counter("strata_segments_evicted", "Segments freed by evicting live items.", st.segments_evicted);
+    s.counter("strata_segments_reclaimed", "Segments freed without evicting.", st.segments_reclaimed);
+    s.counter("strata_items_reinserted", "Items copied forward by eviction or compaction.", st.reinserted);
+    let contended = sum(shared, |w| &w.store_contended);
+    s.counter("strata_store_contended", "Operations that lost the race for an item too often.", contended);
+    s
 }
 
 fn yes_no(b: bool) -> &'static str {
@@ -177,79 +175,84 @@ fn yes_no(b: bool) -> &'static str {
     }
 }
 
-fn settings(shared: &Shared, out: &mut Vec<u8>) {
+fn settings(shared: &Shared) -> Snapshot {
     let c = &shared.cfg;
     let sc = shared.store.config();
-    stat(out, "maxbytes", shared.store.memory_limit());
-    stat(out, "maxconns", c.max_conns);
-    stat(out, "tcpport", if c.unix_socket.is_some() { 0 } else { c.port });
-    stat(out, "udpport", 0);
-    stat(out, "inter", c.listen.join(","));
-    stat(out, "verbosity", shared.verbosity.load(Relaxed));
-    stat(out, "evictions", if sc.evictions { "on" } else { "off" });
-    stat(out, "domain_socket", c.unix_socket.as_ref().map_or("NULL".into(), |p| p.display().to_string()));
-    stat(out, "umask", format!("{:o}", c.unix_mask));
-    stat(out, "shutdown_command", yes_no(c.shutdown_enabled));
-    stat(out, "num_threads", c.threads);
-    stat(out, "reqs_per_event", c.reqs_per_event);
-    stat(out, "cas_enabled", yes_no(sc.cas));
-    stat(out, "tcp_backlog", c.backlog);
+    let mut s = Snapshot::default();
+    s.info("maxbytes", "Memory limit in bytes.", shared.store.memory_limit());
+    s.info("maxconns", "Connection limit (-c).", c.max_conns);
+    s.info("tcpport", "TCP port (-p; 0 with -s).", if c.unix_socket.is_some() { 0 } else { u32::from(c.port) });
+    s.info("udpport", "UDP port (always 0).", 0u64);
+    s.info("inter", "Listen addresses (-l).", c.listen.join(","));
+    s.info("verbosity", "Log level (-v, verbosity).", shared.verbosity.load(Relaxed));
+    s.info("evictions", "on unless -M.", if sc.evictions { "on" } else { "off" });
+    let socket = c.unix_socket.as_ref().map_or("NULL".into(), |p| p.display().to_string());
+    s.info("domain_socket", "Unix socket path (-s).", socket);
+    s.info("umask", "Unix socket permissions (-a).", format!("{:o}", c.unix_mask));
+    s.info("shutdown_command", "Whether shutdown is allowed (-A).", yes_no(c.shutdown_enabled));
+    s.info("num_threads", "Worker threads (-t).", c.threads);
+    s.info("reqs_per_event", "Requests per connection per turn (-R).", c.reqs_per_event);
+    s.info("cas_enabled", "no with -C.", yes_no(sc.cas));
+    s.info("tcp_backlog", "Listen backlog (-b).", u64::try_from(c.backlog).unwrap_or(0));
     let binding = match c.protocol {
         crate::config::Protocol::Auto => "auto-negotiate",
         crate::config::Protocol::Ascii => "ascii",
         crate::config::Protocol::Binary => "binary",
     };
-    stat(out, "binding_protocol", binding);
-    stat(out, "auth_enabled_sasl", yes_no(c.sasl.is_some()));
-    stat(out, "auth_enabled_ascii", c.auth_file.as_ref().map_or("no", |f| f.source.as_str()));
-    stat(out, "item_size_max", c.item_size_max);
-    stat(out, "hashpower_init", shared.store.hash_power());
-    stat(out, "flush_enabled", yes_no(c.flush_enabled));
-    stat(out, "segment_size", sc.segment_size);
+    s.info("binding_protocol", "Protocols accepted (-B).", binding);
+    s.info("auth_enabled_sasl", "Binary clients authenticate with SASL (-S).", yes_no(c.sasl.is_some()));
+    let ascii = c.auth_file.as_ref().map_or("no".to_string(), |f| f.source.clone());
+    s.info("auth_enabled_ascii", "ASCII authentication file (-Y), or no.", ascii);
+    s.info("item_size_max", "Largest item in bytes (-I).", c.item_size_max);
+    s.info("hashpower_init", "log2 of the index's buckets at start.", shared.store.hash_power());
+    s.info("flush_enabled", "no with -F.", yes_no(c.flush_enabled));
+    s.info("segment_size", "Bytes per segment.", sc.segment_size);
+    s
 }
 
-fn items(shared: &Shared, out: &mut Vec<u8>) {
+fn items(shared: &Shared) -> Snapshot {
     let st = shared.store.stats();
-    if st.curr_items == 0 {
-        return;
+    let mut s = Snapshot::default();
+    if st.curr_items > 0 {
+        s.gauge("items:1:number", "Items stored.", st.curr_items);
+        s.counter("items:1:evicted", "Live items evicted.", st.evictions);
+        s.counter("items:1:reclaimed", "Expired items whose memory was reused.", st.expired_unlinked);
     }
-    stat(out, "items:1:number", st.curr_items);
-    stat(out, "items:1:evicted", st.evictions);
-    stat(out, "items:1:reclaimed", st.expired_unlinked);
+    s
 }
 
-fn slabs(shared: &Shared, out: &mut Vec<u8>) {
+fn slabs(shared: &Shared) -> Snapshot {
     let st = shared.store.stats();
     let used = st.segments_total - st.segments_free;
+    let mut s = Snapshot::default();
     if used > 0 {
-        stat(out, "1:chunk_size", st.segment_size);
-        stat(out, "1:chunks_per_page", 1);
-        stat(out, "1:total_pages", used);
-        stat(out, "1:total_chunks", used);
-        stat(out, "1:used_chunks", used);
-        stat(out, "1:free_chunks", 0);
-        stat(out, "1:mem_requested", st.bytes);
+        s.info("1:chunk_size", "Bytes per segment (strata's one class).", st.segment_size);
+        s.info("1:chunks_per_page", "Always 1: a page is a segment.", 1u64);
+        s.gauge("1:total_pages", "Segments in use.", used);
+        s.gauge("1:total_chunks", "Segments in use.", used);
+        s.gauge("1:used_chunks", "Segments in use.", used);
+        s.gauge("1:free_chunks", "Always 0.", 0u64);
+        s.gauge("1:mem_requested", "Bytes of the items stored.", st.bytes);
     }
-    stat(out, "active_slabs", u64::from(used > 0));
-    stat(out, "total_malloced", used * st.segment_size);
+    s.gauge("active_slabs", "1 once a segment is in use.", u64::from(used > 0));
+    s.gauge("total_malloced", "Bytes of the segments in use.", used * st.segment_size);
+    s
 }
 
-fn conns(shared: &Shared, out: &mut Vec<u8>) {
+fn conns(shared: &Shared) -> Snapshot {
     let now = shared.store.clock().now();
+    let mut s = Snapshot::default();
     for (fd, name) in &shared.listeners {
-        stat(out, &format!("{fd}:addr"), name);
-        stat(out, &format!("{fd}:state"), "conn_listening");
+        s.info(format!("{fd}:addr"), "Listening address.", name.clone());
+        s.info(format!("{fd}:state"), "Connection state.", "conn_listening");
     }
     for c in shared.conns.lock().values() {
         let fd = c.fd;
-        stat(out, &format!("{fd}:addr"), &c.addr);
-        stat(out, &format!("{fd}:listen_addr"), &c.listen_addr);
-        let state = match c.state.load(Relaxed) {
-            2 => "conn_swallow",
-            1 => "conn_nread",
-            _ => "conn_parse_cmd",
-        };
-        stat(out, &format!("{fd}:state"), state);
-        stat(out, &format!("{fd}:secs_since_last_cmd"), now.saturating_sub(c.last_cmd.load(Relaxed)));
+        s.info(format!("{fd}:addr"), "Peer address.", c.addr.clone());
+        s.info(format!("{fd}:listen_addr"), "Listening address it came in on.", c.listen_addr.clone());
+        s.info(format!("{fd}:state"), "Connection state.", ConnState::from_u32(c.state.load(Relaxed)).name());
+        let idle = now.saturating_sub(c.last_cmd.load(Relaxed));
+        s.gauge(format!("{fd}:secs_since_last_cmd"), "Seconds since its last request.", idle);
     }
+    s
 }

@@ -1,0 +1,224 @@
+//! `stats` as data: a snapshot is a list of [`Stat`]s (name, kind, help,
+//! value) that the server fills in once and every wire renders its own way
+//! — `STAT <name> <value>` lines for the text protocol, one packet per stat
+//! for the binary one, and (later) Prometheus text with the help and kind.
+//! No renderer parses another's output.
+
+use crate::binary::{response, Header, Status};
+
+/// What a stat measures, for renderers that care (Prometheus' `TYPE`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    /// Only ever grows (until `stats reset`).
+    Counter,
+    /// Goes up and down.
+    Gauge,
+    /// A setting or label: not a number to plot.
+    Info,
+}
+
+/// A stat's value, rendered as memcached prints it.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Value {
+    U64(u64),
+    I64(i64),
+    /// Printed with six decimals (memcached's `rusage_*`).
+    Seconds(f64),
+    Text(String),
+    Str(&'static str),
+}
+
+impl From<u64> for Value {
+    fn from(v: u64) -> Value {
+        Value::U64(v)
+    }
+}
+
+impl From<u32> for Value {
+    fn from(v: u32) -> Value {
+        Value::U64(u64::from(v))
+    }
+}
+
+impl From<usize> for Value {
+    fn from(v: usize) -> Value {
+        Value::U64(v as u64)
+    }
+}
+
+impl From<i64> for Value {
+    fn from(v: i64) -> Value {
+        Value::I64(v)
+    }
+}
+
+impl From<&'static str> for Value {
+    fn from(v: &'static str) -> Value {
+        Value::Str(v)
+    }
+}
+
+impl From<String> for Value {
+    fn from(v: String) -> Value {
+        Value::Text(v)
+    }
+}
+
+impl std::fmt::Display for Value {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Value::U64(v) => write!(f, "{v}"),
+            Value::I64(v) => write!(f, "{v}"),
+            Value::Seconds(v) => write!(f, "{v:.6}"),
+            Value::Text(v) => f.write_str(v),
+            Value::Str(v) => f.write_str(v),
+        }
+    }
+}
+
+/// One stat.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Stat {
+    /// memcached's name (per-connection and per-class stats carry their
+    /// prefix, e.g. `12:addr`, `items:1:number`).
+    pub name: String,
+    pub kind: Kind,
+    /// One line saying what it counts.
+    pub help: &'static str,
+    pub value: Value,
+}
+
+/// A `stats` group as the server filled it in.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Snapshot {
+    pub stats: Vec<Stat>,
+}
+
+impl Snapshot {
+    fn push(&mut self, name: impl Into<String>, kind: Kind, help: &'static str, value: impl Into<Value>) {
+        self.stats.push(Stat { name: name.into(), kind, help, value: value.into() });
+    }
+
+    pub fn counter(&mut self, name: impl Into<String>, help: &'static str, value: impl Into<Value>) {
+        self.push(name, Kind::Counter, help, value);
+    }
+
+    pub fn gauge(&mut self, name: impl Into<String>, help: &'static str, value: impl Into<Value>) {
+        self.push(name, Kind::Gauge, help, value);
+    }
+
+    pub fn info(&mut self, name: impl Into<String>, help: &'static str, value: impl Into<Value>) {
+        self.push(name, Kind::Info, help, value);
+    }
+
+    /// The value of the stat called `name`, if there is one.
+    pub fn get(&self, name: &str) -> Option<&Value> {
+        self.stats.iter().find(|s| s.name == name).map(|s| &s.value)
+    }
+}
+
+/// What a `stats` command answers.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Reply {
+    Stats(Snapshot),
+    /// `stats reset` did its work.
+    Reset,
+    /// An unknown group (text `ERROR`).
+    Unknown,
+    /// A known group used wrongly: the text protocol's `CLIENT_ERROR` line.
+    Usage(&'static [u8]),
+}
+
+/// Renders for the text protocol: `STAT <name> <value>` lines and `END`.
+pub fn text(out: &mut Vec<u8>, reply: &Reply) {
+    use std::io::Write;
+    match reply {
+        Reply::Stats(s) => {
+            for st in &s.stats {
+                // Writing into a Vec cannot fail.
+                let _ = write!(out, "STAT {} {}\r\n", st.name, st.value);
+            }
+            out.extend_from_slice(crate::reply::text::END);
+        }
+        Reply::Reset => out.extend_from_slice(crate::reply::text::RESET),
+        Reply::Unknown => out.extend_from_slice(crate::reply::text::ERROR),
+        Reply::Usage(line) => out.extend_from_slice(line),
+    }
+}
+
+/// Renders for the binary protocol: one packet per stat (the name as the
+/// key, the value as the value), then an empty packet; a group memcached
+/// does not answer is `KeyNotFound`.
+pub fn binary(out: &mut Vec<u8>, req: &Header, reply: &Reply) {
+    let mut value = String::new();
+    match reply {
+        Reply::Stats(s) => {
+            for st in &s.stats {
+                use std::fmt::Write;
+                value.clear();
+                // Writing into a String cannot fail.
+                let _ = write!(value, "{}", st.value);
+                let body = response::Body { key: st.name.as_bytes(), value: value.as_bytes(), ..Default::default() };
+                response::packet(out, req, Status::Success, 0, body);
+            }
+        }
+        Reply::Reset => {}
+        Reply::Unknown | Reply::Usage(_) => return response::error(out, req, Status::KeyNotFound),
+    }
+    response::packet(out, req, Status::Success, 0, response::Body::default());
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::binary::{opcode, HEADER_LEN};
+
+    fn snapshot() -> Snapshot {
+        let mut s = Snapshot::default();
+        s.counter("cmd_get", "get commands", 12u64);
+        s.gauge("curr_items", "items stored", 3usize);
+        s.info("version", "server version", "1.6.38");
+        s.info("rusage_user", "user CPU seconds", Value::Seconds(0.5));
+        s
+    }
+
+    #[test]
+    fn text_lines_then_end() {
+        let mut out = Vec::new();
+        text(&mut out, &Reply::Stats(snapshot()));
+        assert_eq!(
+            out,
+            b"STAT cmd_get 12\r\nSTAT curr_items 3\r\nSTAT version 1.6.38\r\nSTAT rusage_user 0.500000\r\nEND\r\n"
+        );
+        for (r, want) in [
+            (Reply::Reset, &b"RESET\r\n"[..]),
+            (Reply::Unknown, b"ERROR\r\n"),
+            (Reply::Usage(b"CLIENT_ERROR x\r\n"), b"CLIENT_ERROR x\r\n"),
+        ] {
+            out.clear();
+            text(&mut out, &r);
+            assert_eq!(out, want);
+        }
+    }
+
+    #[test]
+    fn binary_packet_per_stat_then_an_empty_one() {
+        let h = Header { opcode: opcode::STAT, keylen: 0, extlen: 0, bodylen: 0, opaque: 5, cas: 0 };
+        let mut out = Vec::new();
+        binary(&mut out, &h, &Reply::Stats(snapshot()));
+        let first = [&out[..HEADER_LEN + 9]];
+        assert_eq!(&first[0][HEADER_LEN..], b"cmd_get12");
+        assert_eq!(u16::from_be_bytes([out[2], out[3]]), 7, "key length");
+        // Four stats, each header + name + value, and the terminator.
+        let lens: usize =
+            ["cmd_get12", "curr_items3", "version1.6.38", "rusage_user0.500000"].iter().map(|s| s.len()).sum();
+        assert_eq!(out.len(), 5 * HEADER_LEN + lens);
+        assert!(out[out.len() - HEADER_LEN..][8..12].iter().all(|&b| b == 0), "empty terminator");
+        out.clear();
+        binary(&mut out, &h, &Reply::Unknown);
+        assert_eq!(u16::from_be_bytes([out[6], out[7]]), Status::KeyNotFound as u16);
+        out.clear();
+        binary(&mut out, &h, &Reply::Reset);
+        assert_eq!(out.len(), HEADER_LEN);
+    }
+}
