@@ -1,25 +1,40 @@
-//! One client connection: its buffers and the state machine that moves bytes
-//! between the socket and the dispatcher.
+//! One client connection: its buffers and the state machine that turns the
+//! bytes it receives into requests for the dispatcher and its replies into
+//! bytes to send. It does no socket I/O itself: the event loops drive it
+//! through a [`Transport`] (`transport.rs`).
 //!
-//! States (memcached's, folded): reading and parsing requests; waiting for the
-//! rest of a request (`need`); swallowing the data of a refused oversized
-//! value (`swallow`); part way through a large multi-get (`resume`), held back
-//! until the client has read enough of the replies; closing after the last
-//! reply is written (`close_after_write`).
+//! States (memcached's, folded into two enums):
 //!
-//! Two drivers share that state machine (`serve_buffered`, `settle`): on
-//! epoll, [`Conn::service`] reads and writes the socket itself; on io_uring,
-//! the worker owns the I/O and calls [`Conn::take`] with received bytes,
-//! [`Conn::advance`] to run them, and [`Conn::next_send`] / [`Conn::sent`]
-//! (or [`Conn::send_now`]) for the replies.
+//! ```text
+//!  Phase (the request stream)                  Input (what may still come)
+//!  ┌───────┐ parse: complete request  ┌──────┐     Open ──EPOLLRDHUP──► PeerClosed
+//!  │ Ready │──── run it, stay Ready ─►│      │       │                    │
+//!  └───────┘                          └──────┘       └──── read 0 ───────►┴──► Ended
+//!    │ │ │ └─ incomplete ──────────► Waiting { need }  (more input makes it Ready)
+//!    │ │ └─── refused, data follows ► Swallowing { left } ─ left = 0 ─► Ready
+//!    │ └───── multi-get over the reply limit ► Resuming { at } ─ replies drain ─► Ready
+//!    └─────── quit, fatal binary request ► Closing (only its replies are left)
+//! ```
+//!
+//! A connection is done once its replies are out after `Closing`, or after
+//! `Ended` once every complete request it sent has run.
+//!
+//! Two drivers share the state machine (`serve_buffered`, `settle`): on
+//! epoll, [`Conn::service`] reads and writes through the socket transport
+//! itself; on io_uring, the worker owns the I/O and calls [`Conn::receive`]
+//! with what a receive brought, [`Conn::advance`] to run it, and
+//! [`Conn::next_send`] / [`Conn::sent`] (or [`Conn::send_now`]) for the
+//! replies. Replies leave in request order through reply slots
+//! ([`Replies`]), so one reply can wait while later ones are answered.
 //!
 //! Bounds: the read buffer never grows past one request (the largest item plus
 //! its command line, or the longest `get` line; on io_uring plus what arrived
 //! before a paused receive was cancelled, at most the worker's receive
 //! buffers); replies stop being produced once `max_output` bytes wait for the
-//! client (back-pressure); idle buffers shrink back to their initial size.
+//! client (back-pressure), or [`MAX_WAITING_REPLIES`] replies wait for their
+//! values; idle buffers shrink back to their initial size.
 
-use std::io::{self, Read, Write};
+use std::io;
 use std::sync::Arc;
 
 use strata_protocol::text::{self, Parse};
@@ -27,7 +42,8 @@ use strata_protocol::{binary, peek};
 
 use crate::config::Protocol;
 use crate::dispatch::{self, Outcome};
-use crate::listen::Stream;
+use crate::replies::Replies;
+use crate::transport::Transport;
 use crate::{ConnInfo, ConnState};
 
 const INITIAL_BUF: usize = 16 * 1024;
@@ -36,12 +52,47 @@ const INITIAL_BUF: usize = 16 * 1024;
 /// 16-deep pipeline or a 16-key multi-get twice over.
 const READ_AHEAD_KEYS: usize = 32;
 
+/// Replies that may wait for their values (reply slots) before the
+/// connection stops reading requests: each stands for a read in flight.
+pub(crate) const MAX_WAITING_REPLIES: usize = 64;
+
 /// The protocol a connection speaks, fixed by its first byte (or `-B`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Proto {
     Undecided,
     Text,
     Binary,
+}
+
+/// Where the request stream stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Phase {
+    /// Requests may be runnable in the buffer.
+    Ready,
+    /// Nothing runnable until more input: the buffer is empty, or holds
+    /// part of a request that needs `need` bytes in all (0: not known yet,
+    /// e.g. a line without its newline).
+    Waiting { need: usize },
+    /// Discarding `left` more bytes of a refused request's data.
+    Swallowing { left: usize },
+    /// A multi-get stopped at key position `at` (back-pressure); it
+    /// resumes there once the client has read some replies.
+    Resuming { at: usize },
+    /// After `quit` (or a request that ends the connection): nothing more
+    /// is read or run; the connection closes once its replies are out.
+    Closing,
+}
+
+/// How much input may still come.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Input {
+    Open,
+    /// epoll: the peer shut down its side (`EPOLLRDHUP`); the end of input
+    /// may already be queued behind data, so a short read no longer means
+    /// the socket is empty.
+    PeerClosed,
+    /// The end of input was read.
+    Ended,
 }
 
 /// What one parse of the buffer front came to.
@@ -79,7 +130,8 @@ enum Served {
     /// The buffer holds no complete request: read, with room for this many
     /// unparsed bytes (0: any).
     Need(usize),
-    /// Work is left, held back by the request budget or the reply limit.
+    /// Work is left, held back by the request budget, the reply limit, or
+    /// too many replies waiting for values.
     Stalled,
     /// `quit` (or a fatal binary request): only its replies are left.
     Finished,
@@ -109,7 +161,6 @@ impl Limits {
 }
 
 pub(crate) struct Conn {
-    pub stream: Stream,
     pub info: Arc<ConnInfo>,
     /// Read buffer: bytes `[rpos, filled)` are unparsed. Its length is its
     /// capacity, zeroed once, so reads never re-initialise memory.
@@ -118,51 +169,28 @@ pub(crate) struct Conn {
     filled: usize,
     /// `rbuf[..hinted]` has had its keys read ahead.
     hinted: usize,
-    /// Replies not yet written: `out[opos..]`, then (io_uring) those of
-    /// `sending[spos..]`, which a send in flight owns: new replies go to
-    /// `out` meanwhile, so the kernel's buffer never moves.
-    out: Vec<u8>,
-    opos: usize,
-    sending: Vec<u8>,
-    spos: usize,
-    swallow: usize,
-    resume: Option<usize>,
-    close_after_write: bool,
-    eof: bool,
-    /// The buffered bytes hold no complete request: a full buffer must grow.
-    stuck: bool,
-    /// The last pass served everything it could and wanted more input.
-    starved: bool,
-    /// The peer shut down its sending side (see [`Conn::note_peer_closed`]).
-    hup: bool,
+    replies: Replies,
+    phase: Phase,
+    input: Input,
     proto: Proto,
     /// SASL (binary) or ASCII authentication state.
     auth: crate::binary::Auth,
     /// Traffic since the last `service` reported it to the worker's stats.
-    pub bytes_read: u64,
-    pub bytes_written: u64,
+    bytes_read: u64,
+    bytes_written: u64,
 }
 
 impl Conn {
-    pub fn new(stream: Stream, info: Arc<ConnInfo>) -> Conn {
+    pub fn new(info: Arc<ConnInfo>) -> Conn {
         Conn {
-            stream,
             info,
             rbuf: vec![0; INITIAL_BUF],
             rpos: 0,
             filled: 0,
             hinted: 0,
-            out: Vec::with_capacity(INITIAL_BUF),
-            opos: 0,
-            sending: Vec::new(),
-            spos: 0,
-            swallow: 0,
-            resume: None,
-            close_after_write: false,
-            eof: false,
-            stuck: false,
-            starved: false,
-            hup: false,
+            replies: Replies::with_capacity(INITIAL_BUF),
+            phase: Phase::Ready,
+            input: Input::Open,
             proto: Proto::Undecided,
             auth: crate::binary::Auth::default(),
             bytes_read: 0,
@@ -170,98 +198,90 @@ impl Conn {
         }
     }
 
-    fn pending_out(&self) -> usize {
-        self.out.len() - self.opos + self.sending.len() - self.spos
+    /// The buffer holds part of a request and nothing runnable: a full
+    /// buffer must grow rather than be served.
+    fn stuck(&self) -> bool {
+        matches!(self.phase, Phase::Waiting { .. }) && self.rpos < self.filled
     }
 
-    /// io_uring: the bytes the next send should write, moving queued
-    /// replies into the send buffer when it is empty. The slice stays valid
-    /// and unmoved until [`Conn::sent`], as only that changes `sending`.
+    /// Everything it sent that can run has run: only more input would
+    /// give it something to do.
+    fn starved(&self) -> bool {
+        match self.phase {
+            Phase::Waiting { .. } => true,
+            Phase::Swallowing { .. } => self.rpos == self.filled,
+            _ => false,
+        }
+    }
+
+    /// io_uring: the bytes the next send should write; they stay valid and
+    /// unmoved until [`Conn::sent`].
     pub fn next_send(&mut self) -> Option<&[u8]> {
-        self.stage_send();
-        (self.spos < self.sending.len()).then(|| &self.sending[self.spos..])
+        self.replies.next_send()
     }
 
-    fn stage_send(&mut self) {
-        if self.spos == self.sending.len() && self.opos < self.out.len() {
-            self.sending.clear();
-            std::mem::swap(&mut self.sending, &mut self.out);
-            self.spos = std::mem::take(&mut self.opos);
-        }
-    }
-
-    /// io_uring, with no send in flight: writes what is queued with plain
-    /// `send` calls until the socket is full. Whatever it does not take is
+    /// io_uring, with no send in flight: writes what is queued through `t`
+    /// (the socket) until it takes no more. Whatever it does not take is
     /// left for [`Conn::next_send`].
-    pub fn send_now(&mut self) -> io::Result<()> {
-        loop {
-            self.stage_send();
-            if self.spos == self.sending.len() {
-                return Ok(());
-            }
-            match self.stream.write(&self.sending[self.spos..]) {
-                Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
-                Ok(n) => self.sent(n),
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(()),
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                Err(e) => return Err(e),
-            }
-        }
+    pub fn send_now(&mut self, t: &mut impl Transport) -> io::Result<()> {
+        self.bytes_written += self.replies.flush(t)?;
+        Ok(())
     }
 
     /// io_uring: a send wrote `n` bytes of [`Conn::next_send`]'s slice.
     pub fn sent(&mut self, n: usize) {
-        self.spos = (self.spos + n).min(self.sending.len());
+        self.replies.sent(n);
         self.bytes_written += n as u64;
-        if self.spos == self.sending.len() {
-            self.sending.clear();
-            self.spos = 0;
-            if self.sending.capacity() > 4 * INITIAL_BUF {
-                self.sending.shrink_to(INITIAL_BUF);
+    }
+
+    /// io_uring: takes what a receive brought (`Received`). The buffer
+    /// grows past its usual limit only by what arrived before the worker's
+    /// request to stop receiving took effect (see [`Conn::pause_reading`]).
+    pub fn receive(&mut self, t: &mut impl Transport) {
+        loop {
+            if !self.make_room(self.filled - self.rpos + t.available().max(1), usize::MAX) {
+                return;
+            }
+            match t.read(&mut self.rbuf[self.filled..]) {
+                Ok(0) => {
+                    self.input = Input::Ended;
+                    return;
+                }
+                Ok(n) => self.arrived(n),
+                Err(_) => return,
             }
         }
     }
 
-    /// io_uring: appends received bytes (empty: end of input). The buffer
-    /// grows past its usual limit only by what arrived before the worker's
-    /// request to stop receiving took effect (see [`Conn::pause_reading`]).
-    pub fn take(&mut self, bytes: &[u8]) {
-        if bytes.is_empty() {
-            self.eof = true;
-            return;
+    /// `n` new bytes are at the end of the buffer.
+    fn arrived(&mut self, n: usize) {
+        self.filled += n;
+        self.bytes_read += n as u64;
+        if let Phase::Waiting { .. } = self.phase {
+            self.phase = Phase::Ready;
         }
-        let unparsed = self.filled - self.rpos;
-        self.make_room(unparsed + bytes.len(), usize::MAX);
-        if self.rbuf.len() - self.filled < bytes.len() {
-            // make_room moved the unparsed bytes to the front and grew to
-            // fit them all, so this only guards the arithmetic.
-            self.rbuf.resize(self.filled + bytes.len(), 0);
-        }
-        self.rbuf[self.filled..self.filled + bytes.len()].copy_from_slice(bytes);
-        self.filled += bytes.len();
-        self.bytes_read += bytes.len() as u64;
     }
 
     /// io_uring: whether to stop receiving until the buffered work is done:
     /// after `quit`, under back-pressure, or with a full buffer of complete
     /// requests (the epoll path stops reading in the same cases).
-    pub fn pause_reading(&self, ctx: &dispatch::Ctx<'_>) -> bool {
-        self.close_after_write
-            || self.pending_out() >= ctx.shared.cfg.max_output
+    pub fn pause_reading(&mut self, ctx: &dispatch::Ctx<'_>) -> bool {
+        self.phase == Phase::Closing
+            || self.replies.pending() >= ctx.shared.cfg.max_output
             || self.filled - self.rpos >= INITIAL_BUF
     }
 
     /// Its last replies are out after `quit`, or after end of input once
     /// every complete request it sent was served: close it.
-    pub fn done(&self) -> bool {
-        self.pending_out() == 0 && (self.close_after_write || (self.eof && self.starved))
+    pub fn done(&mut self) -> bool {
+        self.replies.is_empty() && (self.phase == Phase::Closing || (self.input == Input::Ended && self.starved()))
     }
 
-    /// epoll: the peer has shut down its side (`EPOLLRDHUP`). The end of
-    /// input may already be queued behind the data, so a short read no
-    /// longer means the socket is empty.
+    /// epoll: the peer has shut down its side (`EPOLLRDHUP`).
     pub fn note_peer_closed(&mut self) {
-        self.hup = true;
+        if self.input == Input::Open {
+            self.input = Input::PeerClosed;
+        }
     }
 
     /// Hands the traffic counted since the last report to the worker's stats.
@@ -270,31 +290,13 @@ impl Conn {
     }
 
     /// Replies are below the back-pressure limit again.
-    pub fn below_reply_limit(&self, ctx: &dispatch::Ctx<'_>) -> bool {
-        self.pending_out() < ctx.shared.cfg.max_output
+    pub fn below_reply_limit(&mut self, ctx: &dispatch::Ctx<'_>) -> bool {
+        self.replies.pending() < ctx.shared.cfg.max_output
     }
 
-    /// Writes as much pending output as the socket takes.
-    fn flush(&mut self) -> io::Result<()> {
-        while self.opos < self.out.len() {
-            match self.stream.write(&self.out[self.opos..]) {
-                Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
-                Ok(n) => {
-                    self.opos += n;
-                    self.bytes_written += n as u64;
-                }
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                Err(e) => return Err(e),
-            }
-        }
-        if self.opos == self.out.len() {
-            self.out.clear();
-            self.opos = 0;
-            if self.out.capacity() > 4 * INITIAL_BUF {
-                self.out.shrink_to(INITIAL_BUF);
-            }
-        }
+    /// Writes as much of the replies as `t` takes.
+    fn flush(&mut self, t: &mut impl Transport) -> io::Result<()> {
+        self.bytes_written += self.replies.flush(t)?;
         Ok(())
     }
 
@@ -317,7 +319,7 @@ impl Conn {
         }
         let target = if want > self.rbuf.len() {
             want
-        } else if self.filled == self.rbuf.len() && self.stuck {
+        } else if self.filled == self.rbuf.len() && self.stuck() {
             self.rbuf.len() * 2
         } else {
             0
@@ -329,23 +331,22 @@ impl Conn {
         self.filled < self.rbuf.len()
     }
 
-    /// Reads until the socket is empty (a short read or `EAGAIN`) or the
-    /// buffer is at its limit. Returns whether the socket was drained
-    /// (false: more may be waiting).
-    fn fill(&mut self, want: usize, limit: usize) -> io::Result<bool> {
+    /// Reads until `t` is empty (a short read or `WouldBlock`) or the
+    /// buffer is at its limit. Returns whether `t` was drained (false: more
+    /// may be waiting).
+    fn fill(&mut self, t: &mut impl Transport, want: usize, limit: usize) -> io::Result<bool> {
         loop {
             if !self.make_room(want, limit) {
                 return Ok(false);
             }
-            match self.stream.read(&mut self.rbuf[self.filled..]) {
+            match t.read(&mut self.rbuf[self.filled..]) {
                 Ok(0) => {
-                    self.eof = true;
+                    self.input = Input::Ended;
                     return Ok(true);
                 }
                 Ok(n) => {
-                    self.filled += n;
-                    self.bytes_read += n as u64;
-                    if self.filled < self.rbuf.len() && !self.hup {
+                    self.arrived(n);
+                    if self.filled < self.rbuf.len() && self.input == Input::Open {
                         // A short read took everything the socket had. Linux
                         // epoll reports every later arrival as a new edge, so
                         // asking again would only cost a read that fails
@@ -361,18 +362,18 @@ impl Conn {
     }
 
     /// Serves the connection after a readiness event (or leftover work): the
-    /// epoll path, which reads and writes the socket itself.
-    pub fn service(&mut self, ctx: &mut dispatch::Ctx<'_>) -> Status {
+    /// epoll path, which reads and writes through `t` itself.
+    pub fn service(&mut self, t: &mut impl Transport, ctx: &mut dispatch::Ctx<'_>) -> Status {
         let limits = Limits::of(ctx);
-        if self.flush().is_err() {
+        if self.flush(t).is_err() {
             return Status::Close;
         }
-        if self.pending_out() >= limits.max_output {
+        if self.replies.pending() >= limits.max_output {
             return Status::Open { more: false };
         }
         let mut drained = true;
-        // The socket was read empty during this call: once the buffer is
-        // used up there is nothing to read until the next readiness event.
+        // `t` was read empty during this call: once the buffer is used up
+        // there is nothing to read until the next readiness event.
         let mut empty = false;
         let mut served = 0;
         // Stopped with work left: the request budget ran out, or replies
@@ -391,7 +392,7 @@ impl Conn {
             };
             // Everything buffered is used up: read more, unless the socket
             // is known to be empty (that read would only return EAGAIN).
-            if self.eof || !drained || empty {
+            if self.input == Input::Ended || !drained || empty {
                 break;
             }
             // Count bytes read, not `filled`: `fill` may first move the
@@ -399,7 +400,7 @@ impl Conn {
             // exactly the bytes just consumed would look like no progress
             // and strand a pipelined batch in the buffer.
             let before = self.bytes_read;
-            match self.fill(need, limits.rbuf) {
+            match self.fill(t, need, limits.rbuf) {
                 Ok(d) => {
                     drained = d;
                     empty = d;
@@ -410,7 +411,7 @@ impl Conn {
                 break;
             }
         }
-        if self.flush().is_err() {
+        if self.flush(t).is_err() {
             return Status::Close;
         }
         if self.settle(ctx) {
@@ -418,7 +419,7 @@ impl Conn {
         }
         // With replies still queued the socket is full: its writable edge
         // will wake us. Otherwise come back if work was left.
-        let more = (stalled || !drained) && self.pending_out() < limits.max_output;
+        let more = (stalled || !drained) && self.replies.pending() < limits.max_output;
         Status::Open { more }
     }
 
@@ -429,7 +430,7 @@ impl Conn {
         let mut served = 0;
         let mut stalled = false;
         let mut read = false;
-        if self.pending_out() >= limits.max_output {
+        if self.replies.pending() >= limits.max_output {
             // Nothing runs until the replies drain; whatever is buffered
             // (or a multi-get part way) waits for that.
             stalled = true;
@@ -438,13 +439,13 @@ impl Conn {
                 Served::Close => return Advance::Close,
                 Served::Stalled => stalled = true,
                 Served::Finished => {}
-                Served::Need(_) => read = !self.eof,
+                Served::Need(_) => read = self.input != Input::Ended,
             }
         }
         if self.settle(ctx) {
             return Advance::Close;
         }
-        let more = stalled && self.pending_out() < limits.max_output;
+        let more = stalled && self.replies.pending() < limits.max_output;
         Advance::Open { more, read, held: stalled && !more }
     }
 
@@ -452,61 +453,77 @@ impl Conn {
     /// request budget or the reply limit is reached, or the connection is
     /// to close.
     fn serve_buffered(&mut self, ctx: &mut dispatch::Ctx<'_>, limits: &Limits, served: &mut usize) -> Served {
-        let r = self.serve_buffered_inner(ctx, limits, served);
-        self.starved = matches!(r, Served::Need(_));
-        r
-    }
-
-    fn serve_buffered_inner(&mut self, ctx: &mut dispatch::Ctx<'_>, limits: &Limits, served: &mut usize) -> Served {
         loop {
-            // After `quit` nothing more is read, even if its earlier replies
-            // needed several writes to leave.
-            if self.close_after_write {
-                return Served::Finished;
+            match self.phase {
+                // After `quit` nothing more is read, even if its earlier
+                // replies needed several writes to leave.
+                Phase::Closing => return Served::Finished,
+                Phase::Swallowing { left } => {
+                    let n = left.min(self.filled - self.rpos);
+                    self.rpos += n;
+                    if n < left {
+                        self.phase = Phase::Swallowing { left: left - n };
+                        return Served::Need(0);
+                    }
+                    self.phase = Phase::Ready;
+                }
+                Phase::Ready | Phase::Waiting { .. } | Phase::Resuming { .. } => {}
             }
-            if self.swallow > 0 {
-                let n = self.swallow.min(self.filled - self.rpos);
-                self.rpos += n;
-                self.swallow -= n;
-            }
-            if self.swallow > 0 || self.rpos == self.filled {
+            if self.rpos == self.filled {
+                self.phase = Phase::Waiting { need: 0 };
                 return Served::Need(0);
             }
-            if *served >= limits.reqs_per_event || self.pending_out() >= limits.max_output {
+            if *served >= limits.reqs_per_event
+                || self.replies.pending() >= limits.max_output
+                || self.replies.waiting() >= MAX_WAITING_REPLIES
+            {
                 return Served::Stalled;
             }
             if self.rpos >= self.hinted {
                 self.read_ahead(ctx);
             }
-            match self.step(ctx, &limits.parse) {
+            let resume = match self.phase {
+                Phase::Resuming { at } => Some(at),
+                _ => None,
+            };
+            match self.step(ctx, &limits.parse, resume) {
                 Step::Done { outcome, consumed } => {
                     *served += 1;
-                    self.stuck = false;
+                    self.phase = Phase::Ready;
                     match outcome {
                         Outcome::Continue => self.rpos += consumed,
                         Outcome::Resume(at) => {
                             // Part of a multi-get is out; the rest waits
                             // until the client has read some replies.
-                            self.resume = Some(at);
+                            self.phase = Phase::Resuming { at };
                             return Served::Stalled;
                         }
                         Outcome::Swallow(n) => {
                             self.rpos += consumed;
-                            self.swallow = n;
+                            self.phase = Phase::Swallowing { left: n };
                         }
                         Outcome::CloseAfterWrite => {
                             self.rpos += consumed;
-                            self.close_after_write = true;
+                            self.phase = Phase::Closing;
                             return Served::Finished;
                         }
                     }
                 }
                 Step::Incomplete { need } => {
-                    self.stuck = true;
+                    self.phase = Phase::Waiting { need };
                     return Served::Need(need);
                 }
                 Step::Close => return Served::Close,
             }
+        }
+    }
+
+    /// What `stats conns` shows it doing.
+    fn state(&self) -> ConnState {
+        match self.phase {
+            Phase::Swallowing { .. } => ConnState::Swallow,
+            _ if self.rpos < self.filled => ConnState::Nread,
+            _ => ConnState::ParseCmd,
         }
     }
 
@@ -572,12 +589,13 @@ impl Conn {
 
     /// Parses and runs the request at the front of the buffer, in the
     /// connection's protocol (chosen here from the first byte).
-    fn step(&mut self, ctx: &mut dispatch::Ctx<'_>, pconfig: &text::Config) -> Step {
+    fn step(&mut self, ctx: &mut dispatch::Ctx<'_>, pconfig: &text::Config, resume: Option<usize>) -> Step {
         let buf = &self.rbuf[self.rpos..self.filled];
+        let out = self.replies.buf();
         if ctx.shared.cfg.auth_file.is_some() && !self.auth.authenticated {
             return match text::auth::parse(buf) {
                 text::auth::AuthParse::Incomplete { need } => Step::Incomplete { need },
-                parsed => match dispatch::authenticate(ctx, parsed, &mut self.auth.authenticated, &mut self.out) {
+                parsed => match dispatch::authenticate(ctx, parsed, &mut self.auth.authenticated, out) {
                     Some(consumed) => Step::Done { outcome: Outcome::Continue, consumed },
                     None => Step::Close,
                 },
@@ -593,7 +611,7 @@ impl Conn {
         match self.proto {
             Proto::Binary => match binary::parse(buf, pconfig) {
                 binary::Parse::Done { request, consumed } => {
-                    let outcome = crate::binary::execute(ctx, request, &mut self.auth, &mut self.out);
+                    let outcome = crate::binary::execute(ctx, request, &mut self.auth, out);
                     Step::Done { outcome, consumed }
                 }
                 binary::Parse::Incomplete { need } => Step::Incomplete { need },
@@ -603,7 +621,7 @@ impl Conn {
             },
             _ => match text::parse(buf, pconfig) {
                 Parse::Done { request, consumed } => {
-                    let outcome = dispatch::execute(ctx, request, &mut self.out, self.resume.take());
+                    let outcome = dispatch::execute(ctx, request, out, resume);
                     Step::Done { outcome, consumed }
                 }
                 Parse::Incomplete { need } => Step::Incomplete { need },
@@ -611,14 +629,8 @@ impl Conn {
             },
         }
     }
-
-    fn state(&self) -> ConnState {
-        if self.swallow > 0 {
-            ConnState::Swallow
-        } else if self.rpos < self.filled {
-            ConnState::Nread
-        } else {
-            ConnState::ParseCmd
-        }
-    }
 }
+
+#[cfg(test)]
+#[path = "conn_tests.rs"]
+mod tests;

@@ -16,7 +16,9 @@ mod core;
 mod dispatch;
 mod listen;
 mod meta;
+mod replies;
 mod stats;
+mod transport;
 mod uring;
 mod worker;
 

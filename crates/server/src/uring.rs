@@ -33,7 +33,9 @@ use crate::bufring::BufRing;
 use crate::config::IoBackend;
 use crate::conn::{Advance, Conn};
 use crate::dispatch::Ctx;
+use crate::listen::Stream;
 use crate::stats::WorkerStats;
+use crate::transport::Received;
 use crate::worker::{close, NewConn, Wake};
 use crate::Shared;
 use strata_store::Hint;
@@ -88,6 +90,9 @@ pub(crate) fn ring(max_conns: usize) -> io::Result<IoUring> {
 struct Slot {
     id: u64,
     conn: Conn,
+    /// The socket: the ring's receives and sends name its descriptor, and
+    /// a turn that sends at once writes through it.
+    stream: Stream,
     /// A multishot receive is armed.
     recv: bool,
     /// Its cancellation has been asked for.
@@ -337,8 +342,17 @@ impl Loop<'_> {
             self.slots.push(None);
             self.slots.len() - 1
         });
-        let conn = Conn::new(nc.stream, nc.info);
-        let slot = Slot { id: nc.id, conn, recv: false, cancelling: false, send: false, closing: false, queued: false };
+        let conn = Conn::new(nc.info);
+        let slot = Slot {
+            id: nc.id,
+            conn,
+            stream: nc.stream,
+            recv: false,
+            cancelling: false,
+            send: false,
+            closing: false,
+            queued: false,
+        };
         self.slots[i] = Some(slot);
         self.mark(i);
     }
@@ -361,13 +375,13 @@ impl Loop<'_> {
             n if n > 0 => {
                 if let Some(bid) = bid {
                     if !s.closing {
-                        s.conn.take(self.bufs.bytes(bid, n as usize));
+                        s.conn.receive(&mut Received::Bytes(self.bufs.bytes(bid, n as usize)));
                     }
                 }
                 false
             }
             0 => {
-                s.conn.take(&[]);
+                s.conn.receive(&mut Received::End);
                 false
             }
             // Out of ring buffers, cancelled on purpose, or interrupted:
@@ -430,10 +444,10 @@ impl Loop<'_> {
                 return false;
             }
         };
-        let fd = s.conn.stream.fd();
+        let fd = s.stream.fd();
         let mut sqes: [Option<squeue::Entry>; 2] = [None, None];
         if alone && !s.send {
-            if s.conn.send_now().is_err() {
+            if s.conn.send_now(&mut s.stream).is_err() {
                 self.close(i);
                 return false;
             }

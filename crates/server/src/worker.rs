@@ -67,6 +67,8 @@ pub(crate) struct NewConn {
 struct Slot {
     id: u64,
     conn: Conn,
+    /// The socket, which is the connection's transport on this loop.
+    stream: Stream,
     queued: bool,
 }
 
@@ -110,14 +112,14 @@ pub(crate) fn run(
                         slots.push(None);
                         slots.len() - 1
                     });
-                    let mut conn = Conn::new(nc.stream, nc.info);
+                    let (conn, mut stream) = (Conn::new(nc.info), nc.stream);
                     let interest = Interest::READABLE | Interest::WRITABLE;
-                    if poll.registry().register(&mut conn.stream, Token(i), interest).is_err() {
+                    if poll.registry().register(&mut stream, Token(i), interest).is_err() {
                         close(&shared, nc.id);
                         free.push(i);
                         continue;
                     }
-                    slots[i] = Some(Slot { id: nc.id, conn, queued: true });
+                    slots[i] = Some(Slot { id: nc.id, conn, stream, queued: true });
                     ready.push(i);
                 }
             } else {
@@ -137,7 +139,7 @@ pub(crate) fn run(
             let Some(Some(slot)) = slots.get_mut(i) else { continue };
             slot.queued = false;
             let mut ctx = Ctx { shared: &shared, store: &mut store, stats: &stats };
-            match slot.conn.service(&mut ctx) {
+            match slot.conn.service(&mut slot.stream, &mut ctx) {
                 Status::Open { more } => {
                     if more {
                         slot.queued = true;
@@ -146,7 +148,7 @@ pub(crate) fn run(
                 }
                 Status::Close => {
                     if let Some(mut s) = slots[i].take() {
-                        let _ = poll.registry().deregister(&mut s.conn.stream);
+                        let _ = poll.registry().deregister(&mut s.stream);
                         close(&shared, s.id);
                     }
                     free.push(i);
@@ -155,7 +157,7 @@ pub(crate) fn run(
         }
     }
     for mut s in slots.into_iter().flatten() {
-        let _ = poll.registry().deregister(&mut s.conn.stream);
+        let _ = poll.registry().deregister(&mut s.stream);
         close(&shared, s.id);
     }
 }
