@@ -8,8 +8,8 @@ use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
 use strata_protocol::ops;
 use strata_store::{
-    Arith, ArithOutcome, Counted, Delete, DeleteOutcome, ItemView, ReadOpts, SetOp, StoreError, StoreOutcome, Stored,
-    Write,
+    Arith, ArithOutcome, Counted, Delete, DeleteOutcome, Found, ItemView, ReadOpts, SetOp, StoreError, StoreOutcome,
+    Stored, Write,
 };
 
 use crate::dispatch::Ctx;
@@ -36,7 +36,18 @@ impl Ctx<'_> {
             new_cas: r.new_cas,
             written: r.last_access,
         };
-        let res = self.store.read(op.key.as_bytes(), &opts, f);
+        // The store's two-phase read: a small value in RAM is handed to `f`
+        // under its bucket lock; a large one comes back as a Fetch, read
+        // here without the lock. (A value on flash will come back as a
+        // Fetch too, to be read into a reply slot while the connection goes
+        // on; see `replies.rs`.)
+        let mut f = Some(f);
+        let res = match self.store.find(op.key.as_bytes(), &opts, |it| f.take().map(|f| f(it))) {
+            Ok(Found::Read(r)) => Ok(r),
+            Ok(Found::Missing) => Ok(None),
+            Ok(Found::Fetch(fetch)) => Ok(f.take().map(|f| fetch.read(f))),
+            Err(e) => Err(e),
+        };
         let s = self.stats;
         self.count_contention(&res);
         let hit = matches!(res, Ok(Some(_)));

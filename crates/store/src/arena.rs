@@ -17,6 +17,10 @@
 //! 4. The only in-place changes to a published item are its expiry field and
 //!    its state byte, made under the bucket lock; lock-free readers (the
 //!    scanner) never read them.
+//! 5. A segment with pins is not reused: whoever clears it waits for the
+//!    pins to drop first. A reader that pinned it after finding an item
+//!    linked there under its bucket lock may read that item's key and value
+//!    without the lock until it unpins (never its expiry or state: rule 4).
 
 use std::alloc::{alloc_zeroed, dealloc, Layout};
 use std::ptr::NonNull;

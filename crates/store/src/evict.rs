@@ -173,7 +173,7 @@ impl Store {
     /// most `most`.
     pub(crate) fn sparsest(&self, ev: &Evict, most: usize, scan: usize) -> Option<(u32, usize)> {
         let now = self.clock.now();
-        let oldest = ev.small.iter().take(scan).chain(ev.main.iter().take(scan));
+        let oldest = ev.small.iter().take(scan).chain(ev.main.iter().take(scan)).filter(|&&s| !self.is_pinned(s));
         oldest.map(|&s| (s, self.copy_need(s, now))).min_by_key(|&(_, n)| n).filter(|&(_, n)| n <= most)
     }
 
@@ -191,7 +191,11 @@ impl Store {
 
     pub(crate) fn pick_victim(&self, ev: &mut Evict) -> Option<u32> {
         let now = self.clock.now();
-        let dead = |s: &u32| self.segs[*s as usize].live_items.load(Relaxed) == 0 || self.all_expired(*s, now);
+        // A pinned segment is being copied from (an image, a large value):
+        // it waits its turn.
+        let dead = |s: &u32| {
+            (self.segs[*s as usize].live_items.load(Relaxed) == 0 || self.all_expired(*s, now)) && !self.is_pinned(*s)
+        };
         for q in [&mut ev.small, &mut ev.main] {
             if let Some(i) = q.iter().position(dead) {
                 return q.remove(i);
@@ -200,7 +204,14 @@ impl Store {
         if self.cfg.evictions {
             let sealed = ev.small.len() + ev.main.len();
             let small_first = ev.small.len() * 100 > sealed * SMALL_QUEUE_PERCENT || ev.main.is_empty();
-            return if small_first { ev.small.pop_front() } else { ev.main.pop_front() };
+            let (first, second) =
+                if small_first { (&mut ev.small, &mut ev.main) } else { (&mut ev.main, &mut ev.small) };
+            for q in [first, second] {
+                if let Some(i) = q.iter().position(|&s| !self.is_pinned(s)) {
+                    return q.remove(i);
+                }
+            }
+            return None;
         }
         // -M: compact the sparsest sealed segment (any, not only the oldest)
         // if its live items fit the target and fill under half of it.
@@ -214,9 +225,10 @@ impl Store {
     /// taken off the FIFO and so owns. `compact`: every live item is moved
     /// (as room allows), not only those read since written.
     pub(crate) fn clear_segment(&self, victim: u32, ev: &mut Evict, c: &Counters, compact: bool) {
-        if self.segs[victim as usize].live_items.load(Relaxed) == 0 {
+        if self.segs[victim as usize].live_items.load(Acquire) == 0 {
             // Every item was overwritten or deleted: nothing links here.
             bump(&c.segments_reclaimed);
+            self.wait_unpinned(victim);
             return;
         }
         let end = self.segs[victim as usize].write_off.load(Acquire) as usize;
@@ -254,6 +266,9 @@ impl Store {
             }
         }
         bump(if evicted { &c.segments_evicted } else { &c.segments_reclaimed });
+        // A reader that pinned the segment while one of its items was
+        // linked may still be copying from it.
+        self.wait_unpinned(victim);
     }
 
     /// Unlinks or copies forward the item at `off` of the segment being

@@ -18,11 +18,13 @@
 //! - `segments`: segments, the memory budget, TTL classes, reservations.
 //! - `evict`: eviction and compaction.
 //! - `read`, `write`: the operations; `worker`: the per-thread handle.
+//! - `image`: sealed segments copied out consistently, for snapshots.
 //! - `types`: requests, outcomes, settings, errors, totals.
 
 mod arena;
 pub mod clock;
 mod evict;
+mod image;
 mod index;
 mod item;
 mod read;
@@ -34,6 +36,8 @@ mod worker;
 mod write;
 
 pub use clock::Clock;
+pub use image::{Queue, Sealed, SegmentImage, StoreImage};
+pub use read::{Fetch, Found};
 pub use store::Store;
 pub use types::{
     Arith, ArithOutcome, Config, ConfigError, Counted, Delete, DeleteOutcome, Inspect, ItemView, ReadOpts, SetOp,

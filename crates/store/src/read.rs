@@ -1,15 +1,26 @@
 //! Reads: `get`, and reads that also touch the item, hand out the meta
 //! protocol's recache token, or create the item on a miss; `me`'s inspect.
 //!
-//! A read looks the key up under its bucket lock, makes the in-place
-//! changes it asks for (expiry, state byte), and hands the item to the
-//! caller's closure while the lock still pins it. When the item's layout
-//! has no room for a change (no expiry field, no state byte), the item is
-//! rewritten first (`write.rs`) and the read starts again.
+//! A read has two phases. [`Worker::find`] looks the key up under its
+//! bucket lock, makes the in-place changes the read asks for (expiry, state
+//! byte), and then either hands the item to the caller's closure while the
+//! lock still holds it ([`Found::Read`], the fast path for values in RAM) or
+//! says where the value is, to be read without the lock
+//! ([`Found::Fetch`]; [`Fetch::read`]): today a value of
+//! `Config::unlocked_read_min` bytes or more, whose segment it pins; with
+//! the flash tier and compression, a value on flash or one to decompress,
+//! neither of which may hold a bucket lock. [`Worker::read`] does both
+//! phases for callers that need no more.
+//!
+//! When the item's layout has no room for a change (no expiry field, no
+//! state byte), the item is rewritten first (`write.rs`) and the read
+//! starts again.
+
+use std::sync::Arc;
 
 use crate::index::slot;
 use crate::item::{state, Fields, Item};
-use crate::store::{bump, Miss};
+use crate::store::{bump, Miss, Store};
 use crate::types::{Inspect, ItemView, ReadOpts, SetOp, StoreError, StoreOutcome, Write};
 use crate::worker::Worker;
 use crate::write::{Plan, Rewritten, Step};
@@ -26,23 +37,98 @@ pub(crate) fn wins_token(opts: &ReadOpts, it: &Item<'_>) -> bool {
     st & state::STALE != 0 || opts.recache_before.is_some_and(|r| expiry != 0 && expiry < r)
 }
 
+/// What the first phase of a read found.
+#[derive(Debug)]
+pub enum Found<R> {
+    /// The value was in RAM and the reader's closure ran under the bucket
+    /// lock, with this result.
+    Read(R),
+    /// Nothing alive under the key (and the read created nothing).
+    Missing,
+    /// The item is alive and the read's changes to it are made; its value
+    /// is read in a second phase, without the bucket lock.
+    Fetch(Fetch),
+}
+
+/// An item whose value a reader reads without its bucket lock: everything
+/// about the item was settled under the lock; its key and value bytes stay
+/// where they are while this holds their segment's pin (arena rule 5).
+/// Dropping it releases the pin.
+pub struct Fetch {
+    store: Arc<Store>,
+    /// The view the reader gets, but for its key and value.
+    view: ItemView<'static>,
+    seg: u32,
+    key_at: usize,
+    klen: usize,
+    value_at: usize,
+    vlen: usize,
+}
+
+impl Fetch {
+    /// Bytes of the value.
+    pub fn value_len(&self) -> usize {
+        self.vlen
+    }
+
+    /// The second phase: hands the item to `f`, with no lock held.
+    pub fn read<R>(self, f: impl FnOnce(ItemView<'_>) -> R) -> R {
+        let arena = &self.store.arena;
+        // SAFETY: the segment is pinned (arena rule 5) since `find` saw the
+        // item linked under its bucket lock, so it is not reused; an item's
+        // key and value bytes never change once it is linked (rules 1, 4).
+        let (key, value) =
+            unsafe { (arena.bytes(self.seg, self.key_at, self.klen), arena.bytes(self.seg, self.value_at, self.vlen)) };
+        f(ItemView { key, value, ..self.view })
+    }
+}
+
+impl std::fmt::Debug for Fetch {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Fetch").field("view", &self.view).field("segment", &self.seg).field("len", &self.vlen).finish()
+    }
+}
+
+impl Drop for Fetch {
+    fn drop(&mut self) {
+        self.store.unpin(self.seg);
+    }
+}
+
 impl Worker {
-    /// Reads `key`, handing the item to `f` while it is pinned by its bucket lock.
+    /// Reads `key`, handing the item to `f`.
     pub fn get<R>(&mut self, key: &[u8], f: impl FnOnce(ItemView<'_>) -> R) -> Option<R> {
         // A plain read never rewrites, so it cannot fail.
         self.read(key, &ReadOpts::GET, f).ok().flatten()
     }
 
-    /// Reads `key` as `opts` says (touching, handing out the recache token,
-    /// creating it on a miss), then hands the item to `f` under its bucket
-    /// lock. The token is handed out under that lock, so exactly one reader
-    /// gets it. `None` on a miss.
+    /// Both phases of a read (see [`Worker::find`]): `f` gets the item,
+    /// under its bucket lock or (a large value) after it. `None` on a miss.
     pub fn read<R>(
         &mut self,
         key: &[u8],
         opts: &ReadOpts,
         f: impl FnOnce(ItemView<'_>) -> R,
     ) -> Result<Option<R>, StoreError> {
+        let mut f = Some(f);
+        Ok(match self.find(key, opts, |it| f.take().map(|f| f(it)))? {
+            Found::Read(r) => r,
+            Found::Missing => None,
+            Found::Fetch(fetch) => f.take().map(|f| fetch.read(f)),
+        })
+    }
+
+    /// The first phase of a read: looks `key` up as `opts` says (touching,
+    /// handing out the recache token, creating it on a miss) and, if the
+    /// value is in RAM and small, hands the item to `f` under its bucket
+    /// lock; otherwise says how to read the value ([`Found::Fetch`]). The
+    /// token is handed out under that lock, so exactly one reader gets it.
+    pub fn find<R>(
+        &mut self,
+        key: &[u8],
+        opts: &ReadOpts,
+        f: impl FnOnce(ItemView<'_>) -> R,
+    ) -> Result<Found<R>, StoreError> {
         self.store.maybe_flush();
         let loc = self.store.index.locate(key);
         // What earlier rounds did: a rewrite that handed us the token, or
@@ -68,7 +154,7 @@ impl Worker {
                         Miss::Absent => {}
                     }
                     drop(stripe);
-                    let Some(expiry) = opts.vivify else { return Ok(None) };
+                    let Some(expiry) = opts.vivify else { return Ok(Found::Missing) };
                     let f = Fields { expiry, cas: opts.new_cas, state: state::TOKEN_SENT, flags: 0 };
                     let w = Write { new_cas: opts.new_cas, ..Write::new(SetOp::Add, key, 0, expiry, b"") };
                     if self.store_item(&w, f)?.outcome == StoreOutcome::Stored {
@@ -80,7 +166,7 @@ impl Worker {
             // What the in-place writes below need, read before them: the
             // view `it` must be dead once they start (arena rule 4).
             let (header, bits, expiry, wins) = {
-                let Some(it) = st.item_at(s) else { return Ok(None) };
+                let Some(it) = st.item_at(s) else { return Ok(Found::Missing) };
                 (it.header, it.state(), it.expiry(), wins_token(opts, &it))
             };
             let touch = opts.touch.filter(|&e| e != expiry);
@@ -105,7 +191,7 @@ impl Worker {
                 stripe.set(pos, slot::with_freq(s, freq + 1));
             }
             // A fresh view, taken after the writes.
-            let Some(it) = st.item_at(s) else { return Ok(None) };
+            let Some(it) = st.item_at(s) else { return Ok(Found::Missing) };
             let view = ItemView {
                 key: it.key(),
                 value: it.value(),
@@ -121,7 +207,16 @@ impl Worker {
                 created,
                 binary_key: bits & state::KEY_BINARY != 0,
             };
-            return Ok(Some(f(view)));
+            let vlen = it.value().len();
+            if vlen < st.cfg.unlocked_read_min || st.cfg.unlocked_read_min == 0 {
+                return Ok(Found::Read(f(view)));
+            }
+            let seg = slot::seg(s);
+            st.pin(seg);
+            let key_at = st.byte_off(s) + it.header.header_len();
+            let view = view.without_bytes();
+            let (klen, value_at) = (it.key().len(), key_at + it.key().len());
+            return Ok(Found::Fetch(Fetch { store: self.store.clone(), view, seg, key_at, klen, value_at, vlen }));
         }
         Err(StoreError::Contended)
     }

@@ -51,6 +51,11 @@ pub(crate) struct SegMeta {
     /// The latest second noted in `times`, checked without its lock.
     pub(crate) last_mark: AtomicU32,
     pub(crate) times: Mutex<TimeLog>,
+    /// Readers copying from the segment without locks (a large value, a
+    /// segment image): while non-zero the segment is not chosen for
+    /// eviction or compaction, and one already being cleared is not reused
+    /// until it drops to zero (arena rule 5).
+    pub(crate) pins: AtomicU32,
 }
 
 impl Store {
@@ -75,6 +80,38 @@ impl Store {
         m.epoch.store(self.epoch.fetch_add(1, Relaxed) + 1, Relaxed);
         m.last_mark.store(0, Relaxed);
         m.times.lock().clear();
+    }
+
+    /// Pins `seg` for a copy made without locks. Only a segment in which the
+    /// caller found a linked item under its bucket lock, or a sealed one
+    /// under the eviction lock, may be pinned: then whoever clears it for
+    /// reuse sees the pin (through that lock, or through the item's
+    /// unlinking, which releases `live_items`) and waits for it.
+    pub(crate) fn pin(&self, seg: u32) {
+        self.segs[seg as usize].pins.fetch_add(1, Relaxed);
+    }
+
+    /// Ends a pin: the copy's reads happen before any later reuse.
+    pub(crate) fn unpin(&self, seg: u32) {
+        self.segs[seg as usize].pins.fetch_sub(1, Release);
+    }
+
+    pub(crate) fn is_pinned(&self, seg: u32) -> bool {
+        self.segs[seg as usize].pins.load(Acquire) != 0
+    }
+
+    /// Waits until nobody copies from `seg`, before it is reused. Pins are
+    /// held for a copy, never across a lock or I/O, so this is short.
+    pub(crate) fn wait_unpinned(&self, seg: u32) {
+        let mut spins = 0u32;
+        while self.is_pinned(seg) {
+            spins += 1;
+            if spins < 64 {
+                std::hint::spin_loop();
+            } else {
+                std::thread::yield_now();
+            }
+        }
     }
 
     /// Notes that the item at `off` of `seg` was written at `time`; called

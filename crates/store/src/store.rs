@@ -217,7 +217,9 @@ impl Store {
         st.items -= 1;
         st.bytes -= len as u64;
         let m = &self.segs[slot::seg(s) as usize];
-        m.live_items.fetch_sub(1, Relaxed);
+        // Release: a pin taken on the segment before this item left is
+        // seen by whoever finds the segment empty (`clear_segment`).
+        m.live_items.fetch_sub(1, Release);
         m.live_bytes.fetch_sub(len as u32, Relaxed);
     }
 

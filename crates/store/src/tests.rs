@@ -823,3 +823,157 @@ fn touching_and_token_reads_write_in_place_soundly() {
     let got = w.read(b"k", &ReadOpts { tokens: true, ..ReadOpts::GET }, |it| (it.won, it.token_sent));
     assert_eq!(got, Ok(Some((false, true))), "one token per stale item");
 }
+
+/// A store of `segments` segments of `seg` bytes, values of `unlocked` bytes
+/// or more read without their bucket lock.
+fn small_segments(seg: usize, segments: usize, unlocked: usize) -> (Arc<Store>, Worker) {
+    store_of(Config {
+        memory_limit: seg * segments,
+        segment_size: seg,
+        item_size_max: seg.clamp(1024, 16 << 10),
+        unlocked_read_min: unlocked,
+        hash_power: 6,
+        ..Config::default()
+    })
+}
+
+#[test]
+fn large_values_are_read_without_their_bucket_lock() {
+    let (s, mut w) = small_segments(64 << 10, 8, 1000);
+    let big = vec![b'b'; 5000];
+    assert_eq!(w.set(SetOp::Set, b"big", 7, 0, &big), Ok(StoreOutcome::Stored));
+    assert_eq!(w.set(SetOp::Set, b"small", 0, 0, b"s"), Ok(StoreOutcome::Stored));
+    let small = w.find(b"small", &ReadOpts::GET, |it| it.value.to_vec());
+    assert!(matches!(small, Ok(Found::Read(ref v)) if v == b"s"), "{small:?}");
+    let Ok(Found::Fetch(fetch)) = w.find(b"big", &ReadOpts::GET, |_| ()) else { panic!("not a fetch") };
+    assert_eq!(fetch.value_len(), 5000);
+    // The bucket lock is free while the fetch is held: the same key (same
+    // stripe) reads again on this very thread.
+    assert_eq!(w.get(b"big", |it| it.value.len()), Some(5000));
+    let seg = fetch_segment(&fetch);
+    assert!(s.is_pinned(seg));
+    assert_eq!(fetch.read(|it| (it.key.to_vec(), it.value.to_vec(), it.flags)), (b"big".to_vec(), big, 7));
+    assert!(!s.is_pinned(seg), "reading the fetch releases the pin");
+    let Ok(Found::Fetch(dropped)) = w.find(b"big", &ReadOpts::GET, |_| ()) else { panic!("not a fetch") };
+    drop(dropped);
+    assert!(!s.is_pinned(seg), "so does dropping it");
+    assert!(matches!(w.find(b"none", &ReadOpts::GET, |_| ()), Ok(Found::Missing)));
+}
+
+fn fetch_segment(f: &Fetch) -> u32 {
+    let dbg = format!("{f:?}");
+    let at = dbg.find("segment: ").map_or(0, |i| i + 9);
+    dbg[at..].split(|c: char| !c.is_ascii_digit()).next().and_then(|n| n.parse().ok()).unwrap_or(u32::MAX)
+}
+
+#[test]
+fn a_pinned_segment_outlives_the_evictions_around_it() {
+    let (s, mut w) = small_segments(64 << 10, 6, 2000);
+    let big: Vec<u8> = (0..9000u32).map(|i| (i % 251) as u8).collect();
+    assert_eq!(w.set(SetOp::Set, b"big", 0, 0, &big), Ok(StoreOutcome::Stored));
+    let Ok(Found::Fetch(fetch)) = w.find(b"big", &ReadOpts::GET, |_| ()) else { panic!("not a fetch") };
+    let value = vec![b'v'; 900];
+    for i in 0..scaled(4000, 300) {
+        assert_eq!(w.set(SetOp::Set, format!("k{i}").as_bytes(), 0, 0, &value), Ok(StoreOutcome::Stored));
+    }
+    assert!(s.stats().evictions > 0, "the store went round several times");
+    assert_eq!(fetch.read(|it| it.value.to_vec()), big, "the pinned bytes were not reused under the reader");
+}
+
+/// Every live item an image lists, parsed out of its bytes: key ->
+/// (value, flags, expiry, state).
+fn image_items(img: &SegmentImage) -> HashMap<Vec<u8>, (Vec<u8>, u32, u32, u8)> {
+    let mut out = HashMap::new();
+    for &off in &img.live {
+        let b = &img.bytes[off as usize..];
+        let h = crate::item::Header::parse_lengths(&b[..crate::item::Header::lengths_len(b[1])]);
+        let it = crate::item::Item::new(h, &b[..h.total_len()]);
+        out.insert(it.key().to_vec(), (it.value().to_vec(), it.flags(), it.expiry(), it.state()));
+    }
+    out
+}
+
+#[test]
+fn images_hold_the_live_items_as_they_are_now() {
+    let (s, mut w) = small_segments(16 << 10, 64, 1 << 20);
+    let c = s.clock().clone();
+    let n = scaled(300, 60);
+    for i in 0..n {
+        let v = format!("value-{i}-").repeat(20);
+        assert_eq!(
+            w.set(SetOp::Set, format!("k{i}").as_bytes(), i as u32, c.expiry(1000), v.as_bytes()),
+            Ok(StoreOutcome::Stored)
+        );
+    }
+    for i in (0..n).step_by(3) {
+        assert_eq!(w.set(SetOp::Set, format!("k{i}").as_bytes(), 1, c.expiry(1000), b"new"), Ok(StoreOutcome::Stored));
+    }
+    for i in (1..n).step_by(5) {
+        w.delete(format!("k{i}").as_bytes());
+    }
+    for i in (2..n).step_by(4) {
+        // In place: these have an expiry field (some were deleted above).
+        let touched = w.touch(format!("k{i}").as_bytes(), c.expiry(2000));
+        assert_eq!(touched, Ok((i - 1) % 5 != 0), "k{i}");
+    }
+    for i in (2..n).step_by(7) {
+        w.delete_with(format!("k{i}").as_bytes(), &Delete { invalidate: true, ..Delete::default() }).ok();
+    }
+    drop(w);
+    let mut w = s.worker();
+    let mut seen = 0;
+    let mut img = SegmentImage::default();
+    for sealed in s.sealed_segments() {
+        assert!(s.image(sealed.segment, &mut img));
+        assert_eq!((img.segment, img.epoch), (sealed.segment, sealed.epoch));
+        assert!(!img.write_times.is_empty());
+        for (key, (value, flags, expiry, state)) in image_items(&img) {
+            let now = w.read(&key, &ReadOpts { bump: false, ..ReadOpts::GET }, |it| {
+                (it.value.to_vec(), it.flags, it.expiry, it.stale)
+            });
+            let want = (value, flags, expiry, state & crate::item::state::STALE != 0);
+            assert_eq!(now, Ok(Some(want)), "{}", String::from_utf8_lossy(&key));
+            seen += 1;
+        }
+    }
+    let curr = s.stats().curr_items as usize;
+    assert!(seen > curr * 3 / 4 && seen <= curr, "{seen} imaged of {curr} live");
+    let store = s.store_image();
+    assert_eq!((store.segment_size, store.flush_epoch), (16 << 10, 0));
+    assert!(store.epoch >= s.sealed_segments().iter().map(|x| x.epoch).max().unwrap_or(0));
+}
+
+#[test]
+fn images_stay_whole_while_writers_evict() {
+    let (s, _) = small_segments(16 << 10, 8, 1 << 20);
+    let stop = std::sync::atomic::AtomicBool::new(false);
+    std::thread::scope(|scope| {
+        let writer = scope.spawn(|| {
+            let mut w = s.worker();
+            for i in 0..scaled(20_000, 400) {
+                let k = format!("k{}", i % 700);
+                let v = k.repeat(1 + i % 40);
+                let _ = w.set(SetOp::Set, k.as_bytes(), 0, 0, v.as_bytes());
+                if i % 5 == 0 {
+                    let _ = w.touch(k.as_bytes(), 0);
+                }
+            }
+            stop.store(true, Relaxed);
+        });
+        let mut img = SegmentImage::default();
+        let mut taken = 0;
+        while !stop.load(Relaxed) || taken == 0 {
+            for sealed in s.sealed_segments() {
+                if !s.image(sealed.segment, &mut img) {
+                    continue;
+                }
+                taken += 1;
+                for (key, (value, ..)) in image_items(&img) {
+                    let k = String::from_utf8_lossy(&key).into_owned();
+                    assert!(!value.is_empty() && value.chunks(key.len()).all(|c| c == &key[..c.len()]), "{k}");
+                }
+            }
+        }
+        writer.join().unwrap_or_else(|_| panic!("writer panicked"));
+    });
+}

@@ -61,6 +61,11 @@ impl TimeLog {
     pub fn marks(&self) -> usize {
         self.marks.len()
     }
+
+    /// Every mark, oldest first, as `(offset, time)`.
+    pub fn to_vec(&self) -> Vec<(u32, u32)> {
+        self.marks.iter().map(|&m| (off_of(m), time_of(m))).collect()
+    }
 }
 
 #[cfg(test)]

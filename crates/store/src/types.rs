@@ -50,6 +50,10 @@ pub struct Config {
     /// log2 of the number of index buckets at start (the index grows with
     /// the items); 0 picks 2^16, or fewer for a small memory limit.
     pub hash_power: u32,
+    /// Values of at least this many bytes are read without their bucket
+    /// lock (see [`Found::Fetch`](crate::Found::Fetch)): copying a large
+    /// value under the lock would hold up every key of its stripe.
+    pub unlocked_read_min: usize,
 }
 
 impl Default for Config {
@@ -62,6 +66,7 @@ impl Default for Config {
             evictions: true,
             cas: true,
             hash_power: 0,
+            unlocked_read_min: 64 << 10,
         }
     }
 }
@@ -198,6 +203,28 @@ pub struct ItemView<'a> {
     pub created: bool,
     /// Stored under a base64 key (`ms b`).
     pub binary_key: bool,
+}
+
+impl ItemView<'_> {
+    /// The view without its key and value, for a reader that takes them
+    /// from elsewhere ([`crate::Fetch`]).
+    pub(crate) fn without_bytes(&self) -> ItemView<'static> {
+        ItemView {
+            key: &[],
+            value: &[],
+            flags: self.flags,
+            cas: self.cas,
+            expiry_before: self.expiry_before,
+            expiry: self.expiry,
+            fetched: self.fetched,
+            written: self.written,
+            stale: self.stale,
+            token_sent: self.token_sent,
+            won: self.won,
+            created: self.created,
+            binary_key: self.binary_key,
+        }
+    }
 }
 
 /// Result of incr/decr.

@@ -216,6 +216,7 @@ impl Args {
             evictions: !self.disable_evictions,
             cas: !self.disable_cas,
             hash_power,
+            ..StoreConfig::default()
         };
         // Whether -B was given at all: like memcached, an explicit `-B auto`
         // conflicts with -S and -Y, the default does not.
