@@ -16,7 +16,9 @@
 #   make miri         the store's unit tests under Miri (Stacked Borrows;
 #                     MIRI_MODELS="stacked tree" adds Tree Borrows); installs the
 #                     nightly toolchain's miri component if missing
-#   make fuzz         cargo-fuzz on the binary decoder for FUZZ_SECS (nightly; not in `test`)
+#   make fuzz         cargo-fuzz on FUZZ_TARGET (binary_decoder, text_parser or
+#                     meta_parser) for FUZZ_SECS, from its kept corpus (nightly;
+#                     not in `test`); `make fuzz-all` runs the three in turn
 #
 # WIRE_TARGET=memcached runs the server-facing stages against Debian's
 # memcached instead of target/release/strata (and skips the cargo build).
@@ -41,13 +43,15 @@ NODE_LOCK := $(NODE_DIR)/package-lock.json
 NODE_STAMP := $(NODE_DIR)/node_modules/.installed
 CONCURRENCY_SECS ?= 20
 FUZZ_SECS ?= 300
+FUZZ_TARGET ?= binary_decoder
+FUZZ_TARGETS := binary_decoder text_parser meta_parser
 WIRE_DIR := $(wildcard tests/wire)
 
 # Server-facing stages need the release binary, unless they run against memcached.
 SERVER_DEPS := deps $(if $(filter memcached,$(WIRE_TARGET)),,build)
 
 .PHONY: bench test deps apt venv node build lint fmt clippy unit pytest wire wire-epoll compat \
-        memccapable capacity concurrency clean-venv fuzz fuzz-check miri miri-setup
+        memccapable capacity concurrency clean-venv fuzz fuzz-all fuzz-check miri miri-setup
 
 test: deps build lint unit miri pytest wire-epoll memccapable capacity concurrency
 	@echo "==> make test: all stages passed"
@@ -106,9 +110,15 @@ fuzz-check:
 	@echo "==> cargo check fuzz"
 	$(CARGO) check --quiet --manifest-path fuzz/Cargo.toml
 
+# The corpora in fuzz/corpus/<target> are kept in git (minimised with
+# `cargo fuzz cmin`); text.dict gives the fuzzer the protocols' words.
 fuzz:
 	@command -v cargo-fuzz >/dev/null || $(CARGO) install cargo-fuzz --locked
-	cd fuzz && $(CARGO) +nightly fuzz run binary_decoder -- -max_total_time=$(FUZZ_SECS)
+	cd fuzz && $(CARGO) +$(NIGHTLY) fuzz run $(FUZZ_TARGET) corpus/$(FUZZ_TARGET) -- \
+	  -dict=text.dict -max_total_time=$(FUZZ_SECS)
+
+fuzz-all:
+	@for t in $(FUZZ_TARGETS); do $(MAKE) --no-print-directory fuzz FUZZ_TARGET=$$t || exit 1; done
 
 unit:
 	@echo "==> cargo test --release --workspace"
