@@ -24,6 +24,8 @@ pub enum Value {
     I64(i64),
     /// Printed with six decimals (memcached's `rusage_*`).
     Seconds(f64),
+    /// Printed with two decimals (a ratio).
+    Fixed2(f64),
     Text(String),
     Str(&'static str),
 }
@@ -70,6 +72,7 @@ impl std::fmt::Display for Value {
             Value::U64(v) => write!(f, "{v}"),
             Value::I64(v) => write!(f, "{v}"),
             Value::Seconds(v) => write!(f, "{v:.6}"),
+            Value::Fixed2(v) => write!(f, "{v:.2}"),
             Value::Text(v) => f.write_str(v),
             Value::Str(v) => f.write_str(v),
         }

@@ -161,7 +161,24 @@ fn general(shared: &Shared) -> Snapshot {
     s.gauge("strata_segments_free", "Segments on the free list.", st.segments_free);
     s.counter("strata_segments_evicted", "Segments freed by evicting live items.", st.segments_evicted);
     s.counter("strata_segments_reclaimed", "Segments freed without evicting.", st.segments_reclaimed);
-    s.counter("strata_items_reinserted", "Items copied forward by eviction or compaction.", st.reinserted);
+    s.counter("strata_items_reinserted", "Items copied forward by eviction or the cleaner.", st.reinserted);
+    s.counter("strata_bytes_stored", "Bytes of items written by requests (header, key, value).", st.bytes_stored);
+    s.counter("strata_bytes_copied", "Bytes of items copied forward by the cleaner and eviction.", st.bytes_copied);
+    let wa =
+        if st.bytes_stored == 0 { 1.0 } else { (st.bytes_stored + st.bytes_copied) as f64 / st.bytes_stored as f64 };
+    s.gauge("strata_write_amplification", "Bytes written to segments per byte of items stored.", Value::Fixed2(wa));
+    s.counter(
+        "strata_segments_cleaned",
+        "Segments the cleaner emptied by copying their live items.",
+        st.segments_cleaned,
+    );
+    s.counter(
+        "strata_dead_bytes_reclaimed",
+        "Dead bytes (overwritten, deleted) the cleaner won back.",
+        st.dead_reclaimed,
+    );
+    s.counter("strata_cleaner_us", "Microseconds spent cleaning.", st.cleaner_us);
+    s.gauge("strata_dead_bytes", "Dead bytes in sealed segments now.", st.dead_bytes);
     let contended = sum(shared, |w| &w.store_contended);
     s.counter("strata_store_contended", "Operations that lost the race for an item too often.", contended);
     s

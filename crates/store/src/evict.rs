@@ -1,60 +1,83 @@
-//! Eviction and compaction: which sealed segment gives up its memory when a
-//! writer needs a segment, and what happens to the live items in it.
+//! Memory reclaim: which sealed segment gives up its memory when a writer
+//! needs a segment, and what happens to the live items in it — the cleaner
+//! (which copies live items forward and evicts nothing) and eviction (which
+//! drops items, in S3-FIFO's order).
 //!
-//! When no free segment is left, a worker takes a victim: first a sealed
-//! segment with no live items or whose items have all expired, else
-//! (evictions on) the oldest segment of new writes while they hold more than
-//! a tenth of the sealed segments, or the oldest segment of copied items
-//! (S3-FIFO's small and main queues, see [`Evict`]). Each live item of the
-//! victim is, under its bucket lock, either copied forward into the eviction
-//! target segment (when it was read since written) or unlinked. With `-M` (no
-//! evictions), only empty or expired segments are reclaimed, plus compaction
-//! of the sparsest segment when all its live items fit in the target;
-//! otherwise the write fails with out-of-memory.
+//! A writer that needs a segment, in this order:
 //!
-//! Eviction runs under one mutex, taken once per segment allocated (not per
-//! request); lock order is eviction mutex → bucket lock, never the reverse.
+//! 1. **Cleans early.** If a sealed segment is at most a quarter live, its
+//!    live items are copied forward and it is reused: under overwrites memory
+//!    then follows the live data instead of climbing to `-m`, and writers stop
+//!    paying a page fault per 4 KiB of fresh memory.
+//! 2. **Takes fresh memory** from the free list (keeping one segment in
+//!    reserve as the cleaner's working space).
+//! 3. **Reuses a dead segment**: no live items, every item expired, or opened
+//!    before the last `flush_all`.
+//! 4. **Cleans** while the sealed segments hold at least one segment's worth
+//!    of dead bytes (overwritten or deleted items): a live item is never
+//!    evicted while cleaning could make room for it.
+//! 5. **Evicts**, only when live data really fills memory: the oldest segment
+//!    of S3-FIFO's small queue (new writes) or main queue (items copied
+//!    forward); items read since written are copied forward, the rest go.
+//!    With `-M` there is no eviction: the write fails with out-of-memory.
+//!
+//! **Which segment to clean**: the best by cost and benefit, over every
+//! sealed segment: the space a clean frees (its dead bytes) against what it
+//! costs (walking the segment, copying its live bytes), `(1 - u) / (1 + u)`
+//! for a segment `u` live, the older segment first among equals — LFS's rule
+//! (Rosenblum and Ousterhout, 1992) with age as the tie-breaker, since a
+//! cache's cold data is what eviction will want anyway. Segments young
+//! enough to be still dying fast (hot keys overwritten) are mostly dead by
+//! the time they are picked; old segments of live cold items never are.
+//!
+//! **Where copied items go**: into the worker's own copy targets, one per
+//! queue, so cleaning keeps an item in the queue it was in (an unread item
+//! cleaned out of the small queue is still "unread, goes first" if it must
+//! go later) and eviction's copy-forward fills the main queue. A full target
+//! is sealed onto its queue.
+//!
+//! **Cost and contention**: the eviction mutex is held only to choose and
+//! take a victim off its queue (a scan of segment metadata, no item
+//! touched); the victim is then cleared by the worker that took it, with no
+//! global lock, item by item under bucket locks, into targets no other
+//! worker writes. Work per allocation is bounded by [`STEPS_PER_ALLOC`]
+//! victims. Lock order: eviction mutex and free list are never held while a
+//! bucket lock is taken, and a bucket lock is released before either is.
 
 use std::collections::VecDeque;
 use std::sync::atomic::Ordering::*;
+use std::time::Instant;
 
 use crate::clock::Clock;
-use crate::index::{slot, Loc, Pos, Stripe};
+use crate::image::Queue;
+use crate::index::{slot, Loc};
 use crate::item::{encoded_len, state, write_head, Fields};
-use crate::segments::NEVER;
-use crate::store::{bump, Counters, Store};
+use crate::segments::{Active, NEVER};
+use crate::store::{add, bump, Store};
 use crate::types::StoreError;
 
 /// The share of sealed segments the queue of new writes may hold before
 /// eviction turns to it (S3-FIFO's small queue; its paper's 10% was also the
 /// best of 5, 10 and 20% on workload 5).
-pub(crate) const SMALL_QUEUE_PERCENT: usize = 10;
+const SMALL_QUEUE_PERCENT: usize = 10;
 
-/// A sealed segment whose live items fill at most this fraction of it is
-/// compacted (its live items copied forward, none evicted) before a writer
-/// gets a never-used segment, so under overwrites memory follows the live
-/// data instead of climbing to `-m`, and writers stop paying a page fault per
-/// 4 KiB written. Measured: segments in use stay under twice the live data
-/// (store test; 197 MB RSS for 101 MB of live 1000-byte items), at ~0.3
-/// items copied per item written; copying is at most a third of a byte per
-/// byte won back.
-pub(crate) const COMPACT_BELOW_DIV: usize = 4;
+/// A sealed segment at most this fraction live is cleaned before a writer
+/// gets fresh memory (step 1): segments in use stay under about twice the
+/// live data, and copying costs at most a third of a byte per byte won back.
+const CLEAN_EARLY_DIV: usize = 4;
 
-/// How many of the oldest segments of each queue are looked at for
-/// compaction: the oldest have had the longest to be overwritten, and a
-/// bounded look keeps a huge `-m` from costing a long scan per segment.
-pub(crate) const COMPACT_SCAN: usize = 64;
-
-/// Victims one allocation may clear before it gives up: a victim whose
-/// items all move (copy-forward, compaction) frees nothing net, so a bound
-/// keeps a full store of hot items from looping.
-const VICTIMS_PER_ALLOC: usize = 16;
+/// Victims one allocation may clear before it gives up. A clean that fills
+/// a copy target frees nothing net for the writer (its victim refills the
+/// reserve instead), so an allocation may take a few; the bound keeps a
+/// store whose dead bytes are spread thin from copying without end, at the
+/// cost of an eviction there (`docs/design.md`).
+const STEPS_PER_ALLOC: usize = 16;
 
 /// Eviction order, after S3-FIFO (Yang et al., SOSP 2023) at segment
 /// granularity: new writes are sealed into `small`, and an item there that
 /// was not read by the time its segment is evicted goes at once, so the
 /// one-hit keys a cache-aside miss stream writes cannot push out items that
-/// are read. Items read since written are copied forward into the target,
+/// are read. Items read since written are copied forward into a target,
 /// which is sealed into `main`, a FIFO with reinsertion (CLOCK). Raised the
 /// hit ratio on workload 5 from 76.4% to 81.0% (memcached: 76.5%;
 /// `docs/benchmarks.md`).
@@ -64,91 +87,230 @@ pub(crate) struct Evict {
     pub(crate) small: VecDeque<u32>,
     /// Sealed segments of items copied forward, oldest first.
     pub(crate) main: VecDeque<u32>,
-    /// Where copied-forward items go.
-    pub(crate) target: Option<u32>,
 }
 
-/// The segment [`Store::clear_segment`] is clearing, and how.
-#[derive(Clone, Copy)]
-pub(crate) struct Sweep {
-    pub(crate) victim: u32,
-    pub(crate) now: u32,
-    /// Compaction: every live item is kept, read or not.
-    pub(crate) compact: bool,
+impl Evict {
+    fn queue(&mut self, q: Queue) -> &mut VecDeque<u32> {
+        match q {
+            Queue::Small => &mut self.small,
+            Queue::Main => &mut self.main,
+        }
+    }
+}
+
+/// What clearing a victim does with its live items.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Clear {
+    /// Cleaning: every live item is copied forward, into the target of the
+    /// queue the victim came from.
+    Clean(Queue),
+    /// Eviction: items read since written are copied into the main target,
+    /// the rest are unlinked. (A dead segment is cleared this way too: it
+    /// has nothing to copy.)
+    Evict,
+}
+
+/// What one allocation step decided, under the eviction mutex.
+enum Step {
+    /// A segment from the free list.
+    Fresh(u32),
+    /// A victim, off its queue and owned by this worker, to clear.
+    Victim(u32, Clear),
+}
+
+/// The best segment to clean and the dead bytes of all sealed segments.
+struct Survey {
+    best: Option<(u32, Queue)>,
+    /// Room the best one's live items take when copied.
+    best_need: usize,
+    dead: usize,
+}
+
+/// How a victim was cleared.
+#[derive(Default)]
+struct Cleared {
+    bytes_copied: u64,
+    evicted: bool,
+    /// With `-M`, a live item could not be moved (no segment for a copy
+    /// target): the victim still holds live items and cannot be reused.
+    stuck: bool,
 }
 
 impl Store {
-    pub(crate) fn seal(&self, seg: u32) {
-        self.evict.lock().small.push_back(seg);
+    /// Seals a worker's full segment onto a queue.
+    pub(crate) fn seal(&self, seg: u32, q: Queue) {
+        self.evict.lock().queue(q).push_back(seg);
     }
 
-    /// A fresh segment for a writer: a mostly dead one compacted, else from
-    /// the free list, else by eviction.
-    pub(crate) fn alloc_segment(&self, c: &Counters) -> Result<u32, StoreError> {
-        let mut ev = self.evict.lock();
-        if let Some(s) = self.compact_sparsest(&mut ev, c) {
-            self.open_segment(s);
-            return Ok(s);
+    /// Dead bytes in sealed segment `s`: written but no longer linked (all
+    /// of it if it expired whole or predates a flush).
+    fn dead_bytes_of(&self, s: u32, now: u32) -> usize {
+        let m = &self.segs[s as usize];
+        let written = m.write_off.load(Relaxed) as usize;
+        if self.all_expired(s, now) {
+            return written;
         }
-        for _ in 0..VICTIMS_PER_ALLOC {
-            if let Some(s) = self.pop_free() {
-                self.open_segment(s);
-                return Ok(s);
+        written.saturating_sub(m.live_bytes.load(Relaxed) as usize)
+    }
+
+    /// Looks at every sealed segment: which is best to clean, and how many
+    /// dead bytes they hold. Pinned segments are skipped.
+    fn survey(&self, ev: &Evict) -> Survey {
+        let now = self.clock.now();
+        let seg_size = self.arena.segment_size();
+        let mut survey = Survey { best: None, best_need: 0, dead: 0 };
+        // Cost-benefit (1 - u) / (1 + u) falls as u rises, so the best is the
+        // least live; what copying takes is compared in 1/64ths of a segment
+        // so that among near equals the older (lower epoch) wins.
+        let mut best_key = (usize::MAX, u64::MAX);
+        for (q, queue) in [(Queue::Small, &ev.small), (Queue::Main, &ev.main)] {
+            for &s in queue {
+                survey.dead += self.dead_bytes_of(s, now);
+                if self.is_pinned(s) {
+                    continue;
+                }
+                let need = self.copy_need(s, now);
+                let key = (need * 64 / seg_size, self.segs[s as usize].epoch.load(Relaxed));
+                if key < best_key {
+                    best_key = key;
+                    survey.best = Some((s, q));
+                    survey.best_need = need;
+                }
             }
-            let Some(victim) = self.pick_victim(&mut ev) else { break };
-            self.clear_segment(victim, &mut ev, c, false);
+        }
+        survey
+    }
+
+    /// Room that copying `s`'s live items forward takes (each may gain an
+    /// explicit CAS, a state byte and a granule of alignment); 0 if nothing
+    /// in it is alive.
+    fn copy_need(&self, s: u32, now: u32) -> usize {
+        if self.all_expired(s, now) {
+            return 0;
+        }
+        let m = &self.segs[s as usize];
+        m.live_bytes.load(Relaxed) as usize + m.live_items.load(Relaxed) as usize * (9 + self.granule())
+    }
+
+    /// Takes `seg` off whichever queue holds it.
+    fn take(ev: &mut Evict, seg: u32) -> bool {
+        for q in [&mut ev.small, &mut ev.main] {
+            if let Some(i) = q.iter().position(|&s| s == seg) {
+                q.remove(i);
+                return true;
+            }
+        }
+        false
+    }
+
+    /// Decides this allocation step (see the module doc for the order).
+    fn step(&self, ev: &mut Evict, active: &Active) -> Option<Step> {
+        let seg_size = self.arena.segment_size();
+        let survey = self.survey(ev);
+        // Worth cleaning only if it frees something, and only if its items
+        // have somewhere to go: the worker's target, or one more from the
+        // free list (a victim's items fit in one segment).
+        let best = survey.best.filter(|&(_, q)| {
+            let room = active.targets[q as usize].filter(|&t| !self.is_flushed(t)).map_or(0, |t| self.room(t));
+            survey.best_need < seg_size && (survey.best_need <= room || self.spare() > 0)
+        });
+        // 1. A mostly dead segment before fresh memory.
+        if let Some((s, q)) = best.filter(|_| survey.best_need <= seg_size / CLEAN_EARLY_DIV) {
+            Self::take(ev, s);
+            return Some(Step::Victim(s, Clear::Clean(q)));
+        }
+        // 2. Fresh memory.
+        if let Some(s) = self.pop_free(true) {
+            return Some(Step::Fresh(s));
+        }
+        // 3. A dead segment.
+        let now = self.clock.now();
+        let dead = |s: &u32| {
+            (self.segs[*s as usize].live_items.load(Relaxed) == 0 || self.all_expired(*s, now)) && !self.is_pinned(*s)
+        };
+        for q in [&mut ev.small, &mut ev.main] {
+            if let Some(i) = q.iter().position(dead) {
+                return q.remove(i).map(|s| Step::Victim(s, Clear::Evict));
+            }
+        }
+        // 4. Clean while there is a segment's worth of dead bytes.
+        if let Some((s, q)) = best.filter(|_| survey.dead >= seg_size) {
+            Self::take(ev, s);
+            return Some(Step::Victim(s, Clear::Clean(q)));
+        }
+        // 5. Evict.
+        if !self.cfg.evictions {
+            return None;
+        }
+        let sealed = ev.small.len() + ev.main.len();
+        let small_first = ev.small.len() * 100 > sealed * SMALL_QUEUE_PERCENT || ev.main.is_empty();
+        let (first, second) = if small_first { (&mut ev.small, &mut ev.main) } else { (&mut ev.main, &mut ev.small) };
+        for q in [first, second] {
+            if let Some(i) = q.iter().position(|&s| !self.is_pinned(s)) {
+                return q.remove(i).map(|s| Step::Victim(s, Clear::Evict));
+            }
+        }
+        None
+    }
+
+    /// A fresh segment for a writer (see the module doc). Every victim
+    /// cleared goes back to the free list, still paged in, and the writer
+    /// takes from there: so one allocation cleans every sealed segment that
+    /// is at most a quarter live (up to [`STEPS_PER_ALLOC`]) before it
+    /// takes memory, and a copy target that dipped into the reserve is
+    /// refilled first.
+    pub(crate) fn alloc_segment(&self, active: &mut Active) -> Result<u32, StoreError> {
+        for _ in 0..STEPS_PER_ALLOC {
+            let step = self.step(&mut self.evict.lock(), active);
+            let victim = match step {
+                Some(Step::Fresh(s)) => {
+                    self.open_segment(s);
+                    return Ok(s);
+                }
+                Some(Step::Victim(s, how)) => {
+                    if !self.clear_segment(s, how, active) {
+                        // -M and nowhere to move a live item: the victim
+                        // keeps it and goes back; nothing is freed.
+                        self.seal(s, if let Clear::Clean(q) = how { q } else { Queue::Small });
+                        break;
+                    }
+                    s
+                }
+                None => break,
+            };
             if victim >= self.limit_segs.load(Relaxed) {
                 // Above a lowered limit: retire it instead of reusing it.
                 self.retire(victim, &self.parked);
-                continue;
-            }
-            if self.in_use.load(Relaxed) > self.segment_budget() {
+            } else if self.in_use.load(Relaxed) > self.segment_budget() {
                 // The index has grown into the segments' share of the limit.
                 self.retire(victim, &self.free);
-                continue;
+            } else {
+                self.unuse(victim, &self.free);
             }
-            let room = ev.target.filter(|&t| !self.is_flushed(t)).map_or(0, |t| self.room(t));
-            if room < self.arena.segment_size() / 8 {
-                // The target is (nearly) full: seal it and let the victim
-                // become the new target, then find another for the writer.
-                if let Some(t) = ev.target.take() {
-                    ev.main.push_back(t);
-                }
-                self.open_segment(victim);
-                ev.target = Some(victim);
-                continue;
-            }
-            self.open_segment(victim);
-            return Ok(victim);
         }
-        Err(StoreError::OutOfMemory)
+        // The bound ran out with segments just freed: take one.
+        match self.pop_free(true) {
+            Some(s) => {
+                self.open_segment(s);
+                Ok(s)
+            }
+            None => Err(StoreError::OutOfMemory),
+        }
     }
 
-    /// Empties the sparsest of the oldest sealed segments, if its live items
-    /// fill at most `1/COMPACT_BELOW_DIV` of it, by copying them into the
-    /// eviction target, and returns it. When the target is too full, a free
-    /// segment becomes the target and a second sparse segment is emptied
-    /// into it and handed back to the free list (still paged in), so
-    /// compaction never takes more segments than it frees.
-    pub(crate) fn compact_sparsest(&self, ev: &mut Evict, c: &Counters) -> Option<u32> {
-        let most = self.arena.segment_size() / COMPACT_BELOW_DIV;
-        let room = ev.target.filter(|&t| !self.is_flushed(t)).map_or(0, |t| self.room(t));
-        let (victim, need) = self.sparsest(ev, most, COMPACT_SCAN)?;
-        if need <= room {
-            self.take_and_clear(ev, victim, c);
-            return Some(victim);
-        }
-        let t = self.pop_free()?;
-        self.open_segment(t);
-        if let Some(old) = ev.target.replace(t) {
-            ev.main.push_back(old);
-        }
-        self.take_and_clear(ev, victim, c);
-        if let Some((second, _)) = self.sparsest(ev, most.min(self.room(t)), COMPACT_SCAN) {
-            self.take_and_clear(ev, second, c);
-            self.unuse(second, &self.free);
-        }
-        Some(victim)
+    /// Segments writers leave free for the cleaner's copy targets: one, the
+    /// working space a clean needs when a target fills mid-way (the victim
+    /// it frees refills it). Two workers needing it at once is rare; the one
+    /// that misses out evicts, or with `-M` fails its write.
+    pub(crate) fn reserve(&self) -> usize {
+        1
+    }
+
+    /// Segments that may still be taken into use: within the budget (the
+    /// memory limit less the index) and on the free list.
+    pub(crate) fn spare(&self) -> usize {
+        let room = (self.segment_budget() as usize).saturating_sub(self.in_use.load(Relaxed) as usize);
+        room.min(self.free.lock().len())
     }
 
     /// Whether nothing in sealed segment `s` can be read any more: every
@@ -158,88 +320,45 @@ impl Store {
         (e != NEVER && e <= now) || self.is_flushed(s)
     }
 
-    /// Room that copying `s`'s live items forward takes (each may gain an
-    /// explicit CAS and a granule of alignment); 0 if nothing in it is alive.
-    pub(crate) fn copy_need(&self, s: u32, now: u32) -> usize {
-        if self.all_expired(s, now) {
-            return 0;
-        }
-        let m = &self.segs[s as usize];
-        m.live_bytes.load(Relaxed) as usize + m.live_items.load(Relaxed) as usize * (8 + self.granule())
-    }
-
-    /// The sealed segment, among the `scan` oldest of each queue, whose live
-    /// items need the least room to be copied, and that room, if it is at
-    /// most `most`.
-    pub(crate) fn sparsest(&self, ev: &Evict, most: usize, scan: usize) -> Option<(u32, usize)> {
-        let now = self.clock.now();
-        let oldest = ev.small.iter().take(scan).chain(ev.main.iter().take(scan)).filter(|&&s| !self.is_pinned(s));
-        oldest.map(|&s| (s, self.copy_need(s, now))).min_by_key(|&(_, n)| n).filter(|&(_, n)| n <= most)
-    }
-
-    /// Takes `seg` off whichever queue holds it.
-    pub(crate) fn take(ev: &mut Evict, seg: u32) -> Option<u32> {
-        let (small, main) = (&mut ev.small, &mut ev.main);
-        [small, main].into_iter().find_map(|q| q.iter().position(|&s| s == seg).and_then(|i| q.remove(i)))
-    }
-
-    /// Takes `seg` off its queue and moves all its live items to the target.
-    pub(crate) fn take_and_clear(&self, ev: &mut Evict, seg: u32, c: &Counters) {
-        Self::take(ev, seg);
-        self.clear_segment(seg, ev, c, true);
-    }
-
-    pub(crate) fn pick_victim(&self, ev: &mut Evict) -> Option<u32> {
-        let now = self.clock.now();
-        // A pinned segment is being copied from (an image, a large value):
-        // it waits its turn.
-        let dead = |s: &u32| {
-            (self.segs[*s as usize].live_items.load(Relaxed) == 0 || self.all_expired(*s, now)) && !self.is_pinned(*s)
-        };
-        for q in [&mut ev.small, &mut ev.main] {
-            if let Some(i) = q.iter().position(dead) {
-                return q.remove(i);
-            }
-        }
-        if self.cfg.evictions {
-            let sealed = ev.small.len() + ev.main.len();
-            let small_first = ev.small.len() * 100 > sealed * SMALL_QUEUE_PERCENT || ev.main.is_empty();
-            let (first, second) =
-                if small_first { (&mut ev.small, &mut ev.main) } else { (&mut ev.main, &mut ev.small) };
-            for q in [first, second] {
-                if let Some(i) = q.iter().position(|&s| !self.is_pinned(s)) {
-                    return q.remove(i);
-                }
-            }
-            return None;
-        }
-        // -M: compact the sparsest sealed segment (any, not only the oldest)
-        // if its live items fit the target and fill under half of it.
-        let room = ev.target.map_or(0, |t| self.room(t));
-        let most = room.min(self.arena.segment_size() / 2 - 1);
-        let (s, _) = self.sparsest(ev, most, usize::MAX)?;
-        Self::take(ev, s)
-    }
-
     /// Unlinks or moves every live item of `victim`, which the caller has
-    /// taken off the FIFO and so owns. `compact`: every live item is moved
-    /// (as room allows), not only those read since written.
-    pub(crate) fn clear_segment(&self, victim: u32, ev: &mut Evict, c: &Counters, compact: bool) {
-        if self.segs[victim as usize].live_items.load(Acquire) == 0 {
+    /// taken off its queue and so owns, and waits until nobody copies from
+    /// it: afterwards it can be reused. False (with `-M` only) if a live
+    /// item could not be moved: then it cannot.
+    pub(crate) fn clear_segment(&self, victim: u32, how: Clear, active: &mut Active) -> bool {
+        let started = Instant::now();
+        let c = active.counters.clone();
+        let dead = self.dead_bytes_of(victim, self.clock.now());
+        let cleared = if self.segs[victim as usize].live_items.load(Acquire) == 0 {
             // Every item was overwritten or deleted: nothing links here.
-            bump(&c.segments_reclaimed);
-            self.wait_unpinned(victim);
-            return;
+            Cleared::default()
+        } else {
+            self.sweep(victim, how, active)
+        };
+        add(&c.bytes_copied, cleared.bytes_copied);
+        if cleared.stuck {
+            return false;
         }
+        if let Clear::Clean(_) = how {
+            bump(&c.segments_cleaned);
+            add(&c.dead_reclaimed, dead as u64);
+            add(&c.cleaner_ns, started.elapsed().as_nanos() as u64);
+        }
+        bump(if cleared.evicted { &c.segments_evicted } else { &c.segments_reclaimed });
+        // A reader that pinned the segment while one of its items was
+        // linked may still be copying from it.
+        self.wait_unpinned(victim);
+        true
+    }
+
+    fn sweep(&self, victim: u32, how: Clear, active: &mut Active) -> Cleared {
         let end = self.segs[victim as usize].write_off.load(Acquire) as usize;
         let now = self.clock.now();
-        let mut evicted = false;
+        let mut cleared = Cleared::default();
         // Items are looked up in batches: the bucket of every item in a batch
         // is prefetched before the first is looked at, so that their cache
         // misses (one per item, live or dead) overlap.
         const BATCH: usize = 16;
         let mut batch = [(0usize, Loc::default()); BATCH];
-        let sweep = Sweep { victim, now, compact };
         let mut scan = 0;
         let mut done = false;
         while !done && scan < end {
@@ -262,70 +381,120 @@ impl Store {
                 scan += self.aligned(h.total_len());
             }
             for &(off, loc) in &batch[..n] {
-                evicted |= self.clear_item(&sweep, off, loc, ev, c);
+                self.clear_item(victim, off, loc, how, now, active, &mut cleared);
+                if cleared.stuck {
+                    return cleared;
+                }
             }
         }
-        bump(if evicted { &c.segments_evicted } else { &c.segments_reclaimed });
-        // A reader that pinned the segment while one of its items was
-        // linked may still be copying from it.
-        self.wait_unpinned(victim);
+        cleared
     }
 
-    /// Unlinks or copies forward the item at `off` of the segment being
-    /// cleared, if the index still points at it; true if that evicted it.
-    pub(crate) fn clear_item(&self, sweep: &Sweep, off: usize, loc: Loc, ev: &mut Evict, c: &Counters) -> bool {
-        let Sweep { victim, now, compact } = *sweep;
+    /// Unlinks or copies forward the item at `off` of `victim`, if the index
+    /// still points at it.
+    #[allow(clippy::too_many_arguments)]
+    fn clear_item(
+        &self,
+        victim: u32,
+        off: usize,
+        loc: Loc,
+        how: Clear,
+        now: u32,
+        active: &mut Active,
+        cleared: &mut Cleared,
+    ) {
+        let c = active.counters.clone();
         let granule_off = (off >> self.granule_shift) as u32;
-        let mut st = self.index.lock(loc.stripe);
-        let Some((pos, s)) = st.find(loc.bucket, |s| slot::seg(s) == victim && slot::off(s) == granule_off) else {
-            // Overwritten or deleted since: nothing links here.
-            return false;
+        let target_q = match how {
+            Clear::Clean(q) => q,
+            Clear::Evict => Queue::Main,
         };
-        let expired = self.is_flushed(victim) || self.item_at(s).is_none_or(|it| Clock::is_expired(it.expiry(), now));
-        let keep = !expired && (compact || !self.cfg.evictions || slot::freq(s) > 0);
-        if keep && self.copy_forward(&mut st, ev, pos, s) {
-            bump(&c.reinserted);
-            return false;
-        }
-        self.unlink(&mut st, loc.bucket, pos, s);
-        if expired {
-            bump(&c.expired_unlinked);
-            false
-        } else {
-            bump(&c.evictions);
-            true
+        // At most two rounds: the second after making room in the target,
+        // which takes the eviction and free-list locks, so not under the
+        // bucket lock.
+        for round in 0..2 {
+            let mut st = self.index.lock(loc.stripe);
+            let Some((pos, s)) = st.find(loc.bucket, |s| slot::seg(s) == victim && slot::off(s) == granule_off) else {
+                // Overwritten or deleted since: nothing links here.
+                return;
+            };
+            let Some(it) = self.item_at(s) else { return };
+            let expired = self.is_flushed(victim) || Clock::is_expired(it.expiry(), now);
+            let keep = !expired && (how != Clear::Evict || !self.cfg.evictions || slot::freq(s) > 0);
+            if keep {
+                // The copy carries the CAS and the read mark explicitly.
+                let fetched = if slot::freq(s) > 0 { state::FETCHED } else { 0 };
+                let f = Fields { cas: Some(self.cas_of(s, &it)), state: it.state() | fetched, ..it.fields() };
+                let len = encoded_len(it.key().len(), it.value().len(), &f);
+                let room =
+                    active.targets[target_q as usize].filter(|&t| !self.is_flushed(t)).map_or(0, |t| self.room(t));
+                if self.aligned(len) <= room {
+                    let Some(t) = active.targets[target_q as usize] else { return };
+                    let (old_len, new_off) = (it.header.total_len(), self.segs[t as usize].write_off.load(Relaxed));
+                    let new_off = new_off as usize;
+                    // SAFETY: the target belongs to this worker, and this
+                    // range is above its write offset, so nobody else can
+                    // see it (rule 1).
+                    let dst = unsafe { self.arena.bytes_mut(t, new_off, len) };
+                    let v = write_head(dst, it.key(), it.value().len(), &f);
+                    dst[v..].copy_from_slice(it.value());
+                    self.segs[t as usize].write_off.store((new_off + self.aligned(len)) as u32, Release);
+                    self.note_written(t, new_off, self.written_at(s));
+                    self.note_expiry(t, it.expiry());
+                    st.set(pos, slot::pack(slot::tag(s), 0, t, (new_off >> self.granule_shift) as u32));
+                    self.unaccount(&mut st, s, old_len);
+                    self.account(&mut st, t, len);
+                    bump(&c.reinserted);
+                    cleared.bytes_copied += len as u64;
+                    return;
+                }
+                drop(st);
+                if round == 0 && self.new_target(active, target_q) {
+                    continue;
+                }
+                // No segment for a target (or none it fits): the item
+                // cannot move. With -M it stays, and so does its segment.
+                if !self.cfg.evictions {
+                    cleared.stuck = true;
+                    return;
+                }
+                st = self.index.lock(loc.stripe);
+                let Some((pos, s)) = st.find(loc.bucket, |s| slot::seg(s) == victim && slot::off(s) == granule_off)
+                else {
+                    return;
+                };
+                self.unlink(&mut st, loc.bucket, pos, s);
+                bump(&c.evictions);
+                cleared.evicted = true;
+                return;
+            }
+            self.unlink(&mut st, loc.bucket, pos, s);
+            if expired {
+                bump(&c.expired_unlinked);
+            } else {
+                bump(&c.evictions);
+                cleared.evicted = true;
+            }
+            return;
         }
     }
 
-    /// Copies the item at slot `s` into the eviction target, keeping its CAS.
-    pub(crate) fn copy_forward(&self, st: &mut Stripe, ev: &mut Evict, pos: Pos, s: u64) -> bool {
-        let (Some(target), Some(it)) = (ev.target, self.item_at(s)) else { return false };
-        if self.is_flushed(target) {
-            return false;
+    /// Seals the worker's target for `q` (if any) and takes a fresh one,
+    /// from the reserve if need be; false if no segment is free.
+    fn new_target(&self, active: &mut Active, q: Queue) -> bool {
+        if let Some(t) = active.targets[q as usize].take() {
+            self.seal(t, q);
         }
-        let cas = self.cas_of(s, &it);
-        let (key, value) = (it.key(), it.value());
-        let fetched = if slot::freq(s) > 0 { state::FETCHED } else { 0 };
-        let f = Fields { cas: Some(cas), state: it.state() | fetched, ..it.fields() };
-        let written = self.written_at(s);
-        let len = encoded_len(key.len(), value.len(), &f);
-        let m = &self.segs[target as usize];
-        let off = m.write_off.load(Relaxed) as usize;
-        if off + self.aligned(len) > self.arena.segment_size() {
-            return false;
-        }
-        // SAFETY: the target belongs to the eviction state we hold, and this
-        // range is above its write offset, so nobody else can see it.
-        let dst = unsafe { self.arena.bytes_mut(target, off, len) };
-        let v = write_head(dst, key, value.len(), &f);
-        dst[v..].copy_from_slice(value);
-        m.write_off.store((off + self.aligned(len)) as u32, Release);
-        self.note_written(target, off, written);
-        self.note_expiry(target, it.expiry());
-        let old_len = it.header.total_len();
-        st.set(pos, slot::pack(slot::tag(s), 0, target, (off >> self.granule_shift) as u32));
-        self.unaccount(st, s, old_len);
-        self.account(st, target, len);
+        let Some(t) = self.pop_free(false) else { return false };
+        self.open_segment(t);
+        active.targets[q as usize] = Some(t);
         true
+    }
+
+    /// Bytes written to segments but no longer linked, over the sealed
+    /// segments (what cleaning can win back before anything is evicted).
+    pub(crate) fn dead_bytes(&self) -> usize {
+        let ev = self.evict.lock();
+        self.survey(&ev).dead
     }
 }

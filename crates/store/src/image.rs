@@ -7,7 +7,7 @@
 //! **Consistency.** Sealed segments are not immutable: a live item's expiry
 //! field and state byte change in place under its bucket lock (touch, gat,
 //! recache tokens, `md I`), and items die (overwrite, delete) or move
-//! (eviction, compaction) while a copy is made. So an image is taken item by
+//! (eviction, the cleaner) while a copy is made. So an image is taken item by
 //! item: the segment is pinned first (under the eviction lock, so it cannot
 //! be on its way to reuse), then each item's bytes are copied under its
 //! bucket lock, where the index also says whether it is live. Every item of
@@ -20,7 +20,7 @@
 //! epoch order write order). Segments being written (a worker's active
 //! segment, the eviction target) are not sealed and have no image.
 //!
-//! While pinned, a segment is skipped by eviction and compaction
+//! While pinned, a segment is skipped by eviction and the cleaner
 //! (`evict.rs`), which take the next candidate instead; a copy costs a
 //! bucket lock per item, as eviction does.
 

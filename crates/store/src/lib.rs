@@ -16,7 +16,7 @@
 //! - `timelog`: per-segment write times.
 //! - `store`: the shared state and the helpers every operation uses.
 //! - `segments`: segments, the memory budget, TTL classes, reservations.
-//! - `evict`: eviction and compaction.
+//! - `evict`: the cleaner and eviction.
 //! - `read`, `write`: the operations; `worker`: the per-thread handle.
 //! - `image`: sealed segments copied out consistently, for snapshots.
 //! - `types`: requests, outcomes, settings, errors, totals.

@@ -14,6 +14,7 @@ use std::sync::Arc;
 
 use parking_lot::Mutex;
 
+use crate::image::Queue;
 use crate::index::slot;
 use crate::store::{Counters, Store};
 use crate::timelog::TimeLog;
@@ -53,7 +54,7 @@ pub(crate) struct SegMeta {
     pub(crate) times: Mutex<TimeLog>,
     /// Readers copying from the segment without locks (a large value, a
     /// segment image): while non-zero the segment is not chosen for
-    /// eviction or compaction, and one already being cleared is not reused
+    /// eviction or the cleaner, and one already being cleared is not reused
     /// until it drops to zero (arena rule 5).
     pub(crate) pins: AtomicU32,
 }
@@ -152,9 +153,11 @@ impl Store {
     }
 
     /// A free segment within the current limit and budget; free segments
-    /// above the limit are parked.
-    pub(crate) fn pop_free(&self) -> Option<u32> {
-        if self.in_use.load(Relaxed) >= self.segment_budget() {
+    /// above the limit are parked. A `writer` leaves the cleaner's reserve
+    /// (one segment per worker) alone.
+    pub(crate) fn pop_free(&self, writer: bool) -> Option<u32> {
+        let held_back = if writer { self.reserve() } else { 0 };
+        if self.in_use.load(Relaxed) as usize + held_back >= self.segment_budget() as usize {
             return None;
         }
         let limit = self.limit_segs.load(Relaxed);
@@ -217,11 +220,14 @@ pub(crate) struct Placed {
     pub(crate) len: usize,
 }
 
-/// A worker's active segments (one per TTL class) and counters, apart from
-/// the `Arc<Store>` so both can be borrowed at once without touching the
-/// store's reference count on every write.
+/// A worker's active segments (one per TTL class), copy targets and
+/// counters, apart from the `Arc<Store>` so both can be borrowed at once
+/// without touching the store's reference count on every write.
 pub(crate) struct Active {
     pub(crate) segs: [Option<u32>; TTL_CLASSES],
+    /// Where the live items of the segments this worker cleans or evicts
+    /// are copied, one per queue (indexed by [`Queue`]).
+    pub(crate) targets: [Option<u32>; 2],
     pub(crate) counters: Arc<Counters>,
 }
 
@@ -248,9 +254,9 @@ impl Active {
                 return Ok((seg, w));
             }
             self.segs[class] = None;
-            st.seal(seg);
+            st.seal(seg, Queue::Small);
         }
-        let seg = st.alloc_segment(&self.counters)?;
+        let seg = st.alloc_segment(self)?;
         self.segs[class] = Some(seg);
         st.segs[seg as usize].write_off.store(len as u32, Release);
         st.note_written(seg, 0, time);

@@ -12,7 +12,7 @@
 //! see a CAS change without a change of value.
 //!
 //! The job is split by module: `segments.rs` (segments and the memory
-//! budget), `evict.rs` (eviction and compaction), `read.rs` and `write.rs`
+//! budget), `evict.rs` (the cleaner and eviction), `read.rs` and `write.rs`
 //! (the operations), `worker.rs` (the per-thread handle).
 
 use std::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering::*};
@@ -33,6 +33,15 @@ use crate::worker::Worker;
 #[derive(Debug, Default)]
 pub(crate) struct Counters {
     pub total_items: AtomicU64,
+    /// Bytes of items written by clients' requests (header, key, value).
+    pub bytes_stored: AtomicU64,
+    /// Bytes of items copied forward (cleaning, eviction's copy-forward).
+    pub bytes_copied: AtomicU64,
+    /// Segments cleaned (live items copied, none evicted) and the dead
+    /// bytes that won back, and the time it took.
+    pub segments_cleaned: AtomicU64,
+    pub dead_reclaimed: AtomicU64,
+    pub cleaner_ns: AtomicU64,
     pub get_expired: AtomicU64,
     pub get_flushed: AtomicU64,
     pub flushed_unlinked: AtomicU64,
@@ -44,7 +53,12 @@ pub(crate) struct Counters {
 }
 
 pub(crate) fn bump(c: &AtomicU64) {
-    c.store(c.load(Relaxed) + 1, Relaxed);
+    add(c, 1);
+}
+
+/// Adds to a counter only its worker writes (no locked instruction).
+pub(crate) fn add(c: &AtomicU64, n: u64) {
+    c.store(c.load(Relaxed) + n, Relaxed);
 }
 
 /// The shared cache. Operations go through a per-thread [`Worker`].
@@ -72,6 +86,8 @@ pub struct Store {
     pub(crate) flush_at: AtomicU32,
     pub(crate) flush_lock: Mutex<()>,
     pub(crate) counters: Mutex<Vec<Arc<Counters>>>,
+    /// Workers alive (each may need a copy target: the cleaner's reserve).
+    pub(crate) workers: AtomicUsize,
 }
 
 impl Store {
@@ -109,10 +125,10 @@ impl Store {
             clock,
             granule_shift,
             cas_off_bits: seg_bits,
-            free: Mutex::new((1..limit as u32).rev().collect()),
+            free: Mutex::new((0..limit as u32).rev().collect()),
             parked: Mutex::new((limit as u32..nsegs as u32).collect()),
             limit_segs: AtomicU32::new(limit as u32),
-            in_use: AtomicU32::new(1),
+            in_use: AtomicU32::new(0),
             memory_limit: AtomicUsize::new(cfg.memory_limit),
             evict: Mutex::new(Evict::default()),
             epoch: AtomicU64::new(0),
@@ -120,12 +136,9 @@ impl Store {
             flush_at: AtomicU32::new(0),
             flush_lock: Mutex::new(()),
             counters: Mutex::new(Vec::new()),
+            workers: AtomicUsize::new(0),
             cfg,
         };
-        // Segment 0 starts as the eviction target, so copy-forward and -M
-        // compaction always have somewhere to go.
-        store.open_segment(0);
-        store.evict.lock().target = Some(0);
         Ok(Arc::new(store))
     }
 
@@ -133,7 +146,8 @@ impl Store {
     pub fn worker(self: &Arc<Self>) -> Worker {
         let counters = Arc::new(Counters::default());
         self.counters.lock().push(counters.clone());
-        Worker { store: self.clone(), active: Active { segs: [None; TTL_CLASSES], counters } }
+        self.workers.fetch_add(1, Relaxed);
+        Worker { store: self.clone(), active: Active { segs: [None; TTL_CLASSES], targets: [None; 2], counters } }
     }
 
     pub fn clock(&self) -> &Arc<Clock> {
@@ -235,6 +249,7 @@ impl Store {
     /// `freq` carries the read count over when only the layout changed.
     pub(crate) fn link(&self, st: &mut Stripe, loc: Loc, old: Option<(Pos, u64)>, at: Placed, freq: u8, c: &Counters) {
         let Placed { seg, off, len } = at;
+        add(&c.bytes_stored, len as u64);
         let new = slot::pack(loc.tag, freq, seg, (off >> self.granule_shift) as u32);
         match old {
             Some((pos, s)) => {
@@ -312,15 +327,40 @@ impl Store {
             s.reinserted += c.reinserted.load(Relaxed);
             s.segments_evicted += c.segments_evicted.load(Relaxed);
             s.segments_reclaimed += c.segments_reclaimed.load(Relaxed);
+            s.bytes_stored += c.bytes_stored.load(Relaxed);
+            s.bytes_copied += c.bytes_copied.load(Relaxed);
+            s.segments_cleaned += c.segments_cleaned.load(Relaxed);
+            s.dead_reclaimed += c.dead_reclaimed.load(Relaxed);
+            s.cleaner_us += c.cleaner_ns.load(Relaxed) / 1000;
         }
+        s.dead_bytes = self.dead_bytes() as u64;
         s
+    }
+
+    /// Live items evicted so far: `stats().evictions` without visiting
+    /// every stripe.
+    #[cfg(test)]
+    pub(crate) fn evictions(&self) -> u64 {
+        self.counters.lock().iter().map(|c| c.evictions.load(Relaxed)).sum()
     }
 
     /// Zeroes the counters `stats reset` resets.
     pub fn reset_stats(&self) {
         for c in self.counters.lock().iter() {
-            for a in [&c.total_items, &c.get_expired, &c.get_flushed, &c.evictions, &c.expired_unlinked, &c.reinserted]
-            {
+            let all = [
+                &c.total_items,
+                &c.get_expired,
+                &c.get_flushed,
+                &c.evictions,
+                &c.expired_unlinked,
+                &c.reinserted,
+                &c.bytes_stored,
+                &c.bytes_copied,
+                &c.segments_cleaned,
+                &c.dead_reclaimed,
+                &c.cleaner_ns,
+            ];
+            for a in all {
                 a.store(0, Relaxed);
             }
         }

@@ -315,6 +315,19 @@ pub struct StoreStats {
     pub reinserted: u64,
     pub segments_evicted: u64,
     pub segments_reclaimed: u64,
+    /// Bytes of items written by clients' requests (header, key, value).
+    pub bytes_stored: u64,
+    /// Bytes of items copied forward by cleaning and eviction: write
+    /// amplification is `(bytes_stored + bytes_copied) / bytes_stored`.
+    pub bytes_copied: u64,
+    /// Segments cleaned (live items copied, none evicted), the dead bytes
+    /// that won back, and the time it took in all, µs.
+    pub segments_cleaned: u64,
+    pub dead_reclaimed: u64,
+    pub cleaner_us: u64,
+    /// Dead bytes in sealed segments now (overwritten, deleted or expired
+    /// items not yet cleaned away).
+    pub dead_bytes: u64,
     pub segments_total: u64,
     pub segments_free: u64,
     pub segment_size: u64,

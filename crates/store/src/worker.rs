@@ -5,6 +5,7 @@
 
 use std::sync::Arc;
 
+use crate::image::Queue;
 use crate::index::{slot, Loc};
 use crate::segments::Active;
 use crate::store::Store;
@@ -24,8 +25,15 @@ pub struct Worker {
 impl Drop for Worker {
     fn drop(&mut self) {
         for seg in self.active.segs.iter_mut().filter_map(Option::take) {
-            self.store.seal(seg);
+            self.store.seal(seg, Queue::Small);
         }
+        let [small, main] = &mut self.active.targets;
+        for (t, q) in [(small.take(), Queue::Small), (main.take(), Queue::Main)] {
+            if let Some(t) = t {
+                self.store.seal(t, q);
+            }
+        }
+        self.store.workers.fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
     }
 }
 
