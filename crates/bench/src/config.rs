@@ -409,6 +409,6 @@ mod tests {
             Scenario::load(&entry.path()).unwrap_or_else(|e| panic!("{e}"));
             n += 1;
         }
-        assert!(n >= 5, "expected the five scenario files in {}", dir.display());
+        assert!(n >= 6, "expected the six scenario files in {}", dir.display());
     }
 }
