@@ -73,6 +73,12 @@ const CLEAN_EARLY_DIV: usize = 4;
 /// cost of an eviction there (`docs/design.md`).
 const STEPS_PER_ALLOC: usize = 16;
 
+/// Segments writers leave free for the cleaner's copy targets: one, the
+/// working space a clean needs when a target fills mid-way (the victim it
+/// frees refills it). Two workers needing it at once is rare; the one that
+/// misses out evicts, or with `-M` fails its write.
+pub(crate) const RESERVE_SEGMENTS: usize = 1;
+
 /// Eviction order, after S3-FIFO (Yang et al., SOSP 2023) at segment
 /// granularity: new writes are sealed into `small`, and an item there that
 /// was not read by the time its segment is evicted goes at once, so the
@@ -296,14 +302,6 @@ impl Store {
             }
             None => Err(StoreError::OutOfMemory),
         }
-    }
-
-    /// Segments writers leave free for the cleaner's copy targets: one, the
-    /// working space a clean needs when a target fills mid-way (the victim
-    /// it frees refills it). Two workers needing it at once is rare; the one
-    /// that misses out evicts, or with `-M` fails its write.
-    pub(crate) fn reserve(&self) -> usize {
-        1
     }
 
     /// Segments that may still be taken into use: within the budget (the

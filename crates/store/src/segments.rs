@@ -14,6 +14,7 @@ use std::sync::Arc;
 
 use parking_lot::Mutex;
 
+use crate::evict::RESERVE_SEGMENTS;
 use crate::image::Queue;
 use crate::index::slot;
 use crate::store::{Counters, Store};
@@ -156,7 +157,7 @@ impl Store {
     /// above the limit are parked. A `writer` leaves the cleaner's reserve
     /// (one segment per worker) alone.
     pub(crate) fn pop_free(&self, writer: bool) -> Option<u32> {
-        let held_back = if writer { self.reserve() } else { 0 };
+        let held_back = if writer { RESERVE_SEGMENTS } else { 0 };
         if self.in_use.load(Relaxed) as usize + held_back >= self.segment_budget() as usize {
             return None;
         }
@@ -174,8 +175,9 @@ impl Store {
 
     /// Takes an emptied segment out of use and gives its memory back.
     pub(crate) fn retire(&self, seg: u32, to: &Mutex<Vec<u32>>) {
-        // SAFETY: `seg` was cleared by the caller under the eviction lock: no
-        // item links into it and no writer holds it.
+        // SAFETY: the caller took `seg` off its queue and cleared it: no item
+        // links into it, no reader has it pinned (`clear_segment` waited for
+        // the pins to drop) and no writer holds it.
         unsafe { self.arena.release(seg) };
         self.unuse(seg, to);
     }
