@@ -5,7 +5,7 @@
 //! workload over its protocol from client threads, and reports throughput,
 //! latency percentiles, hits and misses, the server's CPU time per op (from
 //! `/proc`, before and after) and its RSS, as JSON, a Markdown table and SVG
-//! charts. Modes: `load` (a request mix), `capacity` (distinct keys until the
+//! charts, and strata's write amplification from its `stats`. Modes: `load` (a request mix), `capacity` (distinct keys until the
 //! server evicts) and `hit-ratio` (cache-aside over a key space larger than
 //! memory). Scenario files in `bench/scenarios/` hold the workloads users
 //! asked about; `docs/benchmarks.md` records their results.
@@ -494,6 +494,10 @@ fn measure_one(target: &Target, w: &Workload, label: &str, quiet: bool) -> Resul
     let ops = t.sets + t.keys;
     let per = |total: f64, n: u64| (n > 0).then(|| total * 1e6 / n as f64);
     let rss = target.rss();
+    let write_amplification = match target.kind {
+        ServerKind::Strata => target.items().ok().and_then(|h| h.write_amplification),
+        ServerKind::Memcached | ServerKind::Redis => None,
+    };
     let capacity = (w.mode == Mode::Capacity).then(|| {
         let h = target.items().unwrap_or_default();
         Capacity {
@@ -532,6 +536,7 @@ fn measure_one(target: &Target, w: &Workload, label: &str, quiet: bool) -> Resul
         client_cpu_us_per_op: me.and_then(|c| per(c, ops)),
         server_rss_bytes: rss,
         hit_ratio: (gets > 0).then(|| t.hits as f64 / gets as f64),
+        write_amplification,
         capacity,
         round: 0,
     })

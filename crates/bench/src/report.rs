@@ -85,6 +85,9 @@ pub struct RunResult {
     pub client_cpu_us_per_op: Option<f64>,
     pub server_rss_bytes: Option<u64>,
     pub hit_ratio: Option<f64>,
+    /// Strata's `strata_write_amplification` after the measured phase:
+    /// cumulative since the server started, so it covers the warm-up too.
+    pub write_amplification: Option<f64>,
     pub capacity: Option<Capacity>,
     /// Which of `--repeat` rounds this was, from 0.
     pub round: u32,
@@ -182,21 +185,25 @@ impl Report {
             let runs: Vec<&RunResult> = self.runs.iter().filter(|r| r.workload.name == name).collect();
             let _ = writeln!(m, "\n**{}** — {}\n", name, describe(&runs[0].workload));
             let load = runs[0].workload.mode != Mode::Capacity;
+            // A column only when a server reported it (strata).
+            let wa = runs.iter().any(|r| r.write_amplification.is_some());
             if load {
                 m.push_str(
                     "| server | proto | req/s | ops/s | p50 µs | p90 | p99 | p99.9 | max | hit % | \
-                     server CPU µs/op | of which kernel | client CPU µs/op | RSS MB |\n",
+                     server CPU µs/op | of which kernel | client CPU µs/op | RSS MB |",
                 );
-                m.push_str("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
+                m.push_str(if wa { " write amp. |\n" } else { "\n" });
+                m.push_str("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+                m.push_str(if wa { "---:|\n" } else { "\n" });
             } else {
                 m.push_str("| server | keys written | items held | evictions | RSS MB | RSS bytes/item |\n");
                 m.push_str("|---|---:|---:|---:|---:|---:|\n");
             }
             for r in &runs {
-                self.row(&mut m, r);
+                self.row(&mut m, r, wa);
             }
             if load && self.repeat > 1 {
-                self.summary(&mut m, &runs);
+                self.summary(&mut m, &runs, wa);
             }
         }
         m
@@ -207,7 +214,7 @@ impl Report {
         first_seen(self.runs.iter().map(|r| r.workload.name.as_str()))
     }
 
-    fn row(&self, m: &mut String, r: &RunResult) {
+    fn row(&self, m: &mut String, r: &RunResult, wa: bool) {
         let rss = r.server_rss_bytes.map(|b| b as f64 / 1_048_576.0);
         let server = match self.repeat {
             1 => r.server.clone(),
@@ -228,7 +235,7 @@ impl Report {
             }
             _ => {
                 let l = r.latency_us;
-                let _ = writeln!(
+                let _ = write!(
                     m,
                     "| {} | {} | {:.0} | {:.0} | {:.0} | {:.0} | {:.0} | {:.0} | {:.0} | {} | {} | {} | {} | {} |",
                     server,
@@ -246,6 +253,10 @@ impl Report {
                     opt(r.client_cpu_us_per_op, 2),
                     opt(rss, 0),
                 );
+                if wa {
+                    let _ = write!(m, " {} |", opt(r.write_amplification, 2));
+                }
+                m.push('\n');
             }
         }
     }
@@ -253,17 +264,19 @@ impl Report {
     /// Medians and ranges over the rounds, and each server's figures over
     /// memcached's from the same round (paired, so drift between rounds
     /// cancels).
-    fn summary(&self, m: &mut String, runs: &[&RunResult]) {
+    fn summary(&self, m: &mut String, runs: &[&RunResult], wa: bool) {
         let servers = servers_of(runs);
         let _ = writeln!(m, "\nOver {} rounds, median (min–max):\n", self.repeat);
-        m.push_str("| server | server CPU µs/op | CPU ÷ memcached's | p99 µs | p99 ÷ memcached's | hit % |\n");
-        m.push_str("|---|---:|---:|---:|---:|---:|\n");
+        m.push_str("| server | server CPU µs/op | CPU ÷ memcached's | p99 µs | p99 ÷ memcached's | hit % |");
+        m.push_str(if wa { " write amp. |\n" } else { "\n" });
+        m.push_str("|---|---:|---:|---:|---:|---:|");
+        m.push_str(if wa { "---:|\n" } else { "\n" });
         let cpu = |r: &RunResult| r.server_cpu_us_per_op;
         let p99 = |r: &RunResult| Some(r.latency_us.p99);
         let hits = |r: &RunResult| r.hit_ratio.map(|h| h * 100.0);
         for server in &servers {
             let mine: Vec<&RunResult> = runs.iter().copied().filter(|r| r.server == *server).collect();
-            let _ = writeln!(
+            let _ = write!(
                 m,
                 "| {} | {} | {} | {} | {} | {} |",
                 server,
@@ -273,6 +286,10 @@ impl Report {
                 spread(&paired_ratios(runs, server, p99), 2),
                 spread(&values(&mine, hits), 1),
             );
+            if wa {
+                let _ = write!(m, " {} |", spread(&values(&mine, |r| r.write_amplification), 2));
+            }
+            m.push('\n');
         }
     }
 
@@ -521,6 +538,7 @@ mod tests {
             client_cpu_us_per_op: None,
             server_rss_bytes: None,
             hit_ratio: None,
+            write_amplification: None,
             capacity: None,
             round,
         }
@@ -563,9 +581,8 @@ mod tests {
         assert_eq!(picked, [("strata", 1), ("memcached", 1)]);
     }
 
-    #[test]
-    fn repeated_runs_get_a_summary_table() {
-        let mut report = Report {
+    fn report(repeat: u32, runs: Vec<RunResult>) -> Report {
+        Report {
             scenario: "s".into(),
             description: String::new(),
             command_line: "cmd".into(),
@@ -574,14 +591,39 @@ mod tests {
             server_threads: 2,
             redis_io_threads: 1,
             started_unix: 0,
-            repeat: 2,
-            runs: vec![
+            repeat,
+            runs,
+        }
+    }
+
+    #[test]
+    fn write_amplification_column_only_when_reported() {
+        let plain = report(1, vec![run("strata", 0, 1.0, 1.0), run("memcached", 0, 1.0, 1.0)]).markdown();
+        assert!(!plain.contains("write amp."), "{plain}");
+        let mut runs = vec![run("strata", 0, 1.0, 1.0), run("memcached", 0, 1.0, 1.0)];
+        runs[0].write_amplification = Some(2.5);
+        let md = report(1, runs.clone()).markdown();
+        assert!(md.contains("| RSS MB | write amp. |\n|---|"), "{md}");
+        assert!(md.contains("| – | – | 2.50 |\n| memcached |"), "{md}");
+        assert!(md.ends_with("| – | – | – |\n"), "{md}");
+        runs.extend([run("memcached", 1, 1.0, 1.0), run("strata", 1, 1.0, 1.0)]);
+        runs[3].write_amplification = Some(3.5);
+        let md = report(2, runs).markdown();
+        assert!(md.contains("| hit % | write amp. |"), "{md}");
+        assert!(md.contains("| – | 3.00 (2.50–3.50) |\n"), "{md}");
+    }
+
+    #[test]
+    fn repeated_runs_get_a_summary_table() {
+        let mut report = report(
+            2,
+            vec![
                 run("strata", 0, 8.0, 100.0),
                 run("memcached", 0, 10.0, 200.0),
                 run("memcached", 1, 10.0, 100.0),
                 run("strata", 1, 9.0, 100.0),
             ],
-        };
+        );
         report.runs[1].hit_ratio = Some(0.75);
         report.runs[2].hit_ratio = Some(0.77);
         let md = report.markdown();

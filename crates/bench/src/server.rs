@@ -1,7 +1,8 @@
 //! The servers under test: starting strata, memcached and redis-server with
 //! equal memory and thread settings on a free loopback port, naming their
 //! versions, reading their CPU time and RSS from `/proc`, and asking them
-//! how many items they hold and have evicted.
+//! how many items they hold and have evicted (and strata its write
+//! amplification).
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
@@ -253,9 +254,10 @@ impl Target {
                         break;
                     }
                     let mut parts = line.split_whitespace().skip(1);
-                    match (parts.next(), parts.next().and_then(|v| v.parse().ok())) {
-                        (Some("curr_items"), Some(v)) => h.items = v,
-                        (Some("evictions"), Some(v)) => h.evictions = v,
+                    match (parts.next(), parts.next()) {
+                        (Some("curr_items"), Some(v)) => h.items = v.parse().unwrap_or(h.items),
+                        (Some("evictions"), Some(v)) => h.evictions = v.parse().unwrap_or(h.evictions),
+                        (Some("strata_write_amplification"), Some(v)) => h.write_amplification = v.parse().ok(),
                         _ => {}
                     }
                 }
@@ -270,6 +272,10 @@ impl Target {
 pub struct Holdings {
     pub items: u64,
     pub evictions: u64,
+    /// `strata_write_amplification`: bytes written to segments per byte of
+    /// items stored, cumulative since the server started. None from servers
+    /// that do not report it (memcached, Redis).
+    pub write_amplification: Option<f64>,
 }
 
 impl Drop for Target {
