@@ -525,11 +525,13 @@ impl Store {
         self.survey(&ev).dead
     }
 
-    /// Whether the next allocation would clean rather than evict (step 4's
-    /// test), for the property that nothing live is evicted while it would.
+    /// Dead bytes, and whether the next allocation would clean rather than
+    /// evict (step 4's test), from one survey: for the property that
+    /// nothing live is evicted while it would.
     #[cfg(test)]
-    pub(crate) fn worth_cleaning_now(&self) -> bool {
+    pub(crate) fn worth_cleaning_now(&self) -> (usize, bool) {
         let ev = self.evict.lock();
-        self.worth_cleaning(&self.survey(&ev))
+        let survey = self.survey(&ev);
+        (survey.dead, self.worth_cleaning(&survey))
     }
 }
