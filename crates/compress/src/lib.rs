@@ -1,0 +1,757 @@
+//! Value compression for the store: zstd with dictionaries trained online
+//! from the values themselves, and the decision whether a value is stored
+//! compressed at all. No I/O, no networking, no knowledge of items: the
+//! store hands values in and gets stored forms out.
+//!
+//! Why dictionaries: cached values are mostly small JSON, HTML fragments or
+//! serialized objects, with a lot of structure shared *across* values and
+//! little inside one. zstd on one 170-byte object alone gains ~1.2×; with a
+//! dictionary trained on a few MB of sampled values, ~2.5× (figures in
+//! `../shared/ANCHORS.md`).
+//!
+//! A compressed value's stored form:
+//!
+//! ```text
+//!  0         1                     1+n
+//! +---------+---------------------+------------------------------------+
+//! | dict id | original length     | zstd frame, magicless, no dict id, |
+//! |  (u8)   | (LEB128, n = 1..5)  | no content size, no checksum       |
+//! +---------+---------------------+------------------------------------+
+//! ```
+//!
+//! Dictionary id 0 is "no dictionary" (plain zstd, until the first one is
+//! trained). The original length is kept in front so a reader that reports
+//! a size (`mg s`, `VALUE … <bytes>`) need not decompress. The frame drops
+//! every optional field zstd would add (8–14 bytes on a 60-byte frame
+//! otherwise): the id in front names the dictionary, and the store's own
+//! CRC-free RAM needs no checksum.
+//!
+//! Dictionaries ([`Codec`]): values of at least `min_size` bytes are
+//! sampled (one in `sample_one_in`) until `train_bytes` are held, then a
+//! dictionary of `dict_size` bytes is trained (on a thread of its own in the
+//! server: [`Codec::spawn_trainer`]; synchronously with
+//! [`Codec::train_now`]) and becomes the one new values use. Each stored
+//! form references its dictionary from the moment [`Ctx::compress`] makes
+//! it; the store calls [`Codec::unlinked`] when it goes (or was never
+//! stored), and a dictionary that is no longer current is dropped once
+//! nothing references it. Its id
+//! is then free, but ids are handed out round-robin, so one comes back only
+//! after 255 others. When the ratio new values get falls well below the
+//! ratio measured when the current dictionary was trained, sampling starts
+//! again and a new dictionary replaces it.
+//!
+//! Per-thread state ([`Ctx`]): zstd's compression and decompression
+//! contexts, which are not shareable; one per worker.
+
+use std::sync::atomic::Ordering::{Relaxed, SeqCst};
+use std::sync::atomic::{AtomicBool, AtomicU64};
+use std::sync::Arc;
+use std::time::Instant;
+
+use parking_lot::{Mutex, RwLock};
+use zstd::zstd_safe::{self, CCtx, CDict, CParameter, DCtx, DDict, DParameter, FrameFormat};
+
+/// Dictionary id of values compressed without a dictionary.
+pub const NO_DICT: u8 = 0;
+
+/// Longest prefix in front of the frame: the id and a 5-byte LEB128.
+pub const MAX_PREFIX: usize = 6;
+
+/// What can go wrong.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum CompressError {
+    /// The stored form is cut short or its length prefix is malformed.
+    #[error("compressed value is malformed")]
+    Malformed,
+    /// The value names a dictionary that is not loaded.
+    #[error("compressed value names dictionary {0}, which is not loaded")]
+    UnknownDict(u8),
+    /// zstd refused (corrupt frame, wrong dictionary, size mismatch).
+    #[error("zstd: {0}")]
+    Zstd(&'static str),
+    /// Training found too little to learn from, or zstd's trainer failed.
+    #[error("dictionary training failed: {0}")]
+    Training(String),
+    /// A setting is out of range.
+    #[error("invalid compression setting: {0}")]
+    Config(&'static str),
+}
+
+/// Settings (`-o compression=…` and friends; defaults in [`Config::default`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Config {
+    /// zstd level (1–19; 3 is zstd's default and the knee of its speed
+    /// curve for small inputs).
+    pub level: i32,
+    /// Values shorter than this are stored as they are: below ~64 bytes
+    /// even a dictionary rarely saves the prefix and frame header.
+    pub min_size: usize,
+    /// A value is stored compressed only when that saves at least this
+    /// percentage of its length (else reading it back costs CPU for little).
+    pub min_saving_percent: u8,
+    /// Bytes of a trained dictionary.
+    pub dict_size: usize,
+    /// Bytes of sampled values a training learns from.
+    pub train_bytes: usize,
+    /// One eligible value in this many is sampled.
+    pub sample_one_in: u32,
+    /// Retrain when new values compress this many percent worse than the
+    /// current dictionary did on its held-out samples.
+    pub retrain_drop_percent: u8,
+}
+
+impl Default for Config {
+    fn default() -> Config {
+        Config {
+            level: 3,
+            min_size: 64,
+            min_saving_percent: 10,
+            dict_size: 64 << 10,
+            train_bytes: 4 << 20,
+            sample_one_in: 4,
+            retrain_drop_percent: 15,
+        }
+    }
+}
+
+impl Config {
+    pub fn validate(&self) -> Result<(), CompressError> {
+        if !(1..=19).contains(&self.level) {
+            return Err(CompressError::Config("level must be 1 to 19"));
+        }
+        if self.min_saving_percent >= 100 {
+            return Err(CompressError::Config("minimum saving must be under 100%"));
+        }
+        if self.dict_size < 1024 || self.train_bytes < self.dict_size * 8 {
+            return Err(CompressError::Config("dictionary size at least 1 KiB, training bytes at least 8x it"));
+        }
+        if self.sample_one_in == 0 {
+            return Err(CompressError::Config("sample rate must be at least one in 1"));
+        }
+        Ok(())
+    }
+}
+
+/// Counters for `stats`.
+#[derive(Debug, Default)]
+struct Counters {
+    /// Original bytes of values stored compressed.
+    bytes_in: AtomicU64,
+    /// Their stored bytes (prefix and frame).
+    bytes_out: AtomicU64,
+    compressed: AtomicU64,
+    /// Tried, did not save enough: stored plain.
+    not_worth: AtomicU64,
+    /// Looked like random or already compressed bytes: not tried.
+    skipped: AtomicU64,
+    decompressed: AtomicU64,
+    trainings: AtomicU64,
+    train_us: AtomicU64,
+    compress_ns: AtomicU64,
+    decompress_ns: AtomicU64,
+    /// Since the current dictionary was installed, for drift detection.
+    window_in: AtomicU64,
+    window_out: AtomicU64,
+}
+
+/// A snapshot of the counters.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct CompressStats {
+    pub bytes_in: u64,
+    pub bytes_out: u64,
+    pub compressed: u64,
+    pub not_worth: u64,
+    pub skipped: u64,
+    pub decompressed: u64,
+    pub trainings: u64,
+    pub train_us: u64,
+    pub compress_us: u64,
+    pub decompress_us: u64,
+    /// Dictionaries loaded (the current one and any still referenced).
+    pub dicts_live: u64,
+    /// Their bytes, trained and prepared (zstd's CDict and DDict).
+    pub dict_bytes: u64,
+    /// Id of the dictionary new values use ([`NO_DICT`] before the first).
+    pub current_dict: u8,
+    /// Whether values are being sampled for a training.
+    pub sampling: bool,
+}
+
+/// A trained dictionary, prepared for both directions.
+struct Dict {
+    cdict: CDict<'static>,
+    ddict: DDict<'static>,
+    /// Items whose stored form names this dictionary.
+    refs: AtomicU64,
+    /// Compression ratio on held-out samples when trained.
+    ratio: f64,
+    bytes: usize,
+}
+
+/// Values kept for the next training.
+#[derive(Default)]
+struct Sampler {
+    data: Vec<u8>,
+    sizes: Vec<usize>,
+}
+
+/// The shared half: dictionaries, sampling, counters. One per store.
+pub struct Codec {
+    cfg: Config,
+    /// Indexed by id; `None` is free.
+    dicts: RwLock<Vec<Option<Arc<Dict>>>>,
+    /// Id new values use, and the last id handed out (round-robin).
+    current: RwLock<(u8, u8)>,
+    /// Bumped whenever a dictionary is installed or dropped: a context's
+    /// cached dictionary is good only while this is what it saw, since an
+    /// id may name a different dictionary later.
+    epoch: AtomicU64,
+    /// Whether values are being sampled; checked before anything is
+    /// locked, so writers pay one load when no training is due.
+    sampling: AtomicBool,
+    /// Eligible values offered, to take one in `sample_one_in`.
+    offered: AtomicU64,
+    sampler: Mutex<Sampler>,
+    /// Set while a training is queued or running, so only one is.
+    training: AtomicBool,
+    trainer: Mutex<Option<std::sync::mpsc::Sender<Samples>>>,
+    counters: Counters,
+}
+
+/// A batch of samples handed to the trainer.
+struct Samples {
+    data: Vec<u8>,
+    sizes: Vec<usize>,
+}
+
+impl std::fmt::Debug for Codec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Codec").field("cfg", &self.cfg).field("stats", &self.stats()).finish()
+    }
+}
+
+impl Codec {
+    pub fn new(cfg: Config) -> Result<Arc<Codec>, CompressError> {
+        cfg.validate()?;
+        let mut dicts = Vec::with_capacity(256);
+        dicts.resize_with(256, || None);
+        Ok(Arc::new(Codec {
+            cfg,
+            dicts: RwLock::new(dicts),
+            current: RwLock::new((NO_DICT, NO_DICT)),
+            epoch: AtomicU64::new(0),
+            sampling: AtomicBool::new(true),
+            offered: AtomicU64::new(0),
+            sampler: Mutex::new(Sampler::default()),
+            training: AtomicBool::new(false),
+            trainer: Mutex::new(None),
+            counters: Counters::default(),
+        }))
+    }
+
+    pub fn config(&self) -> &Config {
+        &self.cfg
+    }
+
+    /// Starts the thread that trains dictionaries as samples fill, so no
+    /// writer ever waits for a training (hundreds of milliseconds for a few
+    /// MB of samples). Without it, trainings happen only on
+    /// [`Codec::train_now`].
+    pub fn spawn_trainer(self: &Arc<Codec>) -> std::io::Result<()> {
+        let (tx, rx) = std::sync::mpsc::channel::<Samples>();
+        let weak = Arc::downgrade(self);
+        std::thread::Builder::new().name("strata-dict-trainer".into()).spawn(move || {
+            while let Ok(s) = rx.recv() {
+                let Some(codec) = weak.upgrade() else { return };
+                // A failed training leaves the current dictionary in place;
+                // sampling starts again and a later one may succeed.
+                let _ = codec.train_from(&s);
+                codec.training.store(false, Relaxed);
+            }
+        })?;
+        *self.trainer.lock() = Some(tx);
+        Ok(())
+    }
+
+    /// Trains a dictionary from the samples held now, synchronously, and
+    /// makes it current. False if too few samples are held.
+    pub fn train_now(&self) -> Result<bool, CompressError> {
+        let samples = {
+            let mut s = self.sampler.lock();
+            if s.sizes.len() < 16 {
+                return Ok(false);
+            }
+            Samples { data: std::mem::take(&mut s.data), sizes: std::mem::take(&mut s.sizes) }
+        };
+        self.train_from(&samples)?;
+        Ok(true)
+    }
+
+    /// Starts sampling values for a new dictionary (done by itself when
+    /// the ratio drifts; an operator may ask for it too).
+    pub fn start_sampling(&self) {
+        self.sampling.store(true, Relaxed);
+    }
+
+    /// Offers a value the store is about to write, for sampling.
+    fn sample(&self, value: &[u8]) {
+        if !self.sampling.load(Relaxed) {
+            return;
+        }
+        if !(self.offered.fetch_add(1, Relaxed) + 1).is_multiple_of(u64::from(self.cfg.sample_one_in)) {
+            return;
+        }
+        let mut s = self.sampler.lock();
+        s.data.extend_from_slice(value);
+        s.sizes.push(value.len());
+        if s.data.len() < self.cfg.train_bytes {
+            return;
+        }
+        let samples = Samples { data: std::mem::take(&mut s.data), sizes: std::mem::take(&mut s.sizes) };
+        drop(s);
+        let Some(tx) = self.trainer.lock().clone() else {
+            // No trainer thread: keep the newest samples for `train_now`,
+            // bounded to one training's worth.
+            let mut s = self.sampler.lock();
+            *s = Sampler { data: samples.data, sizes: samples.sizes };
+            return;
+        };
+        if self.training.swap(true, Relaxed) {
+            return;
+        }
+        if tx.send(samples).is_ok() {
+            self.sampling.store(false, Relaxed);
+        } else {
+            self.training.store(false, Relaxed);
+        }
+    }
+
+    /// Trains on `s` (every tenth sample held out to measure the ratio) and
+    /// installs the result as the current dictionary.
+    fn train_from(&self, s: &Samples) -> Result<u8, CompressError> {
+        let started = Instant::now();
+        let (mut train, mut train_sizes, mut held, mut held_sizes) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+        let mut at = 0;
+        for (i, &n) in s.sizes.iter().enumerate() {
+            let Some(v) = s.data.get(at..at + n) else { return Err(CompressError::Malformed) };
+            at += n;
+            if i % 10 == 9 {
+                held.extend_from_slice(v);
+                held_sizes.push(n);
+            } else {
+                train.extend_from_slice(v);
+                train_sizes.push(n);
+            }
+        }
+        let bytes = zstd::dict::from_continuous(&train, &train_sizes, self.cfg.dict_size)
+            .map_err(|e| CompressError::Training(e.to_string()))?;
+        let dict = Dict {
+            cdict: CDict::create(&bytes, self.cfg.level),
+            ddict: DDict::create(&bytes),
+            refs: AtomicU64::new(0),
+            ratio: 1.0,
+            bytes: bytes.len(),
+        };
+        let ratio = held_out_ratio(&self.cfg, &dict, &held, &held_sizes)?;
+        let dict = Arc::new(Dict { ratio, ..dict });
+        let id = self.install(dict)?;
+        add(&self.counters.trainings, 1);
+        add(&self.counters.train_us, started.elapsed().as_micros() as u64);
+        Ok(id)
+    }
+
+    /// Makes `dict` current under the next free id, and drops the previous
+    /// current one if nothing references it.
+    fn install(&self, dict: Arc<Dict>) -> Result<u8, CompressError> {
+        let mut dicts = self.dicts.write();
+        let mut cur = self.current.write();
+        let id = (1..=255u16)
+            .map(|k| ((u16::from(cur.1) + k - 1) % 255 + 1) as u8)
+            .find(|&id| dicts[id as usize].is_none())
+            .ok_or(CompressError::Training("all 255 dictionary ids are referenced".into()))?;
+        dicts[id as usize] = Some(dict);
+        let old = std::mem::replace(&mut cur.0, id);
+        cur.1 = id;
+        // The epoch moves before the count is read: see `Ctx::compress`.
+        self.epoch.fetch_add(1, SeqCst);
+        if old != NO_DICT && dicts[old as usize].as_ref().is_some_and(|d| d.refs.load(SeqCst) == 0) {
+            dicts[old as usize] = None;
+        }
+        // What was sampled was for this training; sample again only when
+        // the ratio drifts.
+        self.sampling.store(false, Relaxed);
+        self.counters.window_in.store(0, Relaxed);
+        self.counters.window_out.store(0, Relaxed);
+        Ok(id)
+    }
+
+    /// One more reference to `stored`'s dictionary, for a copy of a stored
+    /// form that [`Ctx::compress`] did not make (a snapshot loaded, say).
+    /// False if the dictionary is not loaded.
+    pub fn linked(&self, stored: &[u8]) -> bool {
+        match stored.first() {
+            Some(&NO_DICT) => true,
+            Some(&id) => self.dicts.read()[id as usize].as_ref().map(|d| d.refs.fetch_add(1, SeqCst)).is_some(),
+            None => false,
+        }
+    }
+
+    /// A stored form naming a dictionary is gone: its item was overwritten,
+    /// deleted, expired or evicted, or a write that compressed it did not
+    /// store it. The last reference to a dictionary that is no longer
+    /// current frees it.
+    pub fn unlinked(&self, stored: &[u8]) {
+        let Some(&id) = stored.first().filter(|&&id| id != NO_DICT) else { return };
+        let last = match &self.dicts.read()[id as usize] {
+            Some(d) => d.refs.fetch_sub(1, SeqCst) == 1,
+            None => false,
+        };
+        if last {
+            let mut dicts = self.dicts.write();
+            let cur = self.current.read();
+            // The epoch moves before the count is read again (see
+            // `Ctx::compress`), and it is read again because a writer may
+            // have taken a reference meanwhile, or it may be current.
+            self.epoch.fetch_add(1, SeqCst);
+            if cur.0 != id && dicts[id as usize].as_ref().is_some_and(|d| d.refs.load(SeqCst) == 0) {
+                dicts[id as usize] = None;
+            }
+        }
+    }
+
+    pub fn stats(&self) -> CompressStats {
+        let c = &self.counters;
+        let dicts = self.dicts.read();
+        let live: Vec<&Arc<Dict>> = dicts.iter().flatten().collect();
+        CompressStats {
+            bytes_in: c.bytes_in.load(Relaxed),
+            bytes_out: c.bytes_out.load(Relaxed),
+            compressed: c.compressed.load(Relaxed),
+            not_worth: c.not_worth.load(Relaxed),
+            skipped: c.skipped.load(Relaxed),
+            decompressed: c.decompressed.load(Relaxed),
+            trainings: c.trainings.load(Relaxed),
+            train_us: c.train_us.load(Relaxed),
+            compress_us: c.compress_ns.load(Relaxed) / 1000,
+            decompress_us: c.decompress_ns.load(Relaxed) / 1000,
+            dicts_live: live.len() as u64,
+            dict_bytes: live.iter().map(|d| d.bytes as u64 + prepared_bytes(d)).sum(),
+            current_dict: self.current.read().0,
+            sampling: self.sampling.load(Relaxed),
+        }
+    }
+
+    /// Compares the ratio since the current dictionary was installed with
+    /// the ratio it was trained to; starts sampling for a new one if it fell.
+    fn check_drift(&self, id: u8, ratio_trained: f64) {
+        let c = &self.counters;
+        let (inb, outb) = (c.window_in.load(Relaxed), c.window_out.load(Relaxed));
+        // Judge only on enough data: a training's worth of values.
+        if id == NO_DICT || inb < self.cfg.train_bytes as u64 || outb == 0 {
+            return;
+        }
+        let now = inb as f64 / outb as f64;
+        if now < ratio_trained * (100 - self.cfg.retrain_drop_percent) as f64 / 100.0 && !self.training.load(Relaxed) {
+            self.sampling.store(true, Relaxed);
+        }
+        c.window_in.store(0, Relaxed);
+        c.window_out.store(0, Relaxed);
+    }
+}
+
+fn add(c: &AtomicU64, n: u64) {
+    c.fetch_add(n, Relaxed);
+}
+
+/// zstd's prepared dictionaries hold their tables besides the bytes.
+fn prepared_bytes(d: &Dict) -> u64 {
+    (d.cdict.sizeof() + d.ddict.sizeof()) as u64
+}
+
+/// Compression ratio of `dict` on held-out samples (1.0 if there are none).
+fn held_out_ratio(cfg: &Config, dict: &Dict, data: &[u8], sizes: &[usize]) -> Result<f64, CompressError> {
+    let mut cctx = new_cctx(cfg.level)?;
+    cctx.ref_cdict(&dict.cdict).map_err(zstd_err)?;
+    let (mut inb, mut outb, mut at) = (0usize, 0usize, 0usize);
+    let mut out = Vec::new();
+    for &n in sizes {
+        let v = &data[at..at + n];
+        at += n;
+        out.clear();
+        out.reserve(zstd_safe::compress_bound(n));
+        let len = cctx.compress2(&mut out, v).map_err(zstd_err)?;
+        inb += n;
+        outb += len + 1 + leb_len(n);
+    }
+    // The context must not outlive its reference to the dictionary.
+    cctx.disable_dictionary().map_err(zstd_err)?;
+    Ok(if outb == 0 { 1.0 } else { inb as f64 / outb as f64 })
+}
+
+fn zstd_err(code: usize) -> CompressError {
+    CompressError::Zstd(zstd_safe::get_error_name(code))
+}
+
+fn new_cctx(level: i32) -> Result<CCtx<'static>, CompressError> {
+    let mut c = CCtx::create();
+    for p in [
+        CParameter::CompressionLevel(level),
+        CParameter::Format(FrameFormat::Magicless),
+        CParameter::ContentSizeFlag(false),
+        CParameter::ChecksumFlag(false),
+        CParameter::DictIdFlag(false),
+    ] {
+        c.set_parameter(p).map_err(zstd_err)?;
+    }
+    Ok(c)
+}
+
+fn new_dctx() -> Result<DCtx<'static>, CompressError> {
+    let mut d = DCtx::create();
+    d.set_parameter(DParameter::Format(FrameFormat::Magicless)).map_err(zstd_err)?;
+    Ok(d)
+}
+
+fn leb_len(mut n: usize) -> usize {
+    let mut len = 1;
+    while n >= 0x80 {
+        n >>= 7;
+        len += 1;
+    }
+    len
+}
+
+fn put_leb(out: &mut Vec<u8>, mut n: usize) {
+    while n >= 0x80 {
+        out.push((n as u8) | 0x80);
+        n >>= 7;
+    }
+    out.push(n as u8);
+}
+
+/// The original length and where the frame starts, from a stored form.
+fn read_prefix(stored: &[u8]) -> Result<(u8, usize, usize), CompressError> {
+    let (&id, rest) = stored.split_first().ok_or(CompressError::Malformed)?;
+    let mut n: u64 = 0;
+    for (i, &b) in rest.iter().take(5).enumerate() {
+        n |= u64::from(b & 0x7f) << (7 * i);
+        if b & 0x80 == 0 {
+            let n = usize::try_from(n).map_err(|_| CompressError::Malformed)?;
+            return Ok((id, n, 2 + i));
+        }
+    }
+    Err(CompressError::Malformed)
+}
+
+/// The original length of a stored compressed value, without decompressing.
+pub fn original_len(stored: &[u8]) -> Result<usize, CompressError> {
+    read_prefix(stored).map(|(_, n, _)| n)
+}
+
+/// Whether `v` looks like random or already compressed bytes: in its
+/// first 256 bytes, many distinct byte values (random bytes show ~162 of
+/// 256; text and JSON 30–70). Costs ~100 ns, against a few µs for a zstd
+/// attempt that would not pay.
+fn looks_random(v: &[u8]) -> bool {
+    let head = &v[..v.len().min(256)];
+    let mut seen = [false; 256];
+    let mut distinct = 0usize;
+    for &b in head {
+        if !seen[b as usize] {
+            seen[b as usize] = true;
+            distinct += 1;
+        }
+    }
+    // Scaled to the sample: expected distinct for n random bytes is
+    // 256 (1 - (255/256)^n); flag anything above ~3/4 of that.
+    let expected = 256.0 * (1.0 - (255.0f64 / 256.0).powi(head.len() as i32));
+    distinct as f64 > expected * 0.75 && head.len() >= 32
+}
+
+/// One worker's compression state: zstd contexts (not shareable) and the
+/// dictionaries they currently reference.
+pub struct Ctx {
+    codec: Arc<Codec>,
+    cctx: CCtx<'static>,
+    dctx: DCtx<'static>,
+    /// What `cctx` references: (id, dictionary). The context holds a raw
+    /// pointer into the dictionary's tables, so the `Arc` is kept here for
+    /// as long as the reference stands (zstd: "dictionary must outlive the
+    /// context").
+    c_dict: Option<(u8, Arc<Dict>)>,
+    d_dict: Option<(u8, Arc<Dict>)>,
+    /// The codec's epoch when these were looked up.
+    epoch: u64,
+    /// Where a frame is compressed before it is put behind its prefix.
+    scratch: Vec<u8>,
+}
+
+impl std::fmt::Debug for Ctx {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Ctx").field("c_dict", &self.c_dict.as_ref().map(|d| d.0)).finish()
+    }
+}
+
+impl Drop for Ctx {
+    fn drop(&mut self) {
+        // Drop the contexts' references before the dictionaries they point
+        // into can go (fields drop in order, but make it explicit).
+        let _ = self.cctx.disable_dictionary();
+        let _ = self.dctx.disable_dictionary();
+    }
+}
+
+impl Ctx {
+    pub fn new(codec: Arc<Codec>) -> Result<Ctx, CompressError> {
+        let cctx = new_cctx(codec.cfg.level)?;
+        Ok(Ctx { codec, cctx, dctx: new_dctx()?, c_dict: None, d_dict: None, epoch: 0, scratch: Vec::new() })
+    }
+
+    pub fn codec(&self) -> &Arc<Codec> {
+        &self.codec
+    }
+
+    /// The stored form of `value` into `out` (cleared first), if storing it
+    /// compressed pays; false (and `out` unspecified) if `value` is to be
+    /// stored as it is. A stored form counts as a reference to its
+    /// dictionary: give it back with [`Codec::unlinked`] when the item goes,
+    /// or at once if it is not stored after all.
+    pub fn compress(&mut self, value: &[u8], out: &mut Vec<u8>) -> bool {
+        let (min_size, min_saving) = (self.codec.cfg.min_size, usize::from(self.codec.cfg.min_saving_percent));
+        if value.len() < min_size {
+            return false;
+        }
+        if looks_random(value) {
+            add(&self.codec.counters.skipped, 1);
+            return false;
+        }
+        self.codec.sample(value);
+        let started = Instant::now();
+        let Ok((id, trained)) = self.current_dict() else { return false };
+        let budget = value.len() - value.len() * min_saving / 100;
+        // zstd writes from the start of the buffer it is given, so the
+        // frame goes to scratch and is appended after the prefix.
+        self.scratch.clear();
+        self.scratch.reserve(zstd_safe::compress_bound(value.len()));
+        let res = self.cctx.compress2(&mut self.scratch, value);
+        add(&self.codec.counters.compress_ns, started.elapsed().as_nanos() as u64);
+        let Ok(len) = res else { return false };
+        let stored_len = 1 + leb_len(value.len()) + len;
+        let worth = stored_len <= budget;
+        if id != NO_DICT {
+            // Drift counts every value the dictionary was tried on, stored
+            // compressed or not: values it stopped helping are the signal.
+            let c = &self.codec.counters;
+            add(&c.window_in, value.len() as u64);
+            add(&c.window_out, if worth { stored_len } else { value.len() } as u64);
+            self.codec.check_drift(id, trained);
+        }
+        if !worth {
+            add(&self.codec.counters.not_worth, 1);
+            return false;
+        }
+        out.clear();
+        out.push(id);
+        put_leb(out, value.len());
+        out.extend_from_slice(&self.scratch[..len]);
+        // The new value references its dictionary from here. A dictionary
+        // may stop being current and be freed while this ran: whoever frees
+        // one moves the epoch and then reads the count, and this takes the
+        // count and then reads the epoch (all SeqCst), so either the freer
+        // sees this reference and keeps it, or this sees the epoch moved
+        // and stores the value plain.
+        if let Some((_, d)) = self.c_dict.as_ref().filter(|_| id != NO_DICT) {
+            d.refs.fetch_add(1, SeqCst);
+            if self.codec.epoch.load(SeqCst) != self.epoch {
+                self.codec.unlinked(out);
+                return false;
+            }
+        }
+        let c = &self.codec.counters;
+        add(&c.compressed, 1);
+        add(&c.bytes_in, value.len() as u64);
+        add(&c.bytes_out, out.len() as u64);
+        true
+    }
+
+    /// Forgets the cached dictionaries if any was installed or dropped
+    /// since they were looked up.
+    fn revalidate(&mut self) -> Result<(), CompressError> {
+        let epoch = self.codec.epoch.load(Relaxed);
+        if epoch != self.epoch {
+            self.cctx.disable_dictionary().map_err(zstd_err)?;
+            self.dctx.disable_dictionary().map_err(zstd_err)?;
+            self.c_dict = None;
+            self.d_dict = None;
+            self.epoch = epoch;
+        }
+        Ok(())
+    }
+
+    /// Points the compression context at the current dictionary; its id
+    /// and trained ratio.
+    fn current_dict(&mut self) -> Result<(u8, f64), CompressError> {
+        self.revalidate()?;
+        let id = self.codec.current.read().0;
+        if let Some((have, d)) = &self.c_dict {
+            if *have == id {
+                return Ok((id, d.ratio));
+            }
+        }
+        if id == NO_DICT {
+            self.cctx.disable_dictionary().map_err(zstd_err)?;
+            self.c_dict = None;
+            return Ok((NO_DICT, 1.0));
+        }
+        let d = self.codec.dicts.read()[id as usize].clone().ok_or(CompressError::UnknownDict(id))?;
+        self.cctx.ref_cdict(&d.cdict).map_err(zstd_err)?;
+        let ratio = d.ratio;
+        self.c_dict = Some((id, d));
+        Ok((id, ratio))
+    }
+
+    /// The original bytes of a stored compressed value, into `out`
+    /// (replacing what it held).
+    pub fn decompress(&mut self, stored: &[u8], out: &mut Vec<u8>) -> Result<(), CompressError> {
+        let started = Instant::now();
+        let (id, n, at) = read_prefix(stored)?;
+        let frame = stored.get(at..).ok_or(CompressError::Malformed)?;
+        self.revalidate()?;
+        if self.d_dict.as_ref().map_or(NO_DICT, |d| d.0) != id {
+            if id == NO_DICT {
+                self.dctx.disable_dictionary().map_err(zstd_err)?;
+                self.d_dict = None;
+            } else {
+                let d = self.codec.dicts.read()[id as usize].clone().ok_or(CompressError::UnknownDict(id))?;
+                self.dctx.ref_ddict(&d.ddict).map_err(zstd_err)?;
+                self.d_dict = Some((id, d));
+            }
+        }
+        out.clear();
+        // Exactly the stored length: a frame that would decode to more is
+        // corrupt, and zstd stops with an error instead of growing `out`.
+        out.reserve_exact(n);
+        let got = self.dctx.decompress(out, frame).map_err(zstd_err);
+        add(&self.codec.counters.decompress_ns, started.elapsed().as_nanos() as u64);
+        if got? != n {
+            out.clear();
+            return Err(CompressError::Zstd("decompressed length differs from the stored one"));
+        }
+        add(&self.codec.counters.decompressed, 1);
+        Ok(())
+    }
+
+    /// Drops this context's references to dictionaries other than the
+    /// current one, so a retired dictionary's memory can go once no item
+    /// names it (a worker calls this now and then, e.g. per loop turn).
+    pub fn release_stale(&mut self) {
+        let id = self.codec.current.read().0;
+        if self.d_dict.as_ref().is_some_and(|d| d.0 != id) {
+            let _ = self.dctx.disable_dictionary();
+            self.d_dict = None;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,292 @@
+//! The codec's tests: stored-form layout, what is left alone, dictionary
+//! training, lifetimes and ids, drift, threads, and a round-trip property.
+
+use super::*;
+use proptest::prelude::*;
+
+/// A JSON object like an API response, different per `i`: shared field
+/// names and vocabulary, varying ids, numbers and words.
+fn record(i: u64) -> Vec<u8> {
+    const WORDS: &[&str] = &[
+        "fast",
+        "shipping",
+        "blue",
+        "cotton",
+        "shirt",
+        "sale",
+        "premium",
+        "leather",
+        "wallet",
+        "new",
+        "classic",
+        "running",
+        "shoes",
+        "wireless",
+        "headphones",
+        "kitchen",
+        "steel",
+        "pan",
+        "garden",
+        "lamp",
+    ];
+    let mut x = i.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
+    let mut next = move || {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        x
+    };
+    let desc: Vec<&str> = (0..6 + next() % 6).map(|_| WORDS[(next() % WORDS.len() as u64) as usize]).collect();
+    format!(
+        r#"{{"id":{},"sku":"SKU-{:06}","name":"{}","price":{}.{:02},"currency":"USD","in_stock":{},"created_at":"2026-{:02}-{:02}T{:02}:{:02}:00Z","seller":{{"id":{},"rating":4.{}}},"description":"{}"}}"#,
+        100_000 + i,
+        next() % 1_000_000,
+        desc[..2].join(" "),
+        next() % 500,
+        next() % 100,
+        next() % 2 == 0,
+        1 + next() % 12,
+        1 + next() % 28,
+        next() % 24,
+        next() % 60,
+        next() % 5000,
+        next() % 10,
+        desc.join(" ")
+    )
+    .into_bytes()
+}
+
+fn small_cfg() -> Config {
+    Config { dict_size: 4 << 10, train_bytes: 64 << 10, sample_one_in: 1, ..Config::default() }
+}
+
+fn ctx(cfg: Config) -> Ctx {
+    let codec = Codec::new(cfg).unwrap_or_else(|e| panic!("{e}"));
+    Ctx::new(codec).unwrap_or_else(|e| panic!("{e}"))
+}
+
+fn round_trip(c: &mut Ctx, v: &[u8]) -> Vec<u8> {
+    let mut stored = Vec::new();
+    assert!(c.compress(v, &mut stored), "{} bytes not compressed", v.len());
+    assert_eq!(original_len(&stored), Ok(v.len()));
+    let mut back = b"left over".to_vec();
+    c.decompress(&stored, &mut back).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(back, v);
+    stored
+}
+
+/// Compressed bytes over a set of records (stored forms included).
+fn stored_bytes(c: &mut Ctx, from: u64, n: u64) -> (usize, usize) {
+    let (mut inb, mut outb) = (0, 0);
+    for i in from..from + n {
+        let v = record(i);
+        let stored = round_trip(c, &v);
+        inb += v.len();
+        outb += stored.len();
+    }
+    (inb, outb)
+}
+
+/// Feeds records for sampling and trains a dictionary from them.
+fn train(c: &mut Ctx, from: u64) -> u8 {
+    c.codec().start_sampling();
+    let mut i = from;
+    while c.codec().sampler.lock().data.len() < c.codec().cfg.train_bytes / 2 {
+        let mut out = Vec::new();
+        if c.compress(&record(i), &mut out) {
+            c.codec().unlinked(&out);
+        }
+        i += 1;
+    }
+    assert_eq!(c.codec().train_now(), Ok(true));
+    c.codec().stats().current_dict
+}
+
+#[test]
+fn the_stored_form_is_pinned() {
+    let mut c = ctx(Config { min_saving_percent: 0, ..Config::default() });
+    let v = vec![b'a'; 300];
+    let stored = round_trip(&mut c, &v);
+    // Id 0, LEB128 300 = [0xac, 0x02], then a magicless frame with no
+    // optional fields: frame header descriptor, window byte, one block.
+    assert_eq!(&stored[..3], &[NO_DICT, 0xac, 0x02]);
+    assert!(stored.len() < 20, "{stored:?}");
+    assert_eq!(leb_len(127), 1);
+    assert_eq!(leb_len(128), 2);
+    assert_eq!(leb_len(u32::MAX as usize), 5);
+    assert_eq!(MAX_PREFIX, 1 + leb_len(u32::MAX as usize));
+}
+
+#[test]
+fn small_and_random_values_are_left_alone() {
+    let mut c = ctx(Config::default());
+    let mut out = Vec::new();
+    assert!(!c.compress(&[b'x'; 63], &mut out));
+    let mut x = 7u64;
+    let random: Vec<u8> = (0..4096)
+        .map(|_| {
+            x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            (x >> 56) as u8
+        })
+        .collect();
+    assert!(!c.compress(&random, &mut out));
+    let st = c.codec().stats();
+    assert_eq!((st.skipped, st.compressed, st.not_worth), (1, 0, 0));
+    // Text is not mistaken for random bytes.
+    assert!(!looks_random(&record(1)));
+    assert!(looks_random(&random[..64]));
+}
+
+#[test]
+fn a_value_that_does_not_save_enough_is_stored_plain() {
+    let mut c = ctx(Config { min_saving_percent: 90, ..Config::default() });
+    let mut out = Vec::new();
+    assert!(!c.compress(&record(3), &mut out));
+    assert_eq!(c.codec().stats().not_worth, 1);
+}
+
+#[test]
+fn a_trained_dictionary_compresses_small_records_far_better() {
+    let mut c = ctx(small_cfg());
+    let (inb, plain) = stored_bytes(&mut c, 0, 200);
+    let id = train(&mut c, 1000);
+    assert_eq!(id, 1);
+    let (inb2, dict) = stored_bytes(&mut c, 50_000, 200);
+    let (plain_ratio, dict_ratio) = (inb as f64 / plain as f64, inb2 as f64 / dict as f64);
+    assert!(dict_ratio > plain_ratio * 1.5, "plain {plain_ratio:.2}, with dictionary {dict_ratio:.2}");
+    let st = c.codec().stats();
+    assert_eq!((st.trainings, st.dicts_live, st.current_dict), (1, 1, 1));
+    assert!(st.dict_bytes > 4 << 10, "{st:?}");
+}
+
+#[test]
+fn damaged_stored_forms_are_errors_not_panics() {
+    let mut c = ctx(small_cfg());
+    let stored = round_trip(&mut c, &record(5));
+    let mut out = Vec::new();
+    assert_eq!(c.decompress(&[], &mut out), Err(CompressError::Malformed));
+    assert_eq!(c.decompress(&[0, 0x80, 0x80, 0x80, 0x80, 0x80], &mut out), Err(CompressError::Malformed));
+    for cut in 3..stored.len() {
+        assert!(c.decompress(&stored[..cut], &mut out).is_err(), "cut at {cut}");
+    }
+    // A length that disagrees with the frame.
+    let mut wrong = stored.clone();
+    wrong[1] = wrong[1].wrapping_add(1);
+    assert!(c.decompress(&wrong, &mut out).is_err());
+    assert_eq!(c.decompress(&[9, 3, 0, 0, 0], &mut out), Err(CompressError::UnknownDict(9)));
+}
+
+#[test]
+fn an_old_dictionary_lives_while_items_name_it() {
+    let mut c = ctx(small_cfg());
+    assert_eq!(train(&mut c, 0), 1);
+    let old: Vec<(Vec<u8>, Vec<u8>)> = (0..20)
+        .map(|i| {
+            let v = record(10_000 + i);
+            let s = round_trip(&mut c, &v);
+            (v, s)
+        })
+        .collect();
+    assert_eq!(train(&mut c, 20_000), 2);
+    assert_eq!(c.codec().stats().dicts_live, 2);
+    for (v, s) in &old {
+        let mut out = Vec::new();
+        c.decompress(s, &mut out).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(&out, v);
+    }
+    for (_, s) in &old {
+        c.codec().unlinked(s);
+    }
+    assert_eq!(c.codec().stats().dicts_live, 1);
+    let mut out = Vec::new();
+    assert_eq!(c.decompress(&old[0].1, &mut out), Err(CompressError::UnknownDict(1)));
+    // Ids go round: the freed 1 is not handed out next.
+    assert_eq!(train(&mut c, 30_000), 3);
+    assert_eq!(c.codec().stats().dicts_live, 1, "2 was current and unreferenced, so it went");
+}
+
+#[test]
+fn a_drop_in_ratio_starts_sampling_again() {
+    let mut c = ctx(small_cfg());
+    train(&mut c, 0);
+    assert!(!c.codec().stats().sampling);
+    let mut out = Vec::new();
+    // Values of another shape: the dictionary helps them much less.
+    let mut i = 0u64;
+    while !c.codec().stats().sampling && i < 20_000 {
+        let v = format!(
+            "<item><code>{}</code><label>row {} of the export</label><qty>{}</qty></item>",
+            i * 7919 % 100_003,
+            i,
+            i % 97
+        );
+        c.compress(v.as_bytes(), &mut out);
+        i += 1;
+    }
+    assert!(c.codec().stats().sampling, "no retraining asked for after {i} values");
+}
+
+#[test]
+fn many_threads_read_old_values_while_dictionaries_change() {
+    let codec = Codec::new(small_cfg()).unwrap_or_else(|e| panic!("{e}"));
+    codec.spawn_trainer().unwrap_or_else(|e| panic!("{e}"));
+    // Readers go on until the trainer thread has installed a few
+    // dictionaries (sampling asked for again after each), bounded.
+    let wanted = 3;
+    let threads: Vec<_> = (0..4u64)
+        .map(|t| {
+            let codec = codec.clone();
+            std::thread::spawn(move || {
+                let mut c = Ctx::new(codec).unwrap_or_else(|e| panic!("{e}"));
+                let mut kept = Vec::new();
+                let mut i = 0u64;
+                while c.codec().stats().trainings < wanted && i < 400_000 {
+                    if t == 0 && !c.codec().stats().sampling && !c.codec().training.load(Relaxed) {
+                        c.codec().start_sampling();
+                    }
+                    let v = record(t * 1_000_000 + i);
+                    let mut s = Vec::new();
+                    if c.compress(&v, &mut s) {
+                        kept.push((v, s));
+                    }
+                    // Read back an older one each time, often from an
+                    // older dictionary.
+                    if !kept.is_empty() {
+                        let (ov, os) = &kept[(i as usize * 7) % kept.len()];
+                        let mut out = Vec::new();
+                        c.decompress(os, &mut out).unwrap_or_else(|e| panic!("{e}"));
+                        assert_eq!(&out, ov);
+                    }
+                    i += 1;
+                }
+                for (_, s) in &kept {
+                    c.codec().unlinked(s);
+                }
+            })
+        })
+        .collect();
+    for t in threads {
+        t.join().unwrap_or_else(|_| panic!("a thread failed"));
+    }
+    let st = codec.stats();
+    assert!(st.trainings >= wanted, "{st:?}");
+    // Every item let go: only the current dictionary is left (one a
+    // training still under way installs frees the current one in turn).
+    assert_eq!(st.dicts_live, 1, "old dictionaries freed: {st:?}");
+}
+
+proptest! {
+    #[test]
+    fn whatever_is_compressed_comes_back(v in proptest::collection::vec(any::<u8>(), 0..3000), text in "[a-z ]{0,2000}") {
+        let mut c = ctx(Config { min_saving_percent: 0, ..Config::default() });
+        for v in [v, text.into_bytes()] {
+            let mut stored = Vec::new();
+            if c.compress(&v, &mut stored) {
+                prop_assert_eq!(original_len(&stored), Ok(v.len()));
+                let mut out = Vec::new();
+                prop_assert_eq!(c.decompress(&stored, &mut out), Ok(()));
+                prop_assert_eq!(out, v);
+            }
+        }
+    }
+}
