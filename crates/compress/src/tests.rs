@@ -290,3 +290,33 @@ proptest! {
         }
     }
 }
+
+#[test]
+#[ignore = "a timing probe, not a test: cargo test --release -p strata-compress -- --ignored --nocapture"]
+fn timing_probe() {
+    let mut c = ctx(small_cfg());
+    train(&mut c, 0);
+    let values: Vec<Vec<u8>> = (0..20_000).map(|i| record(100_000 + i)).collect();
+    let mut stored = Vec::new();
+    let t = Instant::now();
+    let mut kept = Vec::new();
+    for v in &values {
+        if c.compress(v, &mut stored) {
+            kept.push(stored.clone());
+        }
+    }
+    let ct = t.elapsed();
+    let mut out = Vec::new();
+    let t = Instant::now();
+    for s in &kept {
+        c.decompress(s, &mut out).unwrap_or_else(|e| panic!("{e}"));
+    }
+    let dt = t.elapsed();
+    let avg = values.iter().map(|v| v.len()).sum::<usize>() / values.len();
+    eprintln!(
+        "{} values of ~{avg} B: compress {:.2} µs, decompress {:.2} µs each",
+        values.len(),
+        ct.as_secs_f64() * 1e6 / values.len() as f64,
+        dt.as_secs_f64() * 1e6 / kept.len() as f64
+    );
+}
