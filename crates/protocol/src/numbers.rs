@@ -42,8 +42,14 @@ pub fn parse_u32(tok: &[u8]) -> Option<u32> {
     parse_u64(tok).map(|v| v as u32)
 }
 
-/// `safe_strtol`: parsed as a 64-bit `long`, refused above `INT_MAX`, then
-/// truncated to 32 bits.
+/// `safe_strtol` as memcached 1.6.18 has it: parsed as a 64-bit `long`
+/// (refused only beyond that range, C's `ERANGE`), then truncated to 32 bits
+/// by the assignment to an `int32_t`. So an exptime of 2^31 wraps to
+/// -2^31 (expired at once), 2^32 to 0 (never expires), 2^32 + 1 to one
+/// second; a value length of 2^32 + 1 reads one byte; `flush_all 4294967296`
+/// flushes now. Clients that send such numbers get memcached's answers
+/// (`STORED`, `TOUCHED`) instead of a `CLIENT_ERROR` that would leave their
+/// data line to be read as a command.
 pub fn parse_i32(tok: &[u8]) -> Option<i32> {
     let (neg, mag) = sign_and_magnitude(tok)?;
     let v: i64 = if neg {
@@ -54,9 +60,6 @@ pub fn parse_i32(tok: &[u8]) -> Option<i32> {
     } else {
         i64::try_from(mag).ok()?
     };
-    if v > i64::from(i32::MAX) {
-        return None;
-    }
     Some(v as i32)
 }
 
@@ -83,8 +86,19 @@ mod tests {
     fn signed_rules() {
         assert_eq!(parse_i32(b"-1"), Some(-1));
         assert_eq!(parse_i32(b"2147483647"), Some(i32::MAX));
-        assert_eq!(parse_i32(b"2147483648"), None);
         assert_eq!(parse_i32(b"-2147483648"), Some(i32::MIN));
         assert_eq!(parse_i32(b"x"), None);
+        // Truncated to 32 bits, as memcached 1.6.18 does.
+        assert_eq!(parse_i32(b"2147483648"), Some(i32::MIN));
+        assert_eq!(parse_i32(b"4294967295"), Some(-1));
+        assert_eq!(parse_i32(b"4294967296"), Some(0));
+        assert_eq!(parse_i32(b"4294967297"), Some(1));
+        assert_eq!(parse_i32(b"-2147483649"), Some(i32::MAX));
+        assert_eq!(parse_i32(b"9223372036854775807"), Some(-1));
+        assert_eq!(parse_i32(b"-9223372036854775808"), Some(0));
+        // Beyond a 64-bit long: ERANGE.
+        assert_eq!(parse_i32(b"9223372036854775808"), None);
+        assert_eq!(parse_i32(b"-9223372036854775809"), None);
+        assert_eq!(parse_i32(b"99999999999999999999"), None);
     }
 }
