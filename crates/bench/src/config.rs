@@ -65,19 +65,23 @@ impl fmt::Display for KeyDist {
 }
 
 /// Value sizes: `1000`, `32-4000` (uniform), `json:32-4000` (JSON-like
-/// records whose sizes are uniform in the range).
+/// records whose sizes are uniform in the range), `api:150-200` (realistic
+/// API-response objects) and `page:1500-1900` (listing pages of about ten
+/// of them); see [`crate::gen`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(try_from = "String", into = "String")]
 pub enum ValueSize {
     Fixed(usize),
     Range(usize, usize),
     Json(usize, usize),
+    Api(usize, usize),
+    Page(usize, usize),
 }
 
 impl FromStr for ValueSize {
     type Err = String;
     fn from_str(s: &str) -> Result<Self, String> {
-        let bad = || format!("value size {s:?}: expected N, LO-HI or json:LO-HI");
+        let bad = || format!("value size {s:?}: expected N, LO-HI, json:LO-HI, api:LO-HI or page:LO-HI");
         let range = |r: &str| -> Result<(usize, usize), String> {
             let (lo, hi) = r.split_once('-').ok_or_else(bad)?;
             let (lo, hi) = (lo.parse().map_err(|_| bad())?, hi.parse().map_err(|_| bad())?);
@@ -89,6 +93,20 @@ impl FromStr for ValueSize {
         if let Some(r) = s.strip_prefix("json:") {
             let (lo, hi) = range(r)?;
             return Ok(ValueSize::Json(lo, hi));
+        }
+        if let Some(r) = s.strip_prefix("api:") {
+            let (lo, hi) = range(r)?;
+            if lo < crate::gen::API_MIN {
+                return Err(format!("value size {s:?}: api values are at least {} bytes", crate::gen::API_MIN));
+            }
+            return Ok(ValueSize::Api(lo, hi));
+        }
+        if let Some(r) = s.strip_prefix("page:") {
+            let (lo, hi) = range(r)?;
+            if lo < crate::gen::PAGE_MIN {
+                return Err(format!("value size {s:?}: page values are at least {} bytes", crate::gen::PAGE_MIN));
+            }
+            return Ok(ValueSize::Page(lo, hi));
         }
         if s.contains('-') {
             let (lo, hi) = range(s)?;
@@ -117,6 +135,8 @@ impl fmt::Display for ValueSize {
             ValueSize::Fixed(n) => write!(f, "{n}"),
             ValueSize::Range(lo, hi) => write!(f, "{lo}-{hi}"),
             ValueSize::Json(lo, hi) => write!(f, "json:{lo}-{hi}"),
+            ValueSize::Api(lo, hi) => write!(f, "api:{lo}-{hi}"),
+            ValueSize::Page(lo, hi) => write!(f, "page:{lo}-{hi}"),
         }
     }
 }
@@ -374,6 +394,12 @@ mod tests {
         assert!("zipf".parse::<KeyDist>().is_err());
         assert_eq!("32-4000".parse::<ValueSize>(), Ok(ValueSize::Range(32, 4000)));
         assert_eq!("json:100-200".parse::<ValueSize>(), Ok(ValueSize::Json(100, 200)));
+        assert_eq!("api:150-200".parse::<ValueSize>(), Ok(ValueSize::Api(150, 200)));
+        assert_eq!("page:1500-1900".parse::<ValueSize>(), Ok(ValueSize::Page(1500, 1900)));
+        assert_eq!(ValueSize::Page(1500, 1900).to_string(), "page:1500-1900");
+        assert!("api:10-200".parse::<ValueSize>().is_err());
+        assert!("page:100-200".parse::<ValueSize>().is_err());
+        assert!("api:300-200".parse::<ValueSize>().is_err());
         assert!("9-1".parse::<ValueSize>().is_err());
         assert_eq!("1:2".parse::<Ratio>(), Ok(Ratio { sets: 1, gets: 2 }));
         assert!("0:0".parse::<Ratio>().is_err());

@@ -1,7 +1,36 @@
 //! Seeded generators for what a workload sends: key indices (uniform or
-//! zipf), key bytes of a fixed size, and values (fixed, a size range, or
-//! JSON-like records). Everything derives from the workload's seed, so two
-//! runs (and the three servers of one run) see the same request stream.
+//! zipf), key bytes of a fixed size, and values. Value kinds
+//! (`--value-size`, `value_size` in scenarios):
+//!
+//! - `N`, `LO-HI`: random lower-case letters, fixed or uniform size.
+//! - `json:LO-HI`: JSON-like records from a pool of 4096, space-padded to
+//!   size; cheap, but they compress trivially and repeat, so they say
+//!   nothing about compression.
+//! - `api:LO-HI`: one realistic API-response object (product, user, order
+//!   or ad: ids, UUIDs, ISO-8601 times, names, emails, URLs, nested
+//!   objects, tags, prices, and zipf-distributed English-like free text).
+//! - `page:LO-HI`: a listing page, `{"page","per_page","total","items"}`
+//!   with about ten such objects of one kind that share what a real
+//!   listing's items share.
+//!
+//! `api:` and `page:` values are made per key from (seed, key index), so
+//! every key has its own value; with a trained zstd dictionary at level 3
+//! they compress like real JSON (about 2.4x for `api:150-200`, 4x for
+//! `page:1500-1900`; see [`api`] and `docs/benchmarks.md`). Making a page
+//! takes several µs, too much per request for a client sharing two cores
+//! with the server, so [`Values`] makes them at start-up, one per key up
+//! to 64 MiB of values (380k `api:150-200` objects, 39k `page:1500-1900`
+//! pages); keys beyond that reuse them cyclically, which still leaves
+//! hundreds of times more distinct data than a ~100 KB dictionary holds.
+//!
+//! Everything derives from the workload's seed (and, for values, the key
+//! index), so two runs (and the three servers of one run) see the same
+//! request stream and the same data.
+
+mod api;
+mod vocab;
+
+pub use api::{API_MIN, PAGE_MIN};
 
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
@@ -65,9 +94,15 @@ pub struct Values {
 
 const POOL: usize = 1 << 20;
 const RECORDS: usize = 4096;
+/// Bytes of `api:`/`page:` values made up front: one value per key up to
+/// this, then keys share values cyclically. 64 MiB is 380k objects of
+/// ~175 B or 39k pages of ~1.7 KB, far beyond what a ~100 KB dictionary
+/// can memorise, at ~0.5 s of start-up on two cores.
+const GENERATED_BYTES: usize = 64 << 20;
 
 impl Values {
-    pub fn new(size: ValueSize, seed: u64) -> Values {
+    /// Values for a workload of `keys` keys.
+    pub fn new(size: ValueSize, seed: u64, keys: u64) -> Values {
         let mut rng = SmallRng::seed_from_u64(seed ^ 0x5eed_0f7a_1e00);
         let mut v = Values { pool: Vec::new(), records: Vec::new(), size };
         match size {
@@ -83,14 +118,53 @@ impl Values {
                     v.records.push((start, v.pool.len() - start));
                 }
             }
+            ValueSize::Api(lo, hi) => v.generate(keys, (lo + hi) / 2, |out, i| api::api_value(out, seed, i, lo, hi)),
+            ValueSize::Page(lo, hi) => v.generate(keys, (lo + hi) / 2, |out, i| api::page_value(out, seed, i, lo, hi)),
         }
         v
+    }
+
+    /// Makes the values of keys `0..n` with `make`, `n` as many keys as
+    /// [`GENERATED_BYTES`] holds at `mean` bytes each, on every core: a
+    /// page costs ~11 µs to make, too much to pay per request in a client
+    /// that shares the machine with the server it measures.
+    fn generate(&mut self, keys: u64, mean: usize, make: impl Fn(&mut Vec<u8>, u64) + Sync) {
+        let n = keys.clamp(1, (GENERATED_BYTES / mean.max(1)).max(256) as u64);
+        let threads = std::thread::available_parallelism().map_or(1, usize::from).min(8) as u64;
+        let chunk = n.div_ceil(threads);
+        let parts: Vec<(Vec<u8>, Vec<usize>)> = std::thread::scope(|s| {
+            let make = &make;
+            let workers: Vec<_> = (0..threads)
+                .map(|t| {
+                    s.spawn(move || {
+                        let (mut bytes, mut ends) = (Vec::new(), Vec::new());
+                        for i in t * chunk..((t + 1) * chunk).min(n) {
+                            make(&mut bytes, i);
+                            ends.push(bytes.len());
+                        }
+                        (bytes, ends)
+                    })
+                })
+                .collect();
+            workers.into_iter().map(|w| w.join().unwrap_or_else(|e| std::panic::resume_unwind(e))).collect()
+        });
+        for (bytes, ends) in parts {
+            let base = self.pool.len();
+            let mut start = base;
+            for end in ends {
+                self.records.push((start, base + end - start));
+                start = base + end;
+            }
+            self.pool.extend_from_slice(&bytes);
+        }
     }
 
     pub fn max_len(&self) -> usize {
         match self.size {
             ValueSize::Fixed(n) => n,
             ValueSize::Range(_, hi) | ValueSize::Json(_, hi) => hi,
+            ValueSize::Api(_, hi) => hi.max(API_MIN),
+            ValueSize::Page(_, hi) => hi.max(PAGE_MIN),
         }
     }
 
@@ -100,8 +174,8 @@ impl Values {
         match self.size {
             ValueSize::Fixed(n) => &self.pool[at..at + n],
             ValueSize::Range(lo, hi) => &self.pool[at..at + rng.random_range(lo..=hi)],
-            ValueSize::Json(..) => {
-                let (start, len) = self.records[index as usize % self.records.len()];
+            ValueSize::Json(..) | ValueSize::Api(..) | ValueSize::Page(..) => {
+                let (start, len) = self.records[(index % self.records.len().max(1) as u64) as usize];
                 &self.pool[start..start + len]
             }
         }
@@ -182,7 +256,7 @@ mod tests {
 
     #[test]
     fn json_values_are_exact_size_and_parse() {
-        let v = Values::new(ValueSize::Json(32, 4000), 7);
+        let v = Values::new(ValueSize::Json(32, 4000), 7, 100);
         let mut rng = SmallRng::seed_from_u64(1);
         for i in 0..RECORDS as u64 {
             let val = v.value(i, &mut rng);
@@ -191,6 +265,35 @@ mod tests {
             let parsed: Result<serde_json::Value, _> = serde_json::from_slice(val);
             assert!(parsed.is_ok(), "{}", String::from_utf8_lossy(val));
         }
+    }
+
+    #[test]
+    fn api_and_page_values_are_the_keys_own() {
+        let mut rng = SmallRng::seed_from_u64(1);
+        let mut direct = Vec::new();
+        for (size, make) in [
+            (ValueSize::Api(150, 200), api::api_value as fn(&mut Vec<u8>, u64, u64, usize, usize)),
+            (ValueSize::Page(1500, 1900), api::page_value),
+        ] {
+            let (lo, hi) = match size {
+                ValueSize::Api(lo, hi) | ValueSize::Page(lo, hi) => (lo, hi),
+                _ => (0, 0),
+            };
+            let v = Values::new(size, 5, 300);
+            assert_eq!(v.records.len(), 300);
+            for i in 0..300 {
+                direct.clear();
+                make(&mut direct, 5, i, lo, hi);
+                assert_eq!(v.value(i, &mut rng), &direct[..], "key {i}");
+                assert!(direct.len() <= v.max_len());
+            }
+            // Past the keys made, keys share values cyclically.
+            assert_eq!(v.value(300, &mut rng), v.value(0, &mut rng));
+            assert_ne!(v.value(0, &mut rng), Values::new(size, 6, 300).value(0, &mut rng));
+        }
+        // A large key space is capped by bytes, not by key count.
+        let big = Values::new(ValueSize::Page(1500, 1900), 5, 10_000_000);
+        assert!(big.pool.len() <= GENERATED_BYTES + 1900 && big.records.len() > 30_000, "{}", big.records.len());
     }
 
     #[test]

@@ -114,7 +114,8 @@ struct RunArgs {
     /// uniform or zipf:<alpha>
     #[arg(long, default_value = "uniform")]
     key_dist: KeyDist,
-    /// N, LO-HI, or json:LO-HI
+    /// N or LO-HI (random letters), json:LO-HI (padded records), api:LO-HI
+    /// (realistic API-response JSON objects), page:LO-HI (pages of ~10)
     #[arg(long, default_value = "1000")]
     value_size: ValueSize,
     #[arg(long, default_value_t = 10.0)]
@@ -455,7 +456,7 @@ fn new_plan<'a>(w: &Workload, protocol: Protocol, values: &'a Values, source: So
 
 fn measure_one(target: &Target, w: &Workload, label: &str, quiet: bool) -> Result<RunResult, driver::DriverError> {
     let protocol = if target.kind == ServerKind::Redis { Protocol::Resp } else { w.protocol };
-    let values = Values::new(w.value_size, w.seed);
+    let values = Values::new(w.value_size, w.seed, w.keys);
     let keys = KeyChooser::new(w.key_dist, w.keys).map_err(driver::DriverError::Setup)?;
     // Warm-up phases are closed loop, pipelined, unmeasured.
     let mut warm = w.clone();
