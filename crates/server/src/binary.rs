@@ -24,6 +24,17 @@ pub(crate) struct Auth {
     pub authenticated: bool,
     /// `SASL_AUTH PLAIN` came without credentials; `SASL_STEP` brings them.
     plain_pending: bool,
+    /// Failed attempts in a row (SASL or ASCII); see
+    /// [`crate::dispatch::MAX_AUTH_FAILURES`].
+    pub failures: u32,
+}
+
+impl Auth {
+    /// Starts a new authentication exchange: the old state, and this one
+    /// unauthenticated. The failure count carries over.
+    fn restart(&mut self) -> Auth {
+        std::mem::replace(self, Auth { failures: self.failures, ..Auth::default() })
+    }
 }
 
 /// Runs one request, appending its response (if any) to `out`.
@@ -149,12 +160,12 @@ pub(crate) fn execute(ctx: &mut Ctx<'_>, req: Request<'_>, auth: &mut Auth, out:
         // connection that lists mechanisms or authenticates again is no
         // longer authenticated, and a second login fails.
         Command::SaslListMechs => {
-            *auth = Auth::default();
+            auth.restart();
             response::packet(out, h, Status::Success, 0, Body { value: MECHS, ..Body::default() });
         }
         Command::SaslAuth { mech, data } => {
             inc(&ctx.stats.auth_cmds);
-            let was = std::mem::take(auth);
+            let was = auth.restart();
             let status = if was.authenticated || !mech.eq_ignore_ascii_case(MECHS) {
                 Status::AuthError
             } else if data.is_empty() {
@@ -165,16 +176,16 @@ pub(crate) fn execute(ctx: &mut Ctx<'_>, req: Request<'_>, auth: &mut Auth, out:
             } else {
                 plain(ctx, auth, data)
             };
-            sasl_reply(ctx, out, h, status);
+            return sasl_reply(ctx, out, h, status, auth);
         }
         Command::SaslStep { mech, data } => {
             inc(&ctx.stats.auth_cmds);
-            let was = std::mem::take(auth);
+            let was = auth.restart();
             let status = match was.plain_pending && mech.eq_ignore_ascii_case(MECHS) {
                 true => plain(ctx, auth, data),
                 false => Status::AuthError,
             };
-            sasl_reply(ctx, out, h, status);
+            return sasl_reply(ctx, out, h, status, auth);
         }
     }
     Outcome::Continue
@@ -185,21 +196,27 @@ fn plain(ctx: &Ctx<'_>, auth: &mut Auth, data: &[u8]) -> Status {
     match ctx.shared.cfg.sasl.as_deref() {
         Some(users) if users.check_plain(data) => {
             auth.authenticated = true;
+            auth.failures = 0;
             Status::Success
         }
         _ => Status::AuthError,
     }
 }
 
-fn sasl_reply(ctx: &Ctx<'_>, out: &mut Vec<u8>, h: &Header, status: Status) {
+/// The reply to a SASL step; a failure may close the connection
+/// ([`crate::dispatch::MAX_AUTH_FAILURES`]).
+fn sasl_reply(ctx: &Ctx<'_>, out: &mut Vec<u8>, h: &Header, status: Status, auth: &mut Auth) -> Outcome {
     match status {
         Status::Success => {
             response::packet(out, h, Status::Success, 0, Body { value: b"Authenticated", ..Body::default() })
         }
         Status::AuthContinue => response::packet(out, h, Status::AuthContinue, 0, Body::default()),
         other => {
-            inc(&ctx.stats.auth_errors);
             response::error(out, h, other);
+            if crate::dispatch::auth_failed(ctx, &mut auth.failures) {
+                return Outcome::CloseAfterWrite;
+            }
         }
     }
+    Outcome::Continue
 }

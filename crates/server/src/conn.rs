@@ -595,8 +595,8 @@ impl Conn {
         if ctx.shared.cfg.auth_file.is_some() && !self.auth.authenticated {
             return match text::auth::parse(buf) {
                 text::auth::AuthParse::Incomplete { need } => Step::Incomplete { need },
-                parsed => match dispatch::authenticate(ctx, parsed, &mut self.auth.authenticated, out) {
-                    Some(consumed) => Step::Done { outcome: Outcome::Continue, consumed },
+                parsed => match dispatch::authenticate(ctx, parsed, &mut self.auth, out) {
+                    Some((consumed, outcome)) => Step::Done { outcome, consumed },
                     None => Step::Close,
                 },
             };

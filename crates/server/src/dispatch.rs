@@ -202,15 +202,41 @@ fn write_value(out: &mut Vec<u8>, it: strata_store::ItemView<'_>, cas: bool) {
     reply::value(out, it.key, it.flags, it.value, cas.then_some(it.cas));
 }
 
+/// Failed authentication attempts in a row after which a connection is
+/// closed (its last reply still goes out). memcached never closes: one
+/// connection could try 215,000 passwords a second. A client with a wrong
+/// password learns it from the first failure; a guesser must reconnect
+/// every few tries, and each close is counted (`strata_auth_closed`) and
+/// logged at most once a second.
+pub(crate) const MAX_AUTH_FAILURES: u32 = 5;
+
+/// Counts a failed attempt on a connection; true if it must now close.
+pub(crate) fn auth_failed(ctx: &Ctx<'_>, failures: &mut u32) -> bool {
+    inc(&ctx.stats.auth_errors);
+    *failures += 1;
+    if *failures < MAX_AUTH_FAILURES {
+        return false;
+    }
+    inc(&ctx.stats.auth_closed);
+    // Rate-limited: a flood of guessers must not flood the log too.
+    static LAST_LOG: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
+    if LAST_LOG.swap(now, Relaxed) != now {
+        tracing::warn!(failures = *failures, "closing a connection after repeated authentication failures");
+    }
+    true
+}
+
 /// memcached's ASCII authentication (`-Y`): answers one authentication
 /// attempt parsed by [`strata_protocol::text::auth`]. Returns the bytes
-/// used, or `None` when the connection must close.
+/// used and what then happens to the connection, or `None` when it must
+/// close at once.
 pub(crate) fn authenticate(
     ctx: &mut Ctx<'_>,
     parsed: AuthParse<'_>,
-    authenticated: &mut bool,
+    auth: &mut crate::binary::Auth,
     out: &mut Vec<u8>,
-) -> Option<usize> {
+) -> Option<(usize, Outcome)> {
     let users = ctx.shared.cfg.auth_file.as_deref()?;
     let (reply, consumed): (&[u8], usize) = match parsed {
         AuthParse::Incomplete { .. } | AuthParse::Close => return None,
@@ -220,14 +246,16 @@ pub(crate) fn authenticate(
         AuthParse::Credentials { user, password, consumed } => {
             inc(&ctx.stats.auth_cmds);
             if users.check(user, password) {
-                *authenticated = true;
+                auth.authenticated = true;
+                auth.failures = 0;
                 (r::STORED, consumed)
             } else {
-                inc(&ctx.stats.auth_errors);
-                (b"CLIENT_ERROR authentication failure\r\n", consumed)
+                out.extend_from_slice(b"CLIENT_ERROR authentication failure\r\n");
+                let close = auth_failed(ctx, &mut auth.failures);
+                return Some((consumed, if close { Outcome::CloseAfterWrite } else { Outcome::Continue }));
             }
         }
     };
     out.extend_from_slice(reply);
-    Some(consumed)
+    Some((consumed, Outcome::Continue))
 }

@@ -49,6 +49,9 @@ pub(crate) struct WorkerStats {
     /// Authentication attempts (SASL and ASCII) and the failed ones.
     pub auth_cmds: AtomicU64,
     pub auth_errors: AtomicU64,
+    /// Connections closed for [`crate::dispatch::MAX_AUTH_FAILURES`] failed
+    /// attempts in a row.
+    pub auth_closed: AtomicU64,
     pub bytes_read: AtomicU64,
     pub bytes_written: AtomicU64,
 }
@@ -107,6 +110,7 @@ pub(crate) fn command(shared: &Shared, args: Tokens<'_>) -> Reply {
                     f(w).store(0, Relaxed);
                 }
                 w.store_contended.store(0, Relaxed);
+                w.auth_closed.store(0, Relaxed);
             }
             shared.total_conns.store(0, Relaxed);
             shared.rejected_conns.store(0, Relaxed);
@@ -162,6 +166,11 @@ fn general(shared: &Shared) -> Snapshot {
     s.counter("strata_segments_evicted", "Segments freed by evicting live items.", st.segments_evicted);
     s.counter("strata_segments_reclaimed", "Segments freed without evicting.", st.segments_reclaimed);
     s.counter("strata_items_reinserted", "Items copied forward by eviction or the cleaner.", st.reinserted);
+    s.counter(
+        "strata_auth_closed",
+        "Connections closed after repeated failed authentication attempts.",
+        sum(shared, |w| &w.auth_closed),
+    );
     s.counter("strata_bytes_stored", "Bytes of items written by requests (header, key, value).", st.bytes_stored);
     s.counter("strata_bytes_copied", "Bytes of items copied forward by the cleaner and eviction.", st.bytes_copied);
     let wa =
