@@ -5,9 +5,9 @@
 //! workload over its protocol from client threads, and reports throughput,
 //! latency percentiles, hits and misses, the server's CPU time per op (from
 //! `/proc`, before and after) and its RSS, as JSON, a Markdown table and SVG
-//! charts, and strata's write amplification from its `stats`. Modes: `load` (a request mix), `capacity` (distinct keys until the
-//! server evicts) and `hit-ratio` (cache-aside over a key space larger than
-//! memory). Scenario files in `bench/scenarios/` hold the workloads users
+//! charts, and strata's write amplification from its `stats`. Modes: `load`
+//! (a request mix), `capacity` (distinct keys until the server evicts) and
+//! `hit-ratio` (cache-aside over a key space larger than memory). Scenario files in `bench/scenarios/` hold the workloads users
 //! asked about; `docs/benchmarks.md` records their results.
 
 mod config;
@@ -495,12 +495,12 @@ fn measure_one(target: &Target, w: &Workload, label: &str, quiet: bool) -> Resul
     let ops = t.sets + t.keys;
     let per = |total: f64, n: u64| (n > 0).then(|| total * 1e6 / n as f64);
     let rss = target.rss();
-    let write_amplification = match target.kind {
-        ServerKind::Strata => target.items().ok().and_then(|h| h.write_amplification),
-        ServerKind::Memcached | ServerKind::Redis => None,
-    };
+    // One `stats` for both: items held (capacity) and, from strata only,
+    // write amplification.
+    let holdings = target.items().ok();
+    let write_amplification = holdings.and_then(|h| h.write_amplification);
     let capacity = (w.mode == Mode::Capacity).then(|| {
-        let h = target.items().unwrap_or_default();
+        let h = holdings.unwrap_or_default();
         Capacity {
             written: t.sets,
             items: h.items,

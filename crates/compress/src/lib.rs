@@ -740,17 +740,6 @@ impl Ctx {
         add(&self.codec.counters.decompressed, 1);
         Ok(())
     }
-
-    /// Drops this context's references to dictionaries other than the
-    /// current one, so a retired dictionary's memory can go once no item
-    /// names it (a worker calls this now and then, e.g. per loop turn).
-    pub fn release_stale(&mut self) {
-        let id = self.codec.current.read().0;
-        if self.d_dict.as_ref().is_some_and(|d| d.0 != id) {
-            let _ = self.dctx.disable_dictionary();
-            self.d_dict = None;
-        }
-    }
 }
 
 #[cfg(test)]
