@@ -32,9 +32,10 @@
 //! server: [`Codec::spawn_trainer`]; synchronously with
 //! [`Codec::train_now`]) and becomes the one new values use. Each stored
 //! form references its dictionary from the moment [`Ctx::compress`] makes
-//! it; the store calls [`Codec::unlinked`] when it goes (or was never
-//! stored), and a dictionary that is no longer current is dropped once
-//! nothing references it. Its id
+//! it; the store takes references of its own with [`Codec::retain`] (one
+//! per segment holding such values) and gives them back with
+//! [`Codec::release`], and a dictionary that is no longer current is
+//! dropped once nothing references it. Its id
 //! is then free, but ids are handed out round-robin, so one comes back only
 //! after 255 others. When the ratio new values get falls well below the
 //! ratio measured when the current dictionary was trained, sampling starts
@@ -155,7 +156,7 @@ struct Counters {
 }
 
 /// A snapshot of the counters.
-#[derive(Debug, Clone, Copy, Default, PartialEq)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct CompressStats {
     pub bytes_in: u64,
     pub bytes_out: u64,
@@ -385,23 +386,22 @@ impl Codec {
         Ok(id)
     }
 
-    /// One more reference to `stored`'s dictionary, for a copy of a stored
-    /// form that [`Ctx::compress`] did not make (a snapshot loaded, say).
-    /// False if the dictionary is not loaded.
-    pub fn linked(&self, stored: &[u8]) -> bool {
-        match stored.first() {
-            Some(&NO_DICT) => true,
-            Some(&id) => self.dicts.read()[id as usize].as_ref().map(|d| d.refs.fetch_add(1, SeqCst)).is_some(),
-            None => false,
-        }
+    /// One more reference to dictionary `id`, for a holder other than the
+    /// stored form [`Ctx::compress`] made (the store counts one per segment
+    /// holding values that name it). Only a caller that already holds a
+    /// reference may take another, so the dictionary cannot be dropped
+    /// meanwhile. False if `id` is not loaded.
+    pub fn retain(&self, id: u8) -> bool {
+        id == NO_DICT || self.dicts.read()[id as usize].as_ref().map(|d| d.refs.fetch_add(1, SeqCst)).is_some()
     }
 
-    /// A stored form naming a dictionary is gone: its item was overwritten,
-    /// deleted, expired or evicted, or a write that compressed it did not
-    /// store it. The last reference to a dictionary that is no longer
-    /// current frees it.
-    pub fn unlinked(&self, stored: &[u8]) {
-        let Some(&id) = stored.first().filter(|&&id| id != NO_DICT) else { return };
+    /// Gives back a reference to dictionary `id` ([`Ctx::compress`]'s or
+    /// [`Codec::retain`]'s). The last reference to a dictionary that is no
+    /// longer current frees it.
+    pub fn release(&self, id: u8) {
+        if id == NO_DICT {
+            return;
+        }
         let last = match &self.dicts.read()[id as usize] {
             Some(d) => d.refs.fetch_sub(1, SeqCst) == 1,
             None => false,
@@ -613,9 +613,9 @@ impl Ctx {
 
     /// The stored form of `value` into `out` (cleared first), if storing it
     /// compressed pays; false (and `out` unspecified) if `value` is to be
-    /// stored as it is. A stored form counts as a reference to its
-    /// dictionary: give it back with [`Codec::unlinked`] when the item goes,
-    /// or at once if it is not stored after all.
+    /// stored as it is. A stored form comes with a reference to its
+    /// dictionary (id `out[0]`): give it back with [`Codec::release`] once
+    /// whatever keeps it alive has taken its own.
     pub fn compress(&mut self, value: &[u8], out: &mut Vec<u8>) -> bool {
         let (min_size, min_saving) = (self.codec.cfg.min_size, usize::from(self.codec.cfg.min_saving_percent));
         if value.len() < min_size {
@@ -663,7 +663,7 @@ impl Ctx {
         if let Some((_, d)) = self.c_dict.as_ref().filter(|_| id != NO_DICT) {
             d.refs.fetch_add(1, SeqCst);
             if self.codec.epoch.load(SeqCst) != self.epoch {
-                self.codec.unlinked(out);
+                self.codec.release(id);
                 return false;
             }
         }

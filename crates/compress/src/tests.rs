@@ -94,7 +94,7 @@ fn train(c: &mut Ctx, from: u64) -> u8 {
     while c.codec().sampler.lock().data.len() < c.codec().cfg.train_bytes / 2 {
         let mut out = Vec::new();
         if c.compress(&record(i), &mut out) {
-            c.codec().unlinked(&out);
+            c.codec().release(out[0]);
         }
         i += 1;
     }
@@ -195,7 +195,7 @@ fn an_old_dictionary_lives_while_items_name_it() {
         assert_eq!(&out, v);
     }
     for (_, s) in &old {
-        c.codec().unlinked(s);
+        c.codec().release(s[0]);
     }
     assert_eq!(c.codec().stats().dicts_live, 1);
     let mut out = Vec::new();
@@ -260,7 +260,7 @@ fn many_threads_read_old_values_while_dictionaries_change() {
                     i += 1;
                 }
                 for (_, s) in &kept {
-                    c.codec().unlinked(s);
+                    c.codec().release(s[0]);
                 }
             })
         })
