@@ -37,15 +37,15 @@ impl Ctx<'_> {
             written: r.last_access,
         };
         // The store's two-phase read: a small value in RAM is handed to `f`
-        // under its bucket lock; a large one comes back as a Fetch, read
-        // here without the lock. (A value on flash will come back as a
+        // under its bucket lock; a large or compressed one comes back as a
+        // Fetch, read (and decompressed) here without the lock. (A value on flash will come back as a
         // Fetch too, to be read into a reply slot while the connection goes
         // on; see `replies.rs`.)
         let mut f = Some(f);
         let res = match self.store.find(op.key.as_bytes(), &opts, |it| f.take().map(|f| f(it))) {
             Ok(Found::Read(r)) => Ok(r),
             Ok(Found::Missing) => Ok(None),
-            Ok(Found::Fetch(fetch)) => Ok(f.take().map(|f| fetch.read(f))),
+            Ok(Found::Fetch(fetch)) => Ok(f.take().and_then(|f| fetch.read(self.store, f))),
             Err(e) => Err(e),
         };
         let s = self.stats;

@@ -190,7 +190,42 @@ fn general(shared: &Shared) -> Snapshot {
     s.gauge("strata_dead_bytes", "Dead bytes in sealed segments now.", st.dead_bytes);
     let contended = sum(shared, |w| &w.store_contended);
     s.counter("strata_store_contended", "Operations that lost the race for an item too often.", contended);
+    compression(&mut s, &st);
     s
+}
+
+/// The compression counters, with compression on (`-o compression=on`).
+fn compression(s: &mut Snapshot, st: &strata_store::StoreStats) {
+    let Some(z) = &st.compression else { return };
+    let ratio = |plain: u64, stored: u64| Value::Fixed2(if stored == 0 { 1.0 } else { plain as f64 / stored as f64 });
+    s.gauge("strata_compressed_items", "Items whose value is held compressed now.", st.compressed_items);
+    s.gauge("strata_compressed_plain_bytes", "Their values' original bytes.", st.compressed_plain_bytes);
+    s.gauge("strata_compressed_stored_bytes", "Bytes their values take.", st.compressed_stored_bytes);
+    let held = ratio(st.compressed_plain_bytes, st.compressed_stored_bytes);
+    s.gauge("strata_compression_ratio", "Original over stored bytes of the values held compressed.", held);
+    s.counter("strata_compress_writes", "Values stored compressed since start.", z.compressed);
+    s.counter("strata_compress_bytes_in", "Their original bytes.", z.bytes_in);
+    s.counter("strata_compress_bytes_out", "Their stored bytes.", z.bytes_out);
+    s.counter("strata_compress_not_worth", "Values tried but stored plain (saved too little).", z.not_worth);
+    s.counter("strata_compress_skipped", "Values not tried: random or already compressed bytes.", z.skipped);
+    s.counter("strata_compress_us", "Microseconds spent compressing.", z.compress_us);
+    s.counter("strata_decompress_reads", "Values decompressed for readers.", z.decompressed);
+    s.counter("strata_decompress_us", "Microseconds spent decompressing.", z.decompress_us);
+    s.counter(
+        "strata_decompress_errors",
+        "Compressed values that failed to decompress (served as misses).",
+        st.decompress_errors,
+    );
+    s.gauge("strata_compress_dicts", "Dictionaries loaded (the current one and any still referenced).", z.dicts_live);
+    s.gauge("strata_compress_dict_bytes", "Their bytes, prepared for both directions.", z.dict_bytes);
+    s.gauge(
+        "strata_compress_dict_current",
+        "Id of the dictionary new values use (0: none yet).",
+        u64::from(z.current_dict),
+    );
+    s.counter("strata_compress_trainings", "Dictionaries trained.", z.trainings);
+    s.counter("strata_compress_train_us", "Microseconds spent training them.", z.train_us);
+    s.gauge("strata_compress_sampling", "1 while values are sampled for the next training.", u64::from(z.sampling));
 }
 
 fn yes_no(b: bool) -> &'static str {
@@ -233,6 +268,28 @@ fn settings(shared: &Shared) -> Snapshot {
     s.info("hashpower_init", "log2 of the index's buckets at start.", shared.store.hash_power());
     s.info("flush_enabled", "no with -F.", yes_no(c.flush_enabled));
     s.info("segment_size", "Bytes per segment.", sc.segment_size);
+    s.info(
+        "compression",
+        "Values stored compressed where it pays (-o compression).",
+        if sc.compression.is_some() { "on" } else { "off" },
+    );
+    if let Some(z) = &sc.compression {
+        s.info("compression_level", "zstd level.", u64::try_from(z.level).unwrap_or(0));
+        s.info("compression_min_size", "Shorter values are stored plain.", z.min_size);
+        s.info(
+            "compression_min_saving",
+            "Percent a value must shrink to be stored compressed.",
+            u64::from(z.min_saving_percent),
+        );
+        s.info("compression_dict_size", "Bytes of a trained dictionary.", z.dict_size);
+        s.info("compression_train_bytes", "Bytes of sampled values a training learns from.", z.train_bytes);
+        s.info("compression_sample", "One eligible value in this many is sampled.", u64::from(z.sample_one_in));
+        s.info(
+            "compression_retrain_drop",
+            "Retrain when the ratio falls this many percent.",
+            u64::from(z.retrain_drop_percent),
+        );
+    }
     s
 }
 

@@ -457,20 +457,24 @@ impl Store {
                     active.targets[target_q as usize].filter(|&t| !self.is_flushed(t)).map_or(0, |t| self.room(t));
                 if self.aligned(len) <= room {
                     let Some(t) = active.targets[target_q as usize] else { return };
-                    let (old_len, new_off) = (it.header.total_len(), self.segs[t as usize].write_off.load(Relaxed));
-                    let new_off = new_off as usize;
+                    let new_off = self.segs[t as usize].write_off.load(Relaxed) as usize;
                     // SAFETY: the target belongs to this worker, and this
                     // range is above its write offset, so nobody else can
                     // see it (rule 1).
                     let dst = unsafe { self.arena.bytes_mut(t, new_off, len) };
                     let v = write_head(dst, it.key(), it.value().len(), &f);
                     dst[v..].copy_from_slice(it.value());
+                    if f.compressed {
+                        // The victim still holds the dictionary's reference.
+                        self.attach_dict(t, it.value().first().copied().unwrap_or(0));
+                    }
                     self.segs[t as usize].write_off.store((new_off + self.aligned(len)) as u32, Release);
                     self.note_written(t, new_off, self.written_at(s));
                     self.note_expiry(t, it.expiry());
-                    st.set(pos, slot::pack(slot::tag(s), freq, t, (new_off >> self.granule_shift) as u32));
-                    self.unaccount(&mut st, s, old_len);
-                    self.account(&mut st, t, len);
+                    let moved = slot::pack(slot::tag(s), freq, t, (new_off >> self.granule_shift) as u32);
+                    st.set(pos, moved);
+                    self.unaccount(&mut st, s);
+                    self.account(&mut st, moved);
                     bump(&c.reinserted);
                     cleared.bytes_copied += len as u64;
                     return;

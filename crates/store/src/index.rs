@@ -105,12 +105,18 @@ pub struct Stripe {
     // vector of pointers grows.
     #[allow(clippy::vec_box)]
     overflow: Vec<Box<[Bucket; BLOCK]>>,
-    /// Overflow buckets handed out (in use or on the free list).
-    overflow_len: usize,
+    /// Overflow buckets handed out (in use or on the free list); u32 like
+    /// the bucket numbers, and it keeps the stripe in 128 bytes.
+    overflow_len: u32,
     free_overflow: Vec<u32>,
     /// Linked items in this stripe and their total bytes.
     pub items: u64,
     pub bytes: u64,
+    /// Of those, the items whose value is compressed, and those values'
+    /// original and stored bytes.
+    pub zitems: u64,
+    pub zplain: u64,
+    pub zstored: u64,
 }
 
 impl Stripe {
@@ -225,11 +231,11 @@ impl Stripe {
             *self.bucket_mut(true, i) = [0; 8];
             return i;
         }
-        if self.overflow_len == self.overflow.len() * BLOCK {
+        if self.overflow_len as usize == self.overflow.len() * BLOCK {
             self.overflow.push(Box::new([[0; 8]; BLOCK]));
         }
         self.overflow_len += 1;
-        (self.overflow_len - 1) as u32
+        self.overflow_len - 1
     }
 
     /// Removes every item, calling `f` on each; overflow buckets are recycled.
@@ -243,7 +249,7 @@ impl Stripe {
                 *s = 0;
             }
         }
-        self.free_overflow = (0..self.overflow_len as u32).collect();
+        self.free_overflow = (0..self.overflow_len).collect();
         self.items = 0;
         self.bytes = 0;
     }
@@ -251,7 +257,7 @@ impl Stripe {
     /// Overflow buckets in use.
     #[cfg(test)]
     pub fn overflow_buckets(&self) -> usize {
-        self.overflow_len - self.free_overflow.len()
+        self.overflow_len as usize - self.free_overflow.len()
     }
 
     /// Main and overflow buckets allocated (overflow blocks are never freed).
@@ -507,7 +513,7 @@ mod tests {
         assert!(overflow <= 8 * BLOCK, "overflow blocks are reused across growth, got {overflow}");
         for i in 1..=100u32 {
             let (p, _) = st.find(i, |s| slot::seg(s) == i).unwrap_or_else(|| panic!("slot {i} lost by growth"));
-            assert!(!p.overflow || p.bucket < st.overflow_len as u32);
+            assert!(!p.overflow || p.bucket < st.overflow_len);
             // In its own bucket's chain (i + 1 maps to another of the 16).
             assert!(st.find(i + 1, |s| slot::seg(s) == i).is_none());
         }

@@ -11,7 +11,9 @@
 //!  bit 4: explicit CAS present (only on items moved or rewritten in place of
 //!         an older version, or given a CAS by the client; otherwise the CAS
 //!         is derived from the location, see `store`)
-//!  bit 5: compressed value (reserved for the compression codec)
+//!  bit 5: the value is stored compressed (`strata_compress`'s stored form:
+//!         dictionary id, original length, zstd frame); the value length
+//!         field is the stored length
 //!  bit 6: state byte present (see [`state`]; only on items that were marked
 //!         stale, handed out a recache token, moved after being read, or
 //!         stored under a base64 key)
@@ -28,6 +30,7 @@ const WIDTH_MASK: u8 = 0b11;
 const HAS_FLAGS: u8 = 1 << 2;
 const HAS_EXPIRY: u8 = 1 << 3;
 const HAS_CAS: u8 = 1 << 4;
+const COMPRESSED: u8 = 1 << 5;
 const HAS_STATE: u8 = 1 << 6;
 
 /// Bits of the optional state byte (the meta protocol's per-item state).
@@ -55,6 +58,8 @@ pub struct Fields {
     pub cas: Option<u64>,
     /// [`state`] bits.
     pub state: u8,
+    /// The value is a compressed stored form, not the client's bytes.
+    pub compressed: bool,
 }
 
 /// An item's header fields.
@@ -92,6 +97,9 @@ impl Header {
         }
         if f.state != 0 {
             bits |= HAS_STATE;
+        }
+        if f.compressed {
+            bits |= COMPRESSED;
         }
         Header { klen: klen as u8, bits, vlen: vlen as u32 }
     }
@@ -152,7 +160,7 @@ pub fn encoded_len(klen: usize, vlen: usize, f: &Fields) -> usize {
 /// goes. `dst` must be at least [`encoded_len`] bytes.
 pub fn write_head(dst: &mut [u8], key: &[u8], vlen: usize, f: &Fields) -> usize {
     let h = Header::new(key.len(), vlen, f);
-    let Fields { flags, expiry, cas, state } = *f;
+    let Fields { flags, expiry, cas, state, .. } = *f;
     dst[0] = h.klen;
     dst[1] = h.bits;
     let mut p = 2;
@@ -224,9 +232,20 @@ impl<'a> Item<'a> {
         self.header.state_at().map_or(0, |p| self.bytes[p])
     }
 
+    /// Whether the value is a compressed stored form.
+    pub fn compressed(&self) -> bool {
+        self.header.bits & COMPRESSED != 0
+    }
+
     /// The fields as stored (CAS only if explicit).
     pub fn fields(&self) -> Fields {
-        Fields { flags: self.flags(), expiry: self.expiry(), cas: self.explicit_cas(), state: self.state() }
+        Fields {
+            flags: self.flags(),
+            expiry: self.expiry(),
+            cas: self.explicit_cas(),
+            state: self.state(),
+            compressed: self.compressed(),
+        }
     }
 
     /// The CAS stored in the item, if it carries one.
@@ -252,7 +271,7 @@ mod tests {
         assert_eq!(Header::new(14, 100, &Fields::default()).header_len(), 3);
         assert_eq!(Header::new(14, 100, &ttl).header_len(), 7);
         assert_eq!(Header::new(14, 1000, &ttl).header_len(), 8);
-        let all = Fields { flags: u32::MAX, expiry: 5, cas: Some(1), state: state::STALE };
+        let all = Fields { flags: u32::MAX, expiry: 5, cas: Some(1), state: state::STALE, compressed: true };
         assert_eq!(Header::new(250, 1 << 20, &all).header_len(), MAX_HEADER_LEN);
         assert_eq!(MAX_HEADER_LEN, 23);
     }
@@ -263,8 +282,8 @@ mod tests {
         #[test]
         fn round_trip(key in proptest::collection::vec(any::<u8>(), 1..250), vlen in 0usize..70_000,
                       flags in any::<u32>(), expiry in any::<u32>(), cas in any::<Option<u64>>(),
-                      state in 0u8..8) {
-            let f = Fields { flags, expiry, cas, state };
+                      state in 0u8..16, compressed in any::<bool>()) {
+            let f = Fields { flags, expiry, cas, state, compressed };
             let len = encoded_len(key.len(), vlen, &f);
             let mut buf = vec![0u8; len];
             let voff = write_head(&mut buf, &key, vlen, &f);
@@ -278,6 +297,7 @@ mod tests {
             prop_assert_eq!(it.expiry(), expiry);
             prop_assert_eq!(it.explicit_cas(), cas);
             prop_assert_eq!(it.state(), state);
+            prop_assert_eq!(it.compressed(), compressed);
             prop_assert_eq!(it.fields(), f);
         }
     }

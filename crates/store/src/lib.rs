@@ -52,6 +52,8 @@ pub use worker::{Hint, Worker};
 /// happen under a storm of writes to one key.
 pub const MAX_RETRIES: usize = 16;
 
+#[cfg(all(test, not(miri)))]
+mod compress_tests;
 #[cfg(test)]
 mod tests;
 

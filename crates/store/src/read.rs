@@ -62,24 +62,41 @@ pub struct Fetch {
     key_at: usize,
     klen: usize,
     value_at: usize,
+    /// Bytes of the value as stored.
     vlen: usize,
+    /// The value's original length if it is stored compressed.
+    plain_len: Option<usize>,
 }
 
 impl Fetch {
-    /// Bytes of the value.
+    /// Bytes of the value (as the client stored it).
     pub fn value_len(&self) -> usize {
-        self.vlen
+        self.plain_len.unwrap_or(self.vlen)
     }
 
-    /// The second phase: hands the item to `f`, with no lock held.
-    pub fn read<R>(self, f: impl FnOnce(ItemView<'_>) -> R) -> R {
+    /// The second phase: hands the item to `f`, with no lock held, its
+    /// value decompressed by `w` (a handle on the same store) if need be.
+    /// `None` if a compressed value could not be decompressed (counted in
+    /// `decompress_errors`): a miss, never wrong bytes.
+    pub fn read<R>(self, w: &mut Worker, f: impl FnOnce(ItemView<'_>) -> R) -> Option<R> {
         let arena = &self.store.arena;
         // SAFETY: the segment is pinned (arena rule 5) since `find` saw the
         // item linked under its bucket lock, so it is not reused; an item's
         // key and value bytes never change once it is linked (rules 1, 4).
         let (key, value) =
             unsafe { (arena.bytes(self.seg, self.key_at, self.klen), arena.bytes(self.seg, self.value_at, self.vlen)) };
-        f(ItemView { key, value, ..self.view })
+        if self.plain_len.is_none() {
+            return Some(f(ItemView { key, value, ..self.view }));
+        }
+        let max = self.store.cfg.item_size_max;
+        let zip = w.zip.as_mut().filter(|_| Arc::ptr_eq(&self.store, &w.store));
+        match zip.map(|z| z.decompress(value, max).map(|()| &z.plain)) {
+            Some(Ok(plain)) => Some(f(ItemView { key, value: plain, ..self.view })),
+            _ => {
+                bump(&w.active.counters.decompress_errors);
+                None
+            }
+        }
     }
 }
 
@@ -114,7 +131,7 @@ impl Worker {
         Ok(match self.find(key, opts, |it| f.take().map(|f| f(it)))? {
             Found::Read(r) => r,
             Found::Missing => None,
-            Found::Fetch(fetch) => f.take().map(|f| fetch.read(f)),
+            Found::Fetch(fetch) => f.take().and_then(|f| fetch.read(self, f)),
         })
     }
 
@@ -155,7 +172,7 @@ impl Worker {
                     }
                     drop(stripe);
                     let Some(expiry) = opts.vivify else { return Ok(Found::Missing) };
-                    let f = Fields { expiry, cas: opts.new_cas, state: state::TOKEN_SENT, flags: 0 };
+                    let f = Fields { expiry, cas: opts.new_cas, state: state::TOKEN_SENT, ..Fields::default() };
                     let w = Write { new_cas: opts.new_cas, ..Write::new(SetOp::Add, key, 0, expiry, b"") };
                     if self.store_item(&w, f)?.outcome == StoreOutcome::Stored {
                         (won, created) = (true, true);
@@ -208,7 +225,9 @@ impl Worker {
                 binary_key: bits & state::KEY_BINARY != 0,
             };
             let vlen = it.value().len();
-            if vlen < st.cfg.unlocked_read_min || st.cfg.unlocked_read_min == 0 {
+            // A compressed value is decompressed without the lock.
+            let plain_len = it.compressed().then(|| strata_compress::original_len(it.value()).unwrap_or(0));
+            if plain_len.is_none() && (vlen < st.cfg.unlocked_read_min || st.cfg.unlocked_read_min == 0) {
                 return Ok(Found::Read(f(view)));
             }
             let seg = slot::seg(s);
@@ -216,7 +235,8 @@ impl Worker {
             let key_at = st.byte_off(s) + it.header.header_len();
             let view = view.without_bytes();
             let (klen, value_at) = (it.key().len(), key_at + it.key().len());
-            return Ok(Found::Fetch(Fetch { store: self.store.clone(), view, seg, key_at, klen, value_at, vlen }));
+            let store = self.store.clone();
+            return Ok(Found::Fetch(Fetch { store, view, seg, key_at, klen, value_at, vlen, plain_len }));
         }
         Err(StoreError::Contended)
     }
@@ -256,7 +276,16 @@ impl Worker {
             written: st.written_at(s),
             cas: st.cas_of(s, &it),
             fetched: slot::freq(s) > 0 || it.state() & state::FETCHED != 0,
-            size: it.header.total_len(),
+            // As the client stored it: a compressed value counts its
+            // original length (and the header that length would need).
+            size: match crate::store::sizes(&it) {
+                (len, _, 0) => len,
+                (_, plain, _) => crate::item::encoded_len(
+                    it.key().len(),
+                    plain as usize,
+                    &Fields { compressed: false, ..it.fields() },
+                ),
+            },
             binary_key: it.state() & state::KEY_BINARY != 0,
         })
     }

@@ -58,6 +58,9 @@ pub(crate) struct SegMeta {
     /// eviction or the cleaner, and one already being cleared is not reused
     /// until it drops to zero (arena rule 5).
     pub(crate) pins: AtomicU32,
+    /// Compression dictionaries named by values written into it, one bit
+    /// per id; each set bit holds a reference (`Store::attach_dict`).
+    pub(crate) dicts: [AtomicU64; 4],
 }
 
 impl Store {
@@ -185,6 +188,7 @@ impl Store {
     /// Takes an emptied segment out of use, keeping its pages, so the next
     /// writer to take it does not fault them in again.
     pub(crate) fn unuse(&self, seg: u32, to: &Mutex<Vec<u32>>) {
+        self.detach_dicts(seg);
         self.in_use.fetch_sub(1, Relaxed);
         to.lock().push(seg);
     }

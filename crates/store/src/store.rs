@@ -19,6 +19,7 @@ use std::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering::*};
 use std::sync::Arc;
 
 use parking_lot::Mutex;
+use strata_compress::{Codec, NO_DICT};
 
 use crate::arena::Arena;
 use crate::clock::Clock;
@@ -27,7 +28,7 @@ use crate::index::{slot, Index, Loc, Pos, Stripe};
 use crate::item::{Fields, Header, Item, MAX_HEADER_LEN};
 use crate::segments::{Active, Placed, SegMeta, TTL_CLASSES};
 use crate::types::{Config, ConfigError, StoreStats};
-use crate::worker::Worker;
+use crate::worker::{Worker, Zip};
 
 /// Per-worker counters, written only by their worker, summed for `stats`.
 #[derive(Debug, Default)]
@@ -50,6 +51,7 @@ pub(crate) struct Counters {
     pub reinserted: AtomicU64,
     pub segments_evicted: AtomicU64,
     pub segments_reclaimed: AtomicU64,
+    pub decompress_errors: AtomicU64,
 }
 
 pub(crate) fn bump(c: &AtomicU64) {
@@ -88,6 +90,8 @@ pub struct Store {
     pub(crate) counters: Mutex<Vec<Arc<Counters>>>,
     /// Workers alive (each may need a copy target: the cleaner's reserve).
     pub(crate) workers: AtomicUsize,
+    /// Compression's shared half (dictionaries), with compression on.
+    pub(crate) codec: Option<Arc<Codec>>,
 }
 
 impl Store {
@@ -115,6 +119,13 @@ impl Store {
             // small: memcached's 2^16 buckets, fewer for a small `-m`.
             (usize::BITS - (cfg.memory_limit / 4096).max(16).leading_zeros() - 1).clamp(10, 16)
         };
+        let codec = match &cfg.compression {
+            None => None,
+            Some(c) => Some(Codec::new(c.clone()).map_err(|e| match e {
+                strata_compress::CompressError::Config(m) => ConfigError::Invalid(m),
+                _ => ConfigError::Invalid("compression could not be set up"),
+            })?),
+        };
         let arena = Arena::new(seg_size, nsegs as u32)?;
         let segs: Box<[SegMeta]> = (0..nsegs).map(|_| SegMeta::default()).collect();
         let store = Store {
@@ -137,6 +148,7 @@ impl Store {
             flush_lock: Mutex::new(()),
             counters: Mutex::new(Vec::new()),
             workers: AtomicUsize::new(0),
+            codec,
             cfg,
         };
         Ok(Arc::new(store))
@@ -147,7 +159,17 @@ impl Store {
         let counters = Arc::new(Counters::default());
         self.counters.lock().push(counters.clone());
         self.workers.fetch_add(1, Relaxed);
-        Worker { store: self.clone(), active: Active { segs: [None; TTL_CLASSES], targets: [None; 2], counters } }
+        // Without a context (zstd could not allocate one) this worker
+        // stores values plain and reads compressed ones as misses.
+        let zip = self.codec.as_ref().and_then(|c| Zip::new(c.clone()).ok());
+        let active = Active { segs: [None; TTL_CLASSES], targets: [None; 2], counters };
+        Worker { store: self.clone(), active, zip }
+    }
+
+    /// The compression codec, with compression on: the server starts its
+    /// trainer thread and reports its stats.
+    pub fn codec(&self) -> Option<&Arc<Codec>> {
+        self.codec.as_ref()
     }
 
     pub fn clock(&self) -> &Arc<Clock> {
@@ -222,14 +244,20 @@ impl Store {
     }
 
     pub(crate) fn unlink(&self, st: &mut Stripe, bucket: u32, pos: Pos, s: u64) {
-        let len = self.item_at(s).map_or(0, |it| it.header.total_len());
         st.remove(bucket, pos);
-        self.unaccount(st, s, len);
+        self.unaccount(st, s);
     }
 
-    pub(crate) fn unaccount(&self, st: &mut Stripe, s: u64, len: usize) {
+    /// Takes the item at slot `s`, no longer linked, out of the totals.
+    pub(crate) fn unaccount(&self, st: &mut Stripe, s: u64) {
+        let (len, plain, stored) = self.item_at(s).map_or((0, 0, 0), |it| sizes(&it));
         st.items -= 1;
         st.bytes -= len as u64;
+        if stored != 0 {
+            st.zitems -= 1;
+            st.zplain -= plain;
+            st.zstored -= stored;
+        }
         let m = &self.segs[slot::seg(s) as usize];
         // Release: a pin taken on the segment before this item left is
         // seen by whoever finds the segment empty (`clear_segment`).
@@ -237,12 +265,52 @@ impl Store {
         m.live_bytes.fetch_sub(len as u32, Relaxed);
     }
 
-    pub(crate) fn account(&self, st: &mut Stripe, seg: u32, len: usize) {
+    /// Counts the item at slot `s`, just linked, in the totals.
+    pub(crate) fn account(&self, st: &mut Stripe, s: u64) {
+        let (len, plain, stored) = self.item_at(s).map_or((0, 0, 0), |it| sizes(&it));
         st.items += 1;
         st.bytes += len as u64;
-        let m = &self.segs[seg as usize];
+        if stored != 0 {
+            st.zitems += 1;
+            st.zplain += plain;
+            st.zstored += stored;
+        }
+        let m = &self.segs[slot::seg(s) as usize];
         m.live_items.fetch_add(1, Relaxed);
         m.live_bytes.fetch_add(len as u32, Relaxed);
+    }
+
+    /// Notes that `seg` holds a value compressed with dictionary `id`: the
+    /// segment keeps a reference to the dictionary until it is emptied
+    /// (`unuse`), so a dictionary outlives every value that names it
+    /// without a count per item (and without visiting items when whole
+    /// segments expire or are flushed). The caller holds a reference to
+    /// the dictionary (its fresh stored form's, or the item it copies).
+    pub(crate) fn attach_dict(&self, seg: u32, id: u8) {
+        let Some(codec) = &self.codec else { return };
+        if id == NO_DICT {
+            return;
+        }
+        let (word, bit) = (&self.segs[seg as usize].dicts[usize::from(id / 64)], 1u64 << (id % 64));
+        // The bit is set once per segment and dictionary: the load keeps
+        // later writers off the shared line's locked instruction.
+        if word.load(Relaxed) & bit == 0 && word.fetch_or(bit, Relaxed) & bit == 0 {
+            let held = codec.retain(id);
+            debug_assert!(held, "a dictionary is attached only while referenced");
+        }
+    }
+
+    /// Gives back the dictionary references of an emptied segment.
+    pub(crate) fn detach_dicts(&self, seg: u32) {
+        let Some(codec) = &self.codec else { return };
+        for (w, word) in self.segs[seg as usize].dicts.iter().enumerate() {
+            let mut bits = word.swap(0, Relaxed);
+            while bits != 0 {
+                let b = bits.trailing_zeros();
+                bits &= bits - 1;
+                codec.release((w as u32 * 64 + b) as u8);
+            }
+        }
     }
 
     /// Links a new item written at `at` for `loc`, replacing `old` if given.
@@ -253,14 +321,13 @@ impl Store {
         let new = slot::pack(loc.tag, freq, seg, (off >> self.granule_shift) as u32);
         match old {
             Some((pos, s)) => {
-                let old_len = self.item_at(s).map_or(0, |it| it.header.total_len());
                 st.set(pos, new);
-                self.unaccount(st, s, old_len);
+                self.unaccount(st, s);
             }
             None => {
                 let before = st.footprint();
                 st.insert(loc.bucket, new);
-                self.account(st, seg, len);
+                self.account(st, new);
                 if st.wants_growth() {
                     self.index
                         .grow(loc.stripe, st, |s| self.item_at(s).map_or(0, |it| self.index.locate(it.key()).bucket));
@@ -270,7 +337,7 @@ impl Store {
                 return;
             }
         }
-        self.account(st, seg, len);
+        self.account(st, new);
         bump(&c.total_items);
     }
 
@@ -317,6 +384,9 @@ impl Store {
             let st = self.index.lock(i);
             s.curr_items += st.items;
             s.bytes += st.bytes;
+            s.compressed_items += st.zitems;
+            s.compressed_plain_bytes += st.zplain;
+            s.compressed_stored_bytes += st.zstored;
         }
         for c in self.counters.lock().iter() {
             s.total_items += c.total_items.load(Relaxed);
@@ -332,7 +402,9 @@ impl Store {
             s.segments_cleaned += c.segments_cleaned.load(Relaxed);
             s.dead_reclaimed += c.dead_reclaimed.load(Relaxed);
             s.cleaner_us += c.cleaner_ns.load(Relaxed) / 1000;
+            s.decompress_errors += c.decompress_errors.load(Relaxed);
         }
+        s.compression = self.codec.as_ref().map(|c| c.stats());
         s.dead_bytes = self.dead_bytes() as u64;
         s
     }
@@ -365,6 +437,17 @@ impl Store {
             }
         }
     }
+}
+
+/// An item's bytes, and for a compressed value its original and stored
+/// value lengths ((0, 0) for a plain one).
+pub(crate) fn sizes(it: &Item<'_>) -> (usize, u64, u64) {
+    let len = it.header.total_len();
+    if !it.compressed() {
+        return (len, 0, 0);
+    }
+    let plain = strata_compress::original_len(it.value()).unwrap_or(0) as u64;
+    (len, plain, it.value().len() as u64)
 }
 
 /// Why a lookup found nothing alive.

@@ -10,7 +10,7 @@ fn store(mem: usize, evictions: bool) -> (Arc<Store>, Worker) {
     store_of(Config { memory_limit: mem, evictions, ..Config::default() })
 }
 
-fn store_of(cfg: Config) -> (Arc<Store>, Worker) {
+pub(crate) fn store_of(cfg: Config) -> (Arc<Store>, Worker) {
     // Under Miri, 16 index stripes instead of 1024: building those is most
     // of a small test's time there.
     let hash_power = if cfg.hash_power == 0 { scaled(0, 4) as u32 } else { cfg.hash_power };
@@ -20,7 +20,7 @@ fn store_of(cfg: Config) -> (Arc<Store>, Worker) {
     (s, w)
 }
 
-fn get(w: &mut Worker, k: &[u8]) -> Option<(Vec<u8>, u32, u64)> {
+pub(crate) fn get(w: &mut Worker, k: &[u8]) -> Option<(Vec<u8>, u32, u64)> {
     w.get(k, |it| (it.value.to_vec(), it.flags, it.cas))
 }
 
@@ -30,7 +30,7 @@ fn cas(w: &mut Worker, unique: u64, k: &[u8], v: &[u8]) -> StoreOutcome {
     w.set_with(&write).map(|s| s.outcome).unwrap_or_else(|e| panic!("{e}"))
 }
 
-fn set(w: &mut Worker, op: SetOp, k: &[u8], v: &[u8]) -> StoreOutcome {
+pub(crate) fn set(w: &mut Worker, op: SetOp, k: &[u8], v: &[u8]) -> StoreOutcome {
     w.set(op, k, 0, 0, v).unwrap_or_else(|e| panic!("{e}"))
 }
 
@@ -457,7 +457,7 @@ fn threads_share_the_store() {
 }
 
 #[derive(Debug, Clone)]
-enum Op {
+pub(crate) enum Op {
     Set(u8, Vec<u8>),
     Add(u8, Vec<u8>),
     Replace(u8, Vec<u8>),
@@ -469,11 +469,17 @@ enum Op {
     Touch(u8),
     Get(u8),
     Cas(u8, bool, Vec<u8>),
+    /// Trains a compression dictionary from the values sampled so far.
+    Train,
 }
 
 fn op() -> impl Strategy<Value = Op> {
+    op_with(proptest::collection::vec(any::<u8>(), 0..40))
+}
+
+/// Operations on 24 keys with values drawn from `val`.
+pub(crate) fn op_with(val: impl Strategy<Value = Vec<u8>> + Clone + 'static) -> impl Strategy<Value = Op> {
     let key = 0u8..24;
-    let val = proptest::collection::vec(any::<u8>(), 0..40);
     prop_oneof![
         (key.clone(), val.clone()).prop_map(|(k, v)| Op::Set(k, v)),
         (key.clone(), val.clone()).prop_map(|(k, v)| Op::Add(k, v)),
@@ -496,8 +502,8 @@ fn k(i: u8) -> Vec<u8> {
 /// Runs `ops` on the store and on a HashMap. Without eviction the store must
 /// agree exactly; with eviction a key may be missing, but a value it returns
 /// must be the one the model holds.
-fn check(ops: Vec<Op>, cfg: Config, exact: bool) -> Result<(), TestCaseError> {
-    let (_s, mut w) = store_of(cfg);
+pub(crate) fn check(ops: Vec<Op>, cfg: Config, exact: bool) -> Result<(), TestCaseError> {
+    let (s, mut w) = store_of(cfg);
     let mut model: HashMap<Vec<u8>, Vec<u8>> = HashMap::new();
     for op in ops {
         match op {
@@ -604,6 +610,11 @@ fn check(ops: Vec<Op>, cfg: Config, exact: bool) -> Result<(), TestCaseError> {
                     (Some(_), false) => prop_assert_eq!(r, StoreOutcome::Exists),
                 }
             }
+            Op::Train => {
+                if let Some(c) = s.codec() {
+                    c.train_now().map_err(|e| TestCaseError::fail(e.to_string()))?;
+                }
+            }
         }
     }
     if exact {
@@ -615,7 +626,7 @@ fn check(ops: Vec<Op>, cfg: Config, exact: bool) -> Result<(), TestCaseError> {
     Ok(())
 }
 
-fn ops_len(n: usize) -> std::ops::Range<usize> {
+pub(crate) fn ops_len(n: usize) -> std::ops::Range<usize> {
     1..scaled(n, 40)
 }
 
@@ -855,7 +866,8 @@ fn large_values_are_read_without_their_bucket_lock() {
     assert_eq!(w.get(b"big", |it| it.value.len()), Some(5000));
     let seg = fetch_segment(&fetch);
     assert!(s.is_pinned(seg));
-    assert_eq!(fetch.read(|it| (it.key.to_vec(), it.value.to_vec(), it.flags)), (b"big".to_vec(), big, 7));
+    let read = fetch.read(&mut w, |it| (it.key.to_vec(), it.value.to_vec(), it.flags));
+    assert_eq!(read, Some((b"big".to_vec(), big, 7)));
     assert!(!s.is_pinned(seg), "reading the fetch releases the pin");
     let Ok(Found::Fetch(dropped)) = w.find(b"big", &ReadOpts::GET, |_| ()) else { panic!("not a fetch") };
     drop(dropped);
@@ -880,7 +892,8 @@ fn a_pinned_segment_outlives_the_evictions_around_it() {
         assert_eq!(w.set(SetOp::Set, format!("k{i}").as_bytes(), 0, 0, &value), Ok(StoreOutcome::Stored));
     }
     assert!(s.stats().evictions > 0, "the store went round several times");
-    assert_eq!(fetch.read(|it| it.value.to_vec()), big, "the pinned bytes were not reused under the reader");
+    let read = fetch.read(&mut w, |it| it.value.to_vec());
+    assert_eq!(read, Some(big), "the pinned bytes were not reused under the reader");
 }
 
 /// Every live item an image lists, parsed out of its bytes: key ->

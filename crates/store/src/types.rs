@@ -54,6 +54,9 @@ pub struct Config {
     /// lock (see [`Found::Fetch`](crate::Found::Fetch)): copying a large
     /// value under the lock would hold up every key of its stripe.
     pub unlocked_read_min: usize,
+    /// Store values compressed where it pays (`-o compression=on`); `None`
+    /// stores every value as sent.
+    pub compression: Option<strata_compress::Config>,
 }
 
 impl Default for Config {
@@ -67,6 +70,7 @@ impl Default for Config {
             cas: true,
             hash_power: 0,
             unlocked_read_min: 64 << 10,
+            compression: None,
         }
     }
 }
@@ -336,4 +340,14 @@ pub struct StoreStats {
     /// log2 of the index's main buckets now (rounded down: stripes grow
     /// one at a time).
     pub hash_power: u32,
+    /// Items held compressed now, their values' original bytes and the
+    /// bytes they take.
+    pub compressed_items: u64,
+    pub compressed_plain_bytes: u64,
+    pub compressed_stored_bytes: u64,
+    /// Reads of compressed values that failed to decompress (served as
+    /// misses; a bug or corrupted memory, never expected).
+    pub decompress_errors: u64,
+    /// The codec's counters and dictionaries (with compression on).
+    pub compression: Option<strata_compress::CompressStats>,
 }

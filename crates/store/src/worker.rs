@@ -1,9 +1,11 @@
 //! A worker thread's handle on the store: the shared [`Store`], the
-//! worker's active segments and counters, and read-ahead (prefetching what a
-//! batch of reads will touch). The operations themselves are in `read.rs`
-//! and `write.rs`.
+//! worker's active segments and counters, its compression state, and
+//! read-ahead (prefetching what a batch of reads will touch). The
+//! operations themselves are in `read.rs` and `write.rs`.
 
 use std::sync::Arc;
+
+use strata_compress::{Codec, CompressError, Ctx};
 
 use crate::image::Queue;
 use crate::index::{slot, Loc};
@@ -20,6 +22,56 @@ pub struct Hint(Loc);
 pub struct Worker {
     pub(crate) store: Arc<Store>,
     pub(crate) active: Active,
+    /// With compression on.
+    pub(crate) zip: Option<Zip>,
+}
+
+/// A buffer that grew past this for one large value is let go after it.
+const KEEP_BUFFER: usize = 1 << 20;
+
+/// A worker's compression state: zstd's contexts and the buffers a value
+/// passes through.
+pub(crate) struct Zip {
+    ctx: Ctx,
+    /// A value's stored form, between compressing and writing it.
+    pub(crate) stored: Vec<u8>,
+    /// The last value decompressed for a reader.
+    pub(crate) plain: Vec<u8>,
+}
+
+impl Zip {
+    pub(crate) fn new(codec: Arc<Codec>) -> Result<Zip, CompressError> {
+        Ok(Zip { ctx: Ctx::new(codec)?, stored: Vec::new(), plain: Vec::new() })
+    }
+
+    pub(crate) fn codec(&self) -> &Arc<Codec> {
+        self.ctx.codec()
+    }
+
+    /// Puts `value`'s stored form in `self.stored` if storing it compressed
+    /// pays. The form holds a reference to its dictionary (`stored[0]`),
+    /// for the caller to give back once the item's segment holds its own.
+    /// A value incr/decr could count on is never compressed, so counters
+    /// are always read in place.
+    pub(crate) fn compress(&mut self, value: &[u8]) -> bool {
+        if self.stored.capacity() > KEEP_BUFFER {
+            self.stored = Vec::new();
+        }
+        crate::write::parse_counter(value).is_none() && self.ctx.compress(value, &mut self.stored)
+    }
+
+    /// The original bytes of a stored form, into `self.plain`; a form that
+    /// claims more than `max` bytes is refused before anything is allocated.
+    pub(crate) fn decompress(&mut self, stored: &[u8], max: usize) -> Result<(), CompressError> {
+        let n = strata_compress::original_len(stored)?;
+        if n > max {
+            return Err(CompressError::Malformed);
+        }
+        if self.plain.capacity() > KEEP_BUFFER && n <= KEEP_BUFFER {
+            self.plain = Vec::new();
+        }
+        self.ctx.decompress(stored, &mut self.plain)
+    }
 }
 
 impl Drop for Worker {

@@ -8,14 +8,18 @@
 //! if the item is unchanged, retrying otherwise.
 
 use std::sync::atomic::Ordering::*;
+use std::sync::Arc;
+
+use strata_compress::Codec;
 
 use crate::index::slot;
 use crate::item::{encoded_len, state, write_head, Fields, Item};
 use crate::segments::{ttl_class, Placed};
+use crate::store::bump;
 use crate::types::{
     Arith, ArithOutcome, Counted, Delete, DeleteOutcome, SetOp, StoreError, StoreOutcome, Stored, Write,
 };
-use crate::worker::Worker;
+use crate::worker::{Worker, Zip};
 use crate::MAX_RETRIES;
 
 /// What a rewrite of an existing item will write.
@@ -59,13 +63,35 @@ impl Worker {
             SetOp::Append | SetOp::Prepend => self.concat(w),
             _ => {
                 let state = if w.binary_key { state::KEY_BINARY } else { 0 };
-                self.store_item(w, Fields { flags: w.flags, expiry: w.expiry, cas: w.new_cas, state })
+                let f = Fields { flags: w.flags, expiry: w.expiry, cas: w.new_cas, state, compressed: false };
+                self.store_item(w, f)
             }
         }
     }
 
-    /// Writes a whole new item (set/add/replace/cas) with fields `f`.
+    /// Writes a whole new item (set/add/replace/cas) with fields `f`,
+    /// compressed if that pays.
     pub(crate) fn store_item(&mut self, w: &Write<'_>, fresh: Fields) -> Result<Stored, StoreError> {
+        // `-I` applies to what the client sent, compressed or not.
+        if encoded_len(w.key.len(), w.value.len(), &fresh) > self.store.cfg.item_size_max {
+            return Err(StoreError::TooLarge);
+        }
+        let Some(mut zip) = self.zip.take() else { return self.store_form(w, fresh, w.value) };
+        let r = if zip.compress(w.value) {
+            let r = self.store_form(w, Fields { compressed: true, ..fresh }, &zip.stored);
+            // The segment took its own reference when the form was written.
+            zip.codec().release(zip.stored[0]);
+            r
+        } else {
+            self.store_form(w, fresh, w.value)
+        };
+        self.zip = Some(zip);
+        r
+    }
+
+    /// Writes `value` (the client's, or its compressed form when
+    /// `fresh.compressed`) as a new item.
+    fn store_form(&mut self, w: &Write<'_>, fresh: Fields, value: &[u8]) -> Result<Stored, StoreError> {
         // A compare value applies to set only (memcached's add ignores it).
         let (op, compare) = match w.op {
             SetOp::Set => (SetOp::Set, w.compare),
@@ -79,16 +105,20 @@ impl Worker {
         let mut f = fresh;
         for _ in 0..MAX_RETRIES {
             let store = &*self.store;
-            let len = encoded_len(key.len(), w.value.len(), &f);
-            if len > store.cfg.item_size_max {
+            let plain = Fields { compressed: false, ..f };
+            if encoded_len(key.len(), w.value.len(), &plain) > store.cfg.item_size_max {
                 return Err(StoreError::TooLarge);
             }
+            let len = encoded_len(key.len(), value.len(), &f);
             let now = store.clock.now();
             let (seg, off) = self.active.reserve(store, ttl_class(f.expiry, now), len, now)?;
             // SAFETY: freshly reserved by this worker in its active segment.
             let dst = unsafe { store.arena.bytes_mut(seg, off, len) };
-            let v = write_head(dst, key, w.value.len(), &f);
-            dst[v..].copy_from_slice(w.value);
+            let v = write_head(dst, key, value.len(), &f);
+            dst[v..].copy_from_slice(value);
+            if f.compressed {
+                store.attach_dict(seg, value[0]);
+            }
             store.note_expiry(seg, f.expiry);
 
             let loc = store.index.locate(key);
@@ -156,7 +186,8 @@ impl Worker {
                         // memcached stores a fresh empty item in its place.
                         vlen = 0;
                         let expiry = d.touch.unwrap_or(0);
-                        fields = Fields { flags: d.flags, expiry, cas: Some(d.new_cas.unwrap_or(cas)), state: 0 };
+                        let cas = Some(d.new_cas.unwrap_or(cas));
+                        fields = Fields { flags: d.flags, expiry, cas, ..Fields::default() };
                     }
                     if d.invalidate {
                         fields.expiry = d.touch.unwrap_or(fields.expiry);
@@ -196,15 +227,28 @@ impl Worker {
     pub(crate) fn rewrite<E, T>(
         &mut self,
         key: &[u8],
-        mut plan: impl FnMut(&Item<'_>, u64) -> Step<E, T>,
+        plan: impl FnMut(&Item<'_>, u64) -> Step<E, T>,
         fill: impl Fn(&Item<'_>, &E, &mut [u8]),
     ) -> Result<Rewritten<E, T>, StoreError> {
-        let store = &*self.store;
-        store.maybe_flush();
-        let loc = store.index.locate(key);
+        self.rewrite_prepared(key, plan, |_, _, _| None, fill)
+    }
+
+    /// [`Worker::rewrite`] with a step between planning and reserving,
+    /// without the bucket lock: `prepare` may change the plan (say, to the
+    /// length of a value it compressed), or end the rewrite.
+    pub(crate) fn rewrite_prepared<E, T>(
+        &mut self,
+        key: &[u8],
+        mut plan: impl FnMut(&Item<'_>, u64) -> Step<E, T>,
+        mut prepare: impl FnMut(&mut Plan, &mut E, Option<&mut Zip>) -> Option<T>,
+        fill: impl Fn(&Item<'_>, &E, &mut [u8]),
+    ) -> Result<Rewritten<E, T>, StoreError> {
+        self.store.maybe_flush();
+        let loc = self.store.index.locate(key);
         for _ in 0..MAX_RETRIES {
+            let store = &*self.store;
             let now = store.clock.now();
-            let (seen, epoch, p, extra, written) = {
+            let (seen, epoch, mut p, mut extra, written) = {
                 let mut stripe = store.index.lock(loc.stripe);
                 let Ok((_, s)) = store.lookup(&mut stripe, loc, key, now, &self.active.counters) else {
                     return Ok(Rewritten::Missing);
@@ -218,6 +262,10 @@ impl Worker {
                     }
                 }
             };
+            if let Some(t) = prepare(&mut p, &mut extra, self.zip.as_mut()) {
+                return Ok(Rewritten::Done(t));
+            }
+            let store = &*self.store;
             let len = encoded_len(key.len(), p.vlen, &p.fields);
             if len > store.cfg.item_size_max {
                 return Err(StoreError::TooLarge);
@@ -235,6 +283,11 @@ impl Worker {
                     let dst = unsafe { store.arena.bytes_mut(seg, off, len) };
                     let v = write_head(dst, key, p.vlen, &p.fields);
                     fill(&old, &extra, &mut dst[v..]);
+                    if p.fields.compressed {
+                        // Its dictionary is referenced by the old item's
+                        // segment, or by what `prepare` compressed.
+                        store.attach_dict(seg, dst.get(v).copied().unwrap_or(0));
+                    }
                     store.note_expiry(seg, p.fields.expiry);
                     let freq = if p.keep { slot::freq(s) } else { 0 };
                     store.link(&mut stripe, loc, Some((pos, s)), Placed { seg, off, len }, freq, &self.active.counters);
@@ -255,24 +308,66 @@ impl Worker {
         let prepend = w.op == SetOp::Prepend;
         let (key, data) = (w.key, w.value);
         let (cas_on, max) = (self.store.cfg.cas, self.store.cfg.item_size_max);
+        let min_zip = self.zip.as_ref().map(|z| z.codec().config().min_size);
+        let counters = self.active.counters.clone();
+        let errors = &counters.decompress_errors;
         for _ in 0..MAX_RETRIES {
-            let r = self.rewrite(
+            let r = self.rewrite_prepared(
                 key,
                 |it, cas| {
                     if w.compare.is_some_and(|want| !cas_on || want != cas) {
                         return Step::Done(StoreOutcome::Exists);
                     }
-                    let vlen = it.value().len() + data.len();
+                    let plain_len = if it.compressed() {
+                        strata_compress::original_len(it.value()).unwrap_or(usize::MAX / 2)
+                    } else {
+                        it.value().len()
+                    };
+                    let vlen = plain_len + data.len();
                     let fields = Fields { cas: w.new_cas, ..it.fields() };
-                    if encoded_len(key.len(), vlen, &fields) > max {
+                    if encoded_len(key.len(), vlen, &Fields { compressed: false, ..fields }) > max {
                         return Step::Done(StoreOutcome::NotStored);
                     }
-                    Step::Write(Plan { fields, vlen, keep: false }, vlen)
+                    // A plain value that stays too short to compress is
+                    // joined in place; anything else is decompressed and
+                    // compressed again without the lock (`prepare`).
+                    if !it.compressed() && !matches!(min_zip, Some(min) if vlen >= min) {
+                        return Step::Write(Plan { fields, vlen, keep: false }, (vlen, Body::Join));
+                    }
+                    let body = Body::Old { bytes: it.value().to_vec(), compressed: it.compressed() };
+                    Step::Write(Plan { fields, vlen, keep: false }, (vlen, body))
                 },
-                |old, _, dst| {
-                    let (a, b) = if prepend { (data, old.value()) } else { (old.value(), data) };
-                    dst[..a.len()].copy_from_slice(a);
-                    dst[a.len()..].copy_from_slice(b);
+                |plan, (_, body), zip| {
+                    let Body::Old { bytes, compressed } = body else { return None };
+                    let Some(zip) = zip else { return Some(StoreOutcome::NotStored) };
+                    let old = if *compressed {
+                        if zip.decompress(bytes, max).is_err() {
+                            bump(errors);
+                            return Some(StoreOutcome::NotStored);
+                        }
+                        std::mem::take(&mut zip.plain)
+                    } else {
+                        std::mem::take(bytes)
+                    };
+                    let (a, b) = if prepend { (data, &old[..]) } else { (&old[..], data) };
+                    let joined = [a, b].concat();
+                    *body = if zip.compress(&joined) {
+                        let held = Held { codec: zip.codec().clone(), id: zip.stored[0] };
+                        (plan.vlen, plan.fields.compressed) = (zip.stored.len(), true);
+                        Body::Ready { bytes: zip.stored.clone(), _held: Some(held) }
+                    } else {
+                        (plan.vlen, plan.fields.compressed) = (joined.len(), false);
+                        Body::Ready { bytes: joined, _held: None }
+                    };
+                    None
+                },
+                |old, (_, body), dst| match body {
+                    Body::Ready { bytes, .. } => dst.copy_from_slice(bytes),
+                    _ => {
+                        let (a, b) = if prepend { (data, old.value()) } else { (old.value(), data) };
+                        dst[..a.len()].copy_from_slice(a);
+                        dst[a.len()..].copy_from_slice(b);
+                    }
                 },
             )?;
             return match r {
@@ -280,7 +375,7 @@ impl Worker {
                     Some(expiry) => {
                         let add = Write { op: SetOp::Add, expiry, ..*w };
                         let state = if w.binary_key { state::KEY_BINARY } else { 0 };
-                        let f = Fields { flags: w.flags, expiry, cas: w.new_cas, state };
+                        let f = Fields { flags: w.flags, expiry, cas: w.new_cas, state, compressed: false };
                         let s = self.store_item(&add, f)?;
                         if s.outcome == StoreOutcome::NotStored {
                             // Someone created it meanwhile: append to theirs.
@@ -291,7 +386,7 @@ impl Worker {
                     None => Ok(Stored { outcome: StoreOutcome::NotStored, cas: 0, size: 0 }),
                 },
                 Rewritten::Done(outcome) => Ok(Stored { outcome, cas: 0, size: 0 }),
-                Rewritten::Written(size, cas) => Ok(Stored { outcome: StoreOutcome::Stored, cas, size }),
+                Rewritten::Written((size, _), cas) => Ok(Stored { outcome: StoreOutcome::Stored, cas, size }),
             };
         }
         Err(StoreError::Contended)
@@ -313,7 +408,10 @@ impl Worker {
                     if a.compare.is_some_and(|want| !cas_on || want != cas) {
                         return Step::Done(ArithOutcome::Exists);
                     }
-                    let Some(old) = parse_counter(it.value()) else { return Step::Done(ArithOutcome::NonNumeric) };
+                    // A value that parses as a number is never compressed.
+                    let Some(old) = parse_counter(it.value()).filter(|_| !it.compressed()) else {
+                        return Step::Done(ArithOutcome::NonNumeric);
+                    };
                     let new = if a.incr { old.wrapping_add(a.delta) } else { old.saturating_sub(a.delta) };
                     let vlen = count_digits(new).max(it.value().len());
                     let expiry = a.touch.unwrap_or(it.expiry());
@@ -351,6 +449,29 @@ impl Worker {
             return Ok(Counted { outcome, cas, expiry_before, expiry, created });
         }
         Ok(Counted { outcome: ArithOutcome::NotStored, cas: 0, expiry_before: 0, expiry: 0, created: false })
+    }
+}
+
+/// What an append/prepend writes.
+enum Body {
+    /// The old value and the new data, joined under the lock.
+    Join,
+    /// The old value's bytes as stored, copied out to be decompressed.
+    Old { bytes: Vec<u8>, compressed: bool },
+    /// The joined value, compressed or not, ready to copy.
+    Ready { bytes: Vec<u8>, _held: Option<Held> },
+}
+
+/// A reference to a dictionary, given back when dropped (a joined value
+/// that a lost race throws away gives its back too).
+struct Held {
+    codec: Arc<Codec>,
+    id: u8,
+}
+
+impl Drop for Held {
+    fn drop(&mut self) {
+        self.codec.release(self.id);
     }
 }
 

@@ -77,7 +77,10 @@ pub struct Args {
     #[arg(short = 'v', long = "verbose", action = ArgAction::Count)]
     pub verbose: u8,
 
-    /// Extended options, comma separated: hashpower=N, max_get_line=BYTES, io=auto|uring|epoll, io_buffers=N
+    /// Extended options, comma separated: hashpower=N, max_get_line=BYTES, io=auto|uring|epoll, io_buffers=N,
+    /// compression=on|off, compression_level=1..19, compression_min_size=BYTES,
+    /// compression_min_saving=PERCENT, compression_dict_size=BYTES, compression_train_bytes=BYTES,
+    /// compression_sample=N, compression_retrain_drop=PERCENT (docs/configuration.md)
     #[arg(short = 'o', long = "extended", action = ArgAction::Append)]
     extended: Vec<String>,
 
@@ -107,6 +110,15 @@ pub struct Args {
     /// Enable the debug_advance_clock command (for tests only)
     #[arg(long = "enable-debug-clock", hide = true)]
     enable_debug_clock: bool,
+}
+
+/// Whether values are stored compressed unless `-o compression=` says
+/// otherwise (the measurements behind the choice: docs/benchmarks.md).
+const COMPRESSION_DEFAULT: bool = false;
+
+/// An extended option's number.
+fn number<T: std::str::FromStr>(k: &str, v: &str) -> Result<T, String> {
+    v.parse().map_err(|_| format!("invalid {k} {v:?} (a number)"))
 }
 
 /// memcached's -I syntax: a number with an optional k/m/g suffix.
@@ -173,6 +185,8 @@ impl Args {
         let mut max_get_line = 1 << 20;
         let mut io = IoBackend::Auto;
         let mut io_buffers = 64;
+        let mut compression = COMPRESSION_DEFAULT;
+        let mut zcfg = strata_compress::Config::default();
         for opt in self.extended.iter().flat_map(|o| o.split(',')).filter(|o| !o.is_empty()) {
             let (k, v) = opt.split_once('=').unwrap_or((opt, ""));
             match k {
@@ -205,9 +219,24 @@ impl Args {
                         .filter(|n| n.is_power_of_two() && (2..=4096).contains(n))
                         .ok_or_else(|| format!("invalid io_buffers {v:?} (a power of two, 2 to 4096)"))?
                 }
+                "compression" => {
+                    compression = match v {
+                        "on" | "1" | "yes" => true,
+                        "off" | "0" | "no" => false,
+                        _ => return Err(format!("invalid compression {v:?} (on or off)")),
+                    }
+                }
+                "compression_level" => zcfg.level = number(k, v)?,
+                "compression_min_size" => zcfg.min_size = parse_size(v)?,
+                "compression_min_saving" => zcfg.min_saving_percent = number(k, v)?,
+                "compression_dict_size" => zcfg.dict_size = parse_size(v)?,
+                "compression_train_bytes" => zcfg.train_bytes = parse_size(v)?,
+                "compression_sample" => zcfg.sample_one_in = number(k, v)?,
+                "compression_retrain_drop" => zcfg.retrain_drop_percent = number(k, v)?,
                 _ => return Err(format!("unknown extended option {k:?} (-o)")),
             }
         }
+        zcfg.validate().map_err(|e| e.to_string())?;
         let store = StoreConfig {
             memory_limit,
             memory_reserve: memory_reserve(memory_limit),
@@ -216,6 +245,7 @@ impl Args {
             evictions: !self.disable_evictions,
             cas: !self.disable_cas,
             hash_power,
+            compression: compression.then_some(zcfg),
             ..StoreConfig::default()
         };
         // Whether -B was given at all: like memcached, an explicit `-B auto`
@@ -331,6 +361,16 @@ mod tests {
         assert!(parse(&["-U", "0"]).is_ok());
         assert!(parse(&["-a", "999"]).is_err());
         assert!(parse(&["-o", "nonsense"]).is_err());
+        let (st, _) = parse(&["-o", "compression=on,compression_level=5", "-o", "compression_min_size=1k"])
+            .unwrap_or_else(|e| panic!("{e}"));
+        let z = st.compression.unwrap_or_else(|| panic!("compression is on"));
+        assert_eq!((z.level, z.min_size, z.dict_size), (5, 1024, 64 << 10));
+        let (st, _) = parse(&["-o", "compression=off"]).unwrap_or_else(|e| panic!("{e}"));
+        assert!(st.compression.is_none());
+        assert!(parse(&["-o", "compression=maybe"]).is_err());
+        assert!(parse(&["-o", "compression=on,compression_level=25"]).is_err());
+        assert!(parse(&["-o", "compression_sample=0"]).is_err());
+        assert!(parse(&["-o", "compression_dict_size=x"]).is_err());
         assert!(parse(&["--bogus"]).is_err());
     }
 }

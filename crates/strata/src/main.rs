@@ -37,6 +37,13 @@ fn main() -> ExitCode {
             return ExitCode::from(64);
         }
     };
+    if let Some(codec) = store.codec() {
+        // Dictionaries are trained off the request path; without the
+        // thread values are still compressed, with plain zstd.
+        if let Err(e) = codec.spawn_trainer() {
+            tracing::warn!("compression: no dictionary trainer thread: {e}");
+        }
+    }
     match strata_server::run(server_cfg, store) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
