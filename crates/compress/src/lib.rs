@@ -12,19 +12,23 @@
 //! A compressed value's stored form:
 //!
 //! ```text
-//!  0         1                     1+n
-//! +---------+---------------------+------------------------------------+
-//! | dict id | original length     | zstd frame, magicless, no dict id, |
-//! |  (u8)   | (LEB128, n = 1..5)  | no content size, no checksum       |
-//! +---------+---------------------+------------------------------------+
+//!  0         1              2                 2+w+c
+//! +---------+--------------+----------------+------------------------+
+//! | dict id | frame header | [window] content| zstd blocks            |
+//! |  (u8)   | descriptor   | size (c bytes)  |                        |
+//! +---------+--------------+----------------+------------------------+
+//!            \__ a magicless zstd frame: no dict id, no checksum ____/
 //! ```
 //!
 //! Dictionary id 0 is "no dictionary" (plain zstd, until the first one is
-//! trained). The original length is kept in front so a reader that reports
-//! a size (`mg s`, `VALUE … <bytes>`) need not decompress. The frame drops
-//! every optional field zstd would add (8–14 bytes on a 60-byte frame
-//! otherwise): the id in front names the dictionary, and the store's own
-//! CRC-free RAM needs no checksum.
+//! trained). The frame keeps zstd's content size field, which tells a
+//! reader that reports a size (`mg s`, `VALUE … <bytes>`) the original
+//! length without decompressing: 1 byte under 256 bytes, 2 up to 64 KiB,
+//! and since the frame then fits one window zstd leaves out the window
+//! byte (w = 0), so it costs less than a length of our own in front would.
+//! Every other optional field zstd would add is dropped (magic number,
+//! dictionary id, checksum: 8–14 bytes on a 60-byte frame): the id in front
+//! names the dictionary, and the store's own CRC-free RAM needs no checksum.
 //!
 //! Dictionaries ([`Codec`]): values of at least `min_size` bytes are
 //! sampled (one in `sample_one_in`) until `train_bytes` are held, then a
@@ -45,7 +49,7 @@
 //! contexts, which are not shareable; one per worker.
 
 use std::sync::atomic::Ordering::{Relaxed, SeqCst};
-use std::sync::atomic::{AtomicBool, AtomicU64};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize};
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -54,9 +58,6 @@ use zstd::zstd_safe::{self, CCtx, CDict, CParameter, DCtx, DDict, DParameter, Fr
 
 /// Dictionary id of values compressed without a dictionary.
 pub const NO_DICT: u8 = 0;
-
-/// Longest prefix in front of the frame: the id and a 5-byte LEB128.
-pub const MAX_PREFIX: usize = 6;
 
 /// What can go wrong.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
@@ -90,7 +91,9 @@ pub struct Config {
     /// A value is stored compressed only when that saves at least this
     /// percentage of its length (else reading it back costs CPU for little).
     pub min_saving_percent: u8,
-    /// Bytes of a trained dictionary.
+    /// Bytes of a trained dictionary. 256 KiB holds ~5% more API-response
+    /// objects than 64 KiB and ~6% more pages (docs/benchmarks.md), for
+    /// ~1.6 MB of prepared dictionary and no slower training.
     pub dict_size: usize,
     /// Bytes of sampled values a training learns from.
     pub train_bytes: usize,
@@ -107,7 +110,7 @@ impl Default for Config {
             level: 3,
             min_size: 64,
             min_saving_percent: 10,
-            dict_size: 64 << 10,
+            dict_size: 256 << 10,
             train_bytes: 4 << 20,
             sample_one_in: 4,
             retrain_drop_percent: 15,
@@ -217,6 +220,9 @@ pub struct Codec {
     training: AtomicBool,
     trainer: Mutex<Option<std::sync::mpsc::Sender<Samples>>>,
     counters: Counters,
+    /// Bytes of the loaded dictionaries (raw and prepared), for
+    /// [`Codec::memory`].
+    dict_memory: AtomicUsize,
 }
 
 /// A batch of samples handed to the trainer.
@@ -247,6 +253,7 @@ impl Codec {
             training: AtomicBool::new(false),
             trainer: Mutex::new(None),
             counters: Counters::default(),
+            dict_memory: AtomicUsize::new(0),
         }))
     }
 
@@ -303,23 +310,22 @@ impl Codec {
             return;
         }
         let mut s = self.sampler.lock();
-        s.data.extend_from_slice(value);
-        s.sizes.push(value.len());
         if s.data.len() < self.cfg.train_bytes {
+            s.data.extend_from_slice(value);
+            s.sizes.push(value.len());
+            if s.data.len() < self.cfg.train_bytes {
+                return;
+            }
+        }
+        // A training's worth is held: it goes to the trainer if there is one
+        // and it is idle; otherwise it stays (and grows no more) for
+        // `train_now` or a later offer.
+        let Some(tx) = self.trainer.lock().clone() else { return };
+        if self.training.swap(true, Relaxed) {
             return;
         }
         let samples = Samples { data: std::mem::take(&mut s.data), sizes: std::mem::take(&mut s.sizes) };
         drop(s);
-        let Some(tx) = self.trainer.lock().clone() else {
-            // No trainer thread: keep the newest samples for `train_now`,
-            // bounded to one training's worth.
-            let mut s = self.sampler.lock();
-            *s = Sampler { data: samples.data, sizes: samples.sizes };
-            return;
-        };
-        if self.training.swap(true, Relaxed) {
-            return;
-        }
         if tx.send(samples).is_ok() {
             self.sampling.store(false, Relaxed);
         } else {
@@ -370,17 +376,21 @@ impl Codec {
             .map(|k| ((u16::from(cur.1) + k - 1) % 255 + 1) as u8)
             .find(|&id| dicts[id as usize].is_none())
             .ok_or(CompressError::Training("all 255 dictionary ids are referenced".into()))?;
+        self.dict_memory.fetch_add(memory_of(&dict), Relaxed);
         dicts[id as usize] = Some(dict);
         let old = std::mem::replace(&mut cur.0, id);
         cur.1 = id;
         // The epoch moves before the count is read: see `Ctx::compress`.
         self.epoch.fetch_add(1, SeqCst);
         if old != NO_DICT && dicts[old as usize].as_ref().is_some_and(|d| d.refs.load(SeqCst) == 0) {
-            dicts[old as usize] = None;
+            self.forget(&mut dicts, old);
         }
         // What was sampled was for this training; sample again only when
-        // the ratio drifts.
+        // the ratio drifts, and from new values: samples that came in
+        // while this one trained would otherwise be held (and counted in
+        // `memory`) until then.
         self.sampling.store(false, Relaxed);
+        *self.sampler.lock() = Sampler::default();
         self.counters.window_in.store(0, Relaxed);
         self.counters.window_out.store(0, Relaxed);
         Ok(id)
@@ -414,9 +424,23 @@ impl Codec {
             // have taken a reference meanwhile, or it may be current.
             self.epoch.fetch_add(1, SeqCst);
             if cur.0 != id && dicts[id as usize].as_ref().is_some_and(|d| d.refs.load(SeqCst) == 0) {
-                dicts[id as usize] = None;
+                self.forget(&mut dicts, id);
             }
         }
+    }
+
+    /// Drops dictionary `id` from the table (the caller found it unused).
+    fn forget(&self, dicts: &mut [Option<Arc<Dict>>], id: u8) {
+        if let Some(d) = dicts[id as usize].take() {
+            self.dict_memory.fetch_sub(memory_of(&d), Relaxed);
+        }
+    }
+
+    /// Bytes the codec holds that grow with use: loaded dictionaries and
+    /// the samples kept for the next training. The store counts them in
+    /// its memory limit, as it does its index.
+    pub fn memory(&self) -> usize {
+        self.dict_memory.load(Relaxed) + self.sampler.lock().data.capacity()
     }
 
     pub fn stats(&self) -> CompressStats {
@@ -435,7 +459,7 @@ impl Codec {
             compress_us: c.compress_ns.load(Relaxed) / 1000,
             decompress_us: c.decompress_ns.load(Relaxed) / 1000,
             dicts_live: live.len() as u64,
-            dict_bytes: live.iter().map(|d| d.bytes as u64 + prepared_bytes(d)).sum(),
+            dict_bytes: live.iter().map(|d| memory_of(d) as u64).sum(),
             current_dict: self.current.read().0,
             sampling: self.sampling.load(Relaxed),
         }
@@ -463,9 +487,9 @@ fn add(c: &AtomicU64, n: u64) {
     c.fetch_add(n, Relaxed);
 }
 
-/// zstd's prepared dictionaries hold their tables besides the bytes.
-fn prepared_bytes(d: &Dict) -> u64 {
-    (d.cdict.sizeof() + d.ddict.sizeof()) as u64
+/// A dictionary's bytes and zstd's prepared forms of it (their tables).
+fn memory_of(d: &Dict) -> usize {
+    d.bytes + d.cdict.sizeof() + d.ddict.sizeof()
 }
 
 /// Compression ratio of `dict` on held-out samples (1.0 if there are none).
@@ -481,7 +505,7 @@ fn held_out_ratio(cfg: &Config, dict: &Dict, data: &[u8], sizes: &[usize]) -> Re
         out.reserve(zstd_safe::compress_bound(n));
         let len = cctx.compress2(&mut out, v).map_err(zstd_err)?;
         inb += n;
-        outb += len + 1 + leb_len(n);
+        outb += 1 + len;
     }
     // The context must not outlive its reference to the dictionary.
     cctx.disable_dictionary().map_err(zstd_err)?;
@@ -497,7 +521,7 @@ fn new_cctx(level: i32) -> Result<CCtx<'static>, CompressError> {
     for p in [
         CParameter::CompressionLevel(level),
         CParameter::Format(FrameFormat::Magicless),
-        CParameter::ContentSizeFlag(false),
+        CParameter::ContentSizeFlag(true),
         CParameter::ChecksumFlag(false),
         CParameter::DictIdFlag(false),
     ] {
@@ -512,40 +536,35 @@ fn new_dctx() -> Result<DCtx<'static>, CompressError> {
     Ok(d)
 }
 
-fn leb_len(mut n: usize) -> usize {
-    let mut len = 1;
-    while n >= 0x80 {
-        n >>= 7;
-        len += 1;
+/// The dictionary id and original length of a stored form, from the id
+/// byte and the frame header (RFC 8878, 3.1.1.1).
+fn read_header(stored: &[u8]) -> Result<(u8, usize), CompressError> {
+    let (&id, frame) = stored.split_first().ok_or(CompressError::Malformed)?;
+    let &fhd = frame.first().ok_or(CompressError::Malformed)?;
+    // Dictionary id field present or the reserved bit set: not ours.
+    if fhd & 0b11 != 0 || fhd & 0b1000 != 0 {
+        return Err(CompressError::Malformed);
     }
-    len
-}
-
-fn put_leb(out: &mut Vec<u8>, mut n: usize) {
-    while n >= 0x80 {
-        out.push((n as u8) | 0x80);
-        n >>= 7;
+    let single_segment = fhd & 0x20 != 0;
+    let size_len = match (fhd >> 6, single_segment) {
+        (0, true) => 1,
+        (0, false) => return Err(CompressError::Malformed),
+        (1, _) => 2,
+        (2, _) => 4,
+        _ => 8,
+    };
+    let at = if single_segment { 1 } else { 2 };
+    let field = frame.get(at..at + size_len).ok_or(CompressError::Malformed)?;
+    let mut n = field.iter().rev().fold(0u64, |n, &b| n << 8 | u64::from(b));
+    if size_len == 2 {
+        n += 256;
     }
-    out.push(n as u8);
-}
-
-/// The original length and where the frame starts, from a stored form.
-fn read_prefix(stored: &[u8]) -> Result<(u8, usize, usize), CompressError> {
-    let (&id, rest) = stored.split_first().ok_or(CompressError::Malformed)?;
-    let mut n: u64 = 0;
-    for (i, &b) in rest.iter().take(5).enumerate() {
-        n |= u64::from(b & 0x7f) << (7 * i);
-        if b & 0x80 == 0 {
-            let n = usize::try_from(n).map_err(|_| CompressError::Malformed)?;
-            return Ok((id, n, 2 + i));
-        }
-    }
-    Err(CompressError::Malformed)
+    Ok((id, usize::try_from(n).map_err(|_| CompressError::Malformed)?))
 }
 
 /// The original length of a stored compressed value, without decompressing.
 pub fn original_len(stored: &[u8]) -> Result<usize, CompressError> {
-    read_prefix(stored).map(|(_, n, _)| n)
+    read_header(stored).map(|(_, n)| n)
 }
 
 /// Whether `v` looks like random or already compressed bytes: in its
@@ -636,7 +655,7 @@ impl Ctx {
         let res = self.cctx.compress2(&mut self.scratch, value);
         add(&self.codec.counters.compress_ns, started.elapsed().as_nanos() as u64);
         let Ok(len) = res else { return false };
-        let stored_len = 1 + leb_len(value.len()) + len;
+        let stored_len = 1 + len;
         let worth = stored_len <= budget;
         if id != NO_DICT {
             // Drift counts every value the dictionary was tried on, stored
@@ -652,7 +671,6 @@ impl Ctx {
         }
         out.clear();
         out.push(id);
-        put_leb(out, value.len());
         out.extend_from_slice(&self.scratch[..len]);
         // The new value references its dictionary from here. A dictionary
         // may stop being current and be freed while this ran: whoever frees
@@ -714,8 +732,8 @@ impl Ctx {
     /// (replacing what it held).
     pub fn decompress(&mut self, stored: &[u8], out: &mut Vec<u8>) -> Result<(), CompressError> {
         let started = Instant::now();
-        let (id, n, at) = read_prefix(stored)?;
-        let frame = stored.get(at..).ok_or(CompressError::Malformed)?;
+        let (id, n) = read_header(stored)?;
+        let frame = &stored[1..];
         self.revalidate()?;
         if self.d_dict.as_ref().map_or(NO_DICT, |d| d.0) != id {
             if id == NO_DICT {

@@ -107,14 +107,15 @@ fn the_stored_form_is_pinned() {
     let mut c = ctx(Config { min_saving_percent: 0, ..Config::default() });
     let v = vec![b'a'; 300];
     let stored = round_trip(&mut c, &v);
-    // Id 0, LEB128 300 = [0xac, 0x02], then a magicless frame with no
-    // optional fields: frame header descriptor, window byte, one block.
-    assert_eq!(&stored[..3], &[NO_DICT, 0xac, 0x02]);
+    // Id 0, then a magicless frame: header descriptor (2-byte content
+    // size, single segment, so no window byte), 300 - 256 = 44, one block.
+    assert_eq!(&stored[..4], &[NO_DICT, 0x60, 44, 0]);
     assert!(stored.len() < 20, "{stored:?}");
-    assert_eq!(leb_len(127), 1);
-    assert_eq!(leb_len(128), 2);
-    assert_eq!(leb_len(u32::MAX as usize), 5);
-    assert_eq!(MAX_PREFIX, 1 + leb_len(u32::MAX as usize));
+    // Sizes under 256 take one byte, and 64 KiB and over four.
+    let short = round_trip(&mut c, &[b'b'; 200]);
+    assert_eq!(&short[..3], &[NO_DICT, 0x20, 200]);
+    let long = round_trip(&mut c, &vec![b'c'; 70_000]);
+    assert_eq!(&long[..6], &[NO_DICT, 0xa0, 0x70, 0x11, 0x01, 0x00]);
 }
 
 #[test]
@@ -166,14 +167,18 @@ fn damaged_stored_forms_are_errors_not_panics() {
     let mut out = Vec::new();
     assert_eq!(c.decompress(&[], &mut out), Err(CompressError::Malformed));
     assert_eq!(c.decompress(&[0, 0x80, 0x80, 0x80, 0x80, 0x80], &mut out), Err(CompressError::Malformed));
-    for cut in 3..stored.len() {
+    // No content size, a dictionary id field, the reserved bit.
+    for fhd in [0x00, 0x21, 0x28] {
+        assert_eq!(original_len(&[0, fhd, 1, 2, 3, 4]), Err(CompressError::Malformed), "{fhd:#x}");
+    }
+    for cut in 0..stored.len() {
         assert!(c.decompress(&stored[..cut], &mut out).is_err(), "cut at {cut}");
     }
     // A length that disagrees with the frame.
     let mut wrong = stored.clone();
-    wrong[1] = wrong[1].wrapping_add(1);
+    wrong[2] = wrong[2].wrapping_add(1);
     assert!(c.decompress(&wrong, &mut out).is_err());
-    assert_eq!(c.decompress(&[9, 3, 0, 0, 0], &mut out), Err(CompressError::UnknownDict(9)));
+    assert_eq!(c.decompress(&[9, 0x20, 3, 0, 0], &mut out), Err(CompressError::UnknownDict(9)));
 }
 
 #[test]
@@ -319,4 +324,26 @@ fn timing_probe() {
         ct.as_secs_f64() * 1e6 / values.len() as f64,
         dt.as_secs_f64() * 1e6 / kept.len() as f64
     );
+}
+
+#[test]
+fn samples_are_bounded_and_counted_in_memory() {
+    let cfg = small_cfg();
+    let mut c = ctx(cfg.clone());
+    assert_eq!(c.codec().memory(), 0);
+    let mut out = Vec::new();
+    // No trainer thread: a training's worth is kept for `train_now`, no more.
+    for i in 0..2000 {
+        if c.compress(&record(i), &mut out) {
+            c.codec().release(out[0]);
+        }
+    }
+    let held = c.codec().sampler.lock().data.len();
+    assert!(held >= cfg.train_bytes && held < cfg.train_bytes + 1024, "{held}");
+    assert!(c.codec().memory() >= held);
+    assert_eq!(c.codec().train_now(), Ok(true));
+    // The samples are gone; the dictionary counts.
+    let st = c.codec().stats();
+    assert_eq!(c.codec().memory() as u64, st.dict_bytes);
+    assert!(!st.sampling);
 }
