@@ -148,10 +148,12 @@ impl Store {
     }
 
     /// How many segments may be in use: the memory limit covers the index
-    /// too, so that RSS stays near `-m` whatever the item size (memcached's
-    /// `-m` leaves its hash table out).
+    /// and compression's dictionaries and samples too, so that RSS stays
+    /// near `-m` whatever the item size (memcached's `-m` leaves its hash
+    /// table out).
     pub(crate) fn segment_budget(&self) -> u32 {
-        let spare = self.memory_limit.load(Relaxed).saturating_sub(self.index.memory());
+        let codec = self.codec.as_ref().map_or(0, |c| c.memory());
+        let spare = self.memory_limit.load(Relaxed).saturating_sub(self.index.memory() + codec);
         let segs = u32::try_from(spare / self.arena.segment_size()).unwrap_or(u32::MAX);
         segs.min(self.limit_segs.load(Relaxed)).max(2)
     }
