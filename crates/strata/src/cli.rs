@@ -364,7 +364,7 @@ mod tests {
         let (st, _) = parse(&["-o", "compression=on,compression_level=5", "-o", "compression_min_size=1k"])
             .unwrap_or_else(|e| panic!("{e}"));
         let z = st.compression.unwrap_or_else(|| panic!("compression is on"));
-        assert_eq!((z.level, z.min_size, z.dict_size), (5, 1024, 64 << 10));
+        assert_eq!((z.level, z.min_size, z.dict_size), (5, 1024, 256 << 10));
         let (st, _) = parse(&["-o", "compression=off"]).unwrap_or_else(|e| panic!("{e}"));
         assert!(st.compression.is_none());
         assert!(parse(&["-o", "compression=maybe"]).is_err());
