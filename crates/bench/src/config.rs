@@ -298,6 +298,9 @@ impl Workload {
 #[serde(rename_all = "lowercase")]
 pub enum ServerKind {
     Strata,
+    /// strata with `-o compression=on`.
+    #[serde(rename = "strata-zstd")]
+    StrataZstd,
     Memcached,
     Redis,
 }
@@ -306,6 +309,7 @@ impl fmt::Display for ServerKind {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(match self {
             ServerKind::Strata => "strata",
+            ServerKind::StrataZstd => "strata-zstd",
             ServerKind::Memcached => "memcached",
             ServerKind::Redis => "redis",
         })

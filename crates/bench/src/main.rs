@@ -507,6 +507,7 @@ fn measure_one(target: &Target, w: &Workload, label: &str, quiet: bool) -> Resul
             evictions: h.evictions,
             first_eviction_at: out.first_eviction_at,
             rss_bytes_per_item: rss.map_or(0.0, |r| r as f64 / h.items.max(1) as f64),
+            compression_ratio: h.compression_ratio,
         }
     });
     let gets = t.hits + t.misses;

@@ -53,6 +53,9 @@ pub struct Capacity {
     /// Keys written when the first eviction was seen.
     pub first_eviction_at: Option<u64>,
     pub rss_bytes_per_item: f64,
+    /// Strata's `strata_compression_ratio` (original bytes over stored
+    /// bytes of the values it holds compressed), with compression on.
+    pub compression_ratio: Option<f64>,
 }
 
 /// One workload against one server.
@@ -196,8 +199,10 @@ impl Report {
                 m.push_str("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
                 m.push_str(if wa { "---:|\n" } else { "\n" });
             } else {
-                m.push_str("| server | keys written | items held | evictions | RSS MB | RSS bytes/item |\n");
-                m.push_str("|---|---:|---:|---:|---:|---:|\n");
+                m.push_str(
+                    "| server | keys written | items held | evictions | RSS MB | RSS bytes/item | compression |\n",
+                );
+                m.push_str("|---|---:|---:|---:|---:|---:|---:|\n");
             }
             for r in &runs {
                 self.row(&mut m, r, wa);
@@ -224,13 +229,14 @@ impl Report {
             (Mode::Capacity, Some(c)) => {
                 let _ = writeln!(
                     m,
-                    "| {} | {} | {} | {} | {} | {:.1} |",
+                    "| {} | {} | {} | {} | {} | {:.1} | {} |",
                     server,
                     c.written,
                     c.items,
                     c.evictions,
                     opt(rss, 0),
-                    c.rss_bytes_per_item
+                    c.rss_bytes_per_item,
+                    c.compression_ratio.map_or_else(|| "–".into(), |r| format!("{r:.2}×")),
                 );
             }
             _ => {

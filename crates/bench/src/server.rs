@@ -101,9 +101,8 @@ impl Target {
     pub fn start(kind: ServerKind, bins: &Binaries, s: Settings) -> Result<Target, ServerError> {
         let port = free_port().map_err(|source| ServerError::Spawn { cmd: kind.to_string(), source })?;
         let (bin, args, version) = match kind {
-            ServerKind::Strata => (
-                &bins.strata,
-                vec![
+            ServerKind::Strata | ServerKind::StrataZstd => {
+                let mut a: Vec<String> = vec![
                     "-l".into(),
                     "127.0.0.1".into(),
                     "-p".into(),
@@ -114,9 +113,12 @@ impl Target {
                     s.threads.to_string(),
                     "-c".into(),
                     "4096".into(),
-                ],
-                first_line(&bins.strata, "-V"),
-            ),
+                ];
+                if kind == ServerKind::StrataZstd {
+                    a.extend(["-o".into(), "compression=on".into()]);
+                }
+                (&bins.strata, a, first_line(&bins.strata, "-V"))
+            }
             ServerKind::Memcached => {
                 let mut a: Vec<String> = vec![
                     "-l".into(),
@@ -258,6 +260,7 @@ impl Target {
                         (Some("curr_items"), Some(v)) => h.items = v.parse().unwrap_or(h.items),
                         (Some("evictions"), Some(v)) => h.evictions = v.parse().unwrap_or(h.evictions),
                         (Some("strata_write_amplification"), Some(v)) => h.write_amplification = v.parse().ok(),
+                        (Some("strata_compression_ratio"), Some(v)) => h.compression_ratio = v.parse().ok(),
                         _ => {}
                     }
                 }
@@ -276,6 +279,8 @@ pub struct Holdings {
     /// items stored, cumulative since the server started. None from servers
     /// that do not report it (memcached, Redis).
     pub write_amplification: Option<f64>,
+    /// `strata_compression_ratio`, with compression on.
+    pub compression_ratio: Option<f64>,
 }
 
 impl Drop for Target {
