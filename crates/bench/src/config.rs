@@ -73,6 +73,8 @@ impl fmt::Display for KeyDist {
 pub enum ValueSize {
     Fixed(usize),
     Range(usize, usize),
+    /// Random bytes: what compression cannot shrink (images, ciphertext).
+    Random(usize, usize),
     Json(usize, usize),
     Api(usize, usize),
     Page(usize, usize),
@@ -81,7 +83,7 @@ pub enum ValueSize {
 impl FromStr for ValueSize {
     type Err = String;
     fn from_str(s: &str) -> Result<Self, String> {
-        let bad = || format!("value size {s:?}: expected N, LO-HI, json:LO-HI, api:LO-HI or page:LO-HI");
+        let bad = || format!("value size {s:?}: expected N, LO-HI, random:LO-HI, json:LO-HI, api:LO-HI or page:LO-HI");
         let range = |r: &str| -> Result<(usize, usize), String> {
             let (lo, hi) = r.split_once('-').ok_or_else(bad)?;
             let (lo, hi) = (lo.parse().map_err(|_| bad())?, hi.parse().map_err(|_| bad())?);
@@ -90,6 +92,10 @@ impl FromStr for ValueSize {
             }
             Ok((lo, hi))
         };
+        if let Some(r) = s.strip_prefix("random:") {
+            let (lo, hi) = range(r)?;
+            return Ok(ValueSize::Random(lo, hi));
+        }
         if let Some(r) = s.strip_prefix("json:") {
             let (lo, hi) = range(r)?;
             return Ok(ValueSize::Json(lo, hi));
@@ -134,6 +140,7 @@ impl fmt::Display for ValueSize {
         match self {
             ValueSize::Fixed(n) => write!(f, "{n}"),
             ValueSize::Range(lo, hi) => write!(f, "{lo}-{hi}"),
+            ValueSize::Random(lo, hi) => write!(f, "random:{lo}-{hi}"),
             ValueSize::Json(lo, hi) => write!(f, "json:{lo}-{hi}"),
             ValueSize::Api(lo, hi) => write!(f, "api:{lo}-{hi}"),
             ValueSize::Page(lo, hi) => write!(f, "page:{lo}-{hi}"),
@@ -397,6 +404,8 @@ mod tests {
         assert_eq!("zipf:0.99".parse::<KeyDist>(), Ok(KeyDist::Zipf(0.99)));
         assert!("zipf".parse::<KeyDist>().is_err());
         assert_eq!("32-4000".parse::<ValueSize>(), Ok(ValueSize::Range(32, 4000)));
+        assert_eq!("random:100-200".parse::<ValueSize>(), Ok(ValueSize::Random(100, 200)));
+        assert_eq!(ValueSize::Random(100, 200).to_string(), "random:100-200");
         assert_eq!("json:100-200".parse::<ValueSize>(), Ok(ValueSize::Json(100, 200)));
         assert_eq!("api:150-200".parse::<ValueSize>(), Ok(ValueSize::Api(150, 200)));
         assert_eq!("page:1500-1900".parse::<ValueSize>(), Ok(ValueSize::Page(1500, 1900)));

@@ -33,7 +33,7 @@ mod vocab;
 pub use api::{API_MIN, PAGE_MIN};
 
 use rand::rngs::SmallRng;
-use rand::{Rng, SeedableRng};
+use rand::{Rng, RngCore, SeedableRng};
 use rand_distr::{Distribution, Zipf};
 
 use crate::config::{KeyDist, ValueSize};
@@ -110,6 +110,11 @@ impl Values {
                 let max = v.max_len();
                 v.pool = (0..POOL + max).map(|_| rng.random_range(b'a'..=b'z')).collect();
             }
+            ValueSize::Random(..) => {
+                let max = v.max_len();
+                v.pool = vec![0; POOL + max];
+                rng.fill_bytes(&mut v.pool);
+            }
             ValueSize::Json(lo, hi) => {
                 for i in 0..RECORDS {
                     let target = rng.random_range(lo..=hi);
@@ -162,7 +167,7 @@ impl Values {
     pub fn max_len(&self) -> usize {
         match self.size {
             ValueSize::Fixed(n) => n,
-            ValueSize::Range(_, hi) | ValueSize::Json(_, hi) => hi,
+            ValueSize::Range(_, hi) | ValueSize::Random(_, hi) | ValueSize::Json(_, hi) => hi,
             ValueSize::Api(_, hi) => hi.max(API_MIN),
             ValueSize::Page(_, hi) => hi.max(PAGE_MIN),
         }
@@ -173,7 +178,7 @@ impl Values {
         let at = (index as usize).wrapping_mul(7919) % POOL.min(self.pool.len().max(1));
         match self.size {
             ValueSize::Fixed(n) => &self.pool[at..at + n],
-            ValueSize::Range(lo, hi) => &self.pool[at..at + rng.random_range(lo..=hi)],
+            ValueSize::Range(lo, hi) | ValueSize::Random(lo, hi) => &self.pool[at..at + rng.random_range(lo..=hi)],
             ValueSize::Json(..) | ValueSize::Api(..) | ValueSize::Page(..) => {
                 let (start, len) = self.records[(index % self.records.len().max(1) as u64) as usize];
                 &self.pool[start..start + len]

@@ -114,7 +114,7 @@ struct RunArgs {
     /// uniform or zipf:<alpha>
     #[arg(long, default_value = "uniform")]
     key_dist: KeyDist,
-    /// N or LO-HI (random letters), json:LO-HI (padded records), api:LO-HI
+    /// N or LO-HI (random letters), random:LO-HI (random bytes), json:LO-HI (padded records), api:LO-HI
     /// (realistic API-response JSON objects), page:LO-HI (pages of ~10)
     #[arg(long, default_value = "1000")]
     value_size: ValueSize,
