@@ -269,7 +269,6 @@ impl Codec {
         let (tx, rx) = std::sync::mpsc::channel::<Samples>();
         let weak = Arc::downgrade(self);
         std::thread::Builder::new().name("strata-dict-trainer".into()).spawn(move || {
-            lower_priority();
             while let Ok(s) = rx.recv() {
                 let Some(codec) = weak.upgrade() else { return };
                 // A failed training leaves the current dictionary in place;
@@ -481,17 +480,6 @@ impl Codec {
         }
         c.window_in.store(0, Relaxed);
         c.window_out.store(0, Relaxed);
-    }
-}
-
-/// A training takes a core for ~0.4 s; at the lowest priority it takes
-/// only what the workers leave, so requests' latency does not spike.
-fn lower_priority() {
-    #[cfg(target_os = "linux")]
-    // SAFETY: setpriority takes no pointers; on Linux, who = 0 with
-    // PRIO_PROCESS names the calling thread only.
-    unsafe {
-        libc::setpriority(libc::PRIO_PROCESS, 0, 19);
     }
 }
 
