@@ -94,7 +94,7 @@ fn train(c: &mut Ctx, from: u64) -> u8 {
     while c.codec().sampler.lock().data.len() < c.codec().cfg.train_bytes / 2 {
         let mut out = Vec::new();
         if c.compress(&record(i), &mut out) {
-            c.codec().release(out[0]);
+            c.codec().release(dict_id(&out));
         }
         i += 1;
     }
@@ -107,15 +107,22 @@ fn the_stored_form_is_pinned() {
     let mut c = ctx(Config { min_saving_percent: 0, ..Config::default() });
     let v = vec![b'a'; 300];
     let stored = round_trip(&mut c, &v);
-    // Id 0, then a magicless frame: header descriptor (2-byte content
-    // size, single segment, so no window byte), 300 - 256 = 44, one block.
-    assert_eq!(&stored[..4], &[NO_DICT, 0x60, 44, 0]);
+    // Header bits 1 (the FHD for a 2-byte content size, left out) and id
+    // 0, then the content size 300 - 256 = 44 and one block.
+    assert_eq!(&stored[..3], &[0x40, 44, 0]);
     assert!(stored.len() < 20, "{stored:?}");
     // Sizes under 256 take one byte, and 64 KiB and over four.
     let short = round_trip(&mut c, &[b'b'; 200]);
-    assert_eq!(&short[..3], &[NO_DICT, 0x20, 200]);
+    assert_eq!(&short[..2], &[0x00, 200]);
     let long = round_trip(&mut c, &vec![b'c'; 70_000]);
-    assert_eq!(&long[..6], &[NO_DICT, 0xa0, 0x70, 0x11, 0x01, 0x00]);
+    assert_eq!(&long[..5], &[0x80, 0x70, 0x11, 0x01, 0x00]);
+    for v in [&stored, &short, &long] {
+        assert_eq!(dict_id(v), NO_DICT);
+    }
+    // Any other FHD is kept whole behind header bits 3: a 2-byte size, not
+    // single segment, so a window byte.
+    let full = [0xc0, 0x40, 0x00, 44, 0];
+    assert_eq!(original_len(&full), Ok(300));
 }
 
 #[test]
@@ -166,19 +173,21 @@ fn damaged_stored_forms_are_errors_not_panics() {
     let stored = round_trip(&mut c, &record(5));
     let mut out = Vec::new();
     assert_eq!(c.decompress(&[], &mut out), Err(CompressError::Malformed));
-    assert_eq!(c.decompress(&[0, 0x80, 0x80, 0x80, 0x80, 0x80], &mut out), Err(CompressError::Malformed));
+    // A size field cut short; a full FHD missing.
+    assert_eq!(c.decompress(&[0x80, 1, 2, 3], &mut out), Err(CompressError::Malformed));
+    assert_eq!(c.decompress(&[0xc0], &mut out), Err(CompressError::Malformed));
     // No content size, a dictionary id field, the reserved bit.
     for fhd in [0x00, 0x21, 0x28] {
-        assert_eq!(original_len(&[0, fhd, 1, 2, 3, 4]), Err(CompressError::Malformed), "{fhd:#x}");
+        assert_eq!(original_len(&[0xc0, fhd, 1, 2, 3, 4]), Err(CompressError::Malformed), "{fhd:#x}");
     }
     for cut in 0..stored.len() {
         assert!(c.decompress(&stored[..cut], &mut out).is_err(), "cut at {cut}");
     }
     // A length that disagrees with the frame.
     let mut wrong = stored.clone();
-    wrong[2] = wrong[2].wrapping_add(1);
+    wrong[1] = wrong[1].wrapping_add(1);
     assert!(c.decompress(&wrong, &mut out).is_err());
-    assert_eq!(c.decompress(&[9, 0x20, 3, 0, 0], &mut out), Err(CompressError::UnknownDict(9)));
+    assert_eq!(c.decompress(&[9, 3, 0, 0], &mut out), Err(CompressError::UnknownDict(9)));
 }
 
 #[test]
@@ -200,7 +209,7 @@ fn an_old_dictionary_lives_while_items_name_it() {
         assert_eq!(&out, v);
     }
     for (_, s) in &old {
-        c.codec().release(s[0]);
+        c.codec().release(dict_id(s));
     }
     assert_eq!(c.codec().stats().dicts_live, 1);
     let mut out = Vec::new();
@@ -265,7 +274,7 @@ fn many_threads_read_old_values_while_dictionaries_change() {
                     i += 1;
                 }
                 for (_, s) in &kept {
-                    c.codec().release(s[0]);
+                    c.codec().release(dict_id(s));
                 }
             })
         })
@@ -335,7 +344,7 @@ fn samples_are_bounded_and_counted_in_memory() {
     // No trainer thread: a training's worth is kept for `train_now`, no more.
     for i in 0..2000 {
         if c.compress(&record(i), &mut out) {
-            c.codec().release(out[0]);
+            c.codec().release(dict_id(&out));
         }
     }
     let held = c.codec().sampler.lock().data.len();
@@ -346,4 +355,37 @@ fn samples_are_bounded_and_counted_in_memory() {
     let st = c.codec().stats();
     assert_eq!(c.codec().memory() as u64, st.dict_bytes);
     assert!(!st.sampling);
+}
+
+#[test]
+fn ids_run_out_only_while_63_dictionaries_are_referenced() {
+    let mut c = ctx(Config { dict_size: 1024, train_bytes: 8 << 10, sample_one_in: 1, ..Config::default() });
+    // Each dictionary keeps a value (its reference is never given back).
+    let mut held = Vec::new();
+    for round in 0..u64::from(MAX_DICT_ID) {
+        let id = train(&mut c, round * 1000);
+        assert_eq!(id, round as u8 + 1);
+        held.push(round_trip(&mut c, &record(500_000 + round)));
+        assert_eq!(dict_id(held.last().map_or(&[][..], |v| &v[..])), id);
+    }
+    // A 64th training finds no free id; the current dictionary stays.
+    c.codec().start_sampling();
+    let mut i = 900_000;
+    while c.codec().sampler.lock().data.len() < c.codec().cfg.train_bytes {
+        let mut out = Vec::new();
+        if c.compress(&record(i), &mut out) {
+            c.codec().release(dict_id(&out));
+        }
+        i += 1;
+    }
+    assert!(matches!(c.codec().train_now(), Err(CompressError::Training(_))));
+    assert_eq!(c.codec().stats().current_dict, MAX_DICT_ID);
+    // Giving back the first dictionary's reference frees id 1 for reuse.
+    c.codec().release(dict_id(&held[0]));
+    assert_eq!(train(&mut c, 2_000_000), 1);
+    let mut out = Vec::new();
+    for (round, stored) in held.iter().enumerate().skip(1) {
+        c.decompress(stored, &mut out).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(out, record(500_000 + round as u64));
+    }
 }

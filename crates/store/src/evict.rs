@@ -466,7 +466,7 @@ impl Store {
                     dst[v..].copy_from_slice(it.value());
                     if f.compressed {
                         // The victim still holds the dictionary's reference.
-                        self.attach_dict(t, it.value().first().copied().unwrap_or(0));
+                        self.attach_dict(t, strata_compress::dict_id(it.value()));
                     }
                     self.segs[t as usize].write_off.store((new_off + self.aligned(len)) as u32, Release);
                     self.note_written(t, new_off, self.written_at(s));

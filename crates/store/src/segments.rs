@@ -59,8 +59,8 @@ pub(crate) struct SegMeta {
     /// until it drops to zero (arena rule 5).
     pub(crate) pins: AtomicU32,
     /// Compression dictionaries named by values written into it, one bit
-    /// per id; each set bit holds a reference (`Store::attach_dict`).
-    pub(crate) dicts: [AtomicU64; 4],
+    /// per id (0–63); each set bit holds a reference (`Store::attach_dict`).
+    pub(crate) dicts: AtomicU64,
 }
 
 impl Store {

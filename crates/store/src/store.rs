@@ -291,7 +291,7 @@ impl Store {
         if id == NO_DICT {
             return;
         }
-        let (word, bit) = (&self.segs[seg as usize].dicts[usize::from(id / 64)], 1u64 << (id % 64));
+        let (word, bit) = (&self.segs[seg as usize].dicts, 1u64 << (id & strata_compress::MAX_DICT_ID));
         // The bit is set once per segment and dictionary: the load keeps
         // later writers off the shared line's locked instruction.
         if word.load(Relaxed) & bit == 0 && word.fetch_or(bit, Relaxed) & bit == 0 {
@@ -303,13 +303,11 @@ impl Store {
     /// Gives back the dictionary references of an emptied segment.
     pub(crate) fn detach_dicts(&self, seg: u32) {
         let Some(codec) = &self.codec else { return };
-        for (w, word) in self.segs[seg as usize].dicts.iter().enumerate() {
-            let mut bits = word.swap(0, Relaxed);
-            while bits != 0 {
-                let b = bits.trailing_zeros();
-                bits &= bits - 1;
-                codec.release((w as u32 * 64 + b) as u8);
-            }
+        let mut bits = self.segs[seg as usize].dicts.swap(0, Relaxed);
+        while bits != 0 {
+            let id = bits.trailing_zeros() as u8;
+            bits &= bits - 1;
+            codec.release(id);
         }
     }
 

@@ -49,7 +49,7 @@ impl Zip {
     }
 
     /// Puts `value`'s stored form in `self.stored` if storing it compressed
-    /// pays. The form holds a reference to its dictionary (`stored[0]`),
+    /// pays. The form holds a reference to its dictionary (`dict_id`),
     /// for the caller to give back once the item's segment holds its own.
     /// A value incr/decr could count on is never compressed, so counters
     /// are always read in place.

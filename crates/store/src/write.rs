@@ -80,7 +80,7 @@ impl Worker {
         let r = if zip.compress(w.value) {
             let r = self.store_form(w, Fields { compressed: true, ..fresh }, &zip.stored);
             // The segment took its own reference when the form was written.
-            zip.codec().release(zip.stored[0]);
+            zip.codec().release(strata_compress::dict_id(&zip.stored));
             r
         } else {
             self.store_form(w, fresh, w.value)
@@ -117,7 +117,7 @@ impl Worker {
             let v = write_head(dst, key, value.len(), &f);
             dst[v..].copy_from_slice(value);
             if f.compressed {
-                store.attach_dict(seg, value[0]);
+                store.attach_dict(seg, strata_compress::dict_id(value));
             }
             store.note_expiry(seg, f.expiry);
 
@@ -286,7 +286,7 @@ impl Worker {
                     if p.fields.compressed {
                         // Its dictionary is referenced by the old item's
                         // segment, or by what `prepare` compressed.
-                        store.attach_dict(seg, dst.get(v).copied().unwrap_or(0));
+                        store.attach_dict(seg, strata_compress::dict_id(&dst[v..]));
                     }
                     store.note_expiry(seg, p.fields.expiry);
                     let freq = if p.keep { slot::freq(s) } else { 0 };
@@ -352,7 +352,7 @@ impl Worker {
                     let (a, b) = if prepend { (data, &old[..]) } else { (&old[..], data) };
                     let joined = [a, b].concat();
                     *body = if zip.compress(&joined) {
-                        let held = Held { codec: zip.codec().clone(), id: zip.stored[0] };
+                        let held = Held { codec: zip.codec().clone(), id: strata_compress::dict_id(&zip.stored) };
                         (plan.vlen, plan.fields.compressed) = (zip.stored.len(), true);
                         Body::Ready { bytes: zip.stored.clone(), _held: Some(held) }
                     } else {
