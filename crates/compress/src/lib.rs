@@ -47,7 +47,7 @@
 //! [`Codec::release`], and a dictionary that is no longer current is
 //! dropped once nothing references it. Its id
 //! is then free, but ids are handed out round-robin, so one comes back only
-//! after 255 others. When the ratio new values get falls well below the
+//! after 62 others. When the ratio new values get falls well below the
 //! ratio measured when the current dictionary was trained, sampling starts
 //! again and a new dictionary replaces it.
 //!
