@@ -38,9 +38,10 @@ impl Ctx<'_> {
         };
         // The store's two-phase read: a small value in RAM is handed to `f`
         // under its bucket lock; a large or compressed one comes back as a
-        // Fetch, read (and decompressed) here without the lock. (A value on flash will come back as a
-        // Fetch too, to be read into a reply slot while the connection goes
-        // on; see `replies.rs`.)
+        // Fetch, read (and decompressed) here without the lock; one that
+        // fails to decompress is a miss. (A value on flash will come back as
+        // a Fetch too, to be read into a reply slot while the connection
+        // goes on; see `replies.rs`.)
         let mut f = Some(f);
         let res = match self.store.find(op.key.as_bytes(), &opts, |it| f.take().map(|f| f(it))) {
             Ok(Found::Read(r)) => Ok(r),

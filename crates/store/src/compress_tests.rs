@@ -19,6 +19,21 @@ fn zconfig() -> strata_compress::Config {
     }
 }
 
+/// `n` segments of `seg` bytes, items up to a segment.
+fn segmented_config(n: usize, seg: usize) -> Config {
+    Config {
+        memory_limit: n * seg,
+        segment_size: seg,
+        item_size_max: seg,
+        compression: Some(zconfig()),
+        ..Config::default()
+    }
+}
+
+fn segmented(n: usize, seg: usize) -> (Arc<Store>, Worker) {
+    store_of(segmented_config(n, seg))
+}
+
 fn zstore(mem: usize) -> (Arc<Store>, Worker) {
     store_of(Config { memory_limit: mem, compression: Some(zconfig()), ..Config::default() })
 }
@@ -90,15 +105,7 @@ proptest! {
     /// forward, and their segments' dictionary references moved along.
     #[test]
     fn never_wrong_with_compression_and_eviction(ops in proptest::collection::vec(zop(), ops_len(600))) {
-        let seg = 64 << 10;
-        let cfg = Config {
-            memory_limit: 3 * seg,
-            segment_size: seg,
-            item_size_max: seg,
-            compression: Some(zconfig()),
-            ..Config::default()
-        };
-        check(ops, cfg, false)?;
+        check(ops, segmented_config(3, 64 << 10), false)?;
     }
 }
 
@@ -219,15 +226,7 @@ fn a_fetch_is_decompressed_only_by_a_worker_of_its_own_store() {
 
 #[test]
 fn dictionaries_live_while_segments_hold_their_values() {
-    let seg = 64 << 10;
-    let cfg = Config {
-        memory_limit: 64 * seg,
-        segment_size: seg,
-        item_size_max: seg,
-        compression: Some(zconfig()),
-        ..Config::default()
-    };
-    let (s, mut w) = store_of(cfg);
+    let (s, mut w) = segmented(64, 64 << 10);
     train(&s, &mut w, 200);
     let first = zstats(&s);
     assert_eq!((first.dicts_live, first.current_dict), (1, 1));
@@ -255,15 +254,7 @@ fn dictionaries_live_while_segments_hold_their_values() {
 
 #[test]
 fn retraining_while_threads_read_and_write() {
-    let seg = 256 << 10;
-    let cfg = Config {
-        memory_limit: 24 * seg,
-        segment_size: seg,
-        item_size_max: seg,
-        compression: Some(zconfig()),
-        ..Config::default()
-    };
-    let (s, mut w) = store_of(cfg);
+    let (s, mut w) = segmented(24, 256 << 10);
     train(&s, &mut w, 200);
     let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
     let readers: Vec<_> = (0..4u64)
