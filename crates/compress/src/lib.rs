@@ -773,6 +773,11 @@ impl Ctx {
     pub fn decompress(&mut self, stored: &[u8], out: &mut Vec<u8>) -> Result<(), CompressError> {
         let started = Instant::now();
         let (id, fhd, at, n) = read_header(stored)?;
+        // A zstd block is at least 3 bytes and decodes to at most 128 KiB:
+        // a larger claim is a damaged form, refused before `out` grows.
+        if n > (stored.len() / 3 + 1).saturating_mul(128 << 10) {
+            return Err(CompressError::Malformed);
+        }
         self.revalidate()?;
         if self.d_dict.as_ref().map_or(NO_DICT, |d| d.0) != id {
             if id == NO_DICT {

@@ -173,6 +173,10 @@ fn damaged_stored_forms_are_errors_not_panics() {
     let stored = round_trip(&mut c, &record(5));
     let mut out = Vec::new();
     assert_eq!(c.decompress(&[], &mut out), Err(CompressError::Malformed));
+    // A size no frame of this length can decode to (8-byte field).
+    let huge = [0xc0, 0xe0, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x7f, 0, 0, 0];
+    assert_eq!(original_len(&huge), Ok(i64::MAX as usize));
+    assert_eq!(c.decompress(&huge, &mut out), Err(CompressError::Malformed));
     // A size field cut short; a full FHD missing.
     assert_eq!(c.decompress(&[0x80, 1, 2, 3], &mut out), Err(CompressError::Malformed));
     assert_eq!(c.decompress(&[0xc0], &mut out), Err(CompressError::Malformed));
@@ -387,5 +391,30 @@ fn ids_run_out_only_while_63_dictionaries_are_referenced() {
     for (round, stored) in held.iter().enumerate().skip(1) {
         c.decompress(stored, &mut out).unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(out, record(500_000 + round as u64));
+    }
+}
+
+proptest! {
+    /// Any bytes taken for a stored form (a damaged one, or one read back
+    /// from a later tier) give an error or exactly the length they claim;
+    /// never a panic, never more.
+    #[test]
+    fn arbitrary_stored_forms_never_panic(bytes in proptest::collection::vec(any::<u8>(), 0..200), flip in any::<(usize, u8)>()) {
+        let mut c = ctx(Config { min_saving_percent: 0, ..Config::default() });
+        let mut out = Vec::new();
+        let claimed = original_len(&bytes);
+        match c.decompress(&bytes, &mut out) {
+            Ok(()) => prop_assert_eq!(Ok(out.len()), claimed),
+            Err(_) => prop_assert!(out.len() <= claimed.unwrap_or(0)),
+        }
+        // A real stored form with one byte flipped.
+        let mut stored = Vec::new();
+        prop_assert!(c.compress(&record(flip.0 as u64 % 1000), &mut stored));
+        let at = flip.0 % stored.len();
+        stored[at] ^= flip.1.max(1);
+        let claimed = original_len(&stored);
+        if c.decompress(&stored, &mut out).is_ok() {
+            prop_assert_eq!(Ok(out.len()), claimed);
+        }
     }
 }
