@@ -176,6 +176,9 @@ capacity: $(SERVER_DEPS)
 concurrency: $(SERVER_DEPS)
 	@echo "==> concurrency"
 	timeout 600 $(VPY) scripts/concurrency.py --secs $(CONCURRENCY_SECS)
+	@echo "==> concurrency, compression on (small dictionaries, retrained as values change)"
+	timeout 600 $(VPY) scripts/concurrency.py --secs $(CONCURRENCY_SECS) --expect-compressed --server-arg=-o \
+	  --server-arg=compression=on,compression_dict_size=1k,compression_train_bytes=16k,compression_sample=1
 
 # Benchmarks, not tests: minutes per scenario; results under BENCH_OUT.
 BENCH_OUT ?= target/bench

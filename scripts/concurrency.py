@@ -23,6 +23,7 @@ CLIENT_ERROR, ERROR, garbage, timeouts, closed connections) is an error.
 At the end the server must still run and answer ``version``.
 
   scripts/concurrency.py [--target memcached] [--secs 20] [--conns 64]
+                        [--server-arg=-o --server-arg=compression=on]
 """
 
 import argparse
@@ -384,13 +385,17 @@ def main():
     ap.add_argument("--counters", type=int, default=40, help="counter keys")
     ap.add_argument("--threads", type=int, default=2, help="server -t")
     ap.add_argument("--seed", type=int, default=int(time.time()))
+    ap.add_argument("--server-arg", action="append", default=[],
+                    help="extra server argument (repeat), e.g. --server-arg=-o --server-arg=compression=on")
+    ap.add_argument("--expect-compressed", action="store_true",
+                    help="fail unless the server held values compressed and trained a dictionary")
     args = ap.parse_args()
 
     plain = [b"c:%d" % i for i in range(args.keys)]
     counters = [b"n:%d" % i for i in range(args.counters)]
     watch = CounterWatch(counters)
     stats = Stats()
-    srv = harness.Server(["-t", str(args.threads)], kind=args.target)
+    srv = harness.Server(["-t", str(args.threads)] + args.server_arg, kind=args.target)
     alive = False
     scanned = 0
     try:
@@ -409,6 +414,18 @@ def main():
                 scanned = final_scan(srv.port, plain, counters, stats)
                 c = srv.connect(timeout=10)
                 alive = c.call(b"version\r\n").startswith(b"VERSION ")
+                if args.expect_compressed:
+                    st = dict(
+                        line.split(b" ")[1:3]
+                        for line in c.call(b"stats\r\n", b"END\r\n").split(b"\r\n")
+                        if line.startswith(b"STAT ")
+                    )
+                    held = int(st.get(b"strata_compressed_items", b"0"))
+                    trainings = int(st.get(b"strata_compress_trainings", b"0"))
+                    print(f"concurrency: compressed items {held}, trainings {trainings}, "
+                          f"decompress errors {int(st.get(b'strata_decompress_errors', b'0'))}")
+                    if held == 0 or trainings == 0 or st.get(b"strata_decompress_errors") != b"0":
+                        stats.add(error="compression: nothing held compressed, no training, or decompress errors")
                 c.close()
             except (OSError, ConnectionError) as e:
                 stats.add(error=f"final check: {e}")
