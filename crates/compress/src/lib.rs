@@ -420,7 +420,14 @@ impl Codec {
     /// reference may take another, so the dictionary cannot be dropped
     /// meanwhile. False if `id` is not loaded.
     pub fn retain(&self, id: u8) -> bool {
-        id == NO_DICT || self.dicts.read()[id as usize].as_ref().map(|d| d.refs.fetch_add(1, SeqCst)).is_some()
+        id == NO_DICT
+            || self
+                .dicts
+                .read()
+                .get(usize::from(id))
+                .and_then(Option::as_ref)
+                .map(|d| d.refs.fetch_add(1, SeqCst))
+                .is_some()
     }
 
     /// Gives back a reference to dictionary `id` ([`Ctx::compress`]'s or
@@ -430,7 +437,7 @@ impl Codec {
         if id == NO_DICT {
             return;
         }
-        let last = match &self.dicts.read()[id as usize] {
+        let last = match self.dicts.read().get(usize::from(id)).and_then(Option::as_ref) {
             Some(d) => d.refs.fetch_sub(1, SeqCst) == 1,
             None => false,
         };

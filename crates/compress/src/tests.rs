@@ -384,6 +384,9 @@ fn ids_run_out_only_while_63_dictionaries_are_referenced() {
     }
     assert!(matches!(c.codec().train_now(), Err(CompressError::Training(_))));
     assert_eq!(c.codec().stats().current_dict, MAX_DICT_ID);
+    // Ids no dictionary can have are refused, not a panic.
+    assert!(!c.codec().retain(MAX_DICT_ID + 1));
+    c.codec().release(255);
     // Giving back the first dictionary's reference frees id 1 for reuse.
     c.codec().release(dict_id(&held[0]));
     assert_eq!(train(&mut c, 2_000_000), 1);
