@@ -4,13 +4,29 @@ import re
 
 import pytest
 
-from wirelib import assert_in_sync, assert_missing, expect, read_line_or_partial
+from wirelib import assert_in_sync, assert_missing, expect, read_line_or_partial, stats
 
 
 def test_version_reply_format(conn):
     conn.send(b"version\r\n")
     line = read_line_or_partial(conn)
     assert re.fullmatch(rb"VERSION [!-~]+\r\n", line), line
+
+
+def test_version_is_a_bare_memcached_release_number(conn):
+    """Clients parse this line: node's `memcached` takes its last three
+    numbers, so anything after the release (a server's own version) would
+    be read as the memcached version."""
+    conn.send(b"version\r\n")
+    line = read_line_or_partial(conn)
+    assert re.fullmatch(rb"VERSION 1\.\d+\.\d+\r\n", line), line
+
+
+@pytest.mark.strata_only
+def test_strata_reports_its_own_version_in_stats(conn):
+    st = stats(conn)
+    assert st["version"] == "1.6.38"
+    assert re.fullmatch(r"\d+\.\d+\.\d+", st["strata_version"]), st["strata_version"]
 
 
 def test_version_twice_gives_same_reply(conn):

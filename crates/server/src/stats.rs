@@ -16,9 +16,15 @@ use strata_protocol::text::Tokens;
 
 use crate::{ConnState, Shared};
 
-/// The version `version` and `stats` report: the memcached protocol level
-/// implemented, tagged with strata's own version.
-pub(crate) const VERSION: &str = concat!("1.6.38-strata-", env!("CARGO_PKG_VERSION"));
+/// The version `version` and `stats` report: the memcached release whose
+/// protocol strata implements, and nothing else, because clients parse it
+/// (node's `memcached` takes the last three numbers of the line, so a
+/// suffix like `-strata-0.1.0` read as version 0.1.0). strata's own version
+/// is `stats`' `strata_version`.
+pub(crate) const VERSION: &str = "1.6.38";
+
+/// strata's own version (`strata -V`, `stats` → `strata_version`).
+pub(crate) const STRATA_VERSION: &str = env!("CARGO_PKG_VERSION");
 
 /// One worker's request counters. Only its worker writes them (plain load
 /// and store, no locked instructions); `stats` reads them from any thread.
@@ -135,7 +141,8 @@ fn general(shared: &Shared) -> Snapshot {
     s.info("pid", "Process id.", std::process::id());
     s.counter("uptime", "Seconds since the server started.", shared.started.elapsed().as_secs());
     s.gauge("time", "The server's unix time.", clock.unix_now());
-    s.info("version", "memcached protocol level, and strata's version.", VERSION);
+    s.info("version", "The memcached release whose protocol this implements.", VERSION);
+    s.info("strata_version", "strata's own version.", STRATA_VERSION);
     s.info("pointer_size", "Bits in a pointer.", usize::BITS);
     s.counter("rusage_user", "User CPU seconds.", Value::Seconds(user));
     s.counter("rusage_system", "System CPU seconds.", Value::Seconds(sys));
