@@ -291,3 +291,15 @@ fn retraining_while_threads_read_and_write() {
     assert_eq!(z.trainings, 7);
     assert!(z.dicts_live >= 1 && z.dicts_live <= 7, "{z:?}");
 }
+
+#[test]
+fn training_is_sized_to_a_small_memory_limit() {
+    let small = Config { memory_limit: 8 << 20, compression: Some(Default::default()), ..Config::default() };
+    let (s, _w) = store_of(small);
+    let z = s.config().compression.clone().unwrap_or_else(|| panic!("compression is on"));
+    assert_eq!((z.train_bytes, z.dict_size), (512 << 10, 64 << 10));
+    // At the default -m and above, the settings stand.
+    let (s, _w) = store_of(Config { compression: Some(Default::default()), ..Config::default() });
+    let z = s.config().compression.clone().unwrap_or_else(|| panic!("compression is on"));
+    assert_eq!((z.train_bytes, z.dict_size), (4 << 20, 256 << 10));
+}

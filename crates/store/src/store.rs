@@ -119,6 +119,17 @@ impl Store {
             // small: memcached's 2^16 buckets, fewer for a small `-m`.
             (usize::BITS - (cfg.memory_limit / 4096).max(16).leading_zeros() - 1).clamp(10, 16)
         };
+        if let Some(z) = cfg.compression.as_mut() {
+            // Samples and dictionaries count in the memory limit: under a
+            // small `-m` a training's worth would crowd out the items
+            // before it ever filled, so it is at most a sixteenth of the
+            // limit, and the dictionary at most an eighth of that.
+            let cap = cfg.memory_limit / 16;
+            if z.train_bytes > cap {
+                z.train_bytes = cap;
+                z.dict_size = z.dict_size.min(cap / 8);
+            }
+        }
         let codec = match &cfg.compression {
             None => None,
             Some(c) => Some(Codec::new(c.clone()).map_err(|e| match e {
