@@ -12,8 +12,8 @@
 //!         an older version, or given a CAS by the client; otherwise the CAS
 //!         is derived from the location, see `store`)
 //!  bit 5: the value is stored compressed (`strata_compress`'s stored form:
-//!         dictionary id, original length, zstd frame); the value length
-//!         field is the stored length
+//!         a dictionary id byte, then a zstd frame that carries the original
+//!         length); the value length field is the stored length
 //!  bit 6: state byte present (see [`state`]; only on items that were marked
 //!         stale, handed out a recache token, moved after being read, or
 //!         stored under a base64 key)

@@ -80,7 +80,7 @@ pub struct Args {
     /// Extended options, comma separated: hashpower=N, max_get_line=BYTES, io=auto|uring|epoll, io_buffers=N,
     /// compression=on|off, compression_level=1..19, compression_min_size=BYTES,
     /// compression_min_saving=PERCENT, compression_dict_size=BYTES, compression_train_bytes=BYTES,
-    /// compression_sample=N, compression_retrain_drop=PERCENT (docs/configuration.md)
+    /// compression_sample=N, compression_retrain_drop=PERCENT (README, "Compression")
     #[arg(short = 'o', long = "extended", action = ArgAction::Append)]
     extended: Vec<String>,
 
