@@ -130,6 +130,11 @@ pub enum Reply {
     Unknown,
     /// A known group used wrongly: the text protocol's `CLIENT_ERROR` line.
     Usage(&'static [u8]),
+    /// A setting changed (`stats detail on|off`): text `OK`.
+    Done,
+    /// A report in lines of its own, `END` included (`stats detail dump`):
+    /// as it is in text, one packet under this key in binary.
+    Lines(&'static str, Vec<u8>),
 }
 
 /// Renders for the text protocol: `STAT <name> <value>` lines and `END`.
@@ -146,6 +151,8 @@ pub fn text(out: &mut Vec<u8>, reply: &Reply) {
         Reply::Reset => out.extend_from_slice(crate::reply::text::RESET),
         Reply::Unknown => out.extend_from_slice(crate::reply::text::ERROR),
         Reply::Usage(line) => out.extend_from_slice(line),
+        Reply::Done => out.extend_from_slice(crate::reply::text::OK),
+        Reply::Lines(_, lines) => out.extend_from_slice(lines),
     }
 }
 
@@ -165,7 +172,11 @@ pub fn binary(out: &mut Vec<u8>, req: &Header, reply: &Reply) {
                 response::packet(out, req, Status::Success, 0, body);
             }
         }
-        Reply::Reset => {}
+        Reply::Reset | Reply::Done => {}
+        Reply::Lines(key, lines) => {
+            let body = response::Body { key: key.as_bytes(), value: lines, ..Default::default() };
+            response::packet(out, req, Status::Success, 0, body);
+        }
         Reply::Unknown | Reply::Usage(_) => return response::error(out, req, Status::KeyNotFound),
     }
     response::packet(out, req, Status::Success, 0, response::Body::default());
@@ -197,6 +208,11 @@ mod tests {
             (Reply::Reset, &b"RESET\r\n"[..]),
             (Reply::Unknown, b"ERROR\r\n"),
             (Reply::Usage(b"CLIENT_ERROR x\r\n"), b"CLIENT_ERROR x\r\n"),
+            (Reply::Done, b"OK\r\n"),
+            (
+                Reply::Lines("detailed", b"PREFIX a get 1 hit 1 set 0 del 0\r\nEND\r\n".to_vec()),
+                b"PREFIX a get 1 hit 1 set 0 del 0\r\nEND\r\n",
+            ),
         ] {
             out.clear();
             text(&mut out, &r);
@@ -223,5 +239,12 @@ mod tests {
         out.clear();
         binary(&mut out, &h, &Reply::Reset);
         assert_eq!(out.len(), HEADER_LEN);
+        out.clear();
+        binary(&mut out, &h, &Reply::Done);
+        assert_eq!(out.len(), HEADER_LEN);
+        out.clear();
+        binary(&mut out, &h, &Reply::Lines("detailed", b"END\r\n".to_vec()));
+        assert_eq!(&out[HEADER_LEN..HEADER_LEN + 13], b"detailedEND\r\n");
+        assert_eq!(out.len(), 2 * HEADER_LEN + 13);
     }
 }

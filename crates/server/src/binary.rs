@@ -77,6 +77,7 @@ pub(crate) fn execute(ctx: &mut Ctx<'_>, req: Request<'_>, auth: &mut Auth, out:
                     Body { extras: &it.flags.to_be_bytes(), key: if with_key { it.key } else { b"" }, value: it.value };
                 response::packet(out, h, Status::Success, it.cas, body);
             });
+            ctx.shared.detail.record_get(get.key.as_bytes(), matches!(hit, Ok(Some(()))));
             match hit {
                 Ok(Some(())) => {}
                 Ok(None) if quiet => {}
@@ -92,43 +93,58 @@ pub(crate) fn execute(ctx: &mut Ctx<'_>, req: Request<'_>, auth: &mut Auth, out:
                 Err(_) => response::error(out, h, Status::OutOfMemory),
             }
         }
-        Command::Touch(get) => match ctx.get(&get, |it| (it.flags, it.cas)) {
-            Ok(Some((flags, cas))) => {
-                response::packet(out, h, Status::Success, cas, Body { extras: &flags.to_be_bytes(), ..Body::default() })
-            }
-            Ok(None) => response::error(out, h, Status::KeyNotFound),
-            Err(_) => response::error(out, h, Status::OutOfMemory),
-        },
-        Command::Store(set) => match ctx.set(&set) {
-            Ok(stored) => match stored.outcome {
-                StoreOutcome::Stored => ok(out, stored.cas, Body::default()),
-                StoreOutcome::Exists => response::error(out, h, Status::KeyExists),
-                StoreOutcome::NotFound => response::error(out, h, Status::KeyNotFound),
-                StoreOutcome::NotStored => response::error(
+        Command::Touch(get) => {
+            let r = ctx.get(&get, |it| (it.flags, it.cas));
+            ctx.shared.detail.record_get(get.key.as_bytes(), matches!(r, Ok(Some(_))));
+            match r {
+                Ok(Some((flags, cas))) => response::packet(
                     out,
                     h,
-                    match set.mode {
-                        ops::Mode::Add => Status::KeyExists,
-                        ops::Mode::Replace => Status::KeyNotFound,
-                        _ => Status::NotStored,
-                    },
+                    Status::Success,
+                    cas,
+                    Body { extras: &flags.to_be_bytes(), ..Body::default() },
                 ),
-            },
-            Err(StoreError::TooLarge) => response::error(out, h, Status::TooLarge),
-            Err(_) => response::error(out, h, Status::OutOfMemory),
-        },
+                Ok(None) => response::error(out, h, Status::KeyNotFound),
+                Err(_) => response::error(out, h, Status::OutOfMemory),
+            }
+        }
+        Command::Store(set) => {
+            ctx.shared.detail.record_set(set.key.as_bytes());
+            match ctx.set(&set) {
+                Ok(stored) => match stored.outcome {
+                    StoreOutcome::Stored => ok(out, stored.cas, Body::default()),
+                    StoreOutcome::Exists => response::error(out, h, Status::KeyExists),
+                    StoreOutcome::NotFound => response::error(out, h, Status::KeyNotFound),
+                    StoreOutcome::NotStored => response::error(
+                        out,
+                        h,
+                        match set.mode {
+                            ops::Mode::Add => Status::KeyExists,
+                            ops::Mode::Replace => Status::KeyNotFound,
+                            _ => Status::NotStored,
+                        },
+                    ),
+                },
+                Err(StoreError::TooLarge) => response::error(out, h, Status::TooLarge),
+                Err(_) => response::error(out, h, Status::OutOfMemory),
+            }
+        }
         Command::TooLarge { mode, key, swallow } => {
             // memcached: a binary SET drops the old item, with a CAS or not.
+            ctx.shared.detail.record_set(key);
             ctx.refuse_too_large(key, mode == ops::Mode::Set);
             response::error(out, h, Status::TooLarge);
             return Outcome::Swallow(swallow);
         }
-        Command::Delete(del) => match ctx.delete(&del) {
-            Ok(DeleteOutcome::Deleted) => ok(out, 0, Body::default()),
-            Ok(DeleteOutcome::Exists) => response::error(out, h, Status::KeyExists),
-            Ok(DeleteOutcome::NotFound) => response::error(out, h, Status::KeyNotFound),
-            Err(_) => response::error(out, h, Status::OutOfMemory),
-        },
+        Command::Delete(del) => {
+            ctx.shared.detail.record_delete(del.key.as_bytes());
+            match ctx.delete(&del) {
+                Ok(DeleteOutcome::Deleted) => ok(out, 0, Body::default()),
+                Ok(DeleteOutcome::Exists) => response::error(out, h, Status::KeyExists),
+                Ok(DeleteOutcome::NotFound) => response::error(out, h, Status::KeyNotFound),
+                Err(_) => response::error(out, h, Status::OutOfMemory),
+            }
+        }
         Command::Arith(arith) => match ctx.arith(&arith) {
             Ok(c) => match c.outcome {
                 ArithOutcome::Value(v) => ok(out, c.cas, Body { value: &v.to_be_bytes(), ..Body::default() }),

@@ -68,6 +68,10 @@ pub struct ServerConfig {
     /// `-o io_buffers=`: receive buffers (8 KiB each) per io_uring worker; a
     /// power of two.
     pub io_buffers: u16,
+    /// `-D`: the delimiter that ends a key's prefix for `stats detail`.
+    pub prefix_delimiter: u8,
+    /// `stats detail` counting from the start (memcached's `-D` turns it on).
+    pub detail_enabled: bool,
 }
 
 impl Default for ServerConfig {
@@ -93,6 +97,8 @@ impl Default for ServerConfig {
             auth_file: None,
             io: IoBackend::Auto,
             io_buffers: 64,
+            prefix_delimiter: b':',
+            detail_enabled: false,
         }
     }
 }

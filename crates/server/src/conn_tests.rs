@@ -34,6 +34,7 @@ impl Fixture {
         let acceptor = Arc::new(mio::Waker::new(poll.registry(), mio::Token(0)).unwrap_or_else(|e| panic!("{e}")));
         let stats = Arc::new(WorkerStats::default());
         let shared = Arc::new(Shared {
+            detail: crate::detail::Detail::new(cfg.prefix_delimiter, cfg.detail_enabled),
             cfg,
             store: store.clone(),
             shutdown: AtomicBool::new(false),

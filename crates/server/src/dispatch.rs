@@ -96,34 +96,42 @@ pub(crate) fn execute(ctx: &mut Ctx<'_>, req: Request<'_>, out: &mut Vec<u8>, re
                         let get = ops::Get { key: ops::Key::Raw(key), read };
                         // A failed rewrite for a touch leaves the old expiry;
                         // the read itself has no error to report.
-                        let _ = ctx.get(&get, |it| write_value(out, it, cas));
+                        let hit = ctx.get(&get, |it| write_value(out, it, cas));
+                        ctx.shared.detail.record_get(key, matches!(hit, Ok(Some(()))));
                     }
                 }
             }
         }
-        Command::Store(set) => match ctx.set(&set) {
-            Ok(stored) => reply(
-                out,
-                match stored.outcome {
-                    StoreOutcome::Stored => r::STORED,
-                    StoreOutcome::NotStored => r::NOT_STORED,
-                    StoreOutcome::Exists => r::EXISTS,
-                    StoreOutcome::NotFound => r::NOT_FOUND,
-                },
-            ),
-            Err(StoreError::TooLarge) => reply(out, r::TOO_LARGE),
-            Err(_) => reply(out, r::OUT_OF_MEMORY_STORING),
-        },
+        Command::Store(set) => {
+            ctx.shared.detail.record_set(set.key.as_bytes());
+            match ctx.set(&set) {
+                Ok(stored) => reply(
+                    out,
+                    match stored.outcome {
+                        StoreOutcome::Stored => r::STORED,
+                        StoreOutcome::NotStored => r::NOT_STORED,
+                        StoreOutcome::Exists => r::EXISTS,
+                        StoreOutcome::NotFound => r::NOT_FOUND,
+                    },
+                ),
+                Err(StoreError::TooLarge) => reply(out, r::TOO_LARGE),
+                Err(_) => reply(out, r::OUT_OF_MEMORY_STORING),
+            }
+        }
         Command::TooLarge { mode, cas, key, swallow } => {
             // memcached: only NREAD_SET (not cas) drops the old item.
+            ctx.shared.detail.record_set(key);
             ctx.refuse_too_large(key, mode == ops::Mode::Set && !cas);
             reply(out, r::TOO_LARGE);
             return Outcome::Swallow(swallow);
         }
-        Command::Delete(del) => match ctx.delete(&del) {
-            Ok(DeleteOutcome::Deleted) => reply(out, r::DELETED),
-            _ => reply(out, r::NOT_FOUND),
-        },
+        Command::Delete(del) => {
+            ctx.shared.detail.record_delete(del.key.as_bytes());
+            match ctx.delete(&del) {
+                Ok(DeleteOutcome::Deleted) => reply(out, r::DELETED),
+                _ => reply(out, r::NOT_FOUND),
+            }
+        }
         Command::Arith(arith) => match ctx.arith(&arith) {
             Ok(Counted { outcome: ArithOutcome::Value(v), .. }) => {
                 if !noreply {

@@ -13,6 +13,7 @@ mod bufring;
 pub mod config;
 mod conn;
 mod core;
+mod detail;
 mod dispatch;
 mod listen;
 mod meta;
@@ -103,6 +104,8 @@ pub(crate) struct Shared {
     pub conns: Mutex<BTreeMap<u64, Arc<ConnInfo>>>,
     pub listeners: Vec<(i32, String)>,
     pub acceptor: Arc<Waker>,
+    /// `stats detail`'s per-prefix counts.
+    pub detail: detail::Detail,
 }
 
 /// The event loop a worker runs, built before its thread starts so that a
@@ -153,6 +156,7 @@ pub fn run(cfg: ServerConfig, store: Arc<Store>) -> Result<(), ServerError> {
     let workers_stats: Vec<_> = (0..threads).map(|_| Arc::new(stats::WorkerStats::default())).collect();
     let shared = Arc::new(Shared {
         verbosity: AtomicU32::new(cfg.verbosity),
+        detail: detail::Detail::new(cfg.prefix_delimiter, cfg.detail_enabled),
         listeners: listeners.iter().map(|l| (l.fd(), l.name())).collect(),
         cfg,
         store,

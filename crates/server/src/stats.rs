@@ -121,13 +121,28 @@ pub(crate) fn command(shared: &Shared, args: Tokens<'_>) -> Reply {
             shared.total_conns.store(0, Relaxed);
             shared.rejected_conns.store(0, Relaxed);
             shared.store.reset_stats();
+            shared.detail.clear();
             return Reply::Reset;
         }
         Some(b"settings") => settings(shared),
         Some(b"items") => items(shared),
         Some(b"slabs") => slabs(shared),
         Some(b"conns") => conns(shared),
-        Some(b"detail") => return Reply::Usage(b"CLIENT_ERROR usage: stats detail on|off|dump\r\n"),
+        Some(b"detail") => {
+            // memcached ignores anything after the subcommand.
+            return match args.get(1).copied() {
+                Some(b"on") => {
+                    shared.detail.set_enabled(true);
+                    Reply::Done
+                }
+                Some(b"off") => {
+                    shared.detail.set_enabled(false);
+                    Reply::Done
+                }
+                Some(b"dump") => Reply::Lines("detailed", shared.detail.dump()),
+                _ => Reply::Usage(b"CLIENT_ERROR usage: stats detail on|off|dump\r\n"),
+            };
+        }
         Some(_) => return Reply::Unknown,
     };
     Reply::Stats(snapshot)
@@ -259,6 +274,9 @@ fn settings(shared: &Shared) -> Snapshot {
     s.info("umask", "Unix socket permissions (-a).", format!("{:o}", c.unix_mask));
     s.info("shutdown_command", "Whether shutdown is allowed (-A).", yes_no(c.shutdown_enabled));
     s.info("num_threads", "Worker threads (-t).", c.threads);
+    let delimiter = char::from(shared.detail.delimiter()).to_string();
+    s.info("stat_key_prefix", "Delimiter ending a key's prefix for stats detail (-D).", delimiter);
+    s.info("detail_enabled", "Whether stats detail counts (stats detail on|off, -D).", yes_no(shared.detail.enabled()));
     s.info("reqs_per_event", "Requests per connection per turn (-R).", c.reqs_per_event);
     s.info("cas_enabled", "no with -C.", yes_no(sc.cas));
     s.info("tcp_backlog", "Listen backlog (-b).", u64::try_from(c.backlog).unwrap_or(0));

@@ -65,6 +65,11 @@ pub struct Args {
     #[arg(short = 'F', long = "disable-flush-all")]
     disable_flush_all: bool,
 
+    /// Delimiter between a key's prefix and the rest, for stats detail
+    /// (default ':'); giving it turns stats detail on, as in memcached
+    #[arg(short = 'D', long = "prefix-delimiter")]
+    prefix_delimiter: Option<String>,
+
     /// Requests served per connection before turning to others
     #[arg(short = 'R', long = "max-reqs-per-event", default_value_t = 20)]
     max_reqs_per_event: usize,
@@ -286,6 +291,12 @@ impl Args {
             protocol = Protocol::Ascii;
         }
         let listen = if self.listen.is_empty() { vec!["127.0.0.1".to_string()] } else { self.listen };
+        // memcached takes the first byte of -D's argument.
+        let prefix_delimiter = match self.prefix_delimiter.as_deref().map(str::as_bytes) {
+            None => b':',
+            Some([c, ..]) => *c,
+            Some([]) => return Err("invalid -D \"\" (a delimiter character)".into()),
+        };
         let server = ServerConfig {
             port: self.port,
             listen,
@@ -307,6 +318,8 @@ impl Args {
             auth_file,
             io,
             io_buffers,
+            prefix_delimiter,
+            detail_enabled: self.prefix_delimiter.is_some(),
         };
         Ok((store, server))
     }
@@ -371,6 +384,11 @@ mod tests {
         assert!(parse(&["-o", "compression=on,compression_level=25"]).is_err());
         assert!(parse(&["-o", "compression_sample=0"]).is_err());
         assert!(parse(&["-o", "compression_dict_size=x"]).is_err());
+        let (_, sv) = parse(&["-D", "/"]).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!((sv.prefix_delimiter, sv.detail_enabled), (b'/', true));
+        let (_, sv) = parse(&[]).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!((sv.prefix_delimiter, sv.detail_enabled), (b':', false));
+        assert!(parse(&["-D", ""]).is_err());
         assert!(parse(&["--bogus"]).is_err());
     }
 }
