@@ -285,3 +285,11 @@ def test_verbosity_command_shows_in_stats_settings(sconn):
     assert stats(sconn, "settings")["verbosity"] == "2"
     expect(sconn, b"verbosity 0\r\n", b"OK\r\n")
     assert stats(sconn, "settings")["verbosity"] == "0"
+
+
+def test_sizes_and_extstore_groups_answer_as_memcached_without_them(sconn):
+    """memcached without -o track_sizes and without extstore: monitoring
+    that asks for these groups gets a reply, not ERROR."""
+    expect(sconn, b"stats sizes\r\n", b"STAT sizes_status disabled\r\nEND\r\n")
+    expect(sconn, b"stats extstore\r\n", b"END\r\n")
+    assert_in_sync(sconn)

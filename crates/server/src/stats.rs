@@ -128,6 +128,13 @@ pub(crate) fn command(shared: &Shared, args: Tokens<'_>) -> Reply {
         Some(b"items") => items(shared),
         Some(b"slabs") => slabs(shared),
         Some(b"conns") => conns(shared),
+        // memcached without `-o track_sizes` and without extstore.
+        Some(b"sizes") => {
+            let mut s = Snapshot::default();
+            s.info("sizes_status", "Item size histogram (memcached's -o track_sizes): not kept.", "disabled");
+            s
+        }
+        Some(b"extstore") => Snapshot::default(),
         Some(b"detail") => {
             // memcached ignores anything after the subcommand.
             return match args.get(1).copied() {
