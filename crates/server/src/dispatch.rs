@@ -169,6 +169,22 @@ pub(crate) fn execute(ctx: &mut Ctx<'_>, req: Request<'_>, out: &mut Vec<u8>, re
             };
             reply(out, msg);
         }
+        Command::Metadump { classes } => {
+            // strata's one "slab class" is 1, as `stats items` and `stats
+            // slabs` report it; other valid ids are empty classes.
+            if classes & (1 << 1) != 0 {
+                let (start, stripes) = (resume.unwrap_or(0), ctx.store.stripes());
+                let (unix, now) = (clock.unix_now(), clock.now());
+                for stripe in start..stripes {
+                    // At least one stripe per turn; then the client reads.
+                    if stripe > start && out.len() >= ctx.shared.cfg.max_output {
+                        return Outcome::Resume(stripe);
+                    }
+                    ctx.store.scan(stripe, |key, info| metadump_line(out, key, info, unix, now));
+                }
+            }
+            out.extend_from_slice(r::END);
+        }
         Command::Quit => return Outcome::CloseAfterWrite,
         Command::Shutdown { mode } => {
             if !ctx.shared.cfg.shutdown_enabled {
@@ -204,6 +220,30 @@ pub(crate) fn execute(ctx: &mut Ctx<'_>, req: Request<'_>, out: &mut Vec<u8>, re
         }
     }
     Outcome::Continue
+}
+
+/// Bytes memcached's metadump leaves as they are in a key: RFC 3986's
+/// unreserved characters.
+const KEY_ESCAPE: &percent_encoding::AsciiSet =
+    &percent_encoding::NON_ALPHANUMERIC.remove(b'-').remove(b'.').remove(b'_').remove(b'~');
+
+/// One `lru_crawler metadump` line, memcached's format (ended by `\n`, not
+/// `\r\n`); times absolute. `la` is when the item was written: strata does
+/// not keep a last-access time per item.
+fn metadump_line(out: &mut Vec<u8>, key: &[u8], info: &strata_store::Inspect, unix: i64, now: u32) {
+    use std::io::Write;
+    let abs = |t: u32| unix - i64::from(now) + i64::from(t);
+    let exp = if info.expiry == 0 { -1 } else { abs(info.expiry) };
+    let fetch = if info.fetched { "yes" } else { "no" };
+    // Writing into a Vec cannot fail.
+    let _ = writeln!(
+        out,
+        "key={} exp={exp} la={} cas={} fetch={fetch} cls=1 size={}",
+        percent_encoding::percent_encode(key, KEY_ESCAPE),
+        abs(info.written),
+        info.cas,
+        info.size
+    );
 }
 
 fn write_value(out: &mut Vec<u8>, it: strata_store::ItemView<'_>, cas: bool) {

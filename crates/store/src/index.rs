@@ -159,6 +159,14 @@ impl Stripe {
         self.bucket(p.overflow, p.bucket)[p.slot as usize]
     }
 
+    /// Calls `f` on every item slot of the stripe (freed overflow buckets
+    /// are all zeros, so every bucket can be walked).
+    pub fn for_each_item(&self, mut f: impl FnMut(u64)) {
+        for b in self.buckets.iter().chain(self.overflow.iter().flat_map(|blk| blk.iter())) {
+            b.iter().copied().filter(|&s| slot::is_item(s)).for_each(&mut f);
+        }
+    }
+
     pub fn set(&mut self, p: Pos, v: u64) {
         self.bucket_mut(p.overflow, p.bucket)[p.slot as usize] = v;
     }

@@ -271,23 +271,32 @@ impl Worker {
         let mut stripe = st.index.lock(loc.stripe);
         let (_, s) = st.lookup(&mut stripe, loc, key, now, &self.active.counters).ok()?;
         let it = st.item_at(s)?;
-        Some(Inspect {
-            expiry: it.expiry(),
-            written: st.written_at(s),
-            cas: st.cas_of(s, &it),
-            fetched: slot::freq(s) > 0 || it.state() & state::FETCHED != 0,
-            // As the client stored it: a compressed value counts its
-            // original length (and the header that length would need).
-            size: match crate::store::sizes(&it) {
-                (len, _, 0) => len,
-                (_, plain, _) => crate::item::encoded_len(
-                    it.key().len(),
-                    plain as usize,
-                    &Fields { compressed: false, ..it.fields() },
-                ),
-            },
-            binary_key: it.state() & state::KEY_BINARY != 0,
-        })
+        Some(st.inspect_of(s, &it))
+    }
+
+    /// Index stripes, for [`Worker::scan`].
+    pub fn stripes(&self) -> usize {
+        self.store.index.stripes()
+    }
+
+    /// The live items of index stripe `stripe` (neither expired nor
+    /// flushed; none counted as read), each with its key, under the
+    /// stripe's lock: a dump (`lru_crawler metadump`) walks the stripes one
+    /// at a time and never stops the world. A key always hashes to the
+    /// same stripe, so a walk over every stripe sees each item that stayed
+    /// linked throughout exactly once.
+    pub fn scan(&mut self, stripe: usize, mut f: impl FnMut(&[u8], &Inspect)) {
+        let st = &*self.store;
+        st.maybe_flush();
+        let now = st.clock.now();
+        let guard = st.index.lock(stripe);
+        guard.for_each_item(|s| {
+            let Some(it) = st.item_at(s) else { return };
+            if st.is_flushed(slot::seg(s)) || crate::clock::Clock::is_expired(it.expiry(), now) {
+                return;
+            }
+            f(it.key(), &st.inspect_of(s, &it));
+        });
     }
 
     /// Whether `key` is present (no frequency bump).
@@ -300,5 +309,28 @@ impl Worker {
     pub fn touch(&mut self, key: &[u8], expiry: u32) -> Result<bool, StoreError> {
         let opts = ReadOpts { touch: Some(expiry), ..ReadOpts::default() };
         Ok(self.read(key, &opts, |_| ())?.is_some())
+    }
+}
+
+impl Store {
+    /// `me`'s and a dump's view of the linked item at slot `s`.
+    pub(crate) fn inspect_of(&self, s: u64, it: &Item<'_>) -> Inspect {
+        Inspect {
+            expiry: it.expiry(),
+            written: self.written_at(s),
+            cas: self.cas_of(s, it),
+            fetched: slot::freq(s) > 0 || it.state() & state::FETCHED != 0,
+            // As the client stored it: a compressed value counts its
+            // original length (and the header that length would need).
+            size: match crate::store::sizes(it) {
+                (len, _, 0) => len,
+                (_, plain, _) => crate::item::encoded_len(
+                    it.key().len(),
+                    plain as usize,
+                    &Fields { compressed: false, ..it.fields() },
+                ),
+            },
+            binary_key: it.state() & state::KEY_BINARY != 0,
+        }
     }
 }

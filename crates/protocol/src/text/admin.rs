@@ -1,5 +1,6 @@
 //! Server-wide commands: `flush_all [delay] [noreply]`, `verbosity <n>
-//! [noreply]`, `cache_memlimit <mb> [noreply]`, `shutdown [graceful]`, and strata's test-only
+//! [noreply]`, `cache_memlimit <mb> [noreply]`, `lru_crawler metadump
+//! <all|hash|ids>`, `shutdown [graceful]`, and strata's test-only
 //! `debug_advance_clock <seconds>`. (`version`, `quit` and `stats` need no
 //! argument parsing here.)
 
@@ -41,6 +42,32 @@ pub(super) fn parse_cache_memlimit<'a>(l: &Line<'a>, consumed: usize) -> Parse<'
         Some(megabytes) => done(Command::CacheMemlimit { megabytes }, noreply, consumed),
         None => error(ClientError::Error, noreply, consumed),
     }
+}
+
+/// Highest slab class id memcached accepts (its `MAX_SLAB_CLASSES` - 1).
+const MAX_CLASS: u32 = 63;
+
+/// `lru_crawler metadump <all|hash|id[,id…]>`. memcached's other crawler
+/// subcommands tune its LRU crawler thread, which strata does not have:
+/// they stay unknown (`ERROR`).
+pub(super) fn parse_lru_crawler<'a>(l: &Line<'a>, consumed: usize) -> Parse<'a> {
+    if l.ntokens != 4 || l.tokens[1] != b"metadump" {
+        return error(ClientError::Error, false, consumed);
+    }
+    let classes = match l.tokens[2] {
+        b"all" | b"hash" => u64::MAX,
+        ids => {
+            let mut bits = 0u64;
+            for id in ids.split(|&b| b == b',') {
+                match parse_u32(id).filter(|n| (1..=MAX_CLASS).contains(n)) {
+                    Some(n) => bits |= 1 << n,
+                    None => return error(ClientError::BadClass, false, consumed),
+                }
+            }
+            bits
+        }
+    };
+    done(Command::Metadump { classes }, false, consumed)
 }
 
 pub(super) fn parse_shutdown<'a>(l: &Line<'a>, consumed: usize) -> Parse<'a> {

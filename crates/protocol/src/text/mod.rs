@@ -108,6 +108,12 @@ pub enum Command<'a> {
     CacheMemlimit {
         megabytes: u32,
     },
+    /// `lru_crawler metadump all|hash|<class ids>`: a line of metadata per
+    /// item. `classes` is a bitmap of the slab class ids asked for (1–63;
+    /// `all` and `hash` ask for every class).
+    Metadump {
+        classes: u64,
+    },
     Quit,
     /// `shutdown` with its optional mode token (checked by the server, after
     /// it has checked that shutdown is enabled, as memcached does).
@@ -191,6 +197,8 @@ pub enum ClientError {
     MTokenLength,
     InvalidSetMode,
     InvalidArithMode,
+    /// `lru_crawler metadump` with a class id that is not one.
+    BadClass,
 }
 
 impl ClientError {
@@ -214,6 +222,7 @@ impl ClientError {
             ClientError::MTokenLength => b"CLIENT_ERROR incorrect length for M token\r\n",
             ClientError::InvalidSetMode => b"CLIENT_ERROR invalid mode for ms M token\r\n",
             ClientError::InvalidArithMode => b"CLIENT_ERROR invalid mode for ma M token\r\n",
+            ClientError::BadClass => b"BADCLASS invalid class id\r\n",
         }
     }
 }
@@ -352,6 +361,7 @@ pub fn parse<'a>(buf: &'a [u8], config: &Config) -> Parse<'a> {
         b"quit" => done(Command::Quit, false, consumed),
         b"verbosity" => admin::parse_verbosity(&l, consumed),
         b"cache_memlimit" => admin::parse_cache_memlimit(&l, consumed),
+        b"lru_crawler" => admin::parse_lru_crawler(&l, consumed),
         b"shutdown" => admin::parse_shutdown(&l, consumed),
         b"stats" => done(Command::Stats { args: Tokens(l.after_command) }, false, consumed),
         b"debug_advance_clock" if config.debug_clock => admin::parse_debug_clock(&l, consumed),

@@ -119,6 +119,25 @@ fn flush_all_forms() {
 }
 
 #[test]
+fn lru_crawler_metadump_forms() {
+    assert_eq!(cmd(b"lru_crawler metadump all\r\n").0, Command::Metadump { classes: u64::MAX });
+    assert_eq!(cmd(b"lru_crawler metadump hash\r\n").0, Command::Metadump { classes: u64::MAX });
+    assert_eq!(cmd(b"lru_crawler metadump 1,2,63\r\n").0, Command::Metadump { classes: 1 << 1 | 1 << 2 | 1 << 63 });
+    for bad in [&b"0"[..], b"64", b"abc", b"1,", b"1,x"] {
+        let line = [&b"lru_crawler metadump "[..], bad, b"\r\n"].concat();
+        assert_eq!(cmd(&line).0, Command::Error(ClientError::BadClass), "{bad:?}");
+    }
+    for bad in [
+        &b"lru_crawler\r\n"[..],
+        b"lru_crawler metadump\r\n",
+        b"lru_crawler metadump all x\r\n",
+        b"lru_crawler crawl all\r\n",
+    ] {
+        assert_eq!(cmd(bad).0, Command::Error(ClientError::Error), "{bad:?}");
+    }
+}
+
+#[test]
 fn long_lines_without_newline() {
     let junk = vec![b'x'; MAX_COMMAND_LINE + 1];
     assert_eq!(parse(&junk, &cfg()), Parse::Close);

@@ -1,0 +1,94 @@
+"""lru_crawler metadump: a line of metadata per live item, memcached's
+format, streamed under back-pressure; and memcached-tool's dump (which is
+built on it) warming a second server, the migration recipe in docs.
+
+strata has one "slab class" (1), as stats items/slabs report; la= is when
+the item was written (strata keeps no last-access time per item).
+"""
+
+import os
+import re
+import subprocess
+import time
+
+import pytest
+
+from wirelib import expect, read_line_or_partial, read_until_end
+
+LINE = re.compile(rb"key=(\S+) exp=(-1|\d+) la=(\d+) cas=(\d+) fetch=(yes|no) cls=(\d+) size=(\d+)")
+TOOL = "/usr/share/memcached/scripts/memcached-tool"
+
+
+def metadump(c, arg=b"all"):
+    c.send(b"lru_crawler metadump " + arg + b"\r\n")
+    reply = read_until_end(c, timeout=30)
+    assert reply.endswith(b"END\r\n"), reply[-200:]
+    lines = reply[: -len(b"END\r\n")].split(b"\n")
+    assert lines[-1] == b""
+    return [LINE.fullmatch(line) or pytest.fail(f"bad line {line!r}") for line in lines[:-1]]
+
+
+def test_lines_in_memcacheds_format(make_server):
+    c = make_server().connect()
+    expect(c, b"set a:1 0 0 1\r\nx\r\nset b 5 100 3\r\nabc\r\nset sp%20ce 0 0 1\r\nx\r\n", b"STORED\r\n" * 3)
+    expect(c, b"get a:1\r\n", b"VALUE a:1 0 1\r\nx\r\nEND\r\n")
+    now = int(time.time())
+    rows = {m.group(1): m for m in metadump(c)}
+    assert set(rows) == {b"a%3A1", b"b", b"sp%2520ce"}
+    assert rows[b"a%3A1"].group(2) == b"-1"
+    assert abs(int(rows[b"b"].group(2)) - (now + 100)) <= 2
+    assert abs(int(rows[b"b"].group(3)) - now) <= 2
+    assert rows[b"a%3A1"].group(5) == b"yes" and rows[b"b"].group(5) == b"no"
+    assert {m.group(6) for m in rows.values()} == {b"1"}
+    assert len({m.group(4) for m in rows.values()}) == 3, "CAS values differ"
+    # The other forms, and what is refused.
+    assert {m.group(1) for m in metadump(c, b"hash")} == set(rows)
+    assert {m.group(1) for m in metadump(c, b"1,2")} == set(rows)
+    assert metadump(c, b"2") == []
+    for bad in (b"0", b"abc", b"64"):
+        expect(c, b"lru_crawler metadump " + bad + b"\r\n", b"BADCLASS invalid class id\r\n")
+    for bad in (b"lru_crawler metadump", b"lru_crawler metadump all extra", b"lru_crawler mgdump all"):
+        expect(c, bad + b"\r\n", b"ERROR\r\n")
+    # Expired and flushed items are not listed.
+    expect(c, b"flush_all\r\n", b"OK\r\n")
+    assert metadump(c) == []
+
+
+def test_a_large_dump_streams_every_key_once(make_server):
+    """~1.3 MB of lines: more than a connection's reply buffer, so the dump
+    pauses for the client and resumes where it stopped."""
+    c = make_server(["-m", "64"]).connect()
+    n = 20000
+    for i in range(0, n, 500):
+        c.send(b"".join(b"set key:%06d 0 0 1 noreply\r\nv\r\n" % k for k in range(i, i + 500)))
+    expect(c, b"mn\r\n", b"MN\r\n")
+    time.sleep(0.5)  # let the client's socket fill: the server must wait, not drop
+    keys = [m.group(1) for m in metadump(c)]
+    assert len(keys) == n
+    assert set(keys) == {b"key%%3A%06d" % k for k in range(n)}
+    expect(c, b"mn\r\n", b"MN\r\n")
+
+
+@pytest.mark.skipif(not os.path.exists(TOOL), reason="memcached-tool not installed")
+def test_memcached_tool_dump_warms_another_server(make_server):
+    src, dst = make_server(), make_server()
+    c = src.connect()
+    items = {b"user:%d" % i: (i % 7, b"value-%d" % i * (i % 5 + 1)) for i in range(300)}
+    for k, (flags, v) in items.items():
+        expect(c, b"set %s %d 0 %d\r\n%s\r\n" % (k, flags, len(v), v), b"STORED\r\n")
+    expect(c, b"set ttl:1 0 3600 2\r\nhi\r\n", b"STORED\r\n")
+    dump = subprocess.run(
+        ["perl", TOOL, f"127.0.0.1:{src.port}", "dump"], capture_output=True, timeout=60, check=True
+    ).stdout
+    assert dump.count(b"add ") == len(items) + 1
+    d = dst.connect()
+    d.send(dump + b"mn\r\n")
+    replies = read_until_end(d, terminator=b"MN\r\n", timeout=30)
+    assert replies == b"STORED\r\n" * (len(items) + 1) + b"MN\r\n"
+    for k, (flags, v) in items.items():
+        expect(d, b"get %s\r\n" % k, b"VALUE %s %d %d\r\n%s\r\nEND\r\n" % (k, flags, len(v), v))
+    d.send(b"mg ttl:1 t v\r\n")
+    line = read_line_or_partial(d)
+    ttl = re.fullmatch(rb"VA 2 t(\d+)\r\n", line)
+    assert ttl and 3590 <= int(ttl.group(1)) <= 3600, line
+    assert read_line_or_partial(d) == b"hi\r\n"
