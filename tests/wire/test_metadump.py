@@ -1,4 +1,4 @@
-"""lru_crawler metadump: a line of metadata per live item, memcached's
+"""lru_crawler metadump and stats cachedump: a line of metadata per live item, memcached's
 format, streamed under back-pressure; and memcached-tool's dump (which is
 built on it) warming a second server, the migration recipe in docs.
 
@@ -13,6 +13,7 @@ import time
 
 import pytest
 
+from harness import target
 from wirelib import expect, read_line_or_partial, read_until_end
 
 LINE = re.compile(rb"key=(\S+) exp=(-1|\d+) la=(\d+) cas=(\d+) fetch=(yes|no) cls=(\d+) size=(\d+)")
@@ -92,3 +93,39 @@ def test_memcached_tool_dump_warms_another_server(make_server):
     ttl = re.fullmatch(rb"VA 2 t(\d+)\r\n", line)
     assert ttl and 3590 <= int(ttl.group(1)) <= 3600, line
     assert read_line_or_partial(d) == b"hi\r\n"
+
+
+def test_stats_cachedump(make_server):
+    """memcached's debugging dump (pymemcache's own tests call it). Small
+    items only: memcached puts them in class 1, strata's one class. Lines
+    compared as a set: memcached walks its LRU, strata its index."""
+    c = make_server().connect()
+    expect(c, b"set a:1 0 0 1\r\nx\r\nset b 5 100 3\r\nabc\r\n", b"STORED\r\nSTORED\r\n")
+    now = int(time.time())
+    c.send(b"stats cachedump 1 0\r\n")
+    lines = read_until_end(c).split(b"\r\n")
+    assert lines[-2:] == [b"END", b""]
+    items = {}
+    for line in lines[:-2]:
+        m = re.fullmatch(rb"ITEM (\S+) \[(\d+) b; (\d+) s\]", line)
+        assert m, line
+        items[m.group(1)] = (int(m.group(2)), int(m.group(3)))
+    # memcached lists one LRU segment of the class (items just set are not
+    # in it yet); strata lists every live item.
+    assert set(items) <= {b"a:1", b"b"}
+    assert items.get(b"a:1", (1, 0)) == (1, 0)
+    size, exp = items.get(b"b", (3, now + 100))
+    assert size == 3 and abs(exp - (now + 100)) <= 2
+    if target() == "strata":
+        assert set(items) == {b"a:1", b"b"}
+        c.send(b"stats cachedump 1 1\r\n")
+        assert read_until_end(c).count(b"ITEM ") == 1
+    for args, reply in [
+        (b"2 0", b"END\r\n"),
+        (b"63 0", b"END\r\n"),
+        (b"64 0", b"CLIENT_ERROR Illegal slab id\r\n"),
+        (b"1", b"CLIENT_ERROR bad command line\r\n"),
+        (b"1 x", b"CLIENT_ERROR bad command line format\r\n"),
+        (b"-1 0", b"CLIENT_ERROR bad command line format\r\n"),
+    ]:
+        expect(c, b"stats cachedump " + args + b"\r\n", reply)

@@ -198,6 +198,7 @@ pub(crate) fn execute(ctx: &mut Ctx<'_>, req: Request<'_>, out: &mut Vec<u8>, re
                 out.extend_from_slice(b"CLIENT_ERROR invalid shutdown mode\r\n");
             }
         }
+        Command::Stats { args } if args.iter().next() == Some(b"cachedump") => cachedump(ctx, args, out),
         Command::Stats { args } => strata_protocol::stats::text(out, &stats::command(ctx.shared, args)),
         Command::DebugAdvanceClock { seconds } => {
             clock.advance(seconds);
@@ -220,6 +221,53 @@ pub(crate) fn execute(ctx: &mut Ctx<'_>, req: Request<'_>, out: &mut Vec<u8>, re
         }
     }
     Outcome::Continue
+}
+
+/// memcached's output cap for `stats cachedump`.
+const CACHEDUMP_MAX: usize = 2 << 20;
+
+/// `stats cachedump <class> <limit>`: `ITEM <key> [<bytes> b; <exptime> s]`
+/// lines, at most `limit` of them (0: no limit) and at most 2 MiB, as
+/// memcached. strata's one class is 1; it lists in index order where
+/// memcached walks its LRU from the most recent.
+fn cachedump(ctx: &mut Ctx<'_>, args: strata_protocol::text::Tokens<'_>, out: &mut Vec<u8>) {
+    use std::io::Write;
+    use strata_protocol::numbers::parse_u32;
+    let args: Vec<&[u8]> = args.iter().collect();
+    if args.len() < 3 {
+        out.extend_from_slice(b"CLIENT_ERROR bad command line\r\n");
+        return;
+    }
+    let (Some(class), Some(limit)) = (parse_u32(args[1]), parse_u32(args[2])) else {
+        out.extend_from_slice(b"CLIENT_ERROR bad command line format\r\n");
+        return;
+    };
+    if class >= 64 {
+        out.extend_from_slice(b"CLIENT_ERROR Illegal slab id\r\n");
+        return;
+    }
+    if class == 1 {
+        let clock = ctx.shared.store.clock();
+        let (unix, now) = (clock.unix_now(), clock.now());
+        let (start, mut listed) = (out.len(), 0u32);
+        for stripe in 0..ctx.store.stripes() {
+            ctx.store.scan(stripe, |key, info| {
+                if (limit != 0 && listed >= limit) || out.len() - start >= CACHEDUMP_MAX {
+                    return;
+                }
+                let exp = if info.expiry == 0 { 0 } else { unix - i64::from(now) + i64::from(info.expiry) };
+                out.extend_from_slice(b"ITEM ");
+                out.extend_from_slice(key);
+                // Writing into a Vec cannot fail.
+                let _ = write!(out, " [{} b; {exp} s]\r\n", info.value_len);
+                listed += 1;
+            });
+            if (limit != 0 && listed >= limit) || out.len() - start >= CACHEDUMP_MAX {
+                break;
+            }
+        }
+    }
+    out.extend_from_slice(r::END);
 }
 
 /// Bytes memcached's metadump leaves as they are in a key: RFC 3986's

@@ -315,6 +315,7 @@ impl Worker {
 impl Store {
     /// `me`'s and a dump's view of the linked item at slot `s`.
     pub(crate) fn inspect_of(&self, s: u64, it: &Item<'_>) -> Inspect {
+        let (_, plain, stored) = crate::store::sizes(it);
         Inspect {
             expiry: it.expiry(),
             written: self.written_at(s),
@@ -322,14 +323,14 @@ impl Store {
             fetched: slot::freq(s) > 0 || it.state() & state::FETCHED != 0,
             // As the client stored it: a compressed value counts its
             // original length (and the header that length would need).
-            size: match crate::store::sizes(it) {
-                (len, _, 0) => len,
-                (_, plain, _) => crate::item::encoded_len(
-                    it.key().len(),
-                    plain as usize,
-                    &Fields { compressed: false, ..it.fields() },
-                ),
+            size: match stored {
+                0 => it.header.total_len(),
+                _ => {
+                    let plain_fields = Fields { compressed: false, ..it.fields() };
+                    crate::item::encoded_len(it.key().len(), plain as usize, &plain_fields)
+                }
             },
+            value_len: if stored == 0 { it.value().len() } else { plain as usize },
             binary_key: it.state() & state::KEY_BINARY != 0,
         }
     }

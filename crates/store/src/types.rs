@@ -303,6 +303,8 @@ pub struct Inspect {
     pub fetched: bool,
     /// Bytes the item occupies (header, key and value).
     pub size: usize,
+    /// Bytes of the value, as the client stored it.
+    pub value_len: usize,
     pub binary_key: bool,
 }
 
