@@ -293,3 +293,13 @@ def test_sizes_and_extstore_groups_answer_as_memcached_without_them(sconn):
     expect(sconn, b"stats sizes\r\n", b"STAT sizes_status disabled\r\nEND\r\n")
     expect(sconn, b"stats extstore\r\n", b"END\r\n")
     assert_in_sync(sconn)
+
+
+def test_total_malloced_stays_within_the_memory_limit(make_server):
+    """Monitoring compares total_malloced with limit_maxbytes: strata used to
+    count the reserve above -m as malloced (192 MiB of a 64 MiB limit)."""
+    c = make_server(["-m", "64"]).connect()
+    for i in range(200):
+        stored(c, b"k%d" % i, b"v" * 1000)
+    malloced = int(stats(c, "slabs")["total_malloced"])
+    assert 0 < malloced <= int(stats(c)["limit_maxbytes"]) == 64 << 20

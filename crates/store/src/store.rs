@@ -383,6 +383,7 @@ impl Store {
         let mut s = StoreStats {
             segments_total: self.segs.len() as u64,
             segments_free: self.free.lock().len() as u64,
+            segments_in_use: u64::from(self.in_use.load(Relaxed)),
             segment_size: self.arena.segment_size() as u64,
             memory_limit: self.memory_limit() as u64,
             index_bytes: self.index.memory() as u64,

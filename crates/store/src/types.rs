@@ -336,6 +336,9 @@ pub struct StoreStats {
     pub dead_bytes: u64,
     pub segments_total: u64,
     pub segments_free: u64,
+    /// Segments holding items or being written (off the free and parked
+    /// lists).
+    pub segments_in_use: u64,
     pub segment_size: u64,
     pub memory_limit: u64,
     pub index_bytes: u64,
