@@ -12,7 +12,7 @@ GENERAL_FIELDS = [
     "pid", "uptime", "time", "version", "pointer_size", "rusage_user", "rusage_system",
     "max_connections", "curr_connections", "total_connections", "rejected_connections",
     "connection_structures",
-    "cmd_get", "cmd_set", "cmd_flush", "cmd_touch",
+    "cmd_get", "cmd_set", "cmd_flush", "cmd_touch", "cmd_meta",
     "get_hits", "get_misses", "get_expired", "get_flushed",
     "delete_misses", "delete_hits", "incr_misses", "incr_hits", "decr_misses", "decr_hits",
     "cas_misses", "cas_hits", "cas_badval", "touch_hits", "touch_misses",
@@ -21,7 +21,7 @@ GENERAL_FIELDS = [
 ]
 
 COUNTERS = [
-    "cmd_get", "cmd_set", "cmd_flush", "cmd_touch", "get_hits", "get_misses", "get_flushed",
+    "cmd_get", "cmd_set", "cmd_flush", "cmd_touch", "cmd_meta", "get_hits", "get_misses", "get_flushed",
     "delete_hits", "delete_misses", "incr_hits", "incr_misses", "decr_hits", "decr_misses",
     "cas_hits", "cas_misses", "cas_badval", "touch_hits", "touch_misses",
 ]
@@ -147,6 +147,19 @@ def test_touch_and_gat_count_as_touches_not_gets(sconn):
     d = delta(before, stats(sconn))
     assert (d["cmd_touch"], d["touch_hits"], d["touch_misses"]) == (5, 3, 2)
     assert (d["cmd_get"], d["get_hits"], d["get_misses"]) == (0, 0, 0)
+
+
+def test_cmd_meta_counts_meta_debug_only(sconn):
+    """memcached 1.6.18's cmd_meta: `me` only; the other meta commands
+    count as gets, sets, deletes and incrs."""
+    stored(sconn, "st_m", b"1")
+    before = stats(sconn)
+    sconn.send(b"mg st_m v\r\nms st_m 1\r\n2\r\nma st_m\r\nmn\r\n")
+    assert read_until_end(sconn, terminator=b"MN\r\n") == b"VA 1\r\n1\r\nHD\r\nHD\r\nMN\r\n"
+    sconn.send(b"me st_m\r\nme st_nope\r\n")
+    assert read_until_end(sconn, terminator=b"EN\r\n").startswith(b"ME st_m ")
+    d = delta(before, stats(sconn))
+    assert (d["cmd_meta"], d["cmd_get"], d["cmd_set"]) == (2, 1, 1)
 
 
 def test_flush_counts_cmd_flush(sconn):

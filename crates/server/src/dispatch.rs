@@ -213,7 +213,10 @@ pub(crate) fn execute(ctx: &mut Ctx<'_>, req: Request<'_>, out: &mut Vec<u8>, re
         Command::MetaDelete { del, reply } => meta::delete(ctx, &del, &reply, out),
         Command::MetaArith { arith, reply, value } => meta::arith(ctx, &arith, &reply, value, out),
         Command::MetaNoop => out.extend_from_slice(b"MN\r\n"),
-        Command::MetaDebug { key, .. } => meta::debug(ctx, &key, out),
+        Command::MetaDebug { key, .. } => {
+            inc(&ctx.stats.cmd_meta);
+            meta::debug(ctx, &key, out);
+        }
         Command::Error(e) => reply(out, e.reply()),
         Command::Swallow { error, swallow } => {
             out.extend_from_slice(error.reply());

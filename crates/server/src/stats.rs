@@ -34,6 +34,7 @@ pub(crate) struct WorkerStats {
     pub cmd_set: AtomicU64,
     pub cmd_flush: AtomicU64,
     pub cmd_touch: AtomicU64,
+    pub cmd_meta: AtomicU64,
     pub get_hits: AtomicU64,
     pub get_misses: AtomicU64,
     pub delete_hits: AtomicU64,
@@ -72,6 +73,9 @@ const WORKER_FIELDS: &[Field] = &[
     ("cmd_set", "Storage commands (set, add, replace, append, prepend, cas, ms).", |w| &w.cmd_set),
     ("cmd_flush", "flush_all commands.", |w| &w.cmd_flush),
     ("cmd_touch", "Touching reads (touch, gat, gats, mg T).", |w| &w.cmd_touch),
+    // memcached 1.6.18 counts only `me` here; mg, ms, md and ma count as
+    // gets, sets, deletes and incr/decr.
+    ("cmd_meta", "Meta debug commands (me).", |w| &w.cmd_meta),
     ("get_hits", "Reads that found the key.", |w| &w.get_hits),
     ("get_misses", "Reads that did not find the key.", |w| &w.get_misses),
     ("delete_misses", "Deletes of keys that were not there.", |w| &w.delete_misses),
