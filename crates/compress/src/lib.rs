@@ -108,9 +108,10 @@ pub struct Config {
     /// A value is stored compressed only when that saves at least this
     /// percentage of its length (else reading it back costs CPU for little).
     pub min_saving_percent: u8,
-    /// Bytes of a trained dictionary. 256 KiB holds ~5% more API-response
-    /// objects than 64 KiB and ~6% more pages (docs/benchmarks.md), for
-    /// ~1.6 MB of prepared dictionary and no slower training.
+    /// Bytes of a trained dictionary. 256 KiB compresses API-response
+    /// objects ~4% and pages ~5% better than 64 KiB (docs/benchmarks.md,
+    /// the compression settings sweep), for ~1.6 MB of prepared dictionary
+    /// and no slower training.
     pub dict_size: usize,
     /// Bytes of sampled values a training learns from.
     pub train_bytes: usize,
@@ -601,7 +602,7 @@ pub fn dict_id(stored: &[u8]) -> u8 {
 
 /// The stored form's header bits for a frame: which implied FHD it starts
 /// with, or [`FULL_FHD`].
-fn scratch_code(frame: &[u8]) -> u8 {
+fn header_code(frame: &[u8]) -> u8 {
     frame.first().and_then(|f| IMPLIED_FHD.iter().position(|i| i == f)).map_or(FULL_FHD, |c| c as u8)
 }
 
@@ -644,7 +645,8 @@ pub struct Ctx {
     d_dict: Option<(u8, Arc<Dict>)>,
     /// The codec's epoch when these were looked up.
     epoch: u64,
-    /// Where a frame is compressed before it is put behind its prefix.
+    /// A stored form's frame with its FHD put back, for zstd to decode
+    /// (the stored form's bytes are read-only where they lie).
     scratch: Vec<u8>,
 }
 
@@ -691,18 +693,16 @@ impl Ctx {
         let started = Instant::now();
         let Ok((id, trained)) = self.current_dict() else { return false };
         let budget = value.len() - value.len() * min_saving / 100;
-        // zstd writes from the start of the buffer it is given, so the
-        // frame goes to scratch and is appended after the prefix.
-        self.scratch.clear();
-        self.scratch.reserve(zstd_safe::compress_bound(value.len()));
-        let res = self.cctx.compress2(&mut self.scratch, value);
+        // The frame goes straight into `out`; its first byte, the FHD, is
+        // then overwritten by the id byte whose header bits imply it (or,
+        // for any other FHD, the id byte goes in front).
+        out.clear();
+        out.reserve(zstd_safe::compress_bound(value.len()) + 1);
+        let res = self.cctx.compress2(out, value);
         add(&self.codec.counters.compress_ns, started.elapsed().as_nanos() as u64);
         let Ok(len) = res else { return false };
-        // The FHD goes into the first byte's header bits when it is one of
-        // the implied ones (always, below 4 GiB with level 19's window).
-        let code = scratch_code(&self.scratch[..len]);
-        let skip = usize::from(code != FULL_FHD);
-        let stored_len = 1 + len - skip;
+        let code = header_code(&out[..len]);
+        let stored_len = if code == FULL_FHD { 1 + len } else { len };
         let worth = stored_len <= budget;
         if id != NO_DICT {
             // Drift counts every value the dictionary was tried on, stored
@@ -716,9 +716,10 @@ impl Ctx {
             add(&self.codec.counters.not_worth, 1);
             return false;
         }
-        out.clear();
-        out.push(code << 6 | id);
-        out.extend_from_slice(&self.scratch[skip..len]);
+        match out.first_mut() {
+            Some(first) if code != FULL_FHD => *first = code << 6 | id,
+            _ => out.insert(0, code << 6 | id),
+        }
         // The new value references its dictionary from here. A dictionary
         // may stop being current and be freed while this ran: whoever frees
         // one moves the epoch and then reads the count, and this takes the

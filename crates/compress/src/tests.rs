@@ -123,6 +123,10 @@ fn the_stored_form_is_pinned() {
     // single segment, so a window byte.
     let full = [0xc0, 0x40, 0x00, 44, 0];
     assert_eq!(original_len(&full), Ok(300));
+    // A value larger than level 3's 2 MiB window makes such a frame.
+    let huge: Vec<u8> = (0..4u32 << 20).map(|i| b"abcdefghij"[(i % 10) as usize] ^ (i >> 16) as u8).collect();
+    let stored = round_trip(&mut c, &huge);
+    assert_eq!(stored[0] >> 6, 3, "{:#x}", stored[0]);
 }
 
 #[test]

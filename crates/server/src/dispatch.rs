@@ -174,13 +174,12 @@ pub(crate) fn execute(ctx: &mut Ctx<'_>, req: Request<'_>, out: &mut Vec<u8>, re
             // slabs` report it; other valid ids are empty classes.
             if classes & (1 << 1) != 0 {
                 let (start, stripes) = (resume.unwrap_or(0), ctx.store.stripes());
-                let (unix, now) = (clock.unix_now(), clock.now());
                 for stripe in start..stripes {
                     // At least one stripe per turn; then the client reads.
                     if stripe > start && out.len() >= ctx.shared.cfg.max_output {
                         return Outcome::Resume(stripe);
                     }
-                    ctx.store.scan(stripe, |key, info| metadump_line(out, key, info, unix, now));
+                    ctx.store.scan(stripe, |key, info| metadump_line(out, key, info, clock));
                 }
             }
             out.extend_from_slice(r::END);
@@ -251,14 +250,13 @@ fn cachedump(ctx: &mut Ctx<'_>, args: strata_protocol::text::Tokens<'_>, out: &m
     }
     if class == 1 {
         let clock = ctx.shared.store.clock();
-        let (unix, now) = (clock.unix_now(), clock.now());
         let (start, mut listed) = (out.len(), 0u32);
         for stripe in 0..ctx.store.stripes() {
             ctx.store.scan(stripe, |key, info| {
                 if (limit != 0 && listed >= limit) || out.len() - start >= CACHEDUMP_MAX {
                     return;
                 }
-                let exp = if info.expiry == 0 { 0 } else { unix - i64::from(now) + i64::from(info.expiry) };
+                let exp = if info.expiry == 0 { 0 } else { clock.unix_time(info.expiry) };
                 out.extend_from_slice(b"ITEM ");
                 out.extend_from_slice(key);
                 // Writing into a Vec cannot fail.
@@ -281,17 +279,16 @@ const KEY_ESCAPE: &percent_encoding::AsciiSet =
 /// One `lru_crawler metadump` line, memcached's format (ended by `\n`, not
 /// `\r\n`); times absolute. `la` is when the item was written: strata does
 /// not keep a last-access time per item.
-fn metadump_line(out: &mut Vec<u8>, key: &[u8], info: &strata_store::Inspect, unix: i64, now: u32) {
+fn metadump_line(out: &mut Vec<u8>, key: &[u8], info: &strata_store::Inspect, clock: &strata_store::Clock) {
     use std::io::Write;
-    let abs = |t: u32| unix - i64::from(now) + i64::from(t);
-    let exp = if info.expiry == 0 { -1 } else { abs(info.expiry) };
+    let exp = if info.expiry == 0 { -1 } else { clock.unix_time(info.expiry) };
     let fetch = if info.fetched { "yes" } else { "no" };
     // Writing into a Vec cannot fail.
     let _ = writeln!(
         out,
         "key={} exp={exp} la={} cas={} fetch={fetch} cls=1 size={}",
         percent_encoding::percent_encode(key, KEY_ESCAPE),
-        abs(info.written),
+        clock.unix_time(info.written),
         info.cas,
         info.size
     );

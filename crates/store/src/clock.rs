@@ -69,7 +69,12 @@ impl Clock {
 
     /// Current unix time as the server sees it.
     pub fn unix_now(&self) -> i64 {
-        self.process_started + i64::from(self.now())
+        self.unix_time(self.now())
+    }
+
+    /// The unix time of relative time `t` (an expiry, a write time).
+    pub fn unix_time(&self, t: u32) -> i64 {
+        self.process_started + i64::from(t)
     }
 
     /// memcached's `realtime()`: a client exptime to relative expiry time.

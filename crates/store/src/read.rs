@@ -290,12 +290,9 @@ impl Worker {
         st.maybe_flush();
         let now = st.clock.now();
         let guard = st.index.lock(stripe);
-        guard.for_each_item(|s| {
-            let Some(it) = st.item_at(s) else { return };
-            if st.is_flushed(slot::seg(s)) || crate::clock::Clock::is_expired(it.expiry(), now) {
-                return;
-            }
-            f(it.key(), &st.inspect_of(s, &it));
+        guard.for_each_item(|s| match st.item_at(s) {
+            Some(it) if st.dead(s, &it, now).is_none() => f(it.key(), &st.inspect_of(s, &it)),
+            _ => {}
         });
     }
 

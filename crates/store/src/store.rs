@@ -241,17 +241,22 @@ impl Store {
     ) -> Result<(Pos, u64), Miss> {
         let (pos, s) = self.find(st, loc, key).ok_or(Miss::Absent)?;
         let it = self.item_at(s).ok_or(Miss::Absent)?;
+        let Some(miss) = self.dead(s, &it, now) else { return Ok((pos, s)) };
+        self.unlink(st, loc.bucket, pos, s);
+        bump(if miss == Miss::Flushed { &c.flushed_unlinked } else { &c.expired_unlinked });
+        Err(miss)
+    }
+
+    /// Why the linked item at slot `s` no longer counts (flushed or
+    /// expired), if it does not.
+    pub(crate) fn dead(&self, s: u64, it: &Item<'_>, now: u32) -> Option<Miss> {
         if self.is_flushed(slot::seg(s)) {
-            self.unlink(st, loc.bucket, pos, s);
-            bump(&c.flushed_unlinked);
-            return Err(Miss::Flushed);
+            Some(Miss::Flushed)
+        } else if Clock::is_expired(it.expiry(), now) {
+            Some(Miss::Expired)
+        } else {
+            None
         }
-        if Clock::is_expired(it.expiry(), now) {
-            self.unlink(st, loc.bucket, pos, s);
-            bump(&c.expired_unlinked);
-            return Err(Miss::Expired);
-        }
-        Ok((pos, s))
     }
 
     pub(crate) fn unlink(&self, st: &mut Stripe, bucket: u32, pos: Pos, s: u64) {

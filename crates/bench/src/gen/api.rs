@@ -1582,4 +1582,82 @@ mod tests {
         assert!((3.4..4.6).contains(&page_with), "page with a dictionary: {page_with:.2}");
         Ok(())
     }
+
+    /// The measurements behind compression's defaults (docs/benchmarks.md,
+    /// "Compression"; docs/design.md, "Compression"): for objects and
+    /// pages, the ratio strata's stored form gets and the compression time
+    /// per value at each zstd level and dictionary size, decompression time
+    /// at the default, and a dictionary trained on a mix of both kinds. As
+    /// the store does it: 4 MiB of every fourth key's values train the
+    /// dictionary; 2000 values of other keys are compressed one by one. A
+    /// stored form is zstd's frame less its 4-byte magic number (strata's
+    /// id byte takes the place of the frame header byte it folds in).
+    #[test]
+    #[ignore = "a measurement, ~30 s in release: cargo test --release -p strata-bench compression_settings_sweep -- --ignored --nocapture"]
+    fn compression_settings_sweep() -> Res {
+        use zstd::zstd_safe::CParameter;
+        type Make = fn(&mut Vec<u8>, u64, u64, usize, usize);
+        let samples = |f: Make, lo, hi| {
+            let (mut out, mut bytes, mut i) = (Vec::new(), 0, 0);
+            while bytes < 4 << 20 {
+                let v = values(f, 1, i..i + 1, lo, hi).remove(0);
+                bytes += v.len();
+                out.push(v);
+                i += 4;
+            }
+            out
+        };
+        let compressor = |level, dict: &[u8]| -> Result<zstd::bulk::Compressor<'static>, Box<dyn Error>> {
+            let mut c = zstd::bulk::Compressor::with_dictionary(level, dict)?;
+            c.set_parameter(CParameter::DictIdFlag(false))?;
+            c.set_parameter(CParameter::ChecksumFlag(false))?;
+            Ok(c)
+        };
+        let ratio = |c: &mut zstd::bulk::Compressor<'static>, test: &[Vec<u8>]| -> Result<(f64, f64), Box<dyn Error>> {
+            let raw: usize = test.iter().map(Vec::len).sum();
+            let t = Instant::now();
+            let mut stored = 0;
+            for v in test {
+                stored += c.compress(v)?.len() - 4;
+            }
+            Ok((raw as f64 / stored as f64, t.elapsed().as_secs_f64() * 1e6 / test.len() as f64))
+        };
+        let kinds: [(&str, Make, usize, usize); 2] =
+            [("objects api:100-250", api_value, 100, 250), ("pages page:1000-2000", page_value, 1000, 2000)];
+        let mut mixed_samples = Vec::new();
+        for (name, f, lo, hi) in kinds {
+            let train = samples(f, lo, hi);
+            mixed_samples.extend(train.iter().step_by(2).cloned());
+            let test = values(f, 1, 1_000_000..1_002_000, lo, hi);
+            for dict_size in [32 << 10, 64 << 10, 256 << 10] {
+                let dict = zstd::dict::from_samples(&train, dict_size)?;
+                let mut row = format!("{name}, {} KiB dictionary:", dict_size >> 10);
+                for level in [1, 3, 6, 9, 19] {
+                    let (r, us) = ratio(&mut compressor(level, &dict)?, &test)?;
+                    row += &format!(" level {level} {r:.2}x {us:.2} us;");
+                }
+                println!("{row}");
+            }
+            let dict = zstd::dict::from_samples(&train, 256 << 10)?;
+            let stored: Vec<Vec<u8>> = test
+                .iter()
+                .map(|v| compressor(3, &dict)?.compress(v).map_err(Into::into))
+                .collect::<Result<_, Box<dyn Error>>>()?;
+            let mut d = zstd::bulk::Decompressor::with_dictionary(&dict)?;
+            let t = Instant::now();
+            for (s, v) in stored.iter().zip(&test) {
+                assert_eq!(d.decompress(s, v.len())?.len(), v.len());
+            }
+            println!("{name}: decompression {:.2} us per value", t.elapsed().as_secs_f64() * 1e6 / test.len() as f64);
+        }
+        let mixed = zstd::dict::from_samples(&mixed_samples, 256 << 10)?;
+        for (name, f, lo, hi) in kinds {
+            let own = zstd::dict::from_samples(&samples(f, lo, hi), 256 << 10)?;
+            let test = values(f, 1, 1_000_000..1_002_000, lo, hi);
+            let (r_own, _) = ratio(&mut compressor(3, &own)?, &test)?;
+            let (r_mixed, _) = ratio(&mut compressor(3, &mixed)?, &test)?;
+            println!("{name}: own dictionary {r_own:.2}x, dictionary of both kinds {r_mixed:.2}x");
+        }
+        Ok(())
+    }
 }
