@@ -199,6 +199,17 @@ pub struct CompressStats {
     pub sampling: bool,
 }
 
+/// A dictionary as a snapshot keeps it ([`Codec::export`], [`Codec::import`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct SavedDict {
+    pub id: u8,
+    /// New values were using it.
+    pub current: bool,
+    /// Its held-out compression ratio, against which drift is measured.
+    pub ratio: f64,
+    pub bytes: Vec<u8>,
+}
+
 /// A trained dictionary, prepared for both directions.
 struct Dict {
     cdict: CDict<'static>,
@@ -207,7 +218,8 @@ struct Dict {
     refs: AtomicU64,
     /// Compression ratio on held-out samples when trained.
     ratio: f64,
-    bytes: usize,
+    /// The trained bytes, kept for snapshots ([`Codec::export`]).
+    raw: Box<[u8]>,
 }
 
 /// Values kept for the next training.
@@ -370,19 +382,65 @@ impl Codec {
         }
         let bytes = zstd::dict::from_continuous(&train, &train_sizes, self.cfg.dict_size)
             .map_err(|e| CompressError::Training(e.to_string()))?;
-        let dict = Dict {
-            cdict: CDict::create(&bytes, self.cfg.level),
-            ddict: DDict::create(&bytes),
-            refs: AtomicU64::new(0),
-            ratio: 1.0,
-            bytes: bytes.len(),
-        };
+        let dict = self.prepare(bytes.into_boxed_slice(), 1.0);
         let ratio = held_out_ratio(&self.cfg, &dict, &held, &held_sizes)?;
         let dict = Arc::new(Dict { ratio, ..dict });
         let id = self.install(dict)?;
         add(&self.counters.trainings, 1);
         add(&self.counters.train_us, started.elapsed().as_micros() as u64);
         Ok(id)
+    }
+
+    fn prepare(&self, raw: Box<[u8]>, ratio: f64) -> Dict {
+        Dict {
+            cdict: CDict::create(&raw, self.cfg.level),
+            ddict: DDict::create(&raw),
+            refs: AtomicU64::new(0),
+            ratio,
+            raw,
+        }
+    }
+
+    /// The loaded dictionaries, for a snapshot: values stored compressed
+    /// name their dictionary by id, so a restored store needs the same
+    /// bytes under the same ids.
+    pub fn export(&self) -> Vec<SavedDict> {
+        let current = self.current.read().0;
+        let dicts = self.dicts.read();
+        (1..=MAX_DICT_ID)
+            .filter_map(|id| {
+                let d = dicts.get(usize::from(id))?.as_ref()?;
+                Some(SavedDict { id, current: id == current, ratio: d.ratio, bytes: d.raw.to_vec() })
+            })
+            .collect()
+    }
+
+    /// Loads a dictionary from a snapshot under its old id, holding one
+    /// reference for the caller (given back with [`Codec::release`] once
+    /// the restored segments hold theirs). The current one is current
+    /// again, so values written after a restart keep using it.
+    pub fn import(&self, saved: &SavedDict) -> Result<(), CompressError> {
+        if saved.id == NO_DICT || saved.id > MAX_DICT_ID || saved.bytes.is_empty() {
+            return Err(CompressError::Malformed);
+        }
+        let dict = Arc::new(self.prepare(saved.bytes.clone().into_boxed_slice(), saved.ratio));
+        dict.refs.store(1, SeqCst);
+        let mut dicts = self.dicts.write();
+        let mut cur = self.current.write();
+        let slot = &mut dicts[usize::from(saved.id)];
+        if slot.is_some() {
+            return Err(CompressError::Malformed);
+        }
+        self.dict_memory.fetch_add(memory_of(&dict), Relaxed);
+        *slot = Some(dict);
+        if saved.current {
+            *cur = (saved.id, saved.id);
+            // A restored dictionary is as good as when it was trained:
+            // sample again only when values drift from it.
+            self.sampling.store(false, Relaxed);
+        }
+        self.epoch.fetch_add(1, SeqCst);
+        Ok(())
     }
 
     /// Makes `dict` current under the next free id, and drops the previous
@@ -515,7 +573,7 @@ fn add(c: &AtomicU64, n: u64) {
 
 /// A dictionary's bytes and zstd's prepared forms of it (their tables).
 fn memory_of(d: &Dict) -> usize {
-    d.bytes + d.cdict.sizeof() + d.ddict.sizeof()
+    d.raw.len() + d.cdict.sizeof() + d.ddict.sizeof()
 }
 
 /// Compression ratio of `dict` on held-out samples (1.0 if there are none).

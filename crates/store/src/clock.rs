@@ -19,6 +19,9 @@ const START: u32 = 2;
 #[derive(Debug)]
 pub struct Clock {
     started: Option<Instant>,
+    /// Relative time at `started` ([`START`], or where a restored
+    /// snapshot's timeline stood).
+    base: u32,
     /// Unix time corresponding to relative time 0.
     process_started: i64,
     ticks: AtomicU32,
@@ -29,19 +32,58 @@ pub struct Clock {
 impl Clock {
     /// A clock following real time; call [`Clock::tick`] regularly.
     pub fn system() -> Clock {
-        let unix = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_secs() as i64).unwrap_or(0);
+        let unix = Clock::unix_wall();
         Clock {
             started: Some(Instant::now()),
+            base: START,
             process_started: unix - i64::from(START),
             ticks: AtomicU32::new(START),
             offset: AtomicU32::new(0),
         }
     }
 
+    /// A clock following real time that continues a previous process's
+    /// timeline (a warm restart): relative time 0 stays the unix time
+    /// `process_started`, so the expiry times, write times and flush time
+    /// a snapshot holds mean what they meant, with nothing rewritten
+    /// (memcached's warm restart keeps its `process_started` the same
+    /// way). `saved_now` is where that timeline stood when the snapshot
+    /// was taken: if the wall clock has gone back since, time resumes from
+    /// there instead of running backwards. `None` if the timeline would
+    /// not fit in 32 bits of seconds (a start time in the future, or more
+    /// than a century ago); the caller then starts a fresh clock.
+    pub fn resumed(process_started: i64, saved_now: u32) -> Option<Clock> {
+        Clock::resume_at(Clock::unix_wall(), process_started, saved_now, true)
+    }
+
+    /// [`Clock::resumed`] at a given wall time; a manual clock unless `real`.
+    pub fn resume_at(unix_now: i64, process_started: i64, saved_now: u32, real: bool) -> Option<Clock> {
+        let rel = u32::try_from(unix_now.checked_sub(process_started)?).ok()?;
+        let base = rel.max(saved_now).max(START);
+        (base < u32::MAX / 2).then(|| Clock {
+            started: real.then(Instant::now),
+            base,
+            process_started,
+            ticks: AtomicU32::new(base),
+            offset: AtomicU32::new(0),
+        })
+    }
+
+    fn unix_wall() -> i64 {
+        SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_secs() as i64).unwrap_or(0)
+    }
+
+    /// The unix time of relative time 0 (what a snapshot records so that a
+    /// restart can continue this timeline).
+    pub fn process_started(&self) -> i64 {
+        self.process_started
+    }
+
     /// A clock that moves only when told to; starts at `unix_now`.
     pub fn manual(unix_now: i64) -> Clock {
         Clock {
             started: None,
+            base: START,
             process_started: unix_now - i64::from(START),
             ticks: AtomicU32::new(START),
             offset: AtomicU32::new(0),
@@ -51,8 +93,8 @@ impl Clock {
     /// Refreshes the cached time from the monotonic clock.
     pub fn tick(&self) {
         if let Some(started) = self.started {
-            let secs = u32::try_from(started.elapsed().as_secs()).unwrap_or(u32::MAX - START);
-            self.ticks.store(START.saturating_add(secs), Ordering::Relaxed);
+            let secs = u32::try_from(started.elapsed().as_secs()).unwrap_or(u32::MAX);
+            self.ticks.store(self.base.saturating_add(secs), Ordering::Relaxed);
         }
     }
 
@@ -121,5 +163,25 @@ mod tests {
         c.advance(100);
         assert!(Clock::is_expired(now + 100, c.now()));
         assert!(!Clock::is_expired(now + 101, c.now()));
+    }
+
+    #[test]
+    fn a_resumed_clock_continues_the_old_timeline() {
+        let old = Clock::manual(1_700_000_000);
+        old.advance(500);
+        let expiry = old.expiry(60);
+        // Restarted 30 s after the snapshot: 30 of the item's 60 s are left.
+        let new = Clock::resume_at(old.unix_now() + 30, old.process_started(), old.now(), false)
+            .unwrap_or_else(|| panic!("fits"));
+        assert_eq!(new.now(), old.now() + 30);
+        assert_eq!(new.unix_time(expiry), old.unix_time(expiry));
+        assert_eq!(new.expiry(1_700_000_000 + 1000), old.expiry(1_700_000_000 + 1000));
+        // The wall clock went back 100 s: time resumes where it stood.
+        let back = Clock::resume_at(old.unix_now() - 100, old.process_started(), old.now(), false)
+            .unwrap_or_else(|| panic!("fits"));
+        assert_eq!(back.now(), old.now());
+        // A start in the future, or a timeline beyond 32 bits, is refused.
+        assert!(Clock::resume_at(1_000, 2_000, 0, false).is_none());
+        assert!(Clock::resume_at(1 << 40, 0, 0, false).is_none());
     }
 }

@@ -26,6 +26,8 @@
 
 use std::sync::atomic::Ordering::*;
 
+use crate::clock::Clock;
+
 use crate::index::slot;
 use crate::store::Store;
 
@@ -49,9 +51,11 @@ pub struct Sealed {
 }
 
 /// A copy of one sealed segment.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SegmentImage {
     pub segment: u32,
+    /// The queue it was on, which a restored copy goes back to.
+    pub queue: Queue,
     pub epoch: u64,
     /// The segment's bytes up to its write offset: items in the layout of
     /// `item.rs`, each at an offset aligned to the store's granule.
@@ -64,6 +68,54 @@ pub struct SegmentImage {
     /// Write-time marks `(offset, second)`: an item was written at the
     /// mark at or before its offset.
     pub write_times: Vec<(u32, u32)>,
+    /// Compression dictionaries its values may name, one bit per id. The
+    /// image holds a reference to each (taken while the segment held its
+    /// own), for the caller to give back with [`Store::release_dicts`]
+    /// once the dictionaries are saved: the segment may be evicted and a
+    /// dictionary dropped (its id reused) before the snapshot is done.
+    pub dicts: u64,
+}
+
+impl Default for SegmentImage {
+    fn default() -> SegmentImage {
+        SegmentImage {
+            segment: 0,
+            queue: Queue::Small,
+            epoch: 0,
+            bytes: Vec::new(),
+            live: Vec::new(),
+            max_expire: 0,
+            write_times: Vec::new(),
+            dicts: 0,
+        }
+    }
+}
+
+/// What [`Store::restore`] made of one segment image.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Restored {
+    /// Items linked (counting those that replaced an earlier image's copy).
+    pub items: u64,
+    /// Live items not brought back: expired, flushed, or naming a
+    /// compression dictionary that is not loaded.
+    pub dropped: u64,
+    /// Live offsets that did not point at a well-formed item (never
+    /// produced by [`Store::image`]; a damaged file that passed its
+    /// checksum would be one).
+    pub malformed: u64,
+    /// Whether the image took a segment (false: nothing in it was live).
+    pub used_segment: bool,
+}
+
+/// Why [`Store::restore`] refused an image.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum RestoreError {
+    /// No free segment within the memory limit.
+    #[error("no free segment within the memory limit")]
+    Full,
+    /// More bytes than a segment holds.
+    #[error("segment image of {0} bytes is larger than a segment")]
+    TooLarge(usize),
 }
 
 /// What a snapshot needs of the store as a whole.
@@ -116,14 +168,19 @@ impl Store {
     pub fn image(&self, seg: u32, out: &mut SegmentImage) -> bool {
         let (epoch, end, max_expire, write_times) = {
             let ev = self.evict.lock();
-            if !ev.small.contains(&seg) && !ev.main.contains(&seg) {
+            out.queue = if ev.small.contains(&seg) {
+                Queue::Small
+            } else if ev.main.contains(&seg) {
+                Queue::Main
+            } else {
                 return false;
-            }
+            };
             // Under the eviction lock: a sealed segment is not being
             // cleared, and while pinned it will not be.
             self.pin(seg);
             let m = &self.segs[seg as usize];
             let times = m.times.lock().to_vec();
+            out.dicts = self.retain_dicts(m.dicts.load(Relaxed));
             (m.epoch.load(Relaxed), m.write_off.load(Acquire) as usize, m.max_expire.load(Relaxed), times)
         };
         out.segment = seg;
@@ -163,4 +220,206 @@ impl Store {
         self.unpin(seg);
         true
     }
+}
+
+impl Store {
+    /// Epochs handed out so far (the snapshot keeps a lease above it, see
+    /// `strata-persist`).
+    pub fn epoch(&self) -> u64 {
+        self.epoch.load(Relaxed)
+    }
+
+    /// Continues a snapshot's store before its segments are restored:
+    /// epochs start above `epoch` (every CAS derived from here on is above
+    /// every CAS derived before), and a `flush_all` done or scheduled
+    /// before the snapshot stays in effect. Call before any write.
+    pub fn resume(&self, epoch: u64, flush_epoch: u64, flush_at: u32) {
+        self.epoch.fetch_max(epoch, Relaxed);
+        self.flush_epoch.fetch_max(flush_epoch, Relaxed);
+        if flush_at > self.clock.now() {
+            self.flush_at.store(flush_at, Relaxed);
+        }
+    }
+
+    /// Segments a restore can still fill: free ones within the memory
+    /// budget, less the cleaner's reserve for `workers` workers.
+    pub fn segments_available(&self, workers: usize) -> usize {
+        let budget = self.segment_budget() as usize;
+        budget.saturating_sub(self.in_use.load(Relaxed) as usize + workers * crate::evict::RESERVE_SEGMENTS)
+    }
+
+    /// Brings a segment image back: its bytes into a free segment at the
+    /// same offsets with the same epoch (so every derived CAS is what it
+    /// was), and its live items linked into the index. An item already
+    /// linked by an earlier image is replaced: images are restored in the
+    /// order they were copied, and a key live in two of them was
+    /// overwritten between the two copies. Expired and flushed items stay
+    /// out. The segment goes back on its queue, sealed.
+    ///
+    /// For start-up, before workers write: the clock must be the one the
+    /// image's times were taken on (`Clock::resumed`) and [`Store::resume`]
+    /// called first.
+    pub fn restore(&self, img: &SegmentImage) -> Result<Restored, RestoreError> {
+        let len = img.bytes.len();
+        if len > self.arena.segment_size() {
+            return Err(RestoreError::TooLarge(len));
+        }
+        let now = self.clock.now();
+        let mut r = Restored::default();
+        let whole_gone = img.epoch <= self.flush_epoch.load(Relaxed)
+            || (img.max_expire != crate::segments::NEVER && Clock::is_expired(img.max_expire, now));
+        if whole_gone || img.live.is_empty() {
+            r.dropped = img.live.len() as u64;
+            return Ok(r);
+        }
+        let seg = self.pop_free(false).ok_or(RestoreError::Full)?;
+        let m = &self.segs[seg as usize];
+        {
+            // SAFETY: just taken off the free list: no item links into it,
+            // no reader has it pinned, and no writer holds it (rule 1).
+            let dst = unsafe { self.arena.bytes_mut(seg, 0, len) };
+            dst.copy_from_slice(&img.bytes);
+        }
+        m.live_items.store(0, Relaxed);
+        m.live_bytes.store(0, Relaxed);
+        m.max_expire.store(img.max_expire, Relaxed);
+        m.epoch.store(img.epoch, Relaxed);
+        {
+            let mut times = m.times.lock();
+            times.clear();
+            for &(off, t) in &img.write_times {
+                times.note(off, t);
+            }
+            m.last_mark.store(img.write_times.last().map_or(0, |&(_, t)| t), Relaxed);
+        }
+        m.write_off.store(len as u32, Release);
+        let granule = self.granule();
+        let mut next_free = 0usize;
+        for &off in &img.live {
+            let off = off as usize;
+            // SAFETY: the segment is this thread's alone until it is sealed
+            // below, and its bytes below `len` were all written above.
+            let header =
+                (off >= next_free && off & (granule - 1) == 0).then(|| unsafe { self.arena.header(seg, off, len) });
+            let Some(Some(h)) = header else {
+                r.malformed += 1;
+                continue;
+            };
+            next_free = off + h.total_len();
+            // SAFETY: as above; `header` checked that the item ends by `len`.
+            let Some(it) = (unsafe { self.arena.item(seg, off) }) else {
+                r.malformed += 1;
+                continue;
+            };
+            if it.key().is_empty() {
+                r.malformed += 1;
+                continue;
+            }
+            if Clock::is_expired(it.expiry(), now) || !self.hold_dict(seg, &it) {
+                r.dropped += 1;
+                continue;
+            }
+            let loc = self.index.locate(it.key());
+            let new = slot::pack(loc.tag, 0, seg, (off >> self.granule_shift) as u32);
+            let mut st = self.index.lock(loc.stripe);
+            match self.find(&st, loc, it.key()) {
+                Some((pos, old)) => {
+                    st.set(pos, new);
+                    self.unaccount(&mut st, old);
+                }
+                None => {
+                    let before = st.footprint();
+                    st.insert(loc.bucket, new);
+                    if st.wants_growth() {
+                        self.index.grow(loc.stripe, &mut st, |s| {
+                            self.item_at(s).map_or(0, |it| self.index.locate(it.key()).bucket)
+                        });
+                    }
+                    self.index.note_footprint(before, st.footprint());
+                }
+            }
+            self.account(&mut st, new);
+            r.items += 1;
+        }
+        if r.items == 0 {
+            self.segs[seg as usize].write_off.store(0, Relaxed);
+            self.retire(seg, &self.free);
+        } else {
+            r.used_segment = true;
+            self.seal(seg, img.queue);
+        }
+        Ok(r)
+    }
+
+    /// One more reference to each dictionary in `bits` (the caller holds
+    /// one through a pinned segment); the bits of those still loaded.
+    fn retain_dicts(&self, bits: u64) -> u64 {
+        let Some(codec) = &self.codec else { return 0 };
+        let mut held = 0;
+        for id in ids(bits) {
+            if codec.retain(id) {
+                held |= 1 << id;
+            }
+        }
+        held
+    }
+
+    /// Gives back the dictionary references of images ([`SegmentImage::dicts`]).
+    pub fn release_dicts(&self, bits: u64) {
+        if let Some(codec) = &self.codec {
+            ids(bits).for_each(|id| codec.release(id));
+        }
+    }
+
+    /// The dictionaries in `bits` (held by the caller), and the current
+    /// one, as a snapshot keeps them.
+    pub fn saved_dicts(&self, bits: u64) -> Vec<strata_compress::SavedDict> {
+        let Some(codec) = &self.codec else { return Vec::new() };
+        codec.export().into_iter().filter(|d| d.current || bits & (1 << d.id) != 0).collect()
+    }
+
+    /// Loads a snapshot's dictionaries before its segments; returns the
+    /// ids loaded, each holding a reference for the caller to give back
+    /// with [`Store::release_dicts`] after the segments are restored.
+    /// Without compression nothing is loaded, and compressed items stay
+    /// out (their values cannot be read).
+    pub fn load_dicts(&self, dicts: &[strata_compress::SavedDict]) -> u64 {
+        let Some(codec) = &self.codec else { return 0 };
+        let mut held = 0;
+        for d in dicts {
+            if codec.import(d).is_ok() {
+                held |= 1 << d.id;
+            }
+        }
+        held
+    }
+
+    /// For a compressed item being restored into `seg`: makes the segment
+    /// hold its dictionary. False if that dictionary is not loaded (the
+    /// snapshot lacked it, or compression is off), so the item cannot be
+    /// read and stays out.
+    fn hold_dict(&self, seg: u32, it: &crate::item::Item<'_>) -> bool {
+        if !it.compressed() {
+            return true;
+        }
+        let Some(codec) = &self.codec else { return false };
+        let id = strata_compress::dict_id(it.value());
+        if !codec.retain(id) {
+            return false;
+        }
+        self.attach_dict(seg, id);
+        codec.release(id);
+        true
+    }
+}
+
+/// The ids whose bits are set in `bits`.
+fn ids(mut bits: u64) -> impl Iterator<Item = u8> {
+    std::iter::from_fn(move || {
+        (bits != 0).then(|| {
+            let id = bits.trailing_zeros() as u8;
+            bits &= bits - 1;
+            id
+        })
+    })
 }

@@ -18,7 +18,8 @@
 //! - `segments`: segments, the memory budget, TTL classes, reservations.
 //! - `evict`: the cleaner and eviction.
 //! - `read`, `write`: the operations; `worker`: the per-thread handle.
-//! - `image`: sealed segments copied out consistently, for snapshots.
+//! - `image`: sealed segments copied out consistently for snapshots, and
+//!   brought back at start.
 //! - `types`: requests, outcomes, settings, errors, totals.
 
 mod arena;
@@ -36,7 +37,7 @@ mod worker;
 mod write;
 
 pub use clock::Clock;
-pub use image::{Queue, Sealed, SegmentImage, StoreImage};
+pub use image::{Queue, RestoreError, Restored, Sealed, SegmentImage, StoreImage};
 pub use read::{Fetch, Found};
 pub use store::Store;
 pub use types::{

@@ -76,6 +76,17 @@ impl Zip {
 
 impl Drop for Worker {
     fn drop(&mut self) {
+        self.seal_active();
+        self.store.workers.fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
+    }
+}
+
+impl Worker {
+    /// Seals this worker's active segments and copy targets, so that
+    /// everything it wrote so far is on a queue: a snapshot images sealed
+    /// segments only, and a segment being written has no consistent image.
+    /// The next write opens new segments (with higher epochs).
+    pub fn seal_active(&mut self) {
         for seg in self.active.segs.iter_mut().filter_map(Option::take) {
             self.store.seal(seg, Queue::Small);
         }
@@ -85,7 +96,6 @@ impl Drop for Worker {
                 self.store.seal(t, q);
             }
         }
-        self.store.workers.fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
     }
 }
 

@@ -1,0 +1,253 @@
+//! File I/O behind a trait, so that every failure a disk can produce is
+//! tested without a failing disk: [`OsBackend`] is the real one,
+//! [`FaultBackend`] wraps any backend and injects short writes, EIO,
+//! ENOSPC, fsync and rename failures, short reads and flipped bytes.
+
+use std::fs::{File, OpenOptions};
+use std::io::{self, Write};
+use std::os::unix::fs::FileExt;
+use std::path::Path;
+use std::sync::Arc;
+
+use parking_lot::Mutex;
+
+/// Where snapshots are written and read.
+pub trait Backend: Send + Sync + std::fmt::Debug {
+    /// Creates (or truncates) `path` for writing.
+    fn create(&self, path: &Path) -> io::Result<Box<dyn WriteFile>>;
+    fn open(&self, path: &Path) -> io::Result<Box<dyn ReadFile>>;
+    /// Atomically replaces `to` with `from`.
+    fn rename(&self, from: &Path, to: &Path) -> io::Result<()>;
+    /// Makes a rename in `dir` durable.
+    fn sync_dir(&self, dir: &Path) -> io::Result<()>;
+    fn remove(&self, path: &Path) -> io::Result<()>;
+}
+
+/// A file being written from the start, sequentially.
+pub trait WriteFile: Send {
+    /// Writes some of `buf` (possibly fewer bytes than asked).
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize>;
+    /// `fdatasync`: what was written is on disk when this returns.
+    fn sync(&mut self) -> io::Result<()>;
+}
+
+/// A file read at offsets.
+pub trait ReadFile: Send + Sync {
+    fn size(&self) -> io::Result<u64>;
+    /// Reads some bytes at `off` (possibly fewer than asked; 0 at the end).
+    fn read_at(&self, buf: &mut [u8], off: u64) -> io::Result<usize>;
+}
+
+/// Writes all of `buf`, however short the backend's writes are.
+pub fn write_all(f: &mut dyn WriteFile, mut buf: &[u8]) -> io::Result<()> {
+    while !buf.is_empty() {
+        match f.write(buf) {
+            Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
+            Ok(n) => buf = &buf[n.min(buf.len())..],
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
+}
+
+/// Fills `buf` from `off`; false if the file ends first.
+pub fn read_exact_at(f: &dyn ReadFile, buf: &mut [u8], mut off: u64) -> io::Result<bool> {
+    let mut at = 0;
+    while at < buf.len() {
+        match f.read_at(&mut buf[at..], off) {
+            Ok(0) => return Ok(false),
+            Ok(n) => {
+                at += n;
+                off += n as u64;
+            }
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(true)
+}
+
+/// The operating system's files.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct OsBackend;
+
+struct OsWrite(File);
+struct OsRead(File);
+
+impl WriteFile for OsWrite {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        self.0.write(buf)
+    }
+
+    fn sync(&mut self) -> io::Result<()> {
+        self.0.sync_data()
+    }
+}
+
+impl ReadFile for OsRead {
+    fn size(&self) -> io::Result<u64> {
+        Ok(self.0.metadata()?.len())
+    }
+
+    fn read_at(&self, buf: &mut [u8], off: u64) -> io::Result<usize> {
+        self.0.read_at(buf, off)
+    }
+}
+
+impl Backend for OsBackend {
+    fn create(&self, path: &Path) -> io::Result<Box<dyn WriteFile>> {
+        let f = OpenOptions::new().write(true).create(true).truncate(true).open(path)?;
+        Ok(Box::new(OsWrite(f)))
+    }
+
+    fn open(&self, path: &Path) -> io::Result<Box<dyn ReadFile>> {
+        Ok(Box::new(OsRead(File::open(path)?)))
+    }
+
+    fn rename(&self, from: &Path, to: &Path) -> io::Result<()> {
+        std::fs::rename(from, to)
+    }
+
+    fn sync_dir(&self, dir: &Path) -> io::Result<()> {
+        File::open(dir)?.sync_all()
+    }
+
+    fn remove(&self, path: &Path) -> io::Result<()> {
+        std::fs::remove_file(path)
+    }
+}
+
+/// Which faults a [`FaultBackend`] injects. Byte counts are per file
+/// created or opened after the plan is set.
+#[derive(Debug, Clone, Default)]
+pub struct Faults {
+    /// Every write takes at most half of what it is given (at least 1 byte).
+    pub short_writes: bool,
+    /// Writes fail with this errno once this many bytes were written.
+    pub fail_write_at: Option<(u64, i32)>,
+    /// `sync` fails with EIO.
+    pub fail_sync: bool,
+    /// `rename` fails with EIO.
+    pub fail_rename: bool,
+    /// Every read returns at most this many bytes.
+    pub short_reads: Option<usize>,
+    /// Reads fail with EIO at or past this offset.
+    pub fail_read_at: Option<u64>,
+    /// The byte at this offset reads with its bits flipped.
+    pub flip_at: Option<u64>,
+}
+
+/// Wraps a backend and injects the [`Faults`] set on it.
+#[derive(Debug, Clone)]
+pub struct FaultBackend<B> {
+    inner: B,
+    faults: Arc<Mutex<Faults>>,
+}
+
+impl<B: Backend> FaultBackend<B> {
+    pub fn new(inner: B) -> FaultBackend<B> {
+        FaultBackend { inner, faults: Arc::default() }
+    }
+
+    /// Replaces the plan; files opened from now on follow it.
+    pub fn set(&self, faults: Faults) {
+        *self.faults.lock() = faults;
+    }
+
+    fn plan(&self) -> Faults {
+        self.faults.lock().clone()
+    }
+}
+
+struct FaultWrite {
+    inner: Box<dyn WriteFile>,
+    plan: Faults,
+    written: u64,
+}
+
+impl WriteFile for FaultWrite {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        let mut n = buf.len();
+        if let Some((at, errno)) = self.plan.fail_write_at {
+            if self.written >= at {
+                return Err(io::Error::from_raw_os_error(errno));
+            }
+            n = n.min((at - self.written) as usize);
+        }
+        if self.plan.short_writes && n > 1 {
+            n /= 2;
+        }
+        let n = self.inner.write(&buf[..n])?;
+        self.written += n as u64;
+        Ok(n)
+    }
+
+    fn sync(&mut self) -> io::Result<()> {
+        if self.plan.fail_sync {
+            return Err(io::Error::from_raw_os_error(libc::EIO));
+        }
+        self.inner.sync()
+    }
+}
+
+struct FaultRead {
+    inner: Box<dyn ReadFile>,
+    plan: Faults,
+}
+
+impl ReadFile for FaultRead {
+    fn size(&self) -> io::Result<u64> {
+        self.inner.size()
+    }
+
+    fn read_at(&self, buf: &mut [u8], off: u64) -> io::Result<usize> {
+        let mut want = buf.len();
+        if let Some(max) = self.plan.short_reads {
+            want = want.min(max.max(1));
+        }
+        if let Some(at) = self.plan.fail_read_at {
+            if off + want as u64 > at {
+                if off >= at {
+                    return Err(io::Error::from_raw_os_error(libc::EIO));
+                }
+                want = (at - off) as usize;
+            }
+        }
+        let n = self.inner.read_at(&mut buf[..want], off)?;
+        if let Some(at) = self.plan.flip_at {
+            if at >= off && at < off + n as u64 {
+                buf[(at - off) as usize] ^= 0xff;
+            }
+        }
+        Ok(n)
+    }
+}
+
+impl<B: Backend> Backend for FaultBackend<B> {
+    fn create(&self, path: &Path) -> io::Result<Box<dyn WriteFile>> {
+        Ok(Box::new(FaultWrite { inner: self.inner.create(path)?, plan: self.plan(), written: 0 }))
+    }
+
+    fn open(&self, path: &Path) -> io::Result<Box<dyn ReadFile>> {
+        Ok(Box::new(FaultRead { inner: self.inner.open(path)?, plan: self.plan() }))
+    }
+
+    fn rename(&self, from: &Path, to: &Path) -> io::Result<()> {
+        if self.plan().fail_rename {
+            return Err(io::Error::from_raw_os_error(libc::EIO));
+        }
+        self.inner.rename(from, to)
+    }
+
+    fn sync_dir(&self, dir: &Path) -> io::Result<()> {
+        if self.plan().fail_sync {
+            return Err(io::Error::from_raw_os_error(libc::EIO));
+        }
+        self.inner.sync_dir(dir)
+    }
+
+    fn remove(&self, path: &Path) -> io::Result<()> {
+        self.inner.remove(path)
+    }
+}

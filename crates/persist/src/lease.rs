@@ -1,0 +1,81 @@
+//! The epoch lease: a promise on disk that the running server has not
+//! handed out any segment epoch at or above a bound.
+//!
+//! A CAS value is derived from its segment's epoch, so a restarted store
+//! must start its epochs above every epoch the previous process used, or a
+//! CAS issued after the restart could equal one a client still holds. The
+//! snapshot records the epoch when it was taken, but after `kill -9` the
+//! process may have gone on long after its last snapshot. So while it runs,
+//! the server keeps this file ahead of its epoch counter by at least half
+//! of [`LEASE_SPAN`] (it is rewritten once per half span: a segment opened
+//! per megabyte written makes that about once per 512 GiB of writes), and
+//! a restart starts above the lease. Like a sequence cache in a database.
+//!
+//! ```text
+//!  0  bound: no epoch at or above it was handed out   u64
+//!  8  CRC32C of bytes 0..8                            u32
+//! 12  (zero)                                          u32
+//! ```
+
+use std::path::{Path, PathBuf};
+
+use crate::backend::{read_exact_at, write_all, Backend};
+use crate::SnapshotError;
+
+pub const LEASE_FILE: &str = "strata.epoch";
+/// How far ahead of the epoch counter a lease is granted.
+pub const LEASE_SPAN: u64 = 1 << 20;
+
+/// The lease this process holds.
+#[derive(Debug)]
+pub struct EpochLease {
+    dir: PathBuf,
+    granted: u64,
+}
+
+impl EpochLease {
+    /// The bound a previous process left, if its file is readable and whole.
+    pub fn read(backend: &dyn Backend, dir: &Path) -> Option<u64> {
+        let f = backend.open(&dir.join(LEASE_FILE)).ok()?;
+        let mut b = [0u8; 16];
+        if !read_exact_at(&*f, &mut b, 0).ok()? {
+            return None;
+        }
+        let mut v = [0u8; 8];
+        v.copy_from_slice(&b[..8]);
+        let crc = u32::from_le_bytes([b[8], b[9], b[10], b[11]]);
+        (crc == crc32c::crc32c(&b[..8])).then(|| u64::from_le_bytes(v))
+    }
+
+    pub fn new(dir: &Path) -> EpochLease {
+        EpochLease { dir: dir.to_path_buf(), granted: 0 }
+    }
+
+    /// The bound granted so far.
+    pub fn granted(&self) -> u64 {
+        self.granted
+    }
+
+    /// Extends the lease if `epoch` came within half a span of it. True if
+    /// the file was rewritten.
+    pub fn keep_ahead(&mut self, backend: &dyn Backend, epoch: u64) -> Result<bool, SnapshotError> {
+        if epoch.saturating_add(LEASE_SPAN / 2) < self.granted {
+            return Ok(false);
+        }
+        let bound = epoch.saturating_add(LEASE_SPAN);
+        let mut b = [0u8; 16];
+        b[..8].copy_from_slice(&bound.to_le_bytes());
+        let crc = crc32c::crc32c(&b[..8]);
+        b[8..12].copy_from_slice(&crc.to_le_bytes());
+        let path = self.dir.join(LEASE_FILE);
+        let tmp = self.dir.join(format!("{LEASE_FILE}{}", crate::TMP_SUFFIX));
+        let mut f = backend.create(&tmp).map_err(|e| SnapshotError::io("create", &tmp, e))?;
+        write_all(&mut *f, &b).map_err(|e| SnapshotError::io("write", &tmp, e))?;
+        f.sync().map_err(|e| SnapshotError::io("fsync", &tmp, e))?;
+        drop(f);
+        backend.rename(&tmp, &path).map_err(|e| SnapshotError::io("rename", &tmp, e))?;
+        backend.sync_dir(&self.dir).map_err(|e| SnapshotError::io("fsync directory", &self.dir, e))?;
+        self.granted = bound;
+        Ok(true)
+    }
+}

@@ -1,0 +1,105 @@
+//! Snapshots and warm restarts (DESIGN §7): the cache written to a file
+//! while it serves, and brought back at start before the port opens.
+//!
+//! Owns the snapshot file format (`format`, drawn byte by byte there), the
+//! file I/O behind a [`Backend`] trait with a fault-injecting
+//! implementation (`backend`), writing (`save`), reading (`load`) and the
+//! epoch lease that keeps CAS values unique across a crash (`lease`). The
+//! store supplies consistent segment images and restores them
+//! (`strata_store::Store::image`, `Store::restore`); the server decides when
+//! to snapshot.
+//!
+//! A snapshot is written to `strata.snapshot.tmp`, fsynced, renamed over
+//! `strata.snapshot` and the directory fsynced: a crash at any point
+//! leaves the previous snapshot or the new one, whole.
+
+pub mod backend;
+pub mod format;
+pub mod lease;
+pub mod load;
+pub mod save;
+
+use std::io;
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+pub use backend::{Backend, FaultBackend, Faults, OsBackend};
+pub use lease::EpochLease;
+pub use load::{check_settings, load, read_header, LoadReport};
+pub use save::{save, SaveReport};
+
+/// The snapshot's file name in its directory.
+pub const SNAPSHOT_FILE: &str = "strata.snapshot";
+/// Appended to a file's name while it is being written.
+pub const TMP_SUFFIX: &str = ".tmp";
+
+/// Why a snapshot could not be written or read.
+#[derive(Debug, thiserror::Error)]
+pub enum SnapshotError {
+    #[error("{op} {path}: {source}")]
+    Io { op: &'static str, path: PathBuf, source: io::Error },
+    #[error(transparent)]
+    Format(#[from] format::FormatError),
+    #[error("snapshot was taken with {what} {snapshot}, this server has {server}")]
+    Mismatch { what: &'static str, snapshot: u64, server: u64 },
+    #[error("snapshot is damaged: {0}")]
+    Damaged(String),
+    #[error("a segment record would exceed 4 GiB")]
+    TooLarge,
+}
+
+impl SnapshotError {
+    pub(crate) fn io(op: &'static str, path: &Path, source: io::Error) -> SnapshotError {
+        SnapshotError::Io { op, path: path.to_path_buf(), source }
+    }
+}
+
+/// Logs a long save or load's progress about once a second: bytes so
+/// far, rate and time left.
+pub(crate) struct Progress {
+    what: &'static str,
+    started: Instant,
+    last: Instant,
+    total: u64,
+}
+
+impl Progress {
+    pub(crate) fn new(what: &'static str) -> Progress {
+        let now = Instant::now();
+        Progress { what, started: now, last: now, total: 0 }
+    }
+
+    /// About how many bytes the whole job is.
+    pub(crate) fn expect(&mut self, total: u64) {
+        self.total = total;
+    }
+
+    pub(crate) fn at(&mut self, bytes: u64) {
+        if self.last.elapsed().as_secs() < 1 {
+            return;
+        }
+        self.last = Instant::now();
+        let secs = self.started.elapsed().as_secs_f64();
+        let rate = bytes as f64 / secs.max(1e-3);
+        let eta = self.total.saturating_sub(bytes) as f64 / rate.max(1.0);
+        tracing::info!(
+            "{}: {} MB of ~{} MB, {:.0} MB/s, ~{:.0} s left",
+            self.what,
+            bytes >> 20,
+            self.total >> 20,
+            rate / 1e6,
+            eta
+        );
+    }
+
+    pub(crate) fn done(&self, bytes: u64) {
+        let secs = self.started.elapsed().as_secs_f64();
+        tracing::info!(
+            "{}: {} MB in {:.2} s ({:.0} MB/s)",
+            self.what,
+            bytes >> 20,
+            secs,
+            bytes as f64 / secs.max(1e-3) / 1e6
+        );
+    }
+}

@@ -1,0 +1,250 @@
+//! Bringing a snapshot back at start, before the port opens.
+//!
+//! The record headers are walked first (a read of 16 bytes per record), so
+//! that the loader knows what the file holds before it restores anything:
+//! the dictionaries are loaded before the segments that name them, and
+//! when the snapshot holds more segments than the memory limit takes, the
+//! oldest are left out (records are in copy order, oldest epoch first).
+//! Then each segment is read, checked against its CRC and restored
+//! ([`Store::restore`]). A damaged segment is dropped and counted; a
+//! damaged record header or a truncated file ends the readable part, and
+//! what came before it loads. Nothing unchecked is ever served.
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use strata_store::{Queue, RestoreError, SegmentImage, Store};
+
+use crate::backend::{read_exact_at, Backend, ReadFile};
+use crate::format::{self, Footer, FormatError, Header, Kind, Record, SegmentFixed, HEADER_LEN, RECORD_LEN};
+use crate::{Progress, SnapshotError, SNAPSHOT_FILE};
+
+/// What a load brought back and what it left out.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct LoadReport {
+    pub bytes: u64,
+    pub segments: u64,
+    pub items: u64,
+    /// Live items not brought back: expired, flushed, or naming a
+    /// dictionary this server cannot load (compression off).
+    pub dropped_items: u64,
+    /// Segment records whose CRC failed (or that failed to read).
+    pub damaged_segments: u64,
+    /// Segment records left out because the memory limit was reached.
+    pub skipped_segments: u64,
+    /// The file ended early, or a record header was damaged: the rest is lost.
+    pub truncated: bool,
+    /// The footer was read (the snapshot was complete when written).
+    pub complete: bool,
+    pub duration: Duration,
+    /// Wall time the snapshot was started, unix seconds.
+    pub snapshot_unix: i64,
+}
+
+impl LoadReport {
+    /// Whether anything in the file was lost to damage.
+    pub fn damaged(&self) -> bool {
+        self.truncated || self.damaged_segments > 0 || !self.complete
+    }
+}
+
+/// One record found by the walk.
+struct Found {
+    kind: Kind,
+    at: u64,
+    len: u32,
+    crc: u32,
+}
+
+/// Reads the header of the snapshot in `dir`: the settings it needs and
+/// the clock it continues. `None` if there is no snapshot.
+pub fn read_header(backend: &dyn Backend, dir: &Path) -> Result<Option<Header>, SnapshotError> {
+    let path = dir.join(SNAPSHOT_FILE);
+    let f = match backend.open(&path) {
+        Ok(f) => f,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(SnapshotError::io("open", &path, e)),
+    };
+    header_of(&*f, &path).map(Some)
+}
+
+fn header_of(f: &dyn ReadFile, path: &Path) -> Result<Header, SnapshotError> {
+    let mut b = [0u8; HEADER_LEN];
+    if !read_exact_at(f, &mut b, 0).map_err(|e| SnapshotError::io("read", path, e))? {
+        return Err(SnapshotError::Format(FormatError::BadMagic));
+    }
+    Ok(Header::decode(&b)?)
+}
+
+/// Checks that this server can restore a snapshot taken with `h`.
+pub fn check_settings(h: &Header, store: &Store) -> Result<(), SnapshotError> {
+    let cfg = store.config();
+    let mismatch = |what, snap: u64, here: u64| Err(SnapshotError::Mismatch { what, snapshot: snap, server: here });
+    if h.item_size_max as usize != cfg.item_size_max {
+        return mismatch("item size limit (-I)", h.item_size_max.into(), cfg.item_size_max as u64);
+    }
+    if h.segment_size as usize != cfg.segment_size {
+        return mismatch("segment size", h.segment_size.into(), cfg.segment_size as u64);
+    }
+    if h.cas != cfg.cas {
+        return mismatch("CAS (-C)", h.cas.into(), cfg.cas.into());
+    }
+    Ok(())
+}
+
+/// Loads the snapshot in `dir` into `store`, which must be new, built on a
+/// clock resumed from the snapshot's header (`Clock::resumed`) and not yet
+/// written to. `workers` is how many workers will write (their reserve is
+/// left free). `epoch_floor` is the epoch lease, if one was read. With
+/// `strict`, any damage is an error instead of a report.
+pub fn load(
+    store: &Store,
+    backend: &dyn Backend,
+    dir: &Path,
+    workers: usize,
+    epoch_floor: u64,
+    strict: bool,
+) -> Result<LoadReport, SnapshotError> {
+    let started = Instant::now();
+    let path = dir.join(SNAPSHOT_FILE);
+    let f = backend.open(&path).map_err(|e| SnapshotError::io("open", &path, e))?;
+    let header = header_of(&*f, &path)?;
+    check_settings(&header, store)?;
+    let file_len = f.size().map_err(|e| SnapshotError::io("stat", &path, e))?;
+    let mut report = LoadReport { snapshot_unix: header.unix_time, ..LoadReport::default() };
+
+    // The walk: every record header, nothing else.
+    let mut found = Vec::new();
+    let mut footer = None;
+    let mut at = HEADER_LEN as u64;
+    loop {
+        let mut rb = [0u8; RECORD_LEN];
+        if at == file_len {
+            report.truncated = true;
+            break;
+        }
+        // A read error ends the readable part, as damage would.
+        let read = read_exact_at(&*f, &mut rb, at).unwrap_or_else(|e| {
+            tracing::warn!(path = %path.display(), at, error = %e, "snapshot read failed");
+            false
+        });
+        let rec = if read { Record::decode(&rb).ok() } else { None };
+        let Some(rec) = rec.filter(|r| at + (RECORD_LEN as u64) + u64::from(r.len) <= file_len) else {
+            report.truncated = true;
+            break;
+        };
+        let body_at = at + RECORD_LEN as u64;
+        at = body_at + u64::from(rec.len);
+        if rec.kind == Kind::Footer {
+            let mut b = [0u8; format::FOOTER_LEN];
+            let ok = rec.len as usize == b.len()
+                && read_exact_at(&*f, &mut b, body_at).unwrap_or(false)
+                && crc32c::crc32c(&b) == rec.crc;
+            footer = ok.then(|| Footer::decode(&b).ok()).flatten();
+            report.truncated = footer.is_none();
+            break;
+        }
+        found.push(Found { kind: rec.kind, at: body_at, len: rec.len, crc: rec.crc });
+    }
+    report.complete = footer.is_some();
+    if strict && report.damaged() {
+        return Err(SnapshotError::Damaged(format!("{} is truncated or its footer is damaged", path.display())));
+    }
+
+    // Where the old store stood: its epochs, its flush.
+    let (epoch, flush_epoch, flush_at) = match footer {
+        Some(ft) => (ft.epoch, ft.flush_epoch, ft.flush_at),
+        None => (header.epoch, header.flush_epoch, header.flush_at),
+    };
+    store.resume(epoch.max(epoch_floor), flush_epoch, flush_at);
+
+    let mut body = Vec::new();
+    let mut dicts = Vec::new();
+    for r in found.iter().filter(|r| r.kind == Kind::Dict) {
+        match read_body(&*f, r, &mut body, &path)? {
+            true => match format::decode_dict(&body) {
+                Ok(d) => dicts.push(d),
+                Err(_) => report.damaged_segments += 1,
+            },
+            false => report.damaged_segments += 1,
+        }
+    }
+    let held = store.load_dicts(&dicts);
+
+    let segments: Vec<&Found> = found.iter().filter(|r| r.kind == Kind::Segment).collect();
+    let room = store.segments_available(workers);
+    let skip = segments.len().saturating_sub(room);
+    report.skipped_segments = skip as u64;
+    let mut progress = Progress::new("snapshot load");
+    progress.expect(segments[skip..].iter().map(|r| u64::from(r.len)).sum());
+    let mut img = SegmentImage::default();
+    let mut loaded_bytes = 0u64;
+    let mut max_epoch = 0;
+    let result = (|| {
+        for (i, r) in segments.iter().enumerate().skip(skip) {
+            if !read_body(&*f, r, &mut body, &path)? {
+                report.damaged_segments += 1;
+                if strict {
+                    return Err(SnapshotError::Damaged(format!("segment record at byte {} fails its CRC", r.at)));
+                }
+                continue;
+            }
+            if decode_segment(&body, &mut img).is_err() {
+                report.damaged_segments += 1;
+                continue;
+            }
+            // Without a footer the epochs may have gone past the header's:
+            // new ones start above every checked segment's.
+            max_epoch = max_epoch.max(img.epoch);
+            loaded_bytes += u64::from(r.len);
+            progress.at(loaded_bytes);
+            match store.restore(&img) {
+                Ok(x) => {
+                    report.items += x.items;
+                    report.dropped_items += x.dropped + x.malformed;
+                    report.segments += u64::from(x.used_segment);
+                }
+                Err(RestoreError::Full) => {
+                    report.skipped_segments += (segments.len() - i) as u64;
+                    break;
+                }
+                Err(RestoreError::TooLarge(_)) => report.damaged_segments += 1,
+            }
+        }
+        Ok(())
+    })();
+    store.release_dicts(held);
+    store.resume(max_epoch, 0, 0);
+    result?;
+    report.bytes = file_len;
+    report.duration = started.elapsed();
+    progress.done(loaded_bytes);
+    Ok(report)
+}
+
+/// Reads a record's body into `body`; false if its CRC fails.
+fn read_body(f: &dyn ReadFile, r: &Found, body: &mut Vec<u8>, path: &Path) -> Result<bool, SnapshotError> {
+    body.clear();
+    body.resize(r.len as usize, 0);
+    match read_exact_at(f, body, r.at) {
+        Ok(true) => Ok(crc32c::crc32c(body) == r.crc),
+        Ok(false) => Ok(false),
+        // A read error is damage to this record, not the end of the load.
+        Err(e) => {
+            tracing::warn!(path = %path.display(), at = r.at, error = %e, "snapshot read failed");
+            Ok(false)
+        }
+    }
+}
+
+fn decode_segment(body: &[u8], img: &mut SegmentImage) -> Result<(), FormatError> {
+    let fixed = SegmentFixed::decode(body, body.len())?;
+    format::decode_segment_lists(body, &fixed, &mut img.live, &mut img.write_times);
+    img.epoch = fixed.epoch;
+    img.queue = if fixed.main { Queue::Main } else { Queue::Small };
+    img.max_expire = fixed.max_expire;
+    img.dicts = 0;
+    img.bytes.clear();
+    img.bytes.extend_from_slice(&body[body.len() - fixed.bytes as usize..]);
+    Ok(())
+}

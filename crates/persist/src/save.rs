@@ -1,0 +1,189 @@
+//! Writing a snapshot while the server serves.
+//!
+//! The snapshot is taken in passes. Each pass asks the workers to seal
+//! their active segments (a segment being written has no consistent
+//! image), lists the sealed segments not yet copied, oldest epoch first, and
+//! copies each ([`Store::image`]: pinned, item by item under bucket locks)
+//! into the file. The first pass copies what the cache held when the
+//! snapshot began; the next ones copy what was written (or moved by the
+//! cleaner) meanwhile, until a pass finds nothing new or [`MAX_PASSES`] are
+//! done. Memory grows by one segment's copy at a time, plus the pins.
+//!
+//! **What a snapshot holds.** Each item is as it was when its segment was
+//! copied, and records are in the order they were copied, so when a key is
+//! live in two records the later one is the newer (the loader keeps it).
+//! A key deleted during a snapshot may therefore be in it: a snapshot is
+//! the cache at some moment between its start and end, per key.
+
+use std::collections::HashSet;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use strata_store::{SegmentImage, Store};
+
+use crate::backend::{write_all, Backend, WriteFile};
+use crate::format::{self, Footer, Header, Kind, Record, SegmentFixed};
+use crate::{Progress, SnapshotError, SNAPSHOT_FILE, TMP_SUFFIX};
+
+/// Passes after the first that catch up with writes made meanwhile.
+pub const MAX_PASSES: u32 = 4;
+
+/// What a finished snapshot wrote.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct SaveReport {
+    pub bytes: u64,
+    pub segments: u64,
+    /// Live items copied (a key overwritten during the snapshot may count twice).
+    pub items: u64,
+    pub dicts: u64,
+    pub passes: u32,
+    pub duration: Duration,
+    /// Wall time it started, unix seconds.
+    pub started_unix: i64,
+}
+
+struct Out<'a> {
+    f: Box<dyn WriteFile>,
+    bytes: u64,
+    path: &'a Path,
+}
+
+impl Out<'_> {
+    fn write(&mut self, b: &[u8]) -> Result<(), SnapshotError> {
+        write_all(&mut *self.f, b).map_err(|e| SnapshotError::io("write", self.path, e))?;
+        self.bytes += b.len() as u64;
+        Ok(())
+    }
+
+    fn record(&mut self, kind: Kind, pieces: &[&[u8]]) -> Result<(), SnapshotError> {
+        let len: usize = pieces.iter().map(|p| p.len()).sum();
+        let len = u32::try_from(len).map_err(|_| SnapshotError::TooLarge)?;
+        let crc = pieces.iter().fold(0, |c, p| crc32c::crc32c_append(c, p));
+        self.write(&Record { kind, len, crc }.encode())?;
+        for p in pieces {
+            self.write(p)?;
+        }
+        Ok(())
+    }
+}
+
+/// Writes a snapshot of `store` to `dir`, replacing the previous one only
+/// once the new one is complete and on disk. `seal` asks every worker to
+/// seal its active segments and returns once they have (at shutdown, with
+/// the workers gone, it does nothing).
+pub fn save(
+    store: &Store,
+    backend: &dyn Backend,
+    dir: &Path,
+    seal: &mut dyn FnMut(),
+) -> Result<SaveReport, SnapshotError> {
+    let path = dir.join(SNAPSHOT_FILE);
+    let tmp = dir.join(format!("{SNAPSHOT_FILE}{TMP_SUFFIX}"));
+    let f = backend.create(&tmp).map_err(|e| SnapshotError::io("create", &tmp, e))?;
+    let mut out = Out { f, bytes: 0, path: &tmp };
+    let mut dicts = 0u64;
+    let result = write_body(store, &mut out, seal, &mut dicts);
+    // The dictionaries' references are given back whatever happened.
+    store.release_dicts(dicts);
+    let finish = result.and_then(|mut report| {
+        out.f.sync().map_err(|e| SnapshotError::io("fsync", &tmp, e))?;
+        backend.rename(&tmp, &path).map_err(|e| SnapshotError::io("rename", &tmp, e))?;
+        backend.sync_dir(dir).map_err(|e| SnapshotError::io("fsync directory", dir, e))?;
+        report.bytes = out.bytes;
+        Ok(report)
+    });
+    if finish.is_err() {
+        // The previous snapshot (if any) is untouched; the partial one goes.
+        let _ = backend.remove(&tmp);
+    }
+    finish
+}
+
+fn write_body(
+    store: &Store,
+    out: &mut Out<'_>,
+    seal: &mut dyn FnMut(),
+    dicts: &mut u64,
+) -> Result<SaveReport, SnapshotError> {
+    let started = Instant::now();
+    seal();
+    let start = store.store_image();
+    let header = Header {
+        segment_size: start.segment_size as u32,
+        item_size_max: start.item_size_max as u32,
+        cas: start.cas,
+        process_started: store.clock().process_started(),
+        now: start.now,
+        flush_at: start.flush_at,
+        epoch: start.epoch,
+        flush_epoch: start.flush_epoch,
+        unix_time: start.unix_now,
+    };
+    out.write(&header.encode())?;
+    let mut report = SaveReport { started_unix: start.unix_now, ..SaveReport::default() };
+    let mut done: HashSet<(u32, u64)> = HashSet::new();
+    let mut img = SegmentImage::default();
+    let (mut live, mut times) = (Vec::new(), Vec::new());
+    let mut progress = Progress::new("snapshot save");
+    for pass in 0..=MAX_PASSES {
+        if pass > 0 {
+            seal();
+        }
+        let mut todo: Vec<_> =
+            store.sealed_segments().into_iter().filter(|s| !done.contains(&(s.segment, s.epoch))).collect();
+        if todo.is_empty() {
+            break;
+        }
+        todo.sort_by_key(|s| s.epoch);
+        report.passes = pass + 1;
+        progress.expect(out.bytes + (todo.len() * store.config().segment_size) as u64);
+        for s in todo {
+            done.insert((s.segment, s.epoch));
+            if !store.image(s.segment, &mut img) {
+                // Evicted or compacted since it was listed.
+                continue;
+            }
+            // Reused and sealed again since it was listed: a newer image,
+            // as good as any (and not to be copied again).
+            done.insert((s.segment, img.epoch));
+            // One reference per dictionary is enough until the end.
+            let again = img.dicts & *dicts;
+            store.release_dicts(again);
+            *dicts |= img.dicts;
+            live.clear();
+            times.clear();
+            live.extend(img.live.iter().flat_map(|o| o.to_le_bytes()));
+            times.extend(img.write_times.iter().flat_map(|&(o, t)| o.to_le_bytes().into_iter().chain(t.to_le_bytes())));
+            let fixed = SegmentFixed {
+                epoch: img.epoch,
+                main: img.queue == strata_store::Queue::Main,
+                max_expire: img.max_expire,
+                bytes: img.bytes.len() as u32,
+                live: img.live.len() as u32,
+                times: img.write_times.len() as u32,
+            };
+            out.record(Kind::Segment, &[&fixed.encode(), &live, &times, &img.bytes])?;
+            report.segments += 1;
+            report.items += img.live.len() as u64;
+            progress.at(out.bytes);
+        }
+    }
+    for d in store.saved_dicts(*dicts) {
+        out.record(Kind::Dict, &[&format::encode_dict(&d)])?;
+        report.dicts += 1;
+    }
+    let end = store.store_image();
+    let footer = Footer {
+        epoch: end.epoch,
+        flush_epoch: end.flush_epoch,
+        flush_at: end.flush_at,
+        now: end.now,
+        segments: report.segments,
+        items: report.items,
+        bytes_before: out.bytes,
+    };
+    out.record(Kind::Footer, &[&footer.encode()])?;
+    report.duration = started.elapsed();
+    progress.done(out.bytes);
+    Ok(report)
+}

@@ -1,0 +1,344 @@
+//! Snapshots end to end through the store: save, restart on a resumed
+//! clock, load, and check every value; then the same with every fault the
+//! backend can inject and every kind of damage to the file.
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::sync::Arc;
+
+use strata_persist::backend::Backend;
+use strata_persist::format::{HEADER_LEN, RECORD_LEN};
+use strata_persist::{load, read_header, save, FaultBackend, Faults, OsBackend, SnapshotError, SNAPSHOT_FILE};
+use strata_store::{Clock, Config, SetOp, Store, StoreOutcome, Worker};
+
+const T0: i64 = 1_700_000_000;
+
+fn cfg(mem: usize) -> Config {
+    Config { memory_limit: mem, segment_size: 64 << 10, item_size_max: 16 << 10, hash_power: 8, ..Config::default() }
+}
+
+fn store_at(cfg: Config, clock: Clock) -> (Arc<Store>, Worker) {
+    let s = Store::new(cfg, Arc::new(clock)).unwrap_or_else(|e| panic!("{e}"));
+    let w = s.worker();
+    (s, w)
+}
+
+type Items = HashMap<Vec<u8>, (Vec<u8>, u32, u64)>;
+
+fn get(w: &mut Worker, k: &[u8]) -> Option<(Vec<u8>, u32, u64)> {
+    w.get(k, |it| (it.value.to_vec(), it.flags, it.cas))
+}
+
+/// Fills a store with `n` items of varied sizes and flags, some with TTLs.
+fn fill(s: &Store, w: &mut Worker, n: usize) -> Items {
+    let mut want = HashMap::new();
+    for i in 0..n {
+        let k = format!("key:{i}").into_bytes();
+        let v = format!("{i}-").repeat(1 + i % 50).into_bytes();
+        let exp = if i % 3 == 0 { s.clock().expiry(1000) } else { 0 };
+        assert_eq!(w.set(SetOp::Set, &k, i as u32, exp, &v), Ok(StoreOutcome::Stored));
+        let cas = get(w, &k).map_or(0, |g| g.2);
+        want.insert(k, (v, i as u32, cas));
+    }
+    want
+}
+
+fn no_seal() -> impl FnMut() {
+    || {}
+}
+
+/// Saves `s` (its worker dropped first, as at shutdown) to `dir`.
+fn save_all(s: &Store, b: &dyn Backend, dir: &Path) -> strata_persist::SaveReport {
+    save(s, b, dir, &mut no_seal()).unwrap_or_else(|e| panic!("save: {e}"))
+}
+
+/// A new store continuing `dir`'s snapshot, `later` seconds after it.
+fn restart(dir: &Path, b: &dyn Backend, mem: usize, later: i64) -> (Arc<Store>, Worker, strata_persist::LoadReport) {
+    let h = read_header(b, dir).unwrap_or_else(|e| panic!("{e}")).unwrap_or_else(|| panic!("no snapshot"));
+    let clock =
+        Clock::resume_at(h.unix_time + later, h.process_started, h.now, false).unwrap_or_else(|| panic!("timeline"));
+    let s = Store::new(cfg(mem), Arc::new(clock)).unwrap_or_else(|e| panic!("{e}"));
+    let r = load(&s, b, dir, 1, 0, false).unwrap_or_else(|e| panic!("load: {e}"));
+    let w = s.worker();
+    (s, w, r)
+}
+
+fn check_all(w: &mut Worker, want: &Items) -> usize {
+    let mut found = 0;
+    for (k, v) in want {
+        if let Some(got) = get(w, k) {
+            assert_eq!(&got, v, "{}", String::from_utf8_lossy(k));
+            found += 1;
+        }
+    }
+    found
+}
+
+#[test]
+fn a_restart_brings_back_every_item_with_its_flags_cas_and_ttl() {
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let (s, mut w) = store_at(cfg(8 << 20), Clock::manual(T0));
+    let want = fill(&s, &mut w, 3000);
+    w.set(SetOp::Set, b"short", 0, s.clock().expiry(10), b"lived").unwrap_or_else(|e| panic!("{e}"));
+    w.set(SetOp::Set, b"n", 0, 0, b"41").unwrap_or_else(|e| panic!("{e}"));
+    drop(w);
+    let report = save_all(&s, &OsBackend, dir.path());
+    assert!(report.segments > 1 && report.items >= 3002, "{report:?}");
+    let epoch_before = s.epoch();
+    drop(s);
+
+    let (s2, mut w2, r) = restart(dir.path(), &OsBackend, 8 << 20, 20);
+    assert!(r.complete && !r.damaged(), "{r:?}");
+    assert_eq!(check_all(&mut w2, &want), want.len());
+    assert_eq!(s2.stats().curr_items, 3001, "the 10 s item expired during the 20 s downtime");
+    assert_eq!(get(&mut w2, b"short"), None);
+    assert_eq!(w2.arith(b"n", true, 1), Ok(strata_store::ArithOutcome::Value(42)));
+    // New writes get CAS values no client can hold from before.
+    w2.set(SetOp::Set, b"fresh", 0, 0, b"x").unwrap_or_else(|e| panic!("{e}"));
+    let fresh = get(&mut w2, b"fresh").map_or(0, |g| g.2);
+    assert!(want.values().all(|v| v.2 < fresh));
+    assert!(s2.epoch() > epoch_before);
+    // TTLs continue: the 1000 s items die 980 s after the restart.
+    s2.clock().advance(979);
+    assert_eq!(get(&mut w2, b"key:0").map(|g| g.1), Some(0));
+    s2.clock().advance(1);
+    assert_eq!(get(&mut w2, b"key:0"), None);
+    assert!(get(&mut w2, b"key:1").is_some());
+}
+
+#[test]
+fn a_flush_before_the_snapshot_stays_in_effect() {
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let (s, mut w) = store_at(cfg(8 << 20), Clock::manual(T0));
+    fill(&s, &mut w, 500);
+    s.flush_all(None);
+    w.set(SetOp::Set, b"after", 5, 0, b"flush").unwrap_or_else(|e| panic!("{e}"));
+    // A delayed flush, due after the restart.
+    s.flush_all(Some(s.clock().now() + 100));
+    drop(w);
+    save_all(&s, &OsBackend, dir.path());
+    let (s2, mut w2, _) = restart(dir.path(), &OsBackend, 8 << 20, 10);
+    assert_eq!(get(&mut w2, b"key:1"), None);
+    assert_eq!(get(&mut w2, b"after").map(|g| g.0), Some(b"flush".to_vec()));
+    s2.clock().advance(95);
+    assert_eq!(get(&mut w2, b"after"), None, "the scheduled flush came due");
+}
+
+#[test]
+fn a_key_overwritten_between_images_loads_its_newer_value() {
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let (s, mut w) = store_at(cfg(8 << 20), Clock::manual(T0));
+    let mut want = fill(&s, &mut w, 2000);
+    // Seal between passes: the overwrites land in segments the second pass copies.
+    let mut round = 0;
+    let mut seal = || {
+        round += 1;
+        if round == 2 {
+            for i in (0..2000).step_by(7) {
+                let k = format!("key:{i}").into_bytes();
+                w.set(SetOp::Set, &k, 9, 0, b"newer").unwrap_or_else(|e| panic!("{e}"));
+                want.insert(k.clone(), (b"newer".to_vec(), 9, get(&mut w, &k).map_or(0, |g| g.2)));
+            }
+        }
+        w.seal_active();
+    };
+    let report = save(&s, &OsBackend, dir.path(), &mut seal).unwrap_or_else(|e| panic!("{e}"));
+    assert!(report.passes >= 2, "{report:?}");
+    drop(s);
+    let (_s2, mut w2, _) = restart(dir.path(), &OsBackend, 8 << 20, 1);
+    assert_eq!(check_all(&mut w2, &want), want.len());
+}
+
+#[test]
+fn a_smaller_memory_limit_loads_the_newest_segments() {
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let (s, mut w) = store_at(cfg(8 << 20), Clock::manual(T0));
+    let want = fill(&s, &mut w, 20_000);
+    drop(w);
+    save_all(&s, &OsBackend, dir.path());
+    let (s2, mut w2, r) = restart(dir.path(), &OsBackend, 1 << 20, 1);
+    assert!(r.skipped_segments > 0, "{r:?}");
+    let found = check_all(&mut w2, &want);
+    assert!(found > 0 && (found as u64) == s2.stats().curr_items, "{found}");
+    assert!(get(&mut w2, b"key:19999").is_some(), "the newest item is kept");
+    assert_eq!(get(&mut w2, b"key:0"), None, "the oldest are left out");
+}
+
+#[test]
+fn mismatched_settings_and_versions_are_reported() {
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let (s, mut w) = store_at(cfg(8 << 20), Clock::manual(T0));
+    fill(&s, &mut w, 10);
+    drop(w);
+    save_all(&s, &OsBackend, dir.path());
+    let other = Store::new(Config { item_size_max: 32 << 10, ..cfg(8 << 20) }, Arc::new(Clock::manual(T0)))
+        .unwrap_or_else(|e| panic!("{e}"));
+    let e = load(&other, &OsBackend, dir.path(), 1, 0, false).err().unwrap_or_else(|| panic!("expected an error"));
+    assert!(matches!(e, SnapshotError::Mismatch { what: "item size limit (-I)", .. }), "{e}");
+    let path = dir.path().join(SNAPSHOT_FILE);
+    let mut bytes = std::fs::read(&path).unwrap_or_else(|e| panic!("{e}"));
+    bytes[8] = 9;
+    std::fs::write(&path, &bytes).unwrap_or_else(|e| panic!("{e}"));
+    let e = read_header(&OsBackend, dir.path()).err().unwrap_or_else(|| panic!("expected an error"));
+    assert_eq!(e.to_string(), "snapshot format version 9, this server reads version 1");
+    std::fs::write(&path, b"").unwrap_or_else(|e| panic!("{e}"));
+    assert!(read_header(&OsBackend, dir.path()).is_err(), "a zero-length file is not a snapshot");
+    std::fs::remove_file(&path).unwrap_or_else(|e| panic!("{e}"));
+    assert!(matches!(read_header(&OsBackend, dir.path()), Ok(None)));
+}
+
+/// Saves a store of 3000 items and returns the directory, the file's
+/// bytes and what every key held.
+fn saved() -> (tempfile::TempDir, Vec<u8>, Items) {
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let (s, mut w) = store_at(cfg(8 << 20), Clock::manual(T0));
+    let want = fill(&s, &mut w, 3000);
+    drop(w);
+    save_all(&s, &OsBackend, dir.path());
+    let bytes = std::fs::read(dir.path().join(SNAPSHOT_FILE)).unwrap_or_else(|e| panic!("{e}"));
+    (dir, bytes, want)
+}
+
+#[test]
+fn a_flipped_byte_anywhere_never_serves_a_wrong_value() {
+    let (dir, bytes, want) = saved();
+    let path = dir.path().join(SNAPSHOT_FILE);
+    // Every 997th byte past the header (and each record's first bytes).
+    let mut offsets: Vec<usize> = (HEADER_LEN..bytes.len()).step_by(997).collect();
+    offsets.extend([HEADER_LEN, HEADER_LEN + 5, HEADER_LEN + RECORD_LEN + 3, bytes.len() - 1]);
+    let b = FaultBackend::new(OsBackend);
+    for at in offsets {
+        b.set(Faults { flip_at: Some(at as u64), ..Faults::default() });
+        let (_s, mut w, r) = restart(dir.path(), &b, 8 << 20, 1);
+        check_all(&mut w, &want);
+        assert!(r.damaged(), "flip at {at} went unnoticed: {r:?}");
+    }
+    // A flip inside one segment's bytes loses that segment only.
+    b.set(Faults { flip_at: Some((HEADER_LEN + RECORD_LEN + 2000) as u64), ..Faults::default() });
+    let (_s, mut w, r) = restart(dir.path(), &b, 8 << 20, 1);
+    assert_eq!((r.damaged_segments, r.truncated), (1, false), "{r:?}");
+    let found = check_all(&mut w, &want);
+    assert!(found > want.len() / 2 && found < want.len(), "{found}");
+    let _ = path;
+}
+
+#[test]
+fn a_truncated_file_loads_its_complete_prefix() {
+    let (dir, bytes, want) = saved();
+    let path = dir.path().join(SNAPSHOT_FILE);
+    let mut last = 0;
+    for cut in [HEADER_LEN, HEADER_LEN + 10, bytes.len() / 3, bytes.len() / 2, bytes.len() - 1] {
+        std::fs::write(&path, &bytes[..cut]).unwrap_or_else(|e| panic!("{e}"));
+        let (_s, mut w, r) = restart(dir.path(), &OsBackend, 8 << 20, 1);
+        assert!(r.truncated && !r.complete, "{r:?}");
+        let found = check_all(&mut w, &want);
+        assert!(found >= last, "a longer prefix loads at least as much");
+        last = found;
+    }
+    assert!(last > 0);
+    // Strict mode refuses instead.
+    let s = Store::new(cfg(8 << 20), Arc::new(Clock::manual(T0))).unwrap_or_else(|e| panic!("{e}"));
+    assert!(matches!(load(&s, &OsBackend, dir.path(), 1, 0, true), Err(SnapshotError::Damaged(_))));
+}
+
+#[test]
+fn faults_while_saving_leave_the_previous_snapshot_whole() {
+    let (dir, bytes, want) = saved();
+    let path = dir.path().join(SNAPSHOT_FILE);
+    let (s, mut w) = store_at(cfg(8 << 20), Clock::manual(T0 + 100));
+    fill(&s, &mut w, 100);
+    drop(w);
+    let b = FaultBackend::new(OsBackend);
+    let enospc = Faults { fail_write_at: Some((3_000, libc::ENOSPC)), ..Faults::default() };
+    let eio = Faults { fail_write_at: Some((10, libc::EIO)), short_writes: true, ..Faults::default() };
+    let sync = Faults { fail_sync: true, ..Faults::default() };
+    let rename = Faults { fail_rename: true, ..Faults::default() };
+    for (faults, want_msg) in [(enospc, "No space left"), (eio, "Input/output"), (sync, "fsync"), (rename, "rename")] {
+        b.set(faults);
+        let e = save(&s, &b, dir.path(), &mut no_seal()).err().unwrap_or_else(|| panic!("expected an error"));
+        assert!(e.to_string().contains(want_msg), "{e}");
+        assert_eq!(std::fs::read(&path).ok().as_deref(), Some(&bytes[..]), "the old snapshot is untouched");
+        assert!(!dir.path().join(format!("{SNAPSHOT_FILE}.tmp")).exists(), "the partial file is removed");
+    }
+    // Short writes alone are only slow.
+    b.set(Faults { short_writes: true, ..Faults::default() });
+    save(&s, &b, dir.path(), &mut no_seal()).unwrap_or_else(|e| panic!("{e}"));
+    let _ = want;
+    // Short reads and a read error past the header.
+    let (dir2, _, want2) = saved();
+    b.set(Faults { short_reads: Some(7), ..Faults::default() });
+    let (_s, mut w, r) = restart(dir2.path(), &b, 8 << 20, 1);
+    assert!(!r.damaged());
+    assert_eq!(check_all(&mut w, &want2), want2.len());
+    b.set(Faults { fail_read_at: Some(200_000), ..Faults::default() });
+    let (_s, mut w, r) = restart(dir2.path(), &b, 8 << 20, 1);
+    assert!(r.damaged());
+    check_all(&mut w, &want2);
+}
+
+fn zcfg(mem: usize) -> Config {
+    let z = strata_compress::Config {
+        dict_size: 1024,
+        train_bytes: 8 << 10,
+        sample_one_in: 1,
+        ..strata_compress::Config::default()
+    };
+    Config { compression: Some(z), ..cfg(mem) }
+}
+
+fn json(i: usize) -> Vec<u8> {
+    let words = ["fast", "cache", "server", "value", "shipping", "order", "refund"];
+    format!(
+        r#"{{"id":{},"user":{{"name":"user {}","email":"user{}@example.com"}},"status":"{}","note":"{}"}}"#,
+        i * 7919,
+        i % 13,
+        i,
+        words[i % 7],
+        words.iter().cycle().skip(i % 5).take(3 + i % 6).copied().collect::<Vec<_>>().join(" ")
+    )
+    .into_bytes()
+}
+
+#[test]
+fn compressed_values_come_back_with_their_dictionaries() {
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let (s, mut w) = store_at(zcfg(8 << 20), Clock::manual(T0));
+    let codec = s.codec().unwrap_or_else(|| panic!("compression is on")).clone();
+    codec.start_sampling();
+    let mut want = HashMap::new();
+    for i in 0..400 {
+        w.set(SetOp::Set, format!("j{i}").as_bytes(), 0, 0, &json(i)).unwrap_or_else(|e| panic!("{e}"));
+    }
+    assert!(matches!(codec.train_now(), Ok(true)));
+    for i in 0..400 {
+        let k = format!("j{i}").into_bytes();
+        w.set(SetOp::Set, &k, 3, 0, &json(i)).unwrap_or_else(|e| panic!("{e}"));
+        want.insert(k.clone(), get(&mut w, &k).unwrap_or_else(|| panic!("just set")));
+    }
+    w.set(SetOp::Set, b"plain", 0, 0, b"tiny").unwrap_or_else(|e| panic!("{e}"));
+    assert!(s.stats().compressed_items > 300);
+    drop(w);
+    let report = save_all(&s, &OsBackend, dir.path());
+    assert!(report.dicts >= 1, "{report:?}");
+    drop(s);
+
+    // With compression on, every value reads back, and new values keep
+    // using the restored dictionary.
+    let h = read_header(&OsBackend, dir.path()).ok().flatten().unwrap_or_else(|| panic!("header"));
+    let clock = Clock::resume_at(h.unix_time + 1, h.process_started, h.now, false).unwrap_or_else(|| panic!("clock"));
+    let s2 = Store::new(zcfg(8 << 20), Arc::new(clock)).unwrap_or_else(|e| panic!("{e}"));
+    let r = load(&s2, &OsBackend, dir.path(), 1, 0, false).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(r.dropped_items, 0, "{r:?}");
+    let mut w2 = s2.worker();
+    assert_eq!(check_all(&mut w2, &want), want.len());
+    assert_eq!(s2.stats().compressed_items, s2.stats().curr_items - 1);
+    let z = s2.stats().compression.unwrap_or_default();
+    assert!(z.current_dict != 0 && !z.sampling, "{z:?}");
+
+    // With compression off, compressed items cannot be read: they stay
+    // out, and the plain one loads.
+    let (_s3, mut w3, r) = restart(dir.path(), &OsBackend, 8 << 20, 1);
+    assert!(r.dropped_items > 300, "{r:?}");
+    assert_eq!(check_all(&mut w3, &want), 0);
+    assert_eq!(get(&mut w3, b"plain").map(|g| g.0), Some(b"tiny".to_vec()));
+}
