@@ -22,21 +22,23 @@ use std::path::{Path, PathBuf};
 use crate::backend::{read_exact_at, write_all, Backend};
 use crate::SnapshotError;
 
-pub const LEASE_FILE: &str = "strata.epoch";
+/// Appended to the snapshot file's name for the lease's.
+pub const LEASE_SUFFIX: &str = ".epoch";
 /// How far ahead of the epoch counter a lease is granted.
 pub const LEASE_SPAN: u64 = 1 << 20;
 
 /// The lease this process holds.
 #[derive(Debug)]
 pub struct EpochLease {
-    dir: PathBuf,
+    path: PathBuf,
     granted: u64,
 }
 
 impl EpochLease {
-    /// The bound a previous process left, if its file is readable and whole.
-    pub fn read(backend: &dyn Backend, dir: &Path) -> Option<u64> {
-        let f = backend.open(&dir.join(LEASE_FILE)).ok()?;
+    /// The bound a previous process left beside the snapshot `file`, if
+    /// its lease is readable and whole.
+    pub fn read(backend: &dyn Backend, file: &Path) -> Option<u64> {
+        let f = backend.open(&crate::with_suffix(file, LEASE_SUFFIX)).ok()?;
         let mut b = [0u8; 16];
         if !read_exact_at(&*f, &mut b, 0).ok()? {
             return None;
@@ -47,8 +49,9 @@ impl EpochLease {
         (crc == crc32c::crc32c(&b[..8])).then(|| u64::from_le_bytes(v))
     }
 
-    pub fn new(dir: &Path) -> EpochLease {
-        EpochLease { dir: dir.to_path_buf(), granted: 0 }
+    /// The lease kept beside the snapshot `file`.
+    pub fn new(file: &Path) -> EpochLease {
+        EpochLease { path: crate::with_suffix(file, LEASE_SUFFIX), granted: 0 }
     }
 
     /// The bound granted so far.
@@ -67,14 +70,15 @@ impl EpochLease {
         b[..8].copy_from_slice(&bound.to_le_bytes());
         let crc = crc32c::crc32c(&b[..8]);
         b[8..12].copy_from_slice(&crc.to_le_bytes());
-        let path = self.dir.join(LEASE_FILE);
-        let tmp = self.dir.join(format!("{LEASE_FILE}{}", crate::TMP_SUFFIX));
+        let path = &self.path;
+        let tmp = crate::with_suffix(path, crate::TMP_SUFFIX);
+        let dir = crate::dir_of(path);
         let mut f = backend.create(&tmp).map_err(|e| SnapshotError::io("create", &tmp, e))?;
         write_all(&mut *f, &b).map_err(|e| SnapshotError::io("write", &tmp, e))?;
         f.sync().map_err(|e| SnapshotError::io("fsync", &tmp, e))?;
         drop(f);
-        backend.rename(&tmp, &path).map_err(|e| SnapshotError::io("rename", &tmp, e))?;
-        backend.sync_dir(&self.dir).map_err(|e| SnapshotError::io("fsync directory", &self.dir, e))?;
+        backend.rename(&tmp, path).map_err(|e| SnapshotError::io("rename", &tmp, e))?;
+        backend.sync_dir(&dir).map_err(|e| SnapshotError::io("fsync directory", &dir, e))?;
         self.granted = bound;
         Ok(true)
     }

@@ -9,8 +9,8 @@
 //! (`strata_store::Store::image`, `Store::restore`); the server decides when
 //! to snapshot.
 //!
-//! A snapshot is written to `strata.snapshot.tmp`, fsynced, renamed over
-//! `strata.snapshot` and the directory fsynced: a crash at any point
+//! A snapshot is written to `<file>.tmp`, fsynced, renamed over `<file>`
+//! (`strata.snapshot` in a `--snapshot-dir`) and the directory fsynced: a crash at any point
 //! leaves the previous snapshot or the new one, whole.
 
 pub mod backend;
@@ -28,7 +28,7 @@ pub use lease::EpochLease;
 pub use load::{check_settings, load, read_header, LoadReport};
 pub use save::{save, SaveReport};
 
-/// The snapshot's file name in its directory.
+/// The snapshot's file name in a `--snapshot-dir`.
 pub const SNAPSHOT_FILE: &str = "strata.snapshot";
 /// Appended to a file's name while it is being written.
 pub const TMP_SUFFIX: &str = ".tmp";
@@ -46,6 +46,21 @@ pub enum SnapshotError {
     Damaged(String),
     #[error("a segment record would exceed 4 GiB")]
     TooLarge,
+}
+
+/// `path` with `suffix` appended to its file name.
+pub fn with_suffix(path: &Path, suffix: &str) -> PathBuf {
+    let mut s = path.as_os_str().to_owned();
+    s.push(suffix);
+    PathBuf::from(s)
+}
+
+/// The directory a file is in (`.` for a bare name).
+pub(crate) fn dir_of(path: &Path) -> PathBuf {
+    match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+        _ => PathBuf::from("."),
+    }
 }
 
 impl SnapshotError {
@@ -92,8 +107,12 @@ impl Progress {
         );
     }
 
+    /// Logs the rate of a job that took long enough for one to mean something.
     pub(crate) fn done(&self, bytes: u64) {
         let secs = self.started.elapsed().as_secs_f64();
+        if secs < 1.0 {
+            return;
+        }
         tracing::info!(
             "{}: {} MB in {:.2} s ({:.0} MB/s)",
             self.what,

@@ -17,7 +17,7 @@ use strata_store::{Queue, RestoreError, SegmentImage, Store};
 
 use crate::backend::{read_exact_at, Backend, ReadFile};
 use crate::format::{self, Footer, FormatError, Header, Kind, Record, SegmentFixed, HEADER_LEN, RECORD_LEN};
-use crate::{Progress, SnapshotError, SNAPSHOT_FILE};
+use crate::{Progress, SnapshotError};
 
 /// What a load brought back and what it left out.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -56,16 +56,16 @@ struct Found {
     crc: u32,
 }
 
-/// Reads the header of the snapshot in `dir`: the settings it needs and
+/// Reads the header of the snapshot `file`: the settings it needs and
 /// the clock it continues. `None` if there is no snapshot.
-pub fn read_header(backend: &dyn Backend, dir: &Path) -> Result<Option<Header>, SnapshotError> {
-    let path = dir.join(SNAPSHOT_FILE);
-    let f = match backend.open(&path) {
+pub fn read_header(backend: &dyn Backend, file: &Path) -> Result<Option<Header>, SnapshotError> {
+    let path = file;
+    let f = match backend.open(path) {
         Ok(f) => f,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-        Err(e) => return Err(SnapshotError::io("open", &path, e)),
+        Err(e) => return Err(SnapshotError::io("open", path, e)),
     };
-    header_of(&*f, &path).map(Some)
+    header_of(&*f, path).map(Some)
 }
 
 fn header_of(f: &dyn ReadFile, path: &Path) -> Result<Header, SnapshotError> {
@@ -92,7 +92,7 @@ pub fn check_settings(h: &Header, store: &Store) -> Result<(), SnapshotError> {
     Ok(())
 }
 
-/// Loads the snapshot in `dir` into `store`, which must be new, built on a
+/// Loads the snapshot `file` into `store`, which must be new, built on a
 /// clock resumed from the snapshot's header (`Clock::resumed`) and not yet
 /// written to. `workers` is how many workers will write (their reserve is
 /// left free). `epoch_floor` is the epoch lease, if one was read. With
@@ -100,13 +100,13 @@ pub fn check_settings(h: &Header, store: &Store) -> Result<(), SnapshotError> {
 pub fn load(
     store: &Store,
     backend: &dyn Backend,
-    dir: &Path,
+    file: &Path,
     workers: usize,
     epoch_floor: u64,
     strict: bool,
 ) -> Result<LoadReport, SnapshotError> {
     let started = Instant::now();
-    let path = dir.join(SNAPSHOT_FILE);
+    let path = file.to_path_buf();
     let f = backend.open(&path).map_err(|e| SnapshotError::io("open", &path, e))?;
     let header = header_of(&*f, &path)?;
     check_settings(&header, store)?;

@@ -23,7 +23,7 @@ use strata_store::{SegmentImage, Store};
 
 use crate::backend::{write_all, Backend, WriteFile};
 use crate::format::{self, Footer, Header, Kind, Record, SegmentFixed};
-use crate::{Progress, SnapshotError, SNAPSHOT_FILE, TMP_SUFFIX};
+use crate::{Progress, SnapshotError, TMP_SUFFIX};
 
 /// Passes after the first that catch up with writes made meanwhile.
 pub const MAX_PASSES: u32 = 4;
@@ -67,18 +67,19 @@ impl Out<'_> {
     }
 }
 
-/// Writes a snapshot of `store` to `dir`, replacing the previous one only
+/// Writes a snapshot of `store` to `file`, replacing the previous one only
 /// once the new one is complete and on disk. `seal` asks every worker to
 /// seal its active segments and returns once they have (at shutdown, with
 /// the workers gone, it does nothing).
 pub fn save(
     store: &Store,
     backend: &dyn Backend,
-    dir: &Path,
+    file: &Path,
     seal: &mut dyn FnMut(),
 ) -> Result<SaveReport, SnapshotError> {
-    let path = dir.join(SNAPSHOT_FILE);
-    let tmp = dir.join(format!("{SNAPSHOT_FILE}{TMP_SUFFIX}"));
+    let path = file;
+    let tmp = crate::with_suffix(file, TMP_SUFFIX);
+    let dir = crate::dir_of(file);
     let f = backend.create(&tmp).map_err(|e| SnapshotError::io("create", &tmp, e))?;
     let mut out = Out { f, bytes: 0, path: &tmp };
     let mut dicts = 0u64;
@@ -87,8 +88,8 @@ pub fn save(
     store.release_dicts(dicts);
     let finish = result.and_then(|mut report| {
         out.f.sync().map_err(|e| SnapshotError::io("fsync", &tmp, e))?;
-        backend.rename(&tmp, &path).map_err(|e| SnapshotError::io("rename", &tmp, e))?;
-        backend.sync_dir(dir).map_err(|e| SnapshotError::io("fsync directory", dir, e))?;
+        backend.rename(&tmp, path).map_err(|e| SnapshotError::io("rename", &tmp, e))?;
+        backend.sync_dir(&dir).map_err(|e| SnapshotError::io("fsync directory", &dir, e))?;
         report.bytes = out.bytes;
         Ok(report)
     });

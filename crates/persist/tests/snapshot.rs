@@ -43,6 +43,10 @@ fn fill(s: &Store, w: &mut Worker, n: usize) -> Items {
     want
 }
 
+fn snap(dir: &tempfile::TempDir) -> std::path::PathBuf {
+    dir.path().join(SNAPSHOT_FILE)
+}
+
 fn no_seal() -> impl FnMut() {
     || {}
 }
@@ -82,12 +86,12 @@ fn a_restart_brings_back_every_item_with_its_flags_cas_and_ttl() {
     w.set(SetOp::Set, b"short", 0, s.clock().expiry(10), b"lived").unwrap_or_else(|e| panic!("{e}"));
     w.set(SetOp::Set, b"n", 0, 0, b"41").unwrap_or_else(|e| panic!("{e}"));
     drop(w);
-    let report = save_all(&s, &OsBackend, dir.path());
+    let report = save_all(&s, &OsBackend, &snap(&dir));
     assert!(report.segments > 1 && report.items >= 3002, "{report:?}");
     let epoch_before = s.epoch();
     drop(s);
 
-    let (s2, mut w2, r) = restart(dir.path(), &OsBackend, 8 << 20, 20);
+    let (s2, mut w2, r) = restart(&snap(&dir), &OsBackend, 8 << 20, 20);
     assert!(r.complete && !r.damaged(), "{r:?}");
     assert_eq!(check_all(&mut w2, &want), want.len());
     assert_eq!(s2.stats().curr_items, 3001, "the 10 s item expired during the 20 s downtime");
@@ -116,8 +120,8 @@ fn a_flush_before_the_snapshot_stays_in_effect() {
     // A delayed flush, due after the restart.
     s.flush_all(Some(s.clock().now() + 100));
     drop(w);
-    save_all(&s, &OsBackend, dir.path());
-    let (s2, mut w2, _) = restart(dir.path(), &OsBackend, 8 << 20, 10);
+    save_all(&s, &OsBackend, &snap(&dir));
+    let (s2, mut w2, _) = restart(&snap(&dir), &OsBackend, 8 << 20, 10);
     assert_eq!(get(&mut w2, b"key:1"), None);
     assert_eq!(get(&mut w2, b"after").map(|g| g.0), Some(b"flush".to_vec()));
     s2.clock().advance(95);
@@ -142,10 +146,10 @@ fn a_key_overwritten_between_images_loads_its_newer_value() {
         }
         w.seal_active();
     };
-    let report = save(&s, &OsBackend, dir.path(), &mut seal).unwrap_or_else(|e| panic!("{e}"));
+    let report = save(&s, &OsBackend, &snap(&dir), &mut seal).unwrap_or_else(|e| panic!("{e}"));
     assert!(report.passes >= 2, "{report:?}");
     drop(s);
-    let (_s2, mut w2, _) = restart(dir.path(), &OsBackend, 8 << 20, 1);
+    let (_s2, mut w2, _) = restart(&snap(&dir), &OsBackend, 8 << 20, 1);
     assert_eq!(check_all(&mut w2, &want), want.len());
 }
 
@@ -155,8 +159,8 @@ fn a_smaller_memory_limit_loads_the_newest_segments() {
     let (s, mut w) = store_at(cfg(8 << 20), Clock::manual(T0));
     let want = fill(&s, &mut w, 20_000);
     drop(w);
-    save_all(&s, &OsBackend, dir.path());
-    let (s2, mut w2, r) = restart(dir.path(), &OsBackend, 1 << 20, 1);
+    save_all(&s, &OsBackend, &snap(&dir));
+    let (s2, mut w2, r) = restart(&snap(&dir), &OsBackend, 1 << 20, 1);
     assert!(r.skipped_segments > 0, "{r:?}");
     let found = check_all(&mut w2, &want);
     assert!(found > 0 && (found as u64) == s2.stats().curr_items, "{found}");
@@ -170,21 +174,21 @@ fn mismatched_settings_and_versions_are_reported() {
     let (s, mut w) = store_at(cfg(8 << 20), Clock::manual(T0));
     fill(&s, &mut w, 10);
     drop(w);
-    save_all(&s, &OsBackend, dir.path());
+    save_all(&s, &OsBackend, &snap(&dir));
     let other = Store::new(Config { item_size_max: 32 << 10, ..cfg(8 << 20) }, Arc::new(Clock::manual(T0)))
         .unwrap_or_else(|e| panic!("{e}"));
-    let e = load(&other, &OsBackend, dir.path(), 1, 0, false).err().unwrap_or_else(|| panic!("expected an error"));
+    let e = load(&other, &OsBackend, &snap(&dir), 1, 0, false).err().unwrap_or_else(|| panic!("expected an error"));
     assert!(matches!(e, SnapshotError::Mismatch { what: "item size limit (-I)", .. }), "{e}");
-    let path = dir.path().join(SNAPSHOT_FILE);
+    let path = snap(&dir);
     let mut bytes = std::fs::read(&path).unwrap_or_else(|e| panic!("{e}"));
     bytes[8] = 9;
     std::fs::write(&path, &bytes).unwrap_or_else(|e| panic!("{e}"));
-    let e = read_header(&OsBackend, dir.path()).err().unwrap_or_else(|| panic!("expected an error"));
+    let e = read_header(&OsBackend, &snap(&dir)).err().unwrap_or_else(|| panic!("expected an error"));
     assert_eq!(e.to_string(), "snapshot format version 9, this server reads version 1");
     std::fs::write(&path, b"").unwrap_or_else(|e| panic!("{e}"));
-    assert!(read_header(&OsBackend, dir.path()).is_err(), "a zero-length file is not a snapshot");
+    assert!(read_header(&OsBackend, &snap(&dir)).is_err(), "a zero-length file is not a snapshot");
     std::fs::remove_file(&path).unwrap_or_else(|e| panic!("{e}"));
-    assert!(matches!(read_header(&OsBackend, dir.path()), Ok(None)));
+    assert!(matches!(read_header(&OsBackend, &snap(&dir)), Ok(None)));
 }
 
 /// Saves a store of 3000 items and returns the directory, the file's
@@ -194,28 +198,28 @@ fn saved() -> (tempfile::TempDir, Vec<u8>, Items) {
     let (s, mut w) = store_at(cfg(8 << 20), Clock::manual(T0));
     let want = fill(&s, &mut w, 3000);
     drop(w);
-    save_all(&s, &OsBackend, dir.path());
-    let bytes = std::fs::read(dir.path().join(SNAPSHOT_FILE)).unwrap_or_else(|e| panic!("{e}"));
+    save_all(&s, &OsBackend, &snap(&dir));
+    let bytes = std::fs::read(snap(&dir)).unwrap_or_else(|e| panic!("{e}"));
     (dir, bytes, want)
 }
 
 #[test]
 fn a_flipped_byte_anywhere_never_serves_a_wrong_value() {
     let (dir, bytes, want) = saved();
-    let path = dir.path().join(SNAPSHOT_FILE);
+    let path = snap(&dir);
     // Every 997th byte past the header (and each record's first bytes).
     let mut offsets: Vec<usize> = (HEADER_LEN..bytes.len()).step_by(997).collect();
     offsets.extend([HEADER_LEN, HEADER_LEN + 5, HEADER_LEN + RECORD_LEN + 3, bytes.len() - 1]);
     let b = FaultBackend::new(OsBackend);
     for at in offsets {
         b.set(Faults { flip_at: Some(at as u64), ..Faults::default() });
-        let (_s, mut w, r) = restart(dir.path(), &b, 8 << 20, 1);
+        let (_s, mut w, r) = restart(&snap(&dir), &b, 8 << 20, 1);
         check_all(&mut w, &want);
         assert!(r.damaged(), "flip at {at} went unnoticed: {r:?}");
     }
     // A flip inside one segment's bytes loses that segment only.
     b.set(Faults { flip_at: Some((HEADER_LEN + RECORD_LEN + 2000) as u64), ..Faults::default() });
-    let (_s, mut w, r) = restart(dir.path(), &b, 8 << 20, 1);
+    let (_s, mut w, r) = restart(&snap(&dir), &b, 8 << 20, 1);
     assert_eq!((r.damaged_segments, r.truncated), (1, false), "{r:?}");
     let found = check_all(&mut w, &want);
     assert!(found > want.len() / 2 && found < want.len(), "{found}");
@@ -225,11 +229,11 @@ fn a_flipped_byte_anywhere_never_serves_a_wrong_value() {
 #[test]
 fn a_truncated_file_loads_its_complete_prefix() {
     let (dir, bytes, want) = saved();
-    let path = dir.path().join(SNAPSHOT_FILE);
+    let path = snap(&dir);
     let mut last = 0;
     for cut in [HEADER_LEN, HEADER_LEN + 10, bytes.len() / 3, bytes.len() / 2, bytes.len() - 1] {
         std::fs::write(&path, &bytes[..cut]).unwrap_or_else(|e| panic!("{e}"));
-        let (_s, mut w, r) = restart(dir.path(), &OsBackend, 8 << 20, 1);
+        let (_s, mut w, r) = restart(&snap(&dir), &OsBackend, 8 << 20, 1);
         assert!(r.truncated && !r.complete, "{r:?}");
         let found = check_all(&mut w, &want);
         assert!(found >= last, "a longer prefix loads at least as much");
@@ -238,13 +242,13 @@ fn a_truncated_file_loads_its_complete_prefix() {
     assert!(last > 0);
     // Strict mode refuses instead.
     let s = Store::new(cfg(8 << 20), Arc::new(Clock::manual(T0))).unwrap_or_else(|e| panic!("{e}"));
-    assert!(matches!(load(&s, &OsBackend, dir.path(), 1, 0, true), Err(SnapshotError::Damaged(_))));
+    assert!(matches!(load(&s, &OsBackend, &snap(&dir), 1, 0, true), Err(SnapshotError::Damaged(_))));
 }
 
 #[test]
 fn faults_while_saving_leave_the_previous_snapshot_whole() {
     let (dir, bytes, want) = saved();
-    let path = dir.path().join(SNAPSHOT_FILE);
+    let path = snap(&dir);
     let (s, mut w) = store_at(cfg(8 << 20), Clock::manual(T0 + 100));
     fill(&s, &mut w, 100);
     drop(w);
@@ -255,23 +259,23 @@ fn faults_while_saving_leave_the_previous_snapshot_whole() {
     let rename = Faults { fail_rename: true, ..Faults::default() };
     for (faults, want_msg) in [(enospc, "No space left"), (eio, "Input/output"), (sync, "fsync"), (rename, "rename")] {
         b.set(faults);
-        let e = save(&s, &b, dir.path(), &mut no_seal()).err().unwrap_or_else(|| panic!("expected an error"));
+        let e = save(&s, &b, &snap(&dir), &mut no_seal()).err().unwrap_or_else(|| panic!("expected an error"));
         assert!(e.to_string().contains(want_msg), "{e}");
         assert_eq!(std::fs::read(&path).ok().as_deref(), Some(&bytes[..]), "the old snapshot is untouched");
-        assert!(!dir.path().join(format!("{SNAPSHOT_FILE}.tmp")).exists(), "the partial file is removed");
+        assert!(!strata_persist::with_suffix(&snap(&dir), ".tmp").exists(), "the partial file is removed");
     }
     // Short writes alone are only slow.
     b.set(Faults { short_writes: true, ..Faults::default() });
-    save(&s, &b, dir.path(), &mut no_seal()).unwrap_or_else(|e| panic!("{e}"));
+    save(&s, &b, &snap(&dir), &mut no_seal()).unwrap_or_else(|e| panic!("{e}"));
     let _ = want;
     // Short reads and a read error past the header.
     let (dir2, _, want2) = saved();
     b.set(Faults { short_reads: Some(7), ..Faults::default() });
-    let (_s, mut w, r) = restart(dir2.path(), &b, 8 << 20, 1);
+    let (_s, mut w, r) = restart(&snap(&dir2), &b, 8 << 20, 1);
     assert!(!r.damaged());
     assert_eq!(check_all(&mut w, &want2), want2.len());
     b.set(Faults { fail_read_at: Some(200_000), ..Faults::default() });
-    let (_s, mut w, r) = restart(dir2.path(), &b, 8 << 20, 1);
+    let (_s, mut w, r) = restart(&snap(&dir2), &b, 8 << 20, 1);
     assert!(r.damaged());
     check_all(&mut w, &want2);
 }
@@ -318,16 +322,16 @@ fn compressed_values_come_back_with_their_dictionaries() {
     w.set(SetOp::Set, b"plain", 0, 0, b"tiny").unwrap_or_else(|e| panic!("{e}"));
     assert!(s.stats().compressed_items > 300);
     drop(w);
-    let report = save_all(&s, &OsBackend, dir.path());
+    let report = save_all(&s, &OsBackend, &snap(&dir));
     assert!(report.dicts >= 1, "{report:?}");
     drop(s);
 
     // With compression on, every value reads back, and new values keep
     // using the restored dictionary.
-    let h = read_header(&OsBackend, dir.path()).ok().flatten().unwrap_or_else(|| panic!("header"));
+    let h = read_header(&OsBackend, &snap(&dir)).ok().flatten().unwrap_or_else(|| panic!("header"));
     let clock = Clock::resume_at(h.unix_time + 1, h.process_started, h.now, false).unwrap_or_else(|| panic!("clock"));
     let s2 = Store::new(zcfg(8 << 20), Arc::new(clock)).unwrap_or_else(|e| panic!("{e}"));
-    let r = load(&s2, &OsBackend, dir.path(), 1, 0, false).unwrap_or_else(|e| panic!("{e}"));
+    let r = load(&s2, &OsBackend, &snap(&dir), 1, 0, false).unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(r.dropped_items, 0, "{r:?}");
     let mut w2 = s2.worker();
     assert_eq!(check_all(&mut w2, &want), want.len());
@@ -337,8 +341,30 @@ fn compressed_values_come_back_with_their_dictionaries() {
 
     // With compression off, compressed items cannot be read: they stay
     // out, and the plain one loads.
-    let (_s3, mut w3, r) = restart(dir.path(), &OsBackend, 8 << 20, 1);
+    let (_s3, mut w3, r) = restart(&snap(&dir), &OsBackend, 8 << 20, 1);
     assert!(r.dropped_items > 300, "{r:?}");
     assert_eq!(check_all(&mut w3, &want), 0);
     assert_eq!(get(&mut w3, b"plain").map(|g| g.0), Some(b"tiny".to_vec()));
+}
+
+#[test]
+fn a_restored_cache_snapshots_and_restores_again() {
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let (s, mut w) = store_at(cfg(8 << 20), Clock::manual(T0));
+    let mut want = fill(&s, &mut w, 1000);
+    drop(w);
+    save_all(&s, &OsBackend, &snap(&dir));
+    drop(s);
+    let (s2, mut w2, _) = restart(&snap(&dir), &OsBackend, 8 << 20, 5);
+    for i in (0..1000).step_by(10) {
+        let k = format!("key:{i}").into_bytes();
+        w2.set(SetOp::Set, &k, 1, 0, b"second life").unwrap_or_else(|e| panic!("{e}"));
+        want.insert(k.clone(), get(&mut w2, &k).unwrap_or_else(|| panic!("set")));
+    }
+    drop(w2);
+    let r = save_all(&s2, &OsBackend, &snap(&dir));
+    assert_eq!(r.items, 1000, "{r:?}");
+    drop(s2);
+    let (_s3, mut w3, _) = restart(&snap(&dir), &OsBackend, 8 << 20, 5);
+    assert_eq!(check_all(&mut w3, &want), want.len());
 }

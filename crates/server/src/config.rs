@@ -72,6 +72,8 @@ pub struct ServerConfig {
     pub prefix_delimiter: u8,
     /// `stats detail` counting from the start (memcached's `-D` turns it on).
     pub detail_enabled: bool,
+    /// `--snapshot-dir` / `-e`: snapshots and warm restarts.
+    pub snapshot: Option<crate::snapshot::SnapshotConfig>,
 }
 
 impl Default for ServerConfig {
@@ -99,6 +101,7 @@ impl Default for ServerConfig {
             io_buffers: 64,
             prefix_delimiter: b':',
             detail_enabled: false,
+            snapshot: None,
         }
     }
 }

@@ -47,6 +47,8 @@ impl Fixture {
             conns: parking_lot::Mutex::new(Default::default()),
             listeners: Vec::new(),
             acceptor,
+            seal_gen: AtomicU64::new(0),
+            snapshots: None,
         });
         Fixture { store: store.worker(), shared, stats, _poll: poll }
     }

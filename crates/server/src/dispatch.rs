@@ -199,6 +199,11 @@ pub(crate) fn execute(ctx: &mut Ctx<'_>, req: Request<'_>, out: &mut Vec<u8>, re
         }
         Command::Stats { args } if args.iter().next() == Some(b"cachedump") => cachedump(ctx, args, out),
         Command::Stats { args } => strata_protocol::stats::text(out, &stats::command(ctx.shared, args)),
+        Command::Snapshot => out.extend_from_slice(match ctx.shared.snapshots.as_ref().map(|s| s.request()) {
+            Some(Ok(())) => r::OK,
+            Some(Err(_)) => b"SERVER_ERROR snapshot already in progress\r\n",
+            None => b"SERVER_ERROR snapshots are off (start with --snapshot-dir)\r\n",
+        }),
         Command::DebugAdvanceClock { seconds } => {
             clock.advance(seconds);
             out.extend_from_slice(r::OK);

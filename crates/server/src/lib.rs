@@ -18,6 +18,7 @@ mod dispatch;
 mod listen;
 mod meta;
 mod replies;
+pub mod snapshot;
 mod stats;
 mod transport;
 mod uring;
@@ -37,6 +38,7 @@ use strata_store::Store;
 
 pub use auth::{AuthError, Credentials};
 pub use config::{IoBackend, Protocol, ServerConfig};
+pub use snapshot::{Loaded, SnapshotConfig};
 
 /// Errors that stop the server from starting or running.
 #[derive(Debug, thiserror::Error)]
@@ -106,6 +108,11 @@ pub(crate) struct Shared {
     pub acceptor: Arc<Waker>,
     /// `stats detail`'s per-prefix counts.
     pub detail: detail::Detail,
+    /// Bumped to ask every worker to seal its active segments (a snapshot
+    /// is starting); each notes the last request it carried out.
+    pub seal_gen: AtomicU64,
+    /// With `--snapshot-dir`.
+    pub snapshots: Option<Arc<snapshot::Snapshots>>,
 }
 
 /// The event loop a worker runs, built before its thread starts so that a
@@ -153,6 +160,8 @@ pub fn run(cfg: ServerConfig, store: Arc<Store>) -> Result<(), ServerError> {
     let acceptor = Arc::new(Waker::new(poll.registry(), ACCEPTOR_WAKE)?);
 
     let threads = cfg.threads.max(1);
+    let wakes = (0..threads).map(|_| worker::Wake::new().map(Arc::new)).collect::<io::Result<Vec<_>>>()?;
+    let snapshots = cfg.snapshot.clone().map(|c| Arc::new(snapshot::Snapshots::new(c)));
     let workers_stats: Vec<_> = (0..threads).map(|_| Arc::new(stats::WorkerStats::default())).collect();
     let shared = Arc::new(Shared {
         verbosity: AtomicU32::new(cfg.verbosity),
@@ -168,13 +177,15 @@ pub fn run(cfg: ServerConfig, store: Arc<Store>) -> Result<(), ServerError> {
         workers: workers_stats,
         conns: Mutex::new(BTreeMap::new()),
         acceptor,
+        seal_gen: AtomicU64::new(0),
+        snapshots: snapshots.clone(),
     });
 
     let mut handles = Vec::new();
     let mut workers = Vec::new();
-    for i in 0..threads {
+    for (i, wake) in wakes.iter().enumerate() {
         let (tx, rx) = mpsc::channel();
-        let wake = Arc::new(worker::Wake::new()?);
+        let wake = wake.clone();
         let backend = backend(&shared.cfg, &wake)?;
         if i == 0 {
             tracing::info!(io = backend.name(), "workers");
@@ -194,9 +205,19 @@ pub fn run(cfg: ServerConfig, store: Arc<Store>) -> Result<(), ServerError> {
         std::thread::Builder::new().name("clock".into()).spawn(move || {
             while !sh.shutdown.load(Relaxed) {
                 sh.store.clock().tick();
+                if let Some(snaps) = &sh.snapshots {
+                    snaps.keep_lease(sh.store.epoch());
+                }
                 std::thread::park_timeout(Duration::from_millis(100));
             }
         })?
+    };
+    let snapshotter = match &snapshots {
+        Some(snaps) => {
+            let (sh, sn) = (shared.clone(), snaps.clone());
+            Some(std::thread::Builder::new().name("snapshot".into()).spawn(move || snapshot::run(sh, sn, wakes))?)
+        }
+        None => None,
     };
 
     let mut events = Events::with_capacity(256);
@@ -276,6 +297,16 @@ pub fn run(cfg: ServerConfig, store: Arc<Store>) -> Result<(), ServerError> {
     drop(listeners);
     if let Some(path) = &shared.cfg.unix_socket {
         let _ = std::fs::remove_file(path);
+    }
+    if let Some(snaps) = &snapshots {
+        snapshot::stop(snaps);
+        if let Some(t) = snapshotter {
+            let _ = t.join();
+        }
+        // The workers are gone and sealed everything they wrote: one pass
+        // copies the whole cache. The port is already closed.
+        snaps.save(&shared, &mut || {});
+        snaps.keep_lease(shared.store.epoch());
     }
     tracing::info!("stopped");
     Ok(())

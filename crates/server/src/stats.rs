@@ -30,6 +30,8 @@ pub(crate) const STRATA_VERSION: &str = env!("CARGO_PKG_VERSION");
 /// and store, no locked instructions); `stats` reads them from any thread.
 #[derive(Debug, Default)]
 pub(crate) struct WorkerStats {
+    /// The last snapshot seal request this worker carried out.
+    pub sealed: AtomicU64,
     pub cmd_get: AtomicU64,
     pub cmd_set: AtomicU64,
     pub cmd_flush: AtomicU64,
@@ -224,7 +226,40 @@ fn general(shared: &Shared) -> Snapshot {
     let contended = sum(shared, |w| &w.store_contended);
     s.counter("strata_store_contended", "Operations that lost the race for an item too often.", contended);
     compression(&mut s, &st);
+    snapshots(&mut s, shared);
     s
+}
+
+/// The last snapshot written and the load at start, with `--snapshot-dir`.
+fn snapshots(s: &mut Snapshot, shared: &Shared) {
+    let Some(sn) = &shared.snapshots else { return };
+    let last = *sn.last.lock();
+    let running = sn.running.load(Relaxed);
+    s.gauge("snapshot_in_progress", "1 while a snapshot is being written.", u64::from(running));
+    s.counter("snapshot_saves", "Snapshots written since start.", last.saves);
+    s.counter("snapshot_save_errors", "Snapshots that failed (the previous one was kept).", last.errors);
+    let result = match (last.saves + last.errors, last.ok) {
+        (0, _) => "none",
+        (_, true) => "ok",
+        (_, false) => "failed",
+    };
+    s.info("snapshot_last_result", "Outcome of the last snapshot: none, ok or failed.", result);
+    let r = &last.report;
+    s.gauge("snapshot_last_time", "Unix time the last good snapshot started (0: none).", r.started_unix);
+    s.gauge("snapshot_last_bytes", "Bytes of the last good snapshot.", r.bytes);
+    s.gauge("snapshot_last_items", "Items in the last good snapshot.", r.items);
+    s.gauge("snapshot_last_duration_us", "Microseconds the last good snapshot took.", r.duration.as_micros() as u64);
+    let l = &sn.cfg.loaded;
+    s.info(
+        "snapshot_load_result",
+        "The load at start: none, ok, damaged (what was whole loaded) or refused.",
+        l.result,
+    );
+    s.gauge("snapshot_loaded_items", "Items loaded at start.", l.items);
+    s.gauge("snapshot_loaded_segments", "Segments loaded at start.", l.segments);
+    s.gauge("snapshot_load_damaged_segments", "Segments dropped at start for a bad checksum.", l.damaged_segments);
+    s.gauge("snapshot_load_skipped_segments", "Segments left out at start for want of memory.", l.skipped_segments);
+    s.gauge("snapshot_load_duration_us", "Microseconds the load at start took.", l.duration.as_micros() as u64);
 }
 
 /// The compression counters, with compression on (`-o compression=on`).
@@ -304,6 +339,19 @@ fn settings(shared: &Shared) -> Snapshot {
     s.info("hashpower_init", "log2 of the index's buckets at start.", shared.store.hash_power());
     s.info("flush_enabled", "no with -F.", yes_no(c.flush_enabled));
     s.info("segment_size", "Bytes per segment.", sc.segment_size);
+    if let Some(sn) = &c.snapshot {
+        s.info(
+            "snapshot_file",
+            "Where snapshots are written and loaded from (--snapshot-dir, -e).",
+            sn.file.display().to_string(),
+        );
+        s.info(
+            "snapshot_interval",
+            "Seconds between snapshots while serving (0: none).",
+            sn.interval.map_or(0, |d| d.as_secs()),
+        );
+        s.info("snapshot_strict", "Refuse to start on a damaged or mismatched snapshot.", yes_no(sn.strict));
+    }
     s.info(
         "compression",
         "Values stored compressed where it pays (-o compression).",

@@ -211,6 +211,7 @@ pub(crate) fn run(
                 break;
             }
         }
+        crate::snapshot::seal_if_asked(&shared, &stats, &mut store);
         cqes.clear();
         cqes.append(&mut lp.backlog);
         lp.reap_completions(&mut cqes);

@@ -102,6 +102,7 @@ pub(crate) fn run(
             tracing::error!(error = %e, "worker poll failed");
             break;
         }
+        crate::snapshot::seal_if_asked(&shared, &stats, &mut store);
         ready.clear();
         ready.append(&mut again);
         for ev in events.iter() {

@@ -996,6 +996,75 @@ fn images_stay_whole_while_writers_evict() {
     });
 }
 
+#[test]
+fn restored_images_read_back_with_their_cas_flags_and_times() {
+    let (s, mut w) = small_segments(16 << 10, 64, 1 << 20);
+    let c = s.clock().clone();
+    c.advance(40);
+    let n = scaled(300, 40);
+    let mut want = HashMap::new();
+    for i in 0..n {
+        let (k, v) = (format!("k{i}"), format!("v{i}-").repeat(1 + i % 30));
+        let exp = if i % 4 == 0 { c.expiry(10) } else { c.expiry(1000) };
+        assert_eq!(w.set(SetOp::Set, k.as_bytes(), i as u32, exp, v.as_bytes()), Ok(StoreOutcome::Stored));
+    }
+    for i in (0..n).step_by(5) {
+        w.delete(format!("k{i}").as_bytes());
+    }
+    for i in 0..n {
+        if let Some(g) = get(&mut w, format!("k{i}").as_bytes()) {
+            want.insert(format!("k{i}").into_bytes(), g);
+        }
+    }
+    drop(w);
+    let mut images = Vec::new();
+    for sealed in s.sealed_segments() {
+        let mut img = SegmentImage::default();
+        assert!(s.image(sealed.segment, &mut img));
+        images.push(img);
+    }
+    let facts = s.store_image();
+    // 20 s later, on the old timeline: the 10 s items are gone.
+    let clock = Clock::resume_at(facts.unix_now + 20, c.process_started(), facts.now, false)
+        .unwrap_or_else(|| panic!("timeline"));
+    assert_eq!(clock.now(), facts.now + 20);
+    let cfg = Config { hash_power: 6, ..s.config().clone() };
+    let s2 = Store::new(cfg, Arc::new(clock)).unwrap_or_else(|e| panic!("{e}"));
+    s2.resume(facts.epoch, facts.flush_epoch, facts.flush_at);
+    let mut restored = Restored::default();
+    for img in &images {
+        let r = s2.restore(img).unwrap_or_else(|e| panic!("{e}"));
+        restored.items += r.items;
+        restored.dropped += r.dropped;
+        assert_eq!(r.malformed, 0);
+    }
+    let mut w2 = s2.worker();
+    let alive: HashMap<_, _> =
+        want.iter().filter(|(k, _)| parse_counter(&k[1..]).is_some_and(|i| i % 4 != 0)).collect();
+    assert_eq!(restored.items as usize, alive.len());
+    assert_eq!(s2.stats().curr_items as usize, alive.len());
+    for (k, v) in &want {
+        let got = get(&mut w2, k);
+        if alive.contains_key(k) {
+            assert_eq!(got.as_ref(), Some(v), "{}", String::from_utf8_lossy(k));
+        } else {
+            assert_eq!(got, None, "{} expired during the downtime", String::from_utf8_lossy(k));
+        }
+    }
+    assert_eq!(w2.set(SetOp::Set, b"new", 0, 0, b"x"), Ok(StoreOutcome::Stored));
+    let fresh = get(&mut w2, b"new").map_or(0, |g| g.2);
+    assert!(want.values().all(|v| v.2 < fresh), "new CAS values are above every restored one");
+    // A live offset that points nowhere sensible is refused, not followed.
+    let lasting = images.iter().find(|i| i.max_expire > facts.now + 100).unwrap_or_else(|| panic!("an image"));
+    let mut bad = lasting.clone();
+    bad.live = vec![bad.bytes.len() as u32, u32::MAX - 7];
+    let r = s2.restore(&bad).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!((r.items, r.malformed), (0, 2));
+    let mut huge = images[0].clone();
+    huge.bytes.resize(32 << 10, 0);
+    assert_eq!(s2.restore(&huge), Err(RestoreError::TooLarge(32 << 10)));
+}
+
 // ---------------------------------------------------------------- the cleaner
 
 /// A store of `segments` 64 KiB segments (4 KiB under Miri, where the

@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use clap::{ArgAction, Parser};
-use strata_server::{Credentials, IoBackend, Protocol, ServerConfig};
+use strata_server::{Credentials, IoBackend, Loaded, Protocol, ServerConfig, SnapshotConfig};
 use strata_store::Config as StoreConfig;
 
 /// Strata: a memcached-compatible cache server.
@@ -107,6 +107,26 @@ pub struct Args {
     /// `set <any> 0 0 <len>` with data `<user> <password>` first
     #[arg(short = 'Y', long = "auth-file")]
     auth_file: Option<PathBuf>,
+
+    /// Snapshot directory: the cache is saved to DIR/strata.snapshot at
+    /// shutdown (and on the `snapshot` command) and loaded at start
+    #[arg(long = "snapshot-dir")]
+    snapshot_dir: Option<PathBuf>,
+
+    /// memcached's warm-restart file: strata keeps its snapshot at exactly
+    /// this path (a synonym for --snapshot-dir naming the file)
+    #[arg(short = 'e', long = "memory-file")]
+    memory_file: Option<PathBuf>,
+
+    /// Also snapshot every N seconds while serving (0: only at shutdown
+    /// and on the `snapshot` command)
+    #[arg(long = "snapshot-interval", default_value_t = 0)]
+    snapshot_interval: u64,
+
+    /// Refuse to start if the snapshot is damaged or was taken with
+    /// different settings (default: report it and load what is whole)
+    #[arg(long = "snapshot-strict")]
+    snapshot_strict: bool,
 
     /// Print version and exit
     #[arg(short = 'V', long = "version", action = ArgAction::Version)]
@@ -297,7 +317,22 @@ impl Args {
             Some([c, ..]) => *c,
             Some([]) => return Err("invalid -D \"\" (a delimiter character)".into()),
         };
+        let snapshot_file = match (self.snapshot_dir, self.memory_file) {
+            (Some(_), Some(_)) => return Err("give --snapshot-dir or -e/--memory-file, not both".into()),
+            (Some(dir), None) => Some(dir.join(strata_persist::SNAPSHOT_FILE)),
+            (None, file) => file,
+        };
+        if snapshot_file.is_none() && (self.snapshot_interval != 0 || self.snapshot_strict) {
+            return Err("--snapshot-interval and --snapshot-strict need --snapshot-dir (or -e)".into());
+        }
+        let snapshot = snapshot_file.map(|file| SnapshotConfig {
+            file,
+            interval: (self.snapshot_interval != 0).then(|| std::time::Duration::from_secs(self.snapshot_interval)),
+            strict: self.snapshot_strict,
+            loaded: Loaded::default(),
+        });
         let server = ServerConfig {
+            snapshot,
             port: self.port,
             listen,
             unix_socket: self.unix_socket,

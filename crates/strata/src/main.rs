@@ -3,9 +3,9 @@
 //! `shutdown`. Owns no protocol or storage logic.
 
 mod cli;
+mod warm;
 
 use std::process::ExitCode;
-use std::sync::Arc;
 
 use clap::Parser;
 
@@ -40,19 +40,23 @@ fn main() -> ExitCode {
         .with_target(false)
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .init();
-    let (store_cfg, server_cfg) = match args.into_configs() {
+    let (store_cfg, mut server_cfg) = match args.into_configs() {
         Ok(c) => c,
         Err(msg) => {
             eprintln!("strata: {msg}");
             return ExitCode::from(64);
         }
     };
-    let clock = Arc::new(strata_store::Clock::system());
-    let store = match strata_store::Store::new(store_cfg, clock) {
+    let threads = server_cfg.threads;
+    let store = match warm::start(store_cfg, server_cfg.snapshot.as_mut(), threads) {
         Ok(s) => s,
-        Err(e) => {
+        Err(warm::StartError::Config(e)) => {
             eprintln!("strata: {e}");
             return ExitCode::from(64);
+        }
+        Err(warm::StartError::Snapshot(e)) => {
+            eprintln!("strata: {e} (--snapshot-strict)");
+            return ExitCode::from(65);
         }
     };
     if let Some(codec) = store.codec() {

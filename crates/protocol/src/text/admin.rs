@@ -1,7 +1,8 @@
 //! Server-wide commands: `flush_all [delay] [noreply]`, `verbosity <n>
 //! [noreply]`, `cache_memlimit <mb> [noreply]`, `lru_crawler metadump
-//! <all|hash|ids>`, `shutdown [graceful]`, and strata's test-only
-//! `debug_advance_clock <seconds>`. (`version`, `quit` and `stats` need no
+//! <all|hash|ids>`, `shutdown [graceful]`, and strata's own `snapshot`
+//! (no arguments, parsed in `mod.rs`) and test-only `debug_advance_clock
+//! <seconds>`. (`version`, `quit` and `stats` need no
 //! argument parsing here.)
 
 use super::{done, error, ClientError, Command, Line, Parse};

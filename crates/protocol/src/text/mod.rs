@@ -124,6 +124,9 @@ pub enum Command<'a> {
     Stats {
         args: Tokens<'a>,
     },
+    /// `snapshot`: strata's own; writes a snapshot in the background
+    /// (with `--snapshot-dir`).
+    Snapshot,
     /// `debug_advance_clock <seconds>`: only with [`Config::debug_clock`].
     DebugAdvanceClock {
         seconds: u32,
@@ -363,6 +366,7 @@ pub fn parse<'a>(buf: &'a [u8], config: &Config) -> Parse<'a> {
         b"cache_memlimit" => admin::parse_cache_memlimit(&l, consumed),
         b"lru_crawler" => admin::parse_lru_crawler(&l, consumed),
         b"shutdown" => admin::parse_shutdown(&l, consumed),
+        b"snapshot" if l.ntokens == 2 => done(Command::Snapshot, false, consumed),
         b"stats" => done(Command::Stats { args: Tokens(l.after_command) }, false, consumed),
         b"debug_advance_clock" if config.debug_clock => admin::parse_debug_clock(&l, consumed),
         b"mg" => meta::get::parse(&l, consumed),

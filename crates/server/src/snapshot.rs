@@ -1,0 +1,205 @@
+//! Snapshots while serving (issue 16, `strata-persist`): the thread that
+//! takes them (on the `snapshot` command, every `--snapshot-interval`,
+//! and once more at shutdown), how workers are asked to seal their active
+//! segments first, the epoch lease kept ahead by the clock thread, and
+//! what `stats` reports.
+
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering::*};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use parking_lot::{Condvar, Mutex};
+use strata_persist::{EpochLease, OsBackend, SaveReport};
+
+use crate::stats::WorkerStats;
+use crate::worker::Wake;
+use crate::Shared;
+
+/// `--snapshot-dir` / `-e` and friends.
+#[derive(Debug, Clone)]
+pub struct SnapshotConfig {
+    /// The snapshot file (`DIR/strata.snapshot`, or `-e`'s path).
+    pub file: PathBuf,
+    /// `--snapshot-interval`: also snapshot this often while serving.
+    pub interval: Option<Duration>,
+    /// `--snapshot-strict`: refuse to start on a damaged or mismatched snapshot.
+    pub strict: bool,
+    /// What the load at start found, for `stats`.
+    pub loaded: Loaded,
+}
+
+/// The outcome of the load at start.
+#[derive(Debug, Clone, Default)]
+pub struct Loaded {
+    /// `none` (no snapshot), `ok`, `damaged` (loaded what was whole),
+    /// `refused` (a mismatch or unreadable header: started empty).
+    pub result: &'static str,
+    pub items: u64,
+    pub segments: u64,
+    pub damaged_segments: u64,
+    pub skipped_segments: u64,
+    pub duration: Duration,
+}
+
+/// The last snapshot written while this process ran.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct Last {
+    pub saves: u64,
+    pub errors: u64,
+    /// The last attempt succeeded.
+    pub ok: bool,
+    pub report: SaveReport,
+}
+
+/// The `snapshot` command came while one was pending or running.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Busy;
+
+/// Snapshot state every thread shares.
+pub(crate) struct Snapshots {
+    pub cfg: SnapshotConfig,
+    backend: OsBackend,
+    /// A snapshot was asked for and not yet begun.
+    pending: Mutex<bool>,
+    kick: Condvar,
+    pub running: AtomicBool,
+    pub last: Mutex<Last>,
+    lease: Mutex<(EpochLease, bool)>,
+}
+
+impl Snapshots {
+    pub fn new(cfg: SnapshotConfig) -> Snapshots {
+        let lease = EpochLease::new(&cfg.file);
+        Snapshots {
+            cfg,
+            backend: OsBackend,
+            pending: Mutex::new(false),
+            kick: Condvar::new(),
+            running: AtomicBool::new(false),
+            last: Mutex::new(Last::default()),
+            lease: Mutex::new((lease, true)),
+        }
+    }
+
+    /// Asks the snapshot thread for a snapshot now.
+    pub fn request(&self) -> Result<(), Busy> {
+        let mut p = self.pending.lock();
+        if *p || self.running.load(Relaxed) {
+            return Err(Busy);
+        }
+        *p = true;
+        self.kick.notify_one();
+        Ok(())
+    }
+
+    /// Keeps the epoch lease ahead of the store (called by the clock
+    /// thread). A failure is logged once until it works again: without a
+    /// lease, CAS values after a crash are unique only above the last
+    /// snapshot's epoch.
+    pub fn keep_lease(&self, epoch: u64) {
+        let mut g = self.lease.lock();
+        let (lease, healthy) = &mut *g;
+        match lease.keep_ahead(&self.backend, epoch) {
+            Ok(_) => *healthy = true,
+            Err(e) if *healthy => {
+                *healthy = false;
+                tracing::warn!(error = %e, "cannot keep the epoch lease beside the snapshot");
+            }
+            Err(_) => {}
+        }
+    }
+
+    /// Takes one snapshot, `seal` asking the workers to seal first.
+    pub fn save(&self, shared: &Shared, seal: &mut dyn FnMut()) {
+        self.running.store(true, Relaxed);
+        tracing::info!(file = %self.cfg.file.display(), "snapshot started");
+        let r = strata_persist::save(&shared.store, &self.backend, &self.cfg.file, seal);
+        let mut last = self.last.lock();
+        match r {
+            Ok(report) => {
+                tracing::info!(
+                    bytes = report.bytes,
+                    items = report.items,
+                    segments = report.segments,
+                    passes = report.passes,
+                    ms = report.duration.as_millis() as u64,
+                    "snapshot written"
+                );
+                last.saves += 1;
+                last.ok = true;
+                last.report = report;
+            }
+            Err(e) => {
+                tracing::error!(error = %e, "snapshot failed; the previous one is kept");
+                last.errors += 1;
+                last.ok = false;
+            }
+        }
+        drop(last);
+        self.running.store(false, Relaxed);
+    }
+}
+
+/// The snapshot thread: waits for a request or the interval, then
+/// snapshots, until the server stops.
+pub(crate) fn run(shared: Arc<Shared>, snaps: Arc<Snapshots>, wakes: Vec<Arc<Wake>>) {
+    let mut next = snaps.cfg.interval.map(|i| Instant::now() + i);
+    loop {
+        {
+            let mut p = snaps.pending.lock();
+            while !*p && !shared.shutdown.load(Relaxed) {
+                match next {
+                    Some(at) => {
+                        if Instant::now() >= at {
+                            break;
+                        }
+                        snaps.kick.wait_until(&mut p, at);
+                    }
+                    None => snaps.kick.wait(&mut p),
+                }
+            }
+            if shared.shutdown.load(Relaxed) {
+                return;
+            }
+            *p = false;
+        }
+        snaps.save(&shared, &mut || seal_workers(&shared, &wakes));
+        next = snaps.cfg.interval.map(|i| Instant::now() + i);
+    }
+}
+
+/// Wakes the snapshot thread to stop.
+pub(crate) fn stop(snaps: &Snapshots) {
+    let _p = snaps.pending.lock();
+    snaps.kick.notify_all();
+}
+
+/// Asks every worker to seal its active segments and waits until they
+/// have (each does it between two turns of its event loop), for at most
+/// a second: a worker stuck that long in one turn only makes the
+/// snapshot miss its latest writes.
+fn seal_workers(shared: &Shared, wakes: &[Arc<Wake>]) {
+    let gen = shared.seal_gen.fetch_add(1, Release) + 1;
+    for w in wakes {
+        w.wake();
+    }
+    let deadline = Instant::now() + Duration::from_secs(1);
+    while shared.workers.iter().any(|w| w.sealed.load(Acquire) < gen) {
+        if Instant::now() >= deadline || shared.shutdown.load(Relaxed) {
+            tracing::warn!("snapshot: a worker did not seal its segments in time");
+            return;
+        }
+        std::thread::sleep(Duration::from_micros(200));
+    }
+}
+
+/// Called by a worker between turns: seals its segments if a snapshot asked.
+#[inline]
+pub(crate) fn seal_if_asked(shared: &Shared, stats: &WorkerStats, store: &mut strata_store::Worker) {
+    let want = shared.seal_gen.load(Acquire);
+    if stats.sealed.load(Relaxed) != want {
+        store.seal_active();
+        stats.sealed.store(want, Release);
+    }
+}

@@ -1,0 +1,106 @@
+//! The warm start: with `--snapshot-dir` (or `-e`), the store is built on
+//! the snapshot's timeline and filled from it before the port opens, as
+//! memcached's warm restart does (a client that got misses from a
+//! half-loaded cache would send them all to its database).
+
+use std::sync::Arc;
+
+use strata_persist::{EpochLease, OsBackend};
+use strata_server::SnapshotConfig;
+use strata_store::{Clock, Config, ConfigError, Store};
+
+/// Why the server cannot start.
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    /// Only with `--snapshot-strict`.
+    #[error("snapshot: {0}")]
+    Snapshot(String),
+}
+
+/// Builds the store, and loads the snapshot into it if there is one.
+/// Without `--snapshot-strict` a snapshot that cannot be used is reported
+/// and the server starts empty (or with what was whole).
+pub fn start(cfg: Config, snap: Option<&mut SnapshotConfig>, workers: usize) -> Result<Arc<Store>, StartError> {
+    let Some(snap) = snap else { return Ok(Store::new(cfg, Arc::new(Clock::system()))?) };
+    let refuse = |snap: &mut SnapshotConfig, why: String| {
+        snap.loaded.result = "refused";
+        if snap.strict {
+            return Err(StartError::Snapshot(why));
+        }
+        tracing::warn!("snapshot not loaded: {why}; starting empty");
+        Ok(())
+    };
+    let floor = EpochLease::read(&OsBackend, &snap.file).unwrap_or(0);
+    let header = match strata_persist::read_header(&OsBackend, &snap.file) {
+        Ok(h) => h,
+        Err(e) => {
+            refuse(snap, format!("{}: {e}", snap.file.display()))?;
+            None
+        }
+    };
+    let clock = header.and_then(|h| Clock::resumed(h.process_started, h.now));
+    if header.is_some() && clock.is_none() {
+        refuse(snap, "its clock is in the future or more than a century old".into())?;
+    }
+    let store = Store::new(cfg, Arc::new(clock.unwrap_or_else(Clock::system)))?;
+    // CAS values stay unique across a crash even when nothing is loaded.
+    store.resume(floor, 0, 0);
+    let Some(h) = header.filter(|_| snap.loaded.result != "refused") else {
+        if header.is_none() && snap.loaded.result.is_empty() {
+            snap.loaded.result = "none";
+            tracing::info!(file = %snap.file.display(), "no snapshot to load");
+        }
+        return Ok(store);
+    };
+    if let Err(e) = strata_persist::check_settings(&h, &store) {
+        refuse(snap, e.to_string())?;
+        return Ok(store);
+    }
+    tracing::info!(file = %snap.file.display(), "loading snapshot");
+    match strata_persist::load(&store, &OsBackend, &snap.file, workers, floor, snap.strict) {
+        Ok(r) => {
+            let l = &mut snap.loaded;
+            l.result = if r.damaged() { "damaged" } else { "ok" };
+            l.items = r.items;
+            l.segments = r.segments;
+            l.damaged_segments = r.damaged_segments;
+            l.skipped_segments = r.skipped_segments;
+            l.duration = r.duration;
+            let age = store.clock().unix_now() - r.snapshot_unix;
+            tracing::info!(
+                items = r.items,
+                segments = r.segments,
+                dropped_items = r.dropped_items,
+                ms = r.duration.as_millis() as u64,
+                age_s = age,
+                "snapshot loaded"
+            );
+            if r.damaged() {
+                tracing::warn!(
+                    damaged_segments = r.damaged_segments,
+                    truncated = r.truncated,
+                    "the snapshot was damaged: what was whole is loaded"
+                );
+            }
+            if r.skipped_segments > 0 {
+                tracing::warn!(
+                    segments = r.skipped_segments,
+                    "the memory limit holds less than the snapshot: the oldest segments were left out"
+                );
+            }
+            Ok(store)
+        }
+        Err(e) => {
+            // A failed load may have restored part of the snapshot; that
+            // part is correct (every segment is checked), so it stays.
+            snap.loaded.result = "refused";
+            if snap.strict {
+                return Err(StartError::Snapshot(e.to_string()));
+            }
+            tracing::warn!(error = %e, "snapshot not loaded");
+            Ok(store)
+        }
+    }
+}
