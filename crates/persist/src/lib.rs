@@ -26,7 +26,7 @@ use std::time::Instant;
 pub use backend::{Backend, FaultBackend, Faults, OsBackend};
 pub use lease::EpochLease;
 pub use load::{check_settings, load, read_header, LoadReport};
-pub use save::{save, SaveReport};
+pub use save::{save, SaveReport, Saver};
 
 /// The snapshot's file name in a `--snapshot-dir`.
 pub const SNAPSHOT_FILE: &str = "strata.snapshot";

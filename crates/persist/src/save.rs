@@ -28,6 +28,22 @@ use crate::{Progress, SnapshotError, TMP_SUFFIX};
 /// Passes after the first that catch up with writes made meanwhile.
 pub const MAX_PASSES: u32 = 4;
 
+/// What the server does for a snapshot while it is taken. Any `FnMut()`
+/// is one that only seals.
+pub trait Saver {
+    /// Asks every worker to seal its active segments, and returns once
+    /// they have (at shutdown, with the workers gone, there is nothing to do).
+    fn seal(&mut self);
+    /// Called after each segment record, with the bytes written so far.
+    fn progress(&mut self, _bytes: u64) {}
+}
+
+impl<F: FnMut()> Saver for F {
+    fn seal(&mut self) {
+        self()
+    }
+}
+
 /// What a finished snapshot wrote.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct SaveReport {
@@ -68,14 +84,13 @@ impl Out<'_> {
 }
 
 /// Writes a snapshot of `store` to `file`, replacing the previous one only
-/// once the new one is complete and on disk. `seal` asks every worker to
-/// seal its active segments and returns once they have (at shutdown, with
-/// the workers gone, it does nothing).
+/// once the new one is complete and on disk. `saver` seals the workers'
+/// segments before each pass and hears of progress.
 pub fn save(
     store: &Store,
     backend: &dyn Backend,
     file: &Path,
-    seal: &mut dyn FnMut(),
+    saver: &mut dyn Saver,
 ) -> Result<SaveReport, SnapshotError> {
     let path = file;
     let tmp = crate::with_suffix(file, TMP_SUFFIX);
@@ -83,7 +98,7 @@ pub fn save(
     let f = backend.create(&tmp).map_err(|e| SnapshotError::io("create", &tmp, e))?;
     let mut out = Out { f, bytes: 0, path: &tmp };
     let mut dicts = 0u64;
-    let result = write_body(store, &mut out, seal, &mut dicts);
+    let result = write_body(store, &mut out, saver, &mut dicts);
     // The dictionaries' references are given back whatever happened.
     store.release_dicts(dicts);
     let finish = result.and_then(|mut report| {
@@ -103,11 +118,11 @@ pub fn save(
 fn write_body(
     store: &Store,
     out: &mut Out<'_>,
-    seal: &mut dyn FnMut(),
+    saver: &mut dyn Saver,
     dicts: &mut u64,
 ) -> Result<SaveReport, SnapshotError> {
     let started = Instant::now();
-    seal();
+    saver.seal();
     let start = store.store_image();
     let header = Header {
         segment_size: start.segment_size as u32,
@@ -128,7 +143,7 @@ fn write_body(
     let mut progress = Progress::new("snapshot save");
     for pass in 0..=MAX_PASSES {
         if pass > 0 {
-            seal();
+            saver.seal();
         }
         let mut todo: Vec<_> =
             store.sealed_segments().into_iter().filter(|s| !done.contains(&(s.segment, s.epoch))).collect();
@@ -167,6 +182,7 @@ fn write_body(
             report.segments += 1;
             report.items += img.live.len() as u64;
             progress.at(out.bytes);
+            saver.progress(out.bytes);
         }
     }
     for d in store.saved_dicts(*dicts) {

@@ -1,0 +1,450 @@
+#!/usr/bin/env python3
+"""Snapshots and warm restarts, strata and Redis side by side (issue 16).
+
+Bar 1, save and load (`--items 5000000 --value 1000`, about 5 GB):
+  - the disk's sequential write and read bandwidth, measured in the same run
+    with `dd ... conv=fdatasync` and a cold-cache `dd` read;
+  - strata: fill, `snapshot` (timed by the server: snapshot_last_duration_us),
+    kill -9, drop the page cache, start again and time it to the open port;
+  - Redis 7: the same data, `SAVE` (timed by the client), kill, drop the
+    page cache, start again and time it until PING answers PONG.
+  Every server is checked afterwards: a sample of keys must read back exact.
+
+Bar 2, an online snapshot during workload 2 (1 set : 2 gets, 1000-byte
+values over 100k keys, 16 connections, strata-bench): the same run with
+and without snapshots taken back to back for its whole length; throughput,
+p99 and the peak RSS against the RSS before it. Redis with `BGSAVE` back
+to back in the same way, its fork's RSS sampled too.
+
+    .venv/bin/python bench/snapshot.py [--items N] [--value BYTES]
+        [--dir DIR] [--strata-bin PATH] [--bench-bin PATH] [--skip-redis]
+        [--part save-load,online] [--duration SECS] [--out FILE.md]
+
+Needs root for dropping the page cache (`/proc/sys/vm/drop_caches`); without
+it the loads read from the page cache and the report says so.
+"""
+
+import argparse
+import json
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests"))
+
+import harness  # noqa: E402
+
+RANDOM = os.urandom(1 << 20)
+
+
+def value(i, n):
+    at = (i * 7919) % (len(RANDOM) - n)
+    return RANDOM[at : at + n]
+
+
+def key(i):
+    return b"key:%010d" % i
+
+
+def drop_caches():
+    try:
+        os.sync()
+        with open("/proc/sys/vm/drop_caches", "w") as f:
+            f.write("3\n")
+        return True
+    except OSError:
+        return False
+
+
+def dd_bandwidth(path, mb):
+    """(write MB/s with fdatasync, read MB/s cold) for an `mb` MiB file of
+    random bytes (copied from RAM: /dev/urandom itself is slower than a disk)."""
+    src = "/dev/shm/strata-snapbench-dd"
+    subprocess.run(["dd", "if=/dev/urandom", f"of={src}", "bs=1M", f"count={mb}"], capture_output=True, check=True)
+    w = subprocess.run(
+        ["dd", f"if={src}", f"of={path}", "bs=1M", f"count={mb}", "conv=fdatasync"],
+        capture_output=True,
+        text=True,
+    )
+    os.unlink(src)
+    cold = drop_caches()
+    r = subprocess.run(["dd", f"if={path}", "of=/dev/null", "bs=1M"], capture_output=True, text=True)
+    os.unlink(path)
+
+    def rate(out):
+        m = re.search(r"(\d+) bytes .* copied, ([\d.]+) s", out)
+        return int(m.group(1)) / float(m.group(2)) / 1e6
+
+    return rate(w.stderr), rate(r.stderr), cold
+
+
+def connect(port):
+    s = socket.create_connection(("127.0.0.1", port))
+    s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    return s
+
+
+def recv_until(s, end):
+    buf = b""
+    while not buf.endswith(end):
+        chunk = s.recv(1 << 20)
+        if not chunk:
+            raise RuntimeError("connection closed")
+        buf += chunk
+    return buf
+
+
+def mc_fill(port, items, n):
+    s = connect(port)
+    batch = []
+    for i in range(items):
+        batch.append(b"set %s 0 0 %d noreply\r\n%s\r\n" % (key(i), n, value(i, n)))
+        if len(batch) == 2000:
+            s.sendall(b"".join(batch))
+            batch = []
+    s.sendall(b"".join(batch) + b"mn\r\n")
+    recv_until(s, b"MN\r\n")
+    s.close()
+
+
+def mc_stats(port):
+    s = connect(port)
+    s.sendall(b"stats\r\n")
+    out = recv_until(s, b"END\r\n").decode()
+    s.close()
+    return dict(line.split(" ", 2)[1:] for line in out.split("\r\n") if line.startswith("STAT "))
+
+
+def mc_check(port, items, n, sample=20000):
+    s = connect(port)
+    step = max(1, items // sample)
+    bad = 0
+    for i in range(0, items, step):
+        s.sendall(b"get %s\r\n" % key(i))
+        out = recv_until(s, b"END\r\n")
+        if out != b"VALUE %s 0 %d\r\n%s\r\nEND\r\n" % (key(i), n, value(i, n)):
+            bad += 1
+    s.close()
+    return bad
+
+
+def resp(*args):
+    out = [b"*%d\r\n" % len(args)]
+    for a in args:
+        out.append(b"$%d\r\n%s\r\n" % (len(a), a))
+    return b"".join(out)
+
+
+def redis_call(s, *args):
+    s.sendall(resp(*args))
+    return recv_until(s, b"\r\n") if args[0] != b"GET" else None
+
+
+def redis_fill(port, items, n):
+    s = connect(port)
+    batch = []
+    sent = 0
+    for i in range(items):
+        batch.append(resp(b"SET", key(i), value(i, n)))
+        if len(batch) == 2000:
+            s.sendall(b"".join(batch))
+            sent += len(batch)
+            batch = []
+            # Read the +OKs as they come, so neither side's buffer fills.
+            need = sent * 5
+            got = 0
+            while got < need:
+                got += len(s.recv(need - got))
+            sent = 0
+    s.sendall(b"".join(batch))
+    need, got = len(batch) * 5, 0
+    while got < need:
+        got += len(s.recv(need - got))
+    s.close()
+
+
+def redis_check(port, items, n, sample=20000):
+    s = connect(port)
+    step = max(1, items // sample)
+    bad = 0
+    for i in range(0, items, step):
+        s.sendall(resp(b"GET", key(i)))
+        want = b"$%d\r\n%s\r\n" % (n, value(i, n))
+        buf = b""
+        while len(buf) < len(want) and not buf.startswith(b"$-1\r\n"):
+            buf += s.recv(len(want) - len(buf))
+        bad += buf != want
+    s.close()
+    return bad
+
+
+def wait_port(port, proc, timeout=600):
+    t0 = time.monotonic()
+    while time.monotonic() - t0 < timeout:
+        if proc.poll() is not None:
+            raise RuntimeError("server exited while starting")
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+            return time.monotonic() - t0
+        except OSError:
+            time.sleep(0.005)
+    raise RuntimeError("server did not open its port")
+
+
+def rss(pid):
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return 0
+
+
+def children(pid):
+    try:
+        with open(f"/proc/{pid}/task/{pid}/children") as f:
+            return [int(x) for x in f.read().split()]
+    except OSError:
+        return []
+
+
+def strata_save_load(args, work):
+    snapdir = os.path.join(work, "strata")
+    shutil.rmtree(snapdir, ignore_errors=True)
+    os.makedirs(snapdir)
+    mem = str(args.items * (args.value + 40) // (1 << 20) + 512)
+    port = harness.free_port()
+    cmd = [args.strata_bin, "-p", str(port), "-m", mem, "-t", "2", "--snapshot-dir", snapdir]
+    p = subprocess.Popen(cmd, stderr=subprocess.DEVNULL)
+    wait_port(port, p)
+    t0 = time.monotonic()
+    mc_fill(port, args.items, args.value)
+    fill_s = time.monotonic() - t0
+    items = int(mc_stats(port)["curr_items"])
+    s = connect(port)
+    s.sendall(b"snapshot\r\n")
+    assert recv_until(s, b"\r\n") == b"OK\r\n"
+    while True:
+        st = mc_stats(port)
+        if st["snapshot_in_progress"] == "0" and int(st["snapshot_saves"]) + int(st["snapshot_save_errors"]) >= 1:
+            break
+        time.sleep(0.05)
+    assert st["snapshot_last_result"] == "ok", st
+    save_s = int(st["snapshot_last_duration_us"]) / 1e6
+    size = int(st["snapshot_last_bytes"])
+    p.send_signal(signal.SIGKILL)
+    p.wait()
+    cold = drop_caches()
+    t0 = time.monotonic()
+    p = subprocess.Popen(cmd, stderr=subprocess.DEVNULL)
+    ready_s = wait_port(port, p)
+    st = mc_stats(port)
+    load_s = int(st["snapshot_load_duration_us"]) / 1e6
+    loaded = int(st["curr_items"])
+    bad = mc_check(port, args.items, args.value)
+    p.send_signal(signal.SIGKILL)
+    p.wait()
+    shutil.rmtree(snapdir, ignore_errors=True)
+    return dict(server="strata", items=items, loaded=loaded, bytes=size, fill_s=fill_s, save_s=save_s,
+                load_s=load_s, ready_s=ready_s, bad=bad, cold=cold)
+
+
+def redis_save_load(args, work):
+    rdir = os.path.join(work, "redis")
+    shutil.rmtree(rdir, ignore_errors=True)
+    os.makedirs(rdir)
+    maxmem = f"{args.items * (args.value + 100) // (1 << 20) + 1024}mb"
+    port = harness.free_port()
+    cmd = ["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
+           "--maxmemory", maxmem, "--maxmemory-policy", "allkeys-lru", "--dir", rdir, "--dbfilename", "dump.rdb",
+           "--protected-mode", "no"]
+    p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    wait_port(port, p)
+    t0 = time.monotonic()
+    redis_fill(port, args.items, args.value)
+    fill_s = time.monotonic() - t0
+    s = connect(port)
+    items = int(redis_call(s, b"DBSIZE")[1:-2])
+    t0 = time.monotonic()
+    assert redis_call(s, b"SAVE") == b"+OK\r\n"
+    save_s = time.monotonic() - t0
+    size = os.path.getsize(os.path.join(rdir, "dump.rdb"))
+    p.send_signal(signal.SIGKILL)
+    p.wait()
+    cold = drop_caches()
+    t0 = time.monotonic()
+    p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    wait_port(port, p)
+    # Redis opens its port before loading and answers -LOADING meanwhile.
+    while True:
+        try:
+            s = connect(port)
+            if redis_call(s, b"PING") == b"+PONG\r\n":
+                break
+            s.close()
+        except OSError:
+            pass
+        time.sleep(0.005)
+    ready_s = time.monotonic() - t0
+    loaded = int(redis_call(s, b"DBSIZE")[1:-2])
+    bad = redis_check(port, args.items, args.value)
+    p.send_signal(signal.SIGKILL)
+    p.wait()
+    shutil.rmtree(rdir, ignore_errors=True)
+    return dict(server="redis", items=items, loaded=loaded, bytes=size, fill_s=fill_s, save_s=save_s,
+                load_s=ready_s, ready_s=ready_s, bad=bad, cold=cold)
+
+
+def bench_run(args, kind, port, pid, name, out):
+    cmd = [args.bench_bin, "run", "--server", kind, "--addr", f"127.0.0.1:{port}", "--pid", str(pid),
+           "--ratio", "1:2", "--value-size", "1000", "--keys", "100000", "-c", "16", "-t", "1",
+           "--duration", str(args.duration), "--name", name, "--out", out, "-q"]
+    subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
+    with open(os.path.join(out, name + ".json")) as f:
+        rep = json.load(f)
+    r = rep["runs"][0]
+    return r["ops_per_sec"], r["latency_us"]["p99"]
+
+
+def online(args, work, kind):
+    """Workload 2 without, then with, snapshots back to back."""
+    out = os.path.join(work, "bench-out")
+    os.makedirs(out, exist_ok=True)
+    snapdir = os.path.join(work, f"online-{kind}")
+    shutil.rmtree(snapdir, ignore_errors=True)
+    os.makedirs(snapdir)
+    port = harness.free_port()
+    if kind == "strata":
+        cmd = [args.strata_bin, "-p", str(port), "-m", "1024", "-t", "2", "--snapshot-dir", snapdir]
+    else:
+        cmd = ["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
+               "--maxmemory", "1024mb", "--maxmemory-policy", "allkeys-lru", "--dir", snapdir,
+               "--protected-mode", "no"]
+    p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    wait_port(port, p)
+    results = {}
+    for mode in ("plain", "snapshots"):
+        # The first run's warm-up fills the 100k keys; the second finds them.
+        stop = threading.Event()
+        peak = {"rss": 0, "child": 0, "saves": 0}
+        base = rss(p.pid)
+
+        def sample():
+            while not stop.is_set():
+                peak["rss"] = max(peak["rss"], rss(p.pid))
+                for c in children(p.pid):
+                    peak["child"] = max(peak["child"], rss(c))
+                time.sleep(0.02)
+
+        def snapshots():
+            s = connect(port)
+            while not stop.is_set():
+                if kind == "strata":
+                    s.sendall(b"snapshot\r\n")
+                    recv_until(s, b"\r\n")
+                    while not stop.is_set():
+                        st = mc_stats(port)
+                        if st["snapshot_in_progress"] == "0":
+                            peak["saves"] = int(st["snapshot_saves"])
+                            break
+                        time.sleep(0.05)
+                else:
+                    s.sendall(resp(b"BGSAVE"))
+                    recv_until(s, b"\r\n")
+                    while not stop.is_set():
+                        s.sendall(resp(b"INFO", b"persistence"))
+                        info = recv_until(s, b"\r\n\r\n")
+                        info += b"" if b"rdb_bgsave_in_progress" in info else recv_until(s, b"\r\n")
+                        if b"rdb_bgsave_in_progress:0" in info:
+                            peak["saves"] += 1
+                            break
+                        time.sleep(0.05)
+            s.close()
+
+        threads = [threading.Thread(target=sample)]
+        if mode == "snapshots":
+            threads.append(threading.Thread(target=snapshots))
+        for t in threads:
+            t.start()
+        ops, p99 = bench_run(args, kind, port, p.pid, f"{kind}-{mode}", out)
+        stop.set()
+        for t in threads:
+            t.join()
+        results[mode] = dict(ops=ops, p99=p99, base=base, peak=peak["rss"], child=peak["child"], saves=peak["saves"])
+    p.send_signal(signal.SIGKILL)
+    p.wait()
+    shutil.rmtree(snapdir, ignore_errors=True)
+    return results
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--items", type=int, default=5_000_000)
+    ap.add_argument("--value", type=int, default=1000)
+    ap.add_argument("--dir", default="/var/tmp/strata-snapbench")
+    ap.add_argument("--strata-bin", default=harness.STRATA_BIN)
+    ap.add_argument("--bench-bin", default=os.path.join(harness.ROOT, "target", "release", "strata-bench"))
+    ap.add_argument("--skip-redis", action="store_true")
+    ap.add_argument("--part", default="save-load,online")
+    ap.add_argument("--duration", type=float, default=20.0)
+    ap.add_argument("--out")
+    args = ap.parse_args()
+    os.makedirs(args.dir, exist_ok=True)
+    parts = args.part.split(",")
+    lines = [f"Command: `{' '.join(sys.argv)}`", ""]
+    if "save-load" in parts:
+        data_mb = args.items * args.value // (1 << 20)
+        wbw, rbw, cold = dd_bandwidth(os.path.join(args.dir, "dd.bin"), min(max(data_mb, 256), 4096))
+        lines.append(f"Disk: dd write {wbw:.0f} MB/s (conv=fdatasync), read {rbw:.0f} MB/s"
+                     f" ({'cold cache' if cold else 'page cache: drop_caches not permitted'})")
+        lines.append("")
+        lines.append("| server | items | loaded | bytes | save s | save bar s | load s | to serving s | load bar s | wrong |")
+        lines.append("|---|---|---|---|---|---|---|---|---|---|")
+        rows = [strata_save_load(args, args.dir)]
+        if not args.skip_redis:
+            rows.append(redis_save_load(args, args.dir))
+        for r in rows:
+            save_bar = 1.1 * r["bytes"] / (wbw * 1e6)
+            load_bar = 1.25 * r["bytes"] / (rbw * 1e6)
+            lines.append(
+                f"| {r['server']} | {r['items']} | {r['loaded']} | {r['bytes']} | {r['save_s']:.2f} | {save_bar:.2f} |"
+                f" {r['load_s']:.2f} | {r['ready_s']:.2f} | {load_bar:.2f} | {r['bad']} |"
+            )
+        if len(rows) == 2:
+            s, rd = rows
+            ratio = (s["save_s"] + s["ready_s"]) / (rd["save_s"] + rd["ready_s"])
+            lines.append("")
+            lines.append(f"strata save + load to serving = {ratio:.3f} x Redis's (bar: <= 0.25)")
+        print("\n".join(lines), flush=True)
+    if "online" in parts:
+        lines.append("")
+        lines.append("| server | snapshots | ops/s | p99 µs | RSS before MB | peak RSS MB | fork child peak MB | saves |")
+        lines.append("|---|---|---|---|---|---|---|---|")
+        kinds = ["strata"] + ([] if args.skip_redis else ["redis"])
+        for kind in kinds:
+            res = online(args, args.dir, kind)
+            for mode, r in res.items():
+                lines.append(
+                    f"| {kind} | {'back to back' if mode == 'snapshots' else 'none'} | {r['ops']:.0f} | {r['p99']:.0f} |"
+                    f" {r['base'] / 1e6:.0f} | {r['peak'] / 1e6:.0f} | {r['child'] / 1e6:.0f} | {r['saves']} |"
+                )
+            a, b = res["plain"], res["snapshots"]
+            lines.append(f"| {kind} | ratio | {b['ops'] / a['ops']:.2f} | {b['p99'] / max(a['p99'], 1):.2f} | | "
+                         f"{(b['peak'] - a['peak']) / max(a['peak'], 1) * 100:+.1f}% | | |")
+        print("\n".join(lines), flush=True)
+    if args.out:
+        with open(args.out, "w") as f:
+            f.write("\n".join(lines) + "\n")
+
+
+if __name__ == "__main__":
+    main()
