@@ -25,7 +25,7 @@ use std::time::Instant;
 
 pub use backend::{Backend, FaultBackend, Faults, OsBackend};
 pub use lease::EpochLease;
-pub use load::{check_settings, load, read_header, LoadReport};
+pub use load::{check_settings, load, read_footer, read_header, LoadReport};
 pub use save::{save, SaveReport, Saver};
 
 /// The snapshot's file name in a `--snapshot-dir`.

@@ -68,6 +68,26 @@ pub fn read_header(backend: &dyn Backend, file: &Path) -> Result<Option<Header>,
     header_of(&*f, path).map(Some)
 }
 
+/// The footer of the snapshot `file`, if it is whole: how many items and
+/// segments it holds, read from its last 64 bytes (to size the index
+/// before loading). `None` for a missing, truncated or damaged footer.
+pub fn read_footer(backend: &dyn Backend, file: &Path) -> Option<Footer> {
+    let f = backend.open(file).ok()?;
+    let len = f.size().ok()?;
+    let tail = (RECORD_LEN + format::FOOTER_LEN) as u64;
+    let at = len.checked_sub(tail).filter(|&at| at >= HEADER_LEN as u64)?;
+    let mut b = [0u8; RECORD_LEN + format::FOOTER_LEN];
+    if !read_exact_at(&*f, &mut b, at).ok()? {
+        return None;
+    }
+    let mut rb = [0u8; RECORD_LEN];
+    rb.copy_from_slice(&b[..RECORD_LEN]);
+    let rec = Record::decode(&rb).ok()?;
+    let body = &b[RECORD_LEN..];
+    let whole = rec.kind == Kind::Footer && rec.len as usize == body.len() && crc32c::crc32c(body) == rec.crc;
+    whole.then(|| Footer::decode(body).ok()).flatten()
+}
+
 fn header_of(f: &dyn ReadFile, path: &Path) -> Result<Header, SnapshotError> {
     let mut b = [0u8; HEADER_LEN];
     if !read_exact_at(f, &mut b, 0).map_err(|e| SnapshotError::io("read", path, e))? {
@@ -180,26 +200,35 @@ pub fn load(
     let mut img = SegmentImage::default();
     let mut loaded_bytes = 0u64;
     let mut max_epoch = 0;
+    let mut lists = Vec::new();
     let result = (|| {
         for (i, r) in segments.iter().enumerate().skip(skip) {
-            if !read_body(&*f, r, &mut body, &path)? {
+            let Some(bytes_len) = read_segment_meta(&*f, r, &mut lists, &mut img) else {
                 report.damaged_segments += 1;
                 if strict {
-                    return Err(SnapshotError::Damaged(format!("segment record at byte {} fails its CRC", r.at)));
+                    return Err(SnapshotError::Damaged(format!("segment record at byte {} is unreadable", r.at)));
                 }
                 continue;
-            }
-            if decode_segment(&body, &mut img).is_err() {
-                report.damaged_segments += 1;
-                continue;
-            }
-            // Without a footer the epochs may have gone past the header's:
-            // new ones start above every checked segment's.
-            max_epoch = max_epoch.max(img.epoch);
-            loaded_bytes += u64::from(r.len);
-            progress.at(loaded_bytes);
-            match store.restore(&img) {
+            };
+            // The bytes go straight into the segment; the CRC (begun over
+            // the fixed part and lists) is checked before anything links.
+            let bytes_at = r.at + u64::from(r.len) - bytes_len as u64;
+            let mut crc = crc32c::crc32c(&lists);
+            let restored = store.restore_with(&img, bytes_len, &mut |dst| {
+                let read = read_exact_at(&*f, dst, bytes_at).unwrap_or_else(|e| {
+                    tracing::warn!(path = %path.display(), at = bytes_at, error = %e, "snapshot read failed");
+                    false
+                });
+                crc = crc32c::crc32c_append(crc, dst);
+                read && crc == r.crc
+            });
+            match restored {
                 Ok(x) => {
+                    // Without a footer the epochs may have gone past the
+                    // header's: new ones start above every checked segment's.
+                    if x.used_segment {
+                        max_epoch = max_epoch.max(img.epoch);
+                    }
                     report.items += x.items;
                     report.dropped_items += x.dropped + x.malformed;
                     report.segments += u64::from(x.used_segment);
@@ -208,8 +237,15 @@ pub fn load(
                     report.skipped_segments += (segments.len() - i) as u64;
                     break;
                 }
-                Err(RestoreError::TooLarge(_)) => report.damaged_segments += 1,
+                Err(RestoreError::Rejected | RestoreError::TooLarge(_)) => {
+                    report.damaged_segments += 1;
+                    if strict {
+                        return Err(SnapshotError::Damaged(format!("segment record at byte {} fails its CRC", r.at)));
+                    }
+                }
             }
+            loaded_bytes += u64::from(r.len);
+            progress.at(loaded_bytes);
         }
         Ok(())
     })();
@@ -237,14 +273,27 @@ fn read_body(f: &dyn ReadFile, r: &Found, body: &mut Vec<u8>, path: &Path) -> Re
     }
 }
 
-fn decode_segment(body: &[u8], img: &mut SegmentImage) -> Result<(), FormatError> {
-    let fixed = SegmentFixed::decode(body, body.len())?;
-    format::decode_segment_lists(body, &fixed, &mut img.live, &mut img.write_times);
-    img.epoch = fixed.epoch;
-    img.queue = if fixed.main { Queue::Main } else { Queue::Small };
-    img.max_expire = fixed.max_expire;
+/// Reads a segment record's fixed part and lists into `img` (and their raw
+/// bytes into `lists`, for the CRC); the length of its bytes, which follow.
+/// `None` if the record cannot be read or is malformed.
+fn read_segment_meta(f: &dyn ReadFile, r: &Found, lists: &mut Vec<u8>, img: &mut SegmentImage) -> Option<usize> {
+    let mut fixed = [0u8; format::SEGMENT_FIXED];
+    if (r.len as usize) < fixed.len() || !read_exact_at(f, &mut fixed, r.at).unwrap_or(false) {
+        return None;
+    }
+    let meta = SegmentFixed::decode(&fixed, r.len as usize).ok()?;
+    let lists_len = format::SEGMENT_FIXED + 4 * meta.live as usize + 8 * meta.times as usize;
+    lists.clear();
+    lists.resize(lists_len, 0);
+    lists[..format::SEGMENT_FIXED].copy_from_slice(&fixed);
+    if !read_exact_at(f, &mut lists[format::SEGMENT_FIXED..], r.at + format::SEGMENT_FIXED as u64).unwrap_or(false) {
+        return None;
+    }
+    format::decode_segment_lists(lists, &meta, &mut img.live, &mut img.write_times);
+    img.epoch = meta.epoch;
+    img.queue = if meta.main { Queue::Main } else { Queue::Small };
+    img.max_expire = meta.max_expire;
     img.dicts = 0;
     img.bytes.clear();
-    img.bytes.extend_from_slice(&body[body.len() - fixed.bytes as usize..]);
-    Ok(())
+    Some(meta.bytes as usize)
 }

@@ -116,6 +116,9 @@ pub enum RestoreError {
     /// More bytes than a segment holds.
     #[error("segment image of {0} bytes is larger than a segment")]
     TooLarge(usize),
+    /// The caller's fill of the segment's bytes failed.
+    #[error("segment bytes could not be read or failed their checksum")]
+    Rejected,
 }
 
 /// What a snapshot needs of the store as a whole.
@@ -260,7 +263,24 @@ impl Store {
     /// image's times were taken on (`Clock::resumed`) and [`Store::resume`]
     /// called first.
     pub fn restore(&self, img: &SegmentImage) -> Result<Restored, RestoreError> {
-        let len = img.bytes.len();
+        self.restore_with(img, img.bytes.len(), &mut |dst| {
+            dst.copy_from_slice(&img.bytes);
+            true
+        })
+    }
+
+    /// [`Store::restore`] with the segment's `len` bytes written by `fill`
+    /// straight into the segment (a loader reads them from its file there,
+    /// without a copy in between); `img.bytes` is not used. If `fill`
+    /// returns false (its read failed or the bytes fail their checksum),
+    /// the segment is given back and nothing is linked:
+    /// [`RestoreError::Rejected`].
+    pub fn restore_with(
+        &self,
+        img: &SegmentImage,
+        len: usize,
+        fill: &mut dyn FnMut(&mut [u8]) -> bool,
+    ) -> Result<Restored, RestoreError> {
         if len > self.arena.segment_size() {
             return Err(RestoreError::TooLarge(len));
         }
@@ -274,11 +294,12 @@ impl Store {
         }
         let seg = self.pop_free(false).ok_or(RestoreError::Full)?;
         let m = &self.segs[seg as usize];
-        {
-            // SAFETY: just taken off the free list: no item links into it,
-            // no reader has it pinned, and no writer holds it (rule 1).
-            let dst = unsafe { self.arena.bytes_mut(seg, 0, len) };
-            dst.copy_from_slice(&img.bytes);
+        // SAFETY: just taken off the free list: no item links into it, no
+        // reader has it pinned, and no writer holds it (rule 1).
+        let filled = fill(unsafe { self.arena.bytes_mut(seg, 0, len) });
+        if !filled {
+            self.retire(seg, &self.free);
+            return Err(RestoreError::Rejected);
         }
         m.live_items.store(0, Relaxed);
         m.live_bytes.store(0, Relaxed);

@@ -93,6 +93,15 @@ const BLOCK: usize = 4;
 /// then average under two buckets, and the index about 11 bytes per item.
 pub const GROW_LOAD: u64 = 12;
 
+/// log2 of the buckets that hold `items` without growing: a restore that
+/// knows how many items it brings sizes the index for them up front,
+/// rather than rehashing every stripe as it fills (each rehash reads every
+/// item's key again).
+pub fn hash_power_for(items: u64) -> u32 {
+    let buckets = items.div_ceil(GROW_LOAD).max(1);
+    (u64::BITS - (buckets - 1).leading_zeros()).clamp(10, 32)
+}
+
 /// A stripe's main table stops doubling here (2^32 buckets in all).
 const MAX_STRIPE_BUCKETS: usize = 1 << 22;
 

@@ -38,6 +38,7 @@ mod write;
 
 pub use clock::Clock;
 pub use image::{Queue, RestoreError, Restored, Sealed, SegmentImage, StoreImage};
+pub use index::hash_power_for;
 pub use read::{Fetch, Found};
 pub use store::Store;
 pub use types::{

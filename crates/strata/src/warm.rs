@@ -22,7 +22,7 @@ pub enum StartError {
 /// Builds the store, and loads the snapshot into it if there is one.
 /// Without `--snapshot-strict` a snapshot that cannot be used is reported
 /// and the server starts empty (or with what was whole).
-pub fn start(cfg: Config, snap: Option<&mut SnapshotConfig>, workers: usize) -> Result<Arc<Store>, StartError> {
+pub fn start(mut cfg: Config, snap: Option<&mut SnapshotConfig>, workers: usize) -> Result<Arc<Store>, StartError> {
     let Some(snap) = snap else { return Ok(Store::new(cfg, Arc::new(Clock::system()))?) };
     let refuse = |snap: &mut SnapshotConfig, why: String| {
         snap.loaded.result = "refused";
@@ -41,6 +41,11 @@ pub fn start(cfg: Config, snap: Option<&mut SnapshotConfig>, workers: usize) -> 
         }
     };
     let clock = header.and_then(|h| Clock::resumed(h.process_started, h.now));
+    // An index sized for the snapshot's items up front (unless -o hashpower
+    // says otherwise) loads them without rehashing as it fills.
+    if let (Some(_), 0, Some(footer)) = (header, cfg.hash_power, strata_persist::read_footer(&OsBackend, &snap.file)) {
+        cfg.hash_power = strata_store::hash_power_for(footer.items);
+    }
     if header.is_some() && clock.is_none() {
         refuse(snap, "its clock is in the future or more than a century old".into())?;
     }
