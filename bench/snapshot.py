@@ -386,6 +386,45 @@ def online(args, work, kind):
     return results
 
 
+def durable(args, work):
+    """1000-byte sets from 16 connections: strata --durability always and
+    interval against Redis appendfsync always and everysec."""
+    out = os.path.join(work, "bench-out")
+    os.makedirs(out, exist_ok=True)
+    rows = []
+    for kind, mode in [("strata", "always"), ("redis", "always"), ("strata", "interval"), ("redis", "everysec")]:
+        d = os.path.join(work, f"durable-{kind}-{mode}")
+        shutil.rmtree(d, ignore_errors=True)
+        os.makedirs(d)
+        port = harness.free_port()
+        if kind == "strata":
+            cmd = [args.strata_bin, "-p", str(port), "-m", "1024", "-t", "2", "--snapshot-dir", d,
+                   "--durability", mode]
+        else:
+            cmd = ["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "yes",
+                   "--appendfsync", mode, "--maxmemory", "1024mb", "--maxmemory-policy", "allkeys-lru",
+                   "--dir", d, "--protected-mode", "no"]
+        p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        wait_port(port, p)
+        name = f"durable-{kind}-{mode}"
+        bench = [args.bench_bin, "run", "--server", kind, "--addr", f"127.0.0.1:{port}", "--pid", str(p.pid),
+                 "--ratio", "1:0", "--value-size", "1000", "--keys", "100000", "-c", "16", "-t", "2",
+                 "--duration", str(args.duration), "--name", name, "--out", out, "-q"]
+        subprocess.run(bench, check=True, stdout=subprocess.DEVNULL)
+        with open(os.path.join(out, name + ".json")) as f:
+            r = json.load(f)["runs"][0]
+        syncs = ""
+        if kind == "strata":
+            st = mc_stats(port)
+            syncs = st.get("durability_syncs", "")
+        p.send_signal(signal.SIGKILL)
+        p.wait()
+        shutil.rmtree(d, ignore_errors=True)
+        rows.append((kind, mode, r["ops_per_sec"], r["latency_us"]["p50"], r["latency_us"]["p99"],
+                     r.get("server_cpu_us_per_op"), syncs))
+    return rows
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--items", type=int, default=5_000_000)
@@ -394,7 +433,7 @@ def main():
     ap.add_argument("--strata-bin", default=harness.STRATA_BIN)
     ap.add_argument("--bench-bin", default=os.path.join(harness.ROOT, "target", "release", "strata-bench"))
     ap.add_argument("--skip-redis", action="store_true")
-    ap.add_argument("--part", default="save-load,online")
+    ap.add_argument("--part", default="save-load,online,durable")
     ap.add_argument("--duration", type=float, default=20.0)
     ap.add_argument("--out")
     args = ap.parse_args()
@@ -440,6 +479,14 @@ def main():
             a, b = res["plain"], res["snapshots"]
             lines.append(f"| {kind} | ratio | {b['ops'] / a['ops']:.2f} | {b['p99'] / max(a['p99'], 1):.2f} | | "
                          f"{(b['peak'] - a['peak']) / max(a['peak'], 1) * 100:+.1f}% | | |")
+        print("\n".join(lines), flush=True)
+    if "durable" in parts:
+        lines.append("")
+        lines.append("| server | fsync | sets/s | p50 µs | p99 µs | server CPU µs/op | fdatasyncs |")
+        lines.append("|---|---|---|---|---|---|---|")
+        for kind, mode, ops, p50, p99, cpu, syncs in durable(args, args.dir):
+            cpu = f"{cpu:.1f}" if cpu else ""
+            lines.append(f"| {kind} | {mode} | {ops:.0f} | {p50:.0f} | {p99:.0f} | {cpu} | {syncs} |")
         print("\n".join(lines), flush=True)
     if args.out:
         with open(args.out, "w") as f:

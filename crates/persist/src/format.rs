@@ -17,7 +17,8 @@
 //! 48  epochs handed out              u64   at the start
 //! 56  flush epoch                    u64   at the start
 //! 64  wall time, unix seconds        i64   when the snapshot started
-//! 72  (zero)                         20
+//! 72  first log file to replay       u64   (--durability; 0 without)
+//! 80  (zero)                         12
 //! 92  CRC32C of bytes 0..92          u32
 //!
 //! record header (16 bytes)
@@ -100,6 +101,9 @@ pub struct Header {
     pub epoch: u64,
     pub flush_epoch: u64,
     pub unix_time: i64,
+    /// With `--durability`: the log file begun when the snapshot started,
+    /// the first a recovery replays over it.
+    pub log_seq: u64,
 }
 
 fn put<const N: usize>(out: &mut [u8], at: usize, v: [u8; N]) {
@@ -135,6 +139,7 @@ impl Header {
         put(&mut b, 48, self.epoch.to_le_bytes());
         put(&mut b, 56, self.flush_epoch.to_le_bytes());
         put(&mut b, 64, self.unix_time.to_le_bytes());
+        put(&mut b, 72, self.log_seq.to_le_bytes());
         let crc = crc32c::crc32c(&b[..92]);
         put(&mut b, 92, crc.to_le_bytes());
         b
@@ -163,6 +168,7 @@ impl Header {
             epoch: u64_at(b, 48),
             flush_epoch: u64_at(b, 56),
             unix_time: i64::from_le_bytes(get(b, 64)),
+            log_seq: u64_at(b, 72),
         })
     }
 }
@@ -349,6 +355,7 @@ mod tests {
             epoch: 77,
             flush_epoch: 5,
             unix_time: 1_700_001_234,
+            log_seq: 3,
         }
     }
 

@@ -3,8 +3,9 @@
 //!
 //! Owns the snapshot file format (`format`, drawn byte by byte there), the
 //! file I/O behind a [`Backend`] trait with a fault-injecting
-//! implementation (`backend`), writing (`save`), reading (`load`) and the
-//! epoch lease that keeps CAS values unique across a crash (`lease`). The
+//! implementation (`backend`), writing (`save`), reading (`load`), the
+//! epoch lease that keeps CAS values unique across a crash (`lease`), and
+//! the write-ahead log of `--durability` (`wal`). The
 //! store supplies consistent segment images and restores them
 //! (`strata_store::Store::image`, `Store::restore`); the server decides when
 //! to snapshot.
@@ -18,6 +19,7 @@ pub mod format;
 pub mod lease;
 pub mod load;
 pub mod save;
+pub mod wal;
 
 use std::io;
 use std::path::{Path, PathBuf};
@@ -27,6 +29,7 @@ pub use backend::{Backend, FaultBackend, Faults, OsBackend};
 pub use lease::EpochLease;
 pub use load::{check_settings, load, read_footer, read_header, LoadReport};
 pub use save::{save, SaveReport, Saver};
+pub use wal::{Durability, Recovery, Wal, WalJournal};
 
 /// The snapshot's file name in a `--snapshot-dir`.
 pub const SNAPSHOT_FILE: &str = "strata.snapshot";

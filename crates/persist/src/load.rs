@@ -39,6 +39,8 @@ pub struct LoadReport {
     pub duration: Duration,
     /// Wall time the snapshot was started, unix seconds.
     pub snapshot_unix: i64,
+    /// The first durability log file to replay over it.
+    pub log_seq: u64,
 }
 
 impl LoadReport {
@@ -131,7 +133,7 @@ pub fn load(
     let header = header_of(&*f, &path)?;
     check_settings(&header, store)?;
     let file_len = f.size().map_err(|e| SnapshotError::io("stat", &path, e))?;
-    let mut report = LoadReport { snapshot_unix: header.unix_time, ..LoadReport::default() };
+    let mut report = LoadReport { snapshot_unix: header.unix_time, log_seq: header.log_seq, ..LoadReport::default() };
 
     // The walk: every record header, nothing else.
     let mut found = Vec::new();

@@ -31,6 +31,12 @@ pub const MAX_PASSES: u32 = 4;
 /// What the server does for a snapshot while it is taken. Any `FnMut()`
 /// is one that only seals.
 pub trait Saver {
+    /// Called first: with `--durability`, switches the log to a new file
+    /// and returns its number, which the snapshot records as where replay
+    /// starts (0: no log).
+    fn begin(&mut self) -> u64 {
+        0
+    }
     /// Asks every worker to seal its active segments, and returns once
     /// they have (at shutdown, with the workers gone, there is nothing to do).
     fn seal(&mut self);
@@ -56,6 +62,9 @@ pub struct SaveReport {
     pub duration: Duration,
     /// Wall time it started, unix seconds.
     pub started_unix: i64,
+    /// The log file replay starts from (0: no log); the ones before it may
+    /// be deleted now.
+    pub log_seq: u64,
 }
 
 struct Out<'a> {
@@ -122,6 +131,7 @@ fn write_body(
     dicts: &mut u64,
 ) -> Result<SaveReport, SnapshotError> {
     let started = Instant::now();
+    let log_seq = saver.begin();
     saver.seal();
     let start = store.store_image();
     let header = Header {
@@ -134,9 +144,10 @@ fn write_body(
         epoch: start.epoch,
         flush_epoch: start.flush_epoch,
         unix_time: start.unix_now,
+        log_seq,
     };
     out.write(&header.encode())?;
-    let mut report = SaveReport { started_unix: start.unix_now, ..SaveReport::default() };
+    let mut report = SaveReport { started_unix: start.unix_now, log_seq, ..SaveReport::default() };
     let mut done: HashSet<(u32, u64)> = HashSet::new();
     let mut img = SegmentImage::default();
     let (mut live, mut times) = (Vec::new(), Vec::new());

@@ -178,6 +178,13 @@ pub(crate) struct Conn {
     /// Traffic since the last `service` reported it to the worker's stats.
     bytes_read: u64,
     bytes_written: u64,
+    /// With `--durability always`: the slot the replies of changes (and
+    /// every reply after them) wait behind, and the log position that
+    /// must be on disk before they go.
+    barrier: Option<(crate::replies::Slot, u64)>,
+    /// The durability log failed while replies waited for it: they are
+    /// never sent, and the connection closes.
+    lost: bool,
 }
 
 impl Conn {
@@ -195,6 +202,50 @@ impl Conn {
             auth: crate::binary::Auth::default(),
             bytes_read: 0,
             bytes_written: 0,
+            barrier: None,
+            lost: false,
+        }
+    }
+
+    /// Replies wait for the durability log.
+    pub fn held_for_durability(&self) -> bool {
+        self.barrier.is_some()
+    }
+
+    /// Lets the replies held for durability go if the log is on disk up to
+    /// them. True if the connection must be served now: its replies are
+    /// free, or the log failed and it is to close.
+    pub fn release_durable(&mut self, wal: &strata_persist::Wal) -> bool {
+        let Some((_, at)) = &self.barrier else { return false };
+        if wal.failed() {
+            self.lost = true;
+            return true;
+        }
+        if wal.durable() < *at {
+            return false;
+        }
+        if let Some((slot, _)) = self.barrier.take() {
+            self.replies.fill(slot, b"");
+        }
+        true
+    }
+
+    /// After a request ran: if it changed the cache under `--durability
+    /// always`, its reply (and every later one) waits for the log. `mark`
+    /// is where its reply began. A change made with `noreply` (or a quiet
+    /// binary command) holds back the next reply all the same, so any
+    /// reply a client gets means its earlier changes are on disk.
+    fn hold_for_durability(&mut self, ctx: &mut dispatch::Ctx<'_>, mark: Option<usize>) {
+        let at = ctx.store.take_journaled();
+        if at == 0 || ctx.shared.durable_acks.is_none() {
+            return;
+        }
+        match (&mut self.barrier, mark) {
+            (Some((_, waits_for)), _) => *waits_for = (*waits_for).max(at),
+            (None, Some(mark)) => self.barrier = Some((self.replies.defer_from(mark), at)),
+            // Replies queue behind another kind of slot: the barrier goes
+            // at the end (no such slots exist yet; see `replies.rs`).
+            (None, None) => self.barrier = Some((self.replies.wait(), at)),
         }
     }
 
@@ -364,6 +415,9 @@ impl Conn {
     /// Serves the connection after a readiness event (or leftover work): the
     /// epoll path, which reads and writes through `t` itself.
     pub fn service(&mut self, t: &mut impl Transport, ctx: &mut dispatch::Ctx<'_>) -> Status {
+        if self.lost {
+            return Status::Close;
+        }
         let limits = Limits::of(ctx);
         if self.flush(t).is_err() {
             return Status::Close;
@@ -426,6 +480,9 @@ impl Conn {
     /// Runs what is buffered without touching the socket: the io_uring
     /// path, where the worker owns the reads and writes.
     pub fn advance(&mut self, ctx: &mut dispatch::Ctx<'_>) -> Advance {
+        if self.lost {
+            return Advance::Close;
+        }
         let limits = Limits::of(ctx);
         let mut served = 0;
         let mut stalled = false;
@@ -486,8 +543,10 @@ impl Conn {
                 Phase::Resuming { at } => Some(at),
                 _ => None,
             };
+            let mark = self.replies.mark();
             match self.step(ctx, &limits.parse, resume) {
                 Step::Done { outcome, consumed } => {
+                    self.hold_for_durability(ctx, mark);
                     *served += 1;
                     self.phase = Phase::Ready;
                     match outcome {

@@ -49,6 +49,7 @@ impl Fixture {
             acceptor,
             seal_gen: AtomicU64::new(0),
             snapshots: None,
+            durable_acks: None,
         });
         Fixture { store: store.worker(), shared, stats, _poll: poll }
     }

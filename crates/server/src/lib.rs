@@ -113,6 +113,9 @@ pub(crate) struct Shared {
     pub seal_gen: AtomicU64,
     /// With `--snapshot-dir`.
     pub snapshots: Option<Arc<snapshot::Snapshots>>,
+    /// With `--durability always`: the log whose durable position a
+    /// change's reply waits for.
+    pub durable_acks: Option<Arc<strata_persist::Wal>>,
 }
 
 /// The event loop a worker runs, built before its thread starts so that a
@@ -178,6 +181,10 @@ pub fn run(cfg: ServerConfig, store: Arc<Store>) -> Result<(), ServerError> {
         conns: Mutex::new(BTreeMap::new()),
         acceptor,
         seal_gen: AtomicU64::new(0),
+        durable_acks: snapshots
+            .as_ref()
+            .and_then(|s| s.cfg.wal.clone())
+            .filter(|w| w.mode() == strata_persist::Durability::Always),
         snapshots: snapshots.clone(),
     });
 
@@ -207,10 +214,20 @@ pub fn run(cfg: ServerConfig, store: Arc<Store>) -> Result<(), ServerError> {
                 sh.store.clock().tick();
                 if let Some(snaps) = &sh.snapshots {
                     snaps.keep_lease(sh.store.epoch());
+                    snaps.snapshot_if_log_grew((sh.store.memory_limit() as u64).max(64 << 20));
                 }
                 std::thread::park_timeout(Duration::from_millis(100));
             }
         })?
+    };
+    let wal_writer = match snapshots.as_ref().and_then(|s| s.cfg.wal.clone()) {
+        Some(wal) => {
+            let wakes = wakes.clone();
+            // Workers holding replies for durability look again when it moves.
+            wal.on_durable(Box::new(move || wakes.iter().for_each(|w| w.wake())));
+            Some(std::thread::Builder::new().name("wal".into()).spawn(move || wal.run())?)
+        }
+        None => None,
     };
     let snapshotter = match &snapshots {
         Some(snaps) => {
@@ -303,9 +320,18 @@ pub fn run(cfg: ServerConfig, store: Arc<Store>) -> Result<(), ServerError> {
         if let Some(t) = snapshotter {
             let _ = t.join();
         }
+        if let Some(wal) = &snaps.cfg.wal {
+            wal.stop();
+            if let Some(t) = wal_writer {
+                let _ = t.join();
+            }
+            if let Err(e) = wal.flush() {
+                tracing::error!(error = %e, "durability log: the last writes could not be written");
+            }
+        }
         // The workers are gone and sealed everything they wrote: one pass
         // copies the whole cache. The port is already closed.
-        snaps.save(&shared, &mut || {});
+        snaps.save(&shared, &mut snapshot::AtShutdown(&shared));
         snaps.keep_lease(shared.store.epoch());
     }
     tracing::info!("stopped");

@@ -31,15 +31,12 @@ const SHRINK_TO: usize = 16 * 1024;
 
 /// A reply waiting for its bytes; [`Replies::fill`] completes it.
 ///
-/// Nothing in the server waits yet: every value is in RAM and is copied
-/// while its request runs. The flash tier's reads are the first users
-/// (`../shared/DESIGN.md` §6); until then slots are exercised by the tests
-/// here and in `conn_tests.rs`, hence the allowance.
-#[cfg_attr(not(test), allow(dead_code))]
+/// With `--durability always`, a change's reply waits in one until the
+/// change is on disk (`Conn::hold_for_durability`); the flash tier's reads
+/// will wait in them too (`../shared/DESIGN.md` §6).
 #[derive(Debug, PartialEq, Eq)]
 pub(crate) struct Slot(u64);
 
-#[cfg_attr(not(test), allow(dead_code))]
 #[derive(Debug)]
 enum Part {
     Waiting(u64),
@@ -60,7 +57,6 @@ pub(crate) struct Replies {
     /// Bytes queued in `behind`.
     behind_bytes: usize,
     waiting: usize,
-    #[cfg_attr(not(test), allow(dead_code))]
     next_slot: u64,
 }
 
@@ -86,7 +82,6 @@ impl Replies {
     }
 
     /// Opens a waiting slot here: replies written after it queue behind it.
-    #[cfg_attr(not(test), allow(dead_code))]
     pub fn wait(&mut self) -> Slot {
         self.settle_behind();
         let id = self.next_slot;
@@ -96,9 +91,27 @@ impl Replies {
         Slot(id)
     }
 
+    /// Where the next reply starts, for [`Replies::defer_from`]: `None`
+    /// while replies already queue behind a waiting slot.
+    pub fn mark(&self) -> Option<usize> {
+        self.behind.is_empty().then_some(self.ready.len())
+    }
+
+    /// Opens a waiting slot at `mark` (from [`Replies::mark`], with
+    /// nothing sent or queued since but replies written at its end): the
+    /// replies written since move behind it, and leave when it is filled.
+    pub fn defer_from(&mut self, mark: usize) -> Slot {
+        let tail = self.ready.split_off(mark.clamp(self.rpos, self.ready.len()));
+        let slot = self.wait();
+        if !tail.is_empty() {
+            self.behind.push_back(Part::Ready(tail));
+            self.settle_behind();
+        }
+        slot
+    }
+
     /// Completes `slot` with `bytes`; replies queued behind it leave once
     /// no earlier slot still waits. False if the slot is not waiting here.
-    #[cfg_attr(not(test), allow(dead_code))]
     pub fn fill(&mut self, slot: Slot, bytes: &[u8]) -> bool {
         self.settle_behind();
         let Some(part) = self.behind.iter_mut().find(|p| matches!(p, Part::Waiting(id) if *id == slot.0)) else {

@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use parking_lot::{Condvar, Mutex};
-use strata_persist::{EpochLease, OsBackend, SaveReport, Saver};
+use strata_persist::{Durability, EpochLease, OsBackend, Recovery, SaveReport, Saver, Wal};
 
 use crate::stats::WorkerStats;
 use crate::worker::Wake;
@@ -27,6 +27,13 @@ pub struct SnapshotConfig {
     pub strict: bool,
     /// What the load at start found, for `stats`.
     pub loaded: Loaded,
+    /// `--durability`.
+    pub durability: Durability,
+    /// The durability log, opened at start after recovery (with
+    /// `--durability interval|always`).
+    pub wal: Option<Arc<Wal>>,
+    /// What recovery replayed from the log at start.
+    pub recovered: Recovery,
 }
 
 /// The outcome of the load at start.
@@ -66,6 +73,9 @@ pub(crate) struct Snapshots {
     pub running: AtomicBool,
     pub last: Mutex<Last>,
     lease: Mutex<(EpochLease, bool)>,
+    /// The log's size when the last snapshot began its new file: a log
+    /// that grows by the memory limit since then asks for a snapshot.
+    log_bytes_at_snapshot: std::sync::atomic::AtomicU64,
 }
 
 impl Snapshots {
@@ -79,6 +89,7 @@ impl Snapshots {
             running: AtomicBool::new(false),
             last: Mutex::new(Last::default()),
             lease: Mutex::new((lease, true)),
+            log_bytes_at_snapshot: std::sync::atomic::AtomicU64::new(0),
         }
     }
 
@@ -91,6 +102,17 @@ impl Snapshots {
         *p = true;
         self.kick.notify_one();
         Ok(())
+    }
+
+    /// With a durability log: asks for a snapshot once the log has grown
+    /// by `limit` bytes since the last one (recovery replays the log, so
+    /// its length is the restart time; a snapshot trims it).
+    pub fn snapshot_if_log_grew(&self, limit: u64) {
+        let Some(wal) = &self.cfg.wal else { return };
+        let grown = wal.bytes.load(Relaxed).saturating_sub(self.log_bytes_at_snapshot.load(Relaxed));
+        if grown >= limit && !self.running.load(Relaxed) && self.request().is_ok() {
+            tracing::info!(log_bytes = grown, "durability log grew by the memory limit: snapshot");
+        }
     }
 
     /// Keeps the epoch lease ahead of the store (called by the clock
@@ -118,6 +140,11 @@ impl Snapshots {
         let mut last = self.last.lock();
         match r {
             Ok(report) => {
+                if let (Some(wal), true) = (&self.cfg.wal, report.log_seq > 0) {
+                    // The snapshot holds the effect of every earlier file.
+                    wal.trim_before(report.log_seq);
+                    self.log_bytes_at_snapshot.store(wal.bytes.load(Relaxed), Relaxed);
+                }
                 tracing::info!(
                     bytes = report.bytes,
                     items = report.items,
@@ -188,6 +215,10 @@ struct Online<'a> {
 }
 
 impl Saver for Online<'_> {
+    fn begin(&mut self) -> u64 {
+        begin_log(self.shared)
+    }
+
     fn seal(&mut self) {
         seal_workers(self.shared, self.wakes);
     }
@@ -223,6 +254,30 @@ fn set_priority(idle: bool) {
         let tid = libc::syscall(libc::SYS_gettid) as libc::id_t;
         libc::setpriority(libc::PRIO_PROCESS, tid, 19);
     }
+}
+
+/// Starts a new log file for a snapshot that is beginning; its number (0
+/// without a log, or if the switch failed: then no file is trimmed).
+pub(crate) fn begin_log(shared: &Shared) -> u64 {
+    let Some(wal) = shared.snapshots.as_ref().and_then(|s| s.cfg.wal.as_ref()) else { return 0 };
+    match wal.rotate() {
+        Ok(n) => n,
+        Err(e) => {
+            tracing::error!(error = %e, "cannot start a new durability log file");
+            0
+        }
+    }
+}
+
+/// The snapshot at shutdown: the workers are gone, so nothing to seal.
+pub(crate) struct AtShutdown<'a>(pub &'a Shared);
+
+impl Saver for AtShutdown<'_> {
+    fn begin(&mut self) -> u64 {
+        begin_log(self.0)
+    }
+
+    fn seal(&mut self) {}
 }
 
 /// Wakes the snapshot thread to stop.

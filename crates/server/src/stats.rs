@@ -260,6 +260,33 @@ fn snapshots(s: &mut Snapshot, shared: &Shared) {
     s.gauge("snapshot_load_damaged_segments", "Segments dropped at start for a bad checksum.", l.damaged_segments);
     s.gauge("snapshot_load_skipped_segments", "Segments left out at start for want of memory.", l.skipped_segments);
     s.gauge("snapshot_load_duration_us", "Microseconds the load at start took.", l.duration.as_micros() as u64);
+    let mode = match sn.cfg.durability {
+        strata_persist::Durability::Off => "off",
+        strata_persist::Durability::Interval => "interval",
+        strata_persist::Durability::Always => "always",
+    };
+    s.info("durability", "--durability: off, interval or always.", mode);
+    let Some(wal) = &sn.cfg.wal else { return };
+    let (records, appended) = wal.appended();
+    s.counter("durability_log_records", "Changes appended to the log since start.", records);
+    s.counter("durability_log_bytes", "Bytes written to the log since start.", wal.bytes.load(Relaxed));
+    s.counter("durability_syncs", "fdatasyncs of the log (group commits).", wal.syncs.load(Relaxed));
+    s.gauge(
+        "durability_unsynced_bytes",
+        "Log bytes appended but not yet on disk.",
+        appended - wal.durable().min(appended),
+    );
+    s.gauge(
+        "durability_failed",
+        "1 once a log write or fdatasync failed: changes are no longer durable.",
+        u64::from(wal.failed()),
+    );
+    s.info("durability_log_file", "The log file being appended to.", wal.current());
+    let r = &sn.cfg.recovered;
+    s.gauge("durability_replayed_files", "Log files replayed at start.", r.files);
+    s.gauge("durability_replayed_records", "Log records replayed at start.", r.records);
+    s.gauge("durability_replay_skipped", "Log records at start that could not be applied.", r.skipped);
+    s.gauge("durability_replay_torn", "Log files at start that ended inside a record (a crash mid-write).", r.torn);
 }
 
 /// The compression counters, with compression on (`-o compression=on`).

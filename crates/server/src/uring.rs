@@ -102,6 +102,9 @@ struct Slot {
     closing: bool,
     /// Already in this turn's `ready` list.
     queued: bool,
+    /// On the loop's list of connections whose replies wait for the
+    /// durability log.
+    held: bool,
 }
 
 struct Loop<'a> {
@@ -112,6 +115,8 @@ struct Loop<'a> {
     slots: Vec<Option<Slot>>,
     free: Vec<usize>,
     ready: Vec<usize>,
+    /// Connections whose replies wait for the durability log.
+    held: Vec<usize>,
     /// Completions reaped early to make room for submissions.
     backlog: Vec<Cqe>,
     /// The eventfd read lands here; boxed so the address stays put.
@@ -182,6 +187,7 @@ pub(crate) fn run(
         slots: Vec::new(),
         free: Vec::new(),
         ready: Vec::new(),
+        held: Vec::new(),
         backlog: Vec::new(),
         wake_buf: ManuallyDrop::new(Box::new(0u64)),
         wake_armed: false,
@@ -219,6 +225,7 @@ pub(crate) fn run(
         for i in again.drain(..) {
             lp.mark(i);
         }
+        lp.release_durable();
         for &cqe in &cqes {
             if lp.complete(cqe) {
                 while let Ok(nc) = rx.try_recv() {
@@ -233,6 +240,7 @@ pub(crate) fn run(
             if lp.serve(i, &mut ctx, ready.len() == 1) {
                 again.push(i);
             }
+            lp.note_held(i);
         }
         lp.ready = ready;
     }
@@ -329,6 +337,33 @@ impl Loop<'_> {
         false
     }
 
+    /// Serves the connections whose replies the durability log has
+    /// freed (or whose log failed: they close).
+    fn release_durable(&mut self) {
+        let Some(wal) = &self.shared.durable_acks else { return };
+        let mut held = std::mem::take(&mut self.held);
+        held.retain(|&i| {
+            let Some(Some(s)) = self.slots.get_mut(i) else { return false };
+            if !s.conn.release_durable(wal) {
+                return true;
+            }
+            s.held = false;
+            self.mark(i);
+            false
+        });
+        self.held = held;
+    }
+
+    /// Puts slot `i` on the held list if its replies wait for the log.
+    fn note_held(&mut self, i: usize) {
+        if let Some(Some(s)) = self.slots.get_mut(i) {
+            if !s.held && s.conn.held_for_durability() {
+                s.held = true;
+                self.held.push(i);
+            }
+        }
+    }
+
     fn mark(&mut self, i: usize) {
         if let Some(Some(s)) = self.slots.get_mut(i) {
             if !s.queued {
@@ -353,6 +388,7 @@ impl Loop<'_> {
             send: false,
             closing: false,
             queued: false,
+            held: false,
         };
         self.slots[i] = Some(slot);
         self.mark(i);

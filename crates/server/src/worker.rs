@@ -67,6 +67,9 @@ pub(crate) struct NewConn {
 struct Slot {
     id: u64,
     conn: Conn,
+    /// On the worker's list of connections whose replies wait for the
+    /// durability log.
+    held: bool,
     /// The socket, which is the connection's transport on this loop.
     stream: Stream,
     queued: bool,
@@ -92,6 +95,7 @@ pub(crate) fn run(
     let mut events = Events::with_capacity(1024);
     let mut ready: Vec<usize> = Vec::new();
     let mut again: Vec<usize> = Vec::new();
+    let mut held: Vec<usize> = Vec::new();
 
     while !shared.shutdown.load(Relaxed) {
         let timeout = if again.is_empty() { None } else { Some(std::time::Duration::ZERO) };
@@ -105,6 +109,20 @@ pub(crate) fn run(
         crate::snapshot::seal_if_asked(&shared, &stats, &mut store);
         ready.clear();
         ready.append(&mut again);
+        if let Some(wal) = &shared.durable_acks {
+            held.retain(|&i| {
+                let Some(Some(s)) = slots.get_mut(i) else { return false };
+                if !s.conn.release_durable(wal) {
+                    return true;
+                }
+                s.held = false;
+                if !s.queued {
+                    s.queued = true;
+                    ready.push(i);
+                }
+                false
+            });
+        }
         for ev in events.iter() {
             if ev.token() == WAKE {
                 wake.drain();
@@ -120,7 +138,7 @@ pub(crate) fn run(
                         free.push(i);
                         continue;
                     }
-                    slots[i] = Some(Slot { id: nc.id, conn, stream, queued: true });
+                    slots[i] = Some(Slot { id: nc.id, conn, stream, queued: true, held: false });
                     ready.push(i);
                 }
             } else {
@@ -145,6 +163,10 @@ pub(crate) fn run(
                     if more {
                         slot.queued = true;
                         again.push(i);
+                    }
+                    if !slot.held && slot.conn.held_for_durability() {
+                        slot.held = true;
+                        held.push(i);
                     }
                 }
                 Status::Close => {

@@ -203,6 +203,11 @@ impl<'a> Item<'a> {
         Item { header, bytes }
     }
 
+    /// The whole item: header, key and value.
+    pub fn bytes(&self) -> &'a [u8] {
+        self.bytes
+    }
+
     pub fn key(&self) -> &'a [u8] {
         let at = self.header.header_len();
         &self.bytes[at..at + usize::from(self.header.klen)]

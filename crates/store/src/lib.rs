@@ -18,6 +18,7 @@
 //! - `segments`: segments, the memory budget, TTL classes, reservations.
 //! - `evict`: the cleaner and eviction.
 //! - `read`, `write`: the operations; `worker`: the per-thread handle.
+//! - `journal`: client changes reported to the durability log, and replayed.
 //! - `image`: sealed segments copied out consistently for snapshots, and
 //!   brought back at start.
 //! - `types`: requests, outcomes, settings, errors, totals.
@@ -28,6 +29,7 @@ mod evict;
 mod image;
 mod index;
 mod item;
+mod journal;
 mod read;
 mod segments;
 mod store;
@@ -39,6 +41,7 @@ mod write;
 pub use clock::Clock;
 pub use image::{Queue, RestoreError, Restored, Sealed, SegmentImage, StoreImage};
 pub use index::hash_power_for;
+pub use journal::{Journal, ReplayError};
 pub use read::{Fetch, Found};
 pub use store::Store;
 pub use types::{

@@ -199,9 +199,15 @@ impl Worker {
             if wins {
                 st.set_state(s, header, bits | state::TOKEN_SENT);
                 won = true;
+                if let Some(j) = st.journal() {
+                    self.journaled = self.journaled.max(j.state(key, bits | state::TOKEN_SENT));
+                }
             }
             if let Some(e) = touch {
                 st.set_expiry(s, header, e);
+                if let Some(j) = st.journal() {
+                    self.journaled = self.journaled.max(j.touch(key, e));
+                }
             }
             let freq = slot::freq(s);
             if opts.bump && freq < 15 {

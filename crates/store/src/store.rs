@@ -92,6 +92,8 @@ pub struct Store {
     pub(crate) workers: AtomicUsize,
     /// Compression's shared half (dictionaries), with compression on.
     pub(crate) codec: Option<Arc<Codec>>,
+    /// With `--durability`: where client changes are reported.
+    pub(crate) journal: std::sync::OnceLock<Arc<dyn crate::journal::Journal>>,
 }
 
 impl Store {
@@ -160,6 +162,7 @@ impl Store {
             counters: Mutex::new(Vec::new()),
             workers: AtomicUsize::new(0),
             codec,
+            journal: std::sync::OnceLock::new(),
             cfg,
         };
         Ok(Arc::new(store))
@@ -174,7 +177,7 @@ impl Store {
         // stores values plain and reads compressed ones as misses.
         let zip = self.codec.as_ref().and_then(|c| Zip::new(c.clone()).ok());
         let active = Active { segs: [None; TTL_CLASSES], targets: [None; 2], counters };
-        Worker { store: self.clone(), active, zip }
+        Worker { store: self.clone(), active, zip, journaled: 0 }
     }
 
     /// The compression codec, with compression on: the server starts its
@@ -329,7 +332,16 @@ impl Store {
 
     /// Links a new item written at `at` for `loc`, replacing `old` if given.
     /// `freq` carries the read count over when only the layout changed.
-    pub(crate) fn link(&self, st: &mut Stripe, loc: Loc, old: Option<(Pos, u64)>, at: Placed, freq: u8, c: &Counters) {
+    /// Returns the journal position of the change (0 without a journal).
+    pub(crate) fn link(
+        &self,
+        st: &mut Stripe,
+        loc: Loc,
+        old: Option<(Pos, u64)>,
+        at: Placed,
+        freq: u8,
+        c: &Counters,
+    ) -> u64 {
         let Placed { seg, off, len } = at;
         add(&c.bytes_stored, len as u64);
         let new = slot::pack(loc.tag, freq, seg, (off >> self.granule_shift) as u32);
@@ -348,20 +360,28 @@ impl Store {
                 }
                 self.index.note_footprint(before, st.footprint());
                 bump(&c.total_items);
-                return;
+                return self.journal_item(new);
             }
         }
         self.account(st, new);
         bump(&c.total_items);
+        self.journal_item(new)
     }
 
     /// `flush_all`: now if `at` is `None` or not in the future, else at `at`.
-    pub fn flush_all(&self, at: Option<u32>) {
+    /// Returns the journal position of the change (0 without a journal).
+    pub fn flush_all(&self, at: Option<u32>) -> u64 {
+        // Under the flush lock, so the journal's order is the flushes' order.
+        let _g = self.flush_lock.lock();
         match at {
-            Some(t) if t > self.clock.now() => self.flush_at.store(t, Relaxed),
+            Some(t) if t > self.clock.now() => {
+                self.flush_at.store(t, Relaxed);
+                self.journal().map_or(0, |j| j.flush_at(t))
+            }
             _ => {
                 self.flush_at.store(0, Relaxed);
                 self.flush_now();
+                self.journal().map_or(0, |j| j.flush())
             }
         }
     }
@@ -373,6 +393,11 @@ impl Store {
             if self.flush_at.load(Relaxed) == at {
                 self.flush_now();
                 self.flush_at.store(0, Relaxed);
+                // The moment it took effect: writes journaled after this
+                // record were made after the flush.
+                if let Some(j) = self.journal() {
+                    j.flush();
+                }
             }
         }
     }

@@ -24,6 +24,8 @@ pub struct Worker {
     pub(crate) active: Active,
     /// With compression on.
     pub(crate) zip: Option<Zip>,
+    /// The highest journal position this worker's changes reached.
+    pub(crate) journaled: u64,
 }
 
 /// A buffer that grew past this for one large value is let go after it.

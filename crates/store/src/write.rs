@@ -156,7 +156,8 @@ impl Worker {
                 }
                 Ok(_) => {}
             }
-            store.link(&mut stripe, loc, found, Placed { seg, off, len }, 0, &self.active.counters);
+            let at = store.link(&mut stripe, loc, found, Placed { seg, off, len }, 0, &self.active.counters);
+            self.journaled = self.journaled.max(at);
             let outcome = StoreOutcome::Stored;
             return Ok(Stored { outcome, cas: store.placed_cas(seg, off, &f), size: w.value.len() });
         }
@@ -215,6 +216,9 @@ impl Worker {
                     return Ok(DeleteOutcome::Exists);
                 }
                 st.unlink(&mut stripe, loc.bucket, pos, s);
+                if let Some(j) = st.journal() {
+                    self.journaled = self.journaled.max(j.delete(key));
+                }
                 Ok(DeleteOutcome::Deleted)
             }
             Err(_) => Ok(DeleteOutcome::NotFound),
@@ -290,7 +294,15 @@ impl Worker {
                     }
                     store.note_expiry(seg, p.fields.expiry);
                     let freq = if p.keep { slot::freq(s) } else { 0 };
-                    store.link(&mut stripe, loc, Some((pos, s)), Placed { seg, off, len }, freq, &self.active.counters);
+                    let at = store.link(
+                        &mut stripe,
+                        loc,
+                        Some((pos, s)),
+                        Placed { seg, off, len },
+                        freq,
+                        &self.active.counters,
+                    );
+                    self.journaled = self.journaled.max(at);
                     let cas = store.placed_cas(seg, off, &p.fields);
                     return Ok(Rewritten::Written(extra, cas));
                 }

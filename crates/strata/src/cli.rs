@@ -6,6 +6,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use clap::{ArgAction, Parser};
+use strata_persist::Durability;
 use strata_server::{Credentials, IoBackend, Loaded, Protocol, ServerConfig, SnapshotConfig};
 use strata_store::Config as StoreConfig;
 
@@ -122,6 +123,12 @@ pub struct Args {
     /// and on the `snapshot` command)
     #[arg(long = "snapshot-interval", default_value_t = 0)]
     snapshot_interval: u64,
+
+    /// Durability: off (a cache), interval (at most a second of acknowledged
+    /// writes lost on a crash) or always (a write is acknowledged once it is
+    /// on disk); needs --snapshot-dir
+    #[arg(long = "durability", default_value = "off")]
+    durability: String,
 
     /// Refuse to start if the snapshot is damaged or was taken with
     /// different settings (default: report it and load what is whole)
@@ -322,14 +329,31 @@ impl Args {
             (Some(dir), None) => Some(dir.join(strata_persist::SNAPSHOT_FILE)),
             (None, file) => file,
         };
+        let durability = match self.durability.as_str() {
+            "off" => Durability::Off,
+            "interval" => Durability::Interval,
+            "always" => Durability::Always,
+            other => return Err(format!("invalid durability {other:?} (off, interval or always)")),
+        };
         if snapshot_file.is_none() && (self.snapshot_interval != 0 || self.snapshot_strict) {
             return Err("--snapshot-interval and --snapshot-strict need --snapshot-dir (or -e)".into());
+        }
+        if durability != Durability::Off {
+            if snapshot_file.is_none() {
+                return Err("--durability needs --snapshot-dir (the log is kept beside the snapshot)".into());
+            }
+            if store.compression.is_some() {
+                return Err("--durability does not work with -o compression=on yet".into());
+            }
         }
         let snapshot = snapshot_file.map(|file| SnapshotConfig {
             file,
             interval: (self.snapshot_interval != 0).then(|| std::time::Duration::from_secs(self.snapshot_interval)),
             strict: self.snapshot_strict,
             loaded: Loaded::default(),
+            durability,
+            wal: None,
+            recovered: Default::default(),
         });
         let server = ServerConfig {
             snapshot,

@@ -5,7 +5,8 @@
 
 use std::sync::Arc;
 
-use strata_persist::{EpochLease, OsBackend};
+use strata_persist::backend::Backend;
+use strata_persist::{Durability, EpochLease, OsBackend, Wal, WalJournal};
 use strata_server::SnapshotConfig;
 use strata_store::{Clock, Config, ConfigError, Store};
 
@@ -22,8 +23,44 @@ pub enum StartError {
 /// Builds the store, and loads the snapshot into it if there is one.
 /// Without `--snapshot-strict` a snapshot that cannot be used is reported
 /// and the server starts empty (or with what was whole).
-pub fn start(mut cfg: Config, snap: Option<&mut SnapshotConfig>, workers: usize) -> Result<Arc<Store>, StartError> {
+pub fn start(cfg: Config, snap: Option<&mut SnapshotConfig>, workers: usize) -> Result<Arc<Store>, StartError> {
     let Some(snap) = snap else { return Ok(Store::new(cfg, Arc::new(Clock::system()))?) };
+    let (store, log_seq) = load_snapshot(cfg, snap, workers)?;
+    if snap.durability != Durability::Off {
+        recover(&store, snap, log_seq)?;
+    }
+    Ok(store)
+}
+
+/// With `--durability`: replays the log written since the snapshot (all of
+/// it without one), then opens the next log file for this run.
+fn recover(store: &Arc<Store>, snap: &mut SnapshotConfig, log_seq: u64) -> Result<(), StartError> {
+    let backend: Arc<dyn Backend> = Arc::new(OsBackend);
+    let mut w = store.worker();
+    let r = strata_persist::wal::replay(&*backend, &snap.file, log_seq, &mut w)
+        .map_err(|e| StartError::Snapshot(e.to_string()))?;
+    drop(w);
+    if r.files > 0 {
+        tracing::info!(
+            files = r.files,
+            records = r.records,
+            skipped = r.skipped,
+            torn = r.torn,
+            "durability log replayed"
+        );
+    }
+    snap.recovered = r;
+    let wal =
+        Wal::open(backend, &snap.file, r.last + 1, snap.durability).map_err(|e| StartError::Snapshot(e.to_string()))?;
+    let wal = Arc::new(wal);
+    store.set_journal(Arc::new(WalJournal(wal.clone())));
+    snap.wal = Some(wal);
+    Ok(())
+}
+
+/// Builds the store on the snapshot's timeline and loads it; the first log
+/// file to replay over it (0: from the first there is).
+fn load_snapshot(mut cfg: Config, snap: &mut SnapshotConfig, workers: usize) -> Result<(Arc<Store>, u64), StartError> {
     let refuse = |snap: &mut SnapshotConfig, why: String| {
         snap.loaded.result = "refused";
         if snap.strict {
@@ -57,11 +94,11 @@ pub fn start(mut cfg: Config, snap: Option<&mut SnapshotConfig>, workers: usize)
             snap.loaded.result = "none";
             tracing::info!(file = %snap.file.display(), "no snapshot to load");
         }
-        return Ok(store);
+        return Ok((store, 0));
     };
     if let Err(e) = strata_persist::check_settings(&h, &store) {
         refuse(snap, e.to_string())?;
-        return Ok(store);
+        return Ok((store, 0));
     }
     tracing::info!(file = %snap.file.display(), "loading snapshot");
     match strata_persist::load(&store, &OsBackend, &snap.file, workers, floor, snap.strict) {
@@ -95,7 +132,7 @@ pub fn start(mut cfg: Config, snap: Option<&mut SnapshotConfig>, workers: usize)
                     "the memory limit holds less than the snapshot: the oldest segments were left out"
                 );
             }
-            Ok(store)
+            Ok((store, r.log_seq))
         }
         Err(e) => {
             // A failed load may have restored part of the snapshot; that
@@ -105,7 +142,7 @@ pub fn start(mut cfg: Config, snap: Option<&mut SnapshotConfig>, workers: usize)
                 return Err(StartError::Snapshot(e.to_string()));
             }
             tracing::warn!(error = %e, "snapshot not loaded");
-            Ok(store)
+            Ok((store, 0))
         }
     }
 }

@@ -1,0 +1,570 @@
+//! The write-ahead log behind `--durability interval|always`: every change a
+//! client makes is appended here, as the store makes it, and recovery after
+//! a crash is the last snapshot plus the log since it.
+//!
+//! ```text
+//! log file   = file-header record*
+//! file header (16 bytes)
+//!  0  magic "STRATAWL"     8
+//!  8  format version (1)   u32
+//! 12  (zero)               u32
+//!
+//! record
+//!  0  kind                 u8    1 item, 2 delete, 3 touch, 4 state, 5 flush, 6 flush at
+//!  1  (zero)               3
+//!  4  payload length       u32
+//!  8  CRC32C of bytes 0..8 and the payload   u32
+//! 12  payload
+//!
+//! payloads
+//!  item      CAS u64, then the item as the store lays it out (crates/store/src/item.rs)
+//!  delete    the key
+//!  touch     expiry u32 (the timeline's seconds, 0 never), then the key
+//!  state     the item's state byte u8, then the key
+//!  flush     (none): everything written before it is invalid
+//!  flush at  when u32: a flush_all scheduled for then
+//! ```
+//!
+//! **Files.** `<snapshot file>.log.<n>`, `n` counting up. A snapshot starts
+//! by switching to a new file ([`Wal::rotate`]) and records that number in
+//! its header; once the snapshot is on disk, the files before it are
+//! deleted. Recovery loads the snapshot and replays every file from its
+//! number on, in order. Every record in an earlier file was made before
+//! the snapshot began, so the snapshot holds its effect; records in later
+//! files may be held too, and replaying them again changes nothing (each
+//! carries the whole outcome, not a delta: an item with its CAS, an
+//! absolute expiry).
+//!
+//! **Group commit.** Appending copies the record into a shared buffer under
+//! a mutex and returns its log position. One writer thread takes the whole
+//! buffer, writes it and (with `always`) fdatasyncs it, then publishes the
+//! position that is durable: every record appended while the previous
+//! fdatasync ran shares the next one. With `interval`, the writer writes
+//! every 10 ms and fdatasyncs once a second.
+//!
+//! **Failure.** If a write or fdatasync fails, the log stops: durability is
+//! reported lost (`stats`), and the writes waiting on it are not
+//! acknowledged (their connections are closed by the server).
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::*};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use parking_lot::{Condvar, Mutex};
+
+use crate::backend::{read_exact_at, write_all, Backend, WriteFile};
+use crate::SnapshotError;
+
+pub const LOG_MAGIC: [u8; 8] = *b"STRATAWL";
+pub const LOG_VERSION: u32 = 1;
+pub const LOG_HEADER_LEN: usize = 16;
+pub const RECORD_HEAD: usize = 12;
+
+/// What a log record says.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u8)]
+pub enum Op {
+    Item = 1,
+    Delete = 2,
+    Touch = 3,
+    State = 4,
+    Flush = 5,
+    FlushAt = 6,
+}
+
+impl Op {
+    fn from_u8(b: u8) -> Option<Op> {
+        Some(match b {
+            1 => Op::Item,
+            2 => Op::Delete,
+            3 => Op::Touch,
+            4 => Op::State,
+            5 => Op::Flush,
+            6 => Op::FlushAt,
+            _ => return None,
+        })
+    }
+}
+
+/// `--durability`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Durability {
+    /// No log.
+    Off,
+    /// Acknowledged at once; at most a second of acknowledged writes lost.
+    Interval,
+    /// Acknowledged once on disk.
+    Always,
+}
+
+/// The name of log file `n` beside the snapshot `file`.
+pub fn log_path(file: &Path, n: u64) -> PathBuf {
+    crate::with_suffix(file, &format!(".log.{n:06}"))
+}
+
+/// The log files beside `file`, by number, ascending.
+pub fn log_files(file: &Path) -> Vec<(u64, PathBuf)> {
+    let dir = crate::dir_of(file);
+    let prefix = format!("{}.log.", file.file_name().map(|f| f.to_string_lossy().into_owned()).unwrap_or_default());
+    let mut out: Vec<(u64, PathBuf)> = std::fs::read_dir(&dir)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|e| {
+            let name = e.file_name().to_string_lossy().into_owned();
+            let n = name.strip_prefix(&prefix)?.parse::<u64>().ok()?;
+            Some((n, e.path()))
+        })
+        .collect();
+    out.sort();
+    out
+}
+
+struct Pending {
+    buf: Vec<u8>,
+    /// Log position after the last appended record.
+    appended: u64,
+    records: u64,
+}
+
+struct Current {
+    n: u64,
+    f: Box<dyn WriteFile>,
+}
+
+/// The log a running server appends to.
+pub struct Wal {
+    backend: Arc<dyn Backend>,
+    file: PathBuf,
+    mode: Durability,
+    pending: Mutex<Pending>,
+    kick: Condvar,
+    current: Mutex<Current>,
+    /// Position written to the file (the page cache: survives a crash of
+    /// the process, not of the machine).
+    written: AtomicU64,
+    /// Position fdatasynced.
+    durable: AtomicU64,
+    failed: AtomicBool,
+    stop: AtomicBool,
+    /// Called after `durable` moves (the server wakes waiting workers).
+    on_durable: std::sync::OnceLock<Box<dyn Fn() + Send + Sync>>,
+    /// fdatasyncs done.
+    pub syncs: AtomicU64,
+    /// Bytes written to the log files.
+    pub bytes: AtomicU64,
+}
+
+impl std::fmt::Debug for Wal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Wal").field("file", &self.file).field("mode", &self.mode).finish()
+    }
+}
+
+fn create_log(backend: &dyn Backend, path: &Path) -> Result<Box<dyn WriteFile>, SnapshotError> {
+    let mut f = backend.create(path).map_err(|e| SnapshotError::io("create", path, e))?;
+    let mut h = [0u8; LOG_HEADER_LEN];
+    h[..8].copy_from_slice(&LOG_MAGIC);
+    h[8..12].copy_from_slice(&LOG_VERSION.to_le_bytes());
+    write_all(&mut *f, &h).map_err(|e| SnapshotError::io("write", path, e))?;
+    f.sync().map_err(|e| SnapshotError::io("fsync", path, e))?;
+    backend.sync_dir(&crate::dir_of(path)).map_err(|e| SnapshotError::io("fsync directory", path, e))?;
+    Ok(f)
+}
+
+impl Wal {
+    /// Starts log file `n` beside the snapshot `file`.
+    pub fn open(backend: Arc<dyn Backend>, file: &Path, n: u64, mode: Durability) -> Result<Wal, SnapshotError> {
+        let f = create_log(&*backend, &log_path(file, n))?;
+        Ok(Wal {
+            backend,
+            file: file.to_path_buf(),
+            mode,
+            pending: Mutex::new(Pending { buf: Vec::with_capacity(1 << 20), appended: 0, records: 0 }),
+            kick: Condvar::new(),
+            current: Mutex::new(Current { n, f }),
+            written: AtomicU64::new(0),
+            durable: AtomicU64::new(0),
+            failed: AtomicBool::new(false),
+            stop: AtomicBool::new(false),
+            on_durable: std::sync::OnceLock::new(),
+            syncs: AtomicU64::new(0),
+            bytes: AtomicU64::new(0),
+        })
+    }
+
+    /// Sets what to call whenever the durable position moves (once).
+    pub fn on_durable(&self, f: Box<dyn Fn() + Send + Sync>) {
+        let _ = self.on_durable.set(f);
+    }
+
+    fn notify(&self) {
+        if let Some(f) = self.on_durable.get() {
+            f();
+        }
+    }
+
+    pub fn mode(&self) -> Durability {
+        self.mode
+    }
+
+    /// Appends a record; returns the log position a reply must wait for.
+    pub fn append(&self, op: Op, parts: &[&[u8]]) -> u64 {
+        let len: usize = parts.iter().map(|p| p.len()).sum();
+        let mut head = [0u8; RECORD_HEAD];
+        head[0] = op as u8;
+        head[4..8].copy_from_slice(&(len as u32).to_le_bytes());
+        let crc = parts.iter().fold(crc32c::crc32c(&head[..8]), |c, p| crc32c::crc32c_append(c, p));
+        head[8..12].copy_from_slice(&crc.to_le_bytes());
+        let mut p = self.pending.lock();
+        let was_empty = p.buf.is_empty();
+        p.buf.extend_from_slice(&head);
+        for part in parts {
+            p.buf.extend_from_slice(part);
+        }
+        p.appended += (RECORD_HEAD + len) as u64;
+        p.records += 1;
+        let at = p.appended;
+        drop(p);
+        if was_empty {
+            self.kick.notify_one();
+        }
+        at
+    }
+
+    /// Records appended, and the position after the last.
+    pub fn appended(&self) -> (u64, u64) {
+        let p = self.pending.lock();
+        (p.records, p.appended)
+    }
+
+    /// The position on disk (fdatasynced).
+    pub fn durable(&self) -> u64 {
+        self.durable.load(Acquire)
+    }
+
+    /// The log stopped after a failed write or fdatasync.
+    pub fn failed(&self) -> bool {
+        self.failed.load(Acquire)
+    }
+
+    /// The number of the file being appended to.
+    pub fn current(&self) -> u64 {
+        self.current.lock().n
+    }
+
+    /// Switches to a new file, after writing what is pending to the old
+    /// one; returns the new file's number. Records appended before this
+    /// returns are in the old file.
+    pub fn rotate(&self) -> Result<u64, SnapshotError> {
+        let mut p = self.pending.lock();
+        let mut cur = self.current.lock();
+        let buf = std::mem::take(&mut p.buf);
+        let end = p.appended;
+        self.write_out(&mut cur, &buf, end, true)?;
+        let n = cur.n + 1;
+        cur.f = create_log(&*self.backend, &log_path(&self.file, n))?;
+        cur.n = n;
+        drop(cur);
+        drop(p);
+        Ok(n)
+    }
+
+    /// Deletes the files before `n` (a snapshot that holds their effect is
+    /// on disk).
+    pub fn trim_before(&self, n: u64) {
+        for (k, path) in log_files(&self.file) {
+            if k < n {
+                let _ = self.backend.remove(&path);
+            }
+        }
+    }
+
+    fn write_out(&self, cur: &mut Current, buf: &[u8], end: u64, sync: bool) -> Result<(), SnapshotError> {
+        let path = log_path(&self.file, cur.n);
+        let r = write_all(&mut *cur.f, buf).map_err(|e| SnapshotError::io("write", &path, e)).and_then(|()| {
+            if sync {
+                cur.f.sync().map_err(|e| SnapshotError::io("fdatasync", &path, e))
+            } else {
+                Ok(())
+            }
+        });
+        match r {
+            Ok(()) => {
+                self.bytes.fetch_add(buf.len() as u64, Relaxed);
+                self.written.store(end, Release);
+                if sync {
+                    self.syncs.fetch_add(1, Relaxed);
+                    self.durable.store(end, Release);
+                    self.notify();
+                }
+                Ok(())
+            }
+            Err(e) => {
+                if !self.failed.swap(true, AcqRel) {
+                    tracing::error!(error = %e, "durability log failed: writes are no longer durable");
+                }
+                self.notify();
+                Err(e)
+            }
+        }
+    }
+
+    /// The writer thread's loop, until [`Wal::stop`].
+    pub fn run(&self) {
+        let mut spare = Vec::with_capacity(1 << 20);
+        let mut last_sync = Instant::now();
+        while !self.stop.load(Acquire) && !self.failed() {
+            let (buf, end) = {
+                let mut p = self.pending.lock();
+                if p.buf.is_empty() {
+                    let wait = match self.mode {
+                        Durability::Always => Duration::from_millis(100),
+                        _ => Duration::from_millis(10),
+                    };
+                    self.kick.wait_for(&mut p, wait);
+                }
+                if self.mode == Durability::Interval && p.buf.is_empty() && last_sync.elapsed().as_secs() < 1 {
+                    continue;
+                }
+                spare.clear();
+                std::mem::swap(&mut p.buf, &mut spare);
+                (std::mem::take(&mut spare), p.appended)
+            };
+            let sync = match self.mode {
+                Durability::Always => !buf.is_empty(),
+                _ => last_sync.elapsed().as_secs() >= 1,
+            };
+            if buf.is_empty() && !sync {
+                spare = buf;
+                continue;
+            }
+            let mut cur = self.current.lock();
+            let _ = self.write_out(&mut cur, &buf, end, sync);
+            drop(cur);
+            if sync {
+                last_sync = Instant::now();
+            }
+            spare = buf;
+            if spare.capacity() > 16 << 20 {
+                spare = Vec::with_capacity(1 << 20);
+            }
+        }
+    }
+
+    /// Ends the writer loop after writing and syncing what is pending.
+    pub fn stop(&self) {
+        self.stop.store(true, Release);
+        self.kick.notify_all();
+    }
+
+    /// Writes and syncs whatever is pending (at shutdown, after the
+    /// writer thread has stopped).
+    pub fn flush(&self) -> Result<(), SnapshotError> {
+        let mut p = self.pending.lock();
+        let mut cur = self.current.lock();
+        let buf = std::mem::take(&mut p.buf);
+        let end = p.appended;
+        self.write_out(&mut cur, &buf, end, true)
+    }
+}
+
+/// One record read back from a log file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Entry {
+    pub op: Op,
+    pub payload: Vec<u8>,
+}
+
+/// What reading a log file found.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Replayed {
+    pub records: u64,
+    /// The file ended inside a record, or a record failed its CRC: the
+    /// rest of the file is not read (a crash mid-write leaves exactly this).
+    pub torn: bool,
+}
+
+/// Reads log file `path`, handing each whole record to `apply` in order.
+pub fn read_log(backend: &dyn Backend, path: &Path, apply: &mut dyn FnMut(Entry)) -> Result<Replayed, SnapshotError> {
+    let f = backend.open(path).map_err(|e| SnapshotError::io("open", path, e))?;
+    let len = f.size().map_err(|e| SnapshotError::io("stat", path, e))?;
+    let mut out = Replayed::default();
+    let mut h = [0u8; LOG_HEADER_LEN];
+    if !read_exact_at(&*f, &mut h, 0).unwrap_or(false) || h[..8] != LOG_MAGIC {
+        // A file created but never written past its header is empty.
+        out.torn = len != 0;
+        return Ok(out);
+    }
+    let version = u32::from_le_bytes([h[8], h[9], h[10], h[11]]);
+    if version != LOG_VERSION {
+        return Err(SnapshotError::Format(crate::format::FormatError::Version { found: version }));
+    }
+    let mut at = LOG_HEADER_LEN as u64;
+    // Read in large chunks; records may span them.
+    let mut chunk = Vec::new();
+    let mut chunk_at = at;
+    loop {
+        if at == len {
+            break;
+        }
+        let mut head = [0u8; RECORD_HEAD];
+        if !read_at(&*f, &mut chunk, &mut chunk_at, at, &mut head, len) {
+            out.torn = true;
+            break;
+        }
+        let plen = u32::from_le_bytes([head[4], head[5], head[6], head[7]]) as u64;
+        let crc = u32::from_le_bytes([head[8], head[9], head[10], head[11]]);
+        if at + RECORD_HEAD as u64 + plen > len {
+            out.torn = true;
+            break;
+        }
+        let mut payload = vec![0u8; plen as usize];
+        if !read_at(&*f, &mut chunk, &mut chunk_at, at + RECORD_HEAD as u64, &mut payload, len) {
+            out.torn = true;
+            break;
+        }
+        let ok = crc32c::crc32c_append(crc32c::crc32c(&head[..8]), &payload) == crc;
+        let op = Op::from_u8(head[0]);
+        let (Some(op), true) = (op, ok) else {
+            out.torn = true;
+            break;
+        };
+        apply(Entry { op, payload });
+        out.records += 1;
+        at += RECORD_HEAD as u64 + plen;
+    }
+    Ok(out)
+}
+
+/// Copies `dst.len()` bytes at `at` out of the file through a 4 MiB window.
+fn read_at(
+    f: &dyn crate::backend::ReadFile,
+    chunk: &mut Vec<u8>,
+    chunk_at: &mut u64,
+    at: u64,
+    dst: &mut [u8],
+    len: u64,
+) -> bool {
+    const WINDOW: u64 = 4 << 20;
+    let end = at + dst.len() as u64;
+    if at < *chunk_at || end > *chunk_at + chunk.len() as u64 {
+        let size = (dst.len() as u64).max(WINDOW).min(len - at);
+        chunk.clear();
+        chunk.resize(size as usize, 0);
+        if !read_exact_at(f, chunk, at).unwrap_or(false) {
+            return false;
+        }
+        *chunk_at = at;
+    }
+    let from = (at - *chunk_at) as usize;
+    dst.copy_from_slice(&chunk[from..from + dst.len()]);
+    true
+}
+
+/// What a recovery replayed.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Recovery {
+    pub files: u64,
+    pub records: u64,
+    /// Records that could not be applied (malformed, or an item over `-I`).
+    pub skipped: u64,
+    /// A file ended inside a record (a crash mid-write): the rest of that
+    /// file was not read.
+    pub torn: u64,
+    /// The highest log file number found (0: none).
+    pub last: u64,
+}
+
+/// Replays every log file beside the snapshot `file` numbered `from` or
+/// more, oldest first, through `w` (a worker of the store being recovered,
+/// before it serves).
+pub fn replay(
+    backend: &dyn Backend,
+    file: &Path,
+    from: u64,
+    w: &mut strata_store::Worker,
+) -> Result<Recovery, SnapshotError> {
+    let mut r = Recovery::default();
+    for (n, path) in log_files(file) {
+        r.last = r.last.max(n);
+        if n < from {
+            continue;
+        }
+        r.files += 1;
+        let mut skipped = 0;
+        let read = read_log(backend, &path, &mut |e| {
+            if apply(w, &e).is_err() {
+                skipped += 1;
+            }
+        })?;
+        r.records += read.records;
+        r.skipped += skipped;
+        r.torn += u64::from(read.torn);
+    }
+    Ok(r)
+}
+
+fn apply(w: &mut strata_store::Worker, e: &Entry) -> Result<(), ()> {
+    let p = &e.payload;
+    match e.op {
+        Op::Item => {
+            let (cas, item) = p.split_at_checked(8).ok_or(())?;
+            let cas = u64::from_le_bytes(cas.try_into().map_err(|_| ())?);
+            w.replay_item(cas, item).map_err(|_| ())
+        }
+        Op::Delete => {
+            w.replay_delete(p);
+            Ok(())
+        }
+        Op::Touch => {
+            let (e, key) = p.split_at_checked(4).ok_or(())?;
+            w.replay_in_place(key, Some(u32::from_le_bytes(e.try_into().map_err(|_| ())?)), None);
+            Ok(())
+        }
+        Op::State => {
+            let (&b, key) = p.split_first().ok_or(())?;
+            w.replay_in_place(key, None, Some(b));
+            Ok(())
+        }
+        Op::Flush => {
+            w.replay_flush();
+            Ok(())
+        }
+        Op::FlushAt => {
+            let at = u32::from_le_bytes(p.as_slice().try_into().map_err(|_| ())?);
+            w.replay_flush_at(at);
+            Ok(())
+        }
+    }
+}
+
+/// The store's journal, written to a [`Wal`].
+pub struct WalJournal(pub Arc<Wal>);
+
+impl strata_store::Journal for WalJournal {
+    fn item(&self, cas: u64, item: &[u8]) -> u64 {
+        self.0.append(Op::Item, &[&cas.to_le_bytes(), item])
+    }
+
+    fn delete(&self, key: &[u8]) -> u64 {
+        self.0.append(Op::Delete, &[key])
+    }
+
+    fn touch(&self, key: &[u8], expiry: u32) -> u64 {
+        self.0.append(Op::Touch, &[&expiry.to_le_bytes(), key])
+    }
+
+    fn state(&self, key: &[u8], state: u8) -> u64 {
+        self.0.append(Op::State, &[&[state], key])
+    }
+
+    fn flush(&self) -> u64 {
+        self.0.append(Op::Flush, &[])
+    }
+
+    fn flush_at(&self, at: u32) -> u64 {
+        self.0.append(Op::FlushAt, &[&at.to_le_bytes()])
+    }
+}

@@ -1,0 +1,213 @@
+"""--durability always|interval: acknowledged writes survive kill -9.
+
+Sixteen connections each change their own keys (sets, deletes, incr), one
+request at a time, and remember every acknowledged reply; the server is
+killed with SIGKILL mid-run and started again on the same directory. Under
+`always` every acknowledged change must be there (a change in flight when
+the server died may or may not be); under `interval` only the last second's
+may be missing. strata only: memcached has no durable mode.
+"""
+
+import random
+import signal
+import socket
+import threading
+import time
+
+import pytest
+
+from harness import Server
+from wirelib import expect, read_line_or_partial, read_n, stats
+
+pytestmark = pytest.mark.strata_only
+
+CONNS = 16
+KEYS_PER_CONN = 8
+
+
+def start(path, mode, *args):
+    return Server(["--snapshot-dir", str(path), "--durability", mode, "-t", "2", *args])
+
+
+class Client(threading.Thread):
+    """One connection changing keys k<id>_<j>; records what was acknowledged."""
+
+    def __init__(self, port, cid, stop, seed):
+        super().__init__(daemon=True)
+        self.port, self.cid, self.stop, self.rng = port, cid, stop, random.Random(seed)
+        # key -> ("value", bytes) | ("gone",) | ("count", n), as acknowledged
+        self.acked = {}
+        # key -> the state it would have if the request in flight applied
+        self.in_flight = None
+        self.acked_at = {}
+
+    def key(self, j):
+        return b"k%d_%d" % (self.cid, j)
+
+    def run(self):
+        try:
+            s = socket.create_connection(("127.0.0.1", self.port), timeout=5)
+        except OSError:
+            return
+        buf = b""
+        n = 0
+        while not self.stop.is_set():
+            j = self.rng.randrange(KEYS_PER_CONN)
+            k = self.key(j)
+            n += 1
+            op = self.rng.random()
+            if op < 0.6:
+                v = b"%d-%d-%d" % (self.cid, j, n)
+                req, want, new = b"set %s 0 0 %d\r\n%s\r\n" % (k, len(v), v), b"STORED\r\n", ("value", v)
+            elif op < 0.8:
+                req, want, new = b"delete %s\r\n" % k, None, ("gone",)
+            else:
+                cur = self.acked.get(k)
+                if not cur or cur[0] != "count":
+                    req, want, new = b"set %s 0 0 1\r\n0\r\n" % k, b"STORED\r\n", ("count", 0)
+                else:
+                    req, want, new = b"incr %s 1\r\n" % k, b"%d\r\n" % (cur[1] + 1), ("count", cur[1] + 1)
+            self.in_flight = (k, new)
+            try:
+                s.sendall(req)
+                while b"\r\n" not in buf:
+                    chunk = s.recv(4096)
+                    if not chunk:
+                        return
+                    buf += chunk
+            except OSError:
+                return
+            line, buf = buf.split(b"\r\n", 1)
+            line += b"\r\n"
+            if want is None:
+                assert line in (b"DELETED\r\n", b"NOT_FOUND\r\n"), line
+            else:
+                assert line == want, (req, line)
+            self.acked[k] = new
+            self.acked_at[k] = time.monotonic()
+            self.in_flight = None
+
+
+def read_state(c, key):
+    c.send(b"get %s\r\n" % key)
+    line = read_line_or_partial(c)
+    if line == b"END\r\n":
+        return ("gone",)
+    n = int(line.split()[3])
+    data = read_n(c, n + 2)[:-2]
+    assert read_line_or_partial(c) == b"END\r\n"
+    return data
+
+
+def matches(state, got):
+    if state[0] == "gone":
+        return got == ("gone",)
+    if state[0] == "count":
+        return got != ("gone",) and got.strip() == b"%d" % state[1]
+    return got == state[1]
+
+
+def run_trials(tmp_path, mode, trials, allowed_loss_secs):
+    srv = start(tmp_path, mode)
+    rng = random.Random(16)
+    lost_total = 0
+    checked_total = 0
+    for trial in range(trials):
+        stop = threading.Event()
+        clients = [Client(srv.port, cid, stop, seed=trial * 100 + cid) for cid in range(CONNS)]
+        for c in clients:
+            c.start()
+        time.sleep(rng.uniform(0.2, 0.6))
+        killed_at = time.monotonic()
+        srv.stop(signal.SIGKILL)
+        stop.set()
+        for c in clients:
+            c.join(timeout=10)
+        srv = start(tmp_path, mode)
+        c = srv.connect()
+        for cl in clients:
+            for k, state in cl.acked.items():
+                got = read_state(c, k)
+                if matches(state, got):
+                    checked_total += 1
+                    continue
+                if cl.in_flight and cl.in_flight[0] == k and matches(cl.in_flight[1], got):
+                    checked_total += 1
+                    continue
+                recent = killed_at - cl.acked_at[k] <= allowed_loss_secs
+                assert recent, (mode, trial, k, state, got)
+                lost_total += 1
+        # The next trial starts from what this one recovered.
+        for cl in clients:
+            cl.acked.clear()
+        expect(c, b"flush_all\r\n", b"OK\r\n")
+        c.close()
+    srv.stop()
+    return checked_total, lost_total
+
+
+def test_always_loses_no_acknowledged_write_to_kill_9(tmp_path):
+    checked, lost = run_trials(tmp_path, "always", 20, allowed_loss_secs=0)
+    assert lost == 0
+    assert checked > 20 * CONNS
+
+
+def test_interval_loses_at_most_a_second(tmp_path):
+    checked, lost = run_trials(tmp_path, "interval", 5, allowed_loss_secs=1.0)
+    assert checked > 5 * CONNS
+
+
+def test_every_protocol_change_is_durable(tmp_path):
+    srv = start(tmp_path, "always")
+    c = srv.connect()
+    expect(c, b"set a 5 0 3\r\nabc\r\n", b"STORED\r\n")
+    expect(c, b"append a 0 0 2\r\nde\r\n", b"STORED\r\n")
+    expect(c, b"set gone 0 0 1\r\nx\r\n", b"STORED\r\n")
+    expect(c, b"delete gone\r\n", b"DELETED\r\n")
+    expect(c, b"set t 0 0 1\r\ny\r\n", b"STORED\r\n")
+    expect(c, b"touch t 1000\r\n", b"TOUCHED\r\n")
+    expect(c, b"ms stale 2\r\nst\r\n", b"HD\r\n")
+    expect(c, b"md stale I\r\n", b"HD\r\n")
+    expect(c, b"set n 0 0 2\r\n10\r\n", b"STORED\r\n")
+    expect(c, b"decr n 3\r\n", b"7\r\n")
+    expect(c, b"set q 0 0 1 noreply\r\nq\r\n", b"")
+    expect(c, b"mn\r\n", b"MN\r\n")
+    c.send(b"gets a\r\n")
+    line = read_line_or_partial(c)
+    cas = int(line.split()[4])
+    assert read_n(c, 12) == b"abcde\r\nEND\r\n"
+    srv.stop(signal.SIGKILL)
+    srv = start(tmp_path, "always")
+    try:
+        c = srv.connect()
+        expect(c, b"gets a\r\n", b"VALUE a 5 5 %d\r\nabcde\r\nEND\r\n" % cas)
+        expect(c, b"get gone q n\r\n", b"VALUE q 0 1\r\nq\r\nVALUE n 0 2\r\n7 \r\nEND\r\n")
+        c.send(b"mg t t\r\n")
+        ttl = int(read_line_or_partial(c).split()[1][1:])
+        assert 995 <= ttl <= 1000
+        expect(c, b"mg stale v\r\n", b"VA 2 X W\r\nst\r\n")
+        s = stats(c)
+        assert s["durability"] == "always"
+        assert int(s["durability_replayed_records"]) >= 10
+        # A flush_all is durable too.
+        expect(c, b"flush_all\r\n", b"OK\r\n")
+        expect(c, b"set after 0 0 1\r\nz\r\n", b"STORED\r\n")
+        srv.stop(signal.SIGKILL)
+        srv = start(tmp_path, "always")
+        expect(srv.connect(), b"get a q after\r\n", b"VALUE after 0 1\r\nz\r\nEND\r\n")
+    finally:
+        srv.stop()
+
+
+def test_durability_flags_are_checked(make_server, tmp_path):
+    import subprocess
+
+    from harness import STRATA_BIN
+
+    for args, msg in [
+        (["--durability", "always"], b"--durability needs --snapshot-dir"),
+        (["--durability", "sometimes", "--snapshot-dir", str(tmp_path)], b"invalid durability"),
+        (["--durability", "always", "--snapshot-dir", str(tmp_path), "-o", "compression=on"], b"compression"),
+    ]:
+        r = subprocess.run([STRATA_BIN, "-p", "0", *args], capture_output=True, timeout=10)
+        assert r.returncode == 64 and msg in r.stderr, (args, r.stderr)
