@@ -118,8 +118,8 @@ impl Backend for OsBackend {
     }
 }
 
-/// Which faults a [`FaultBackend`] injects. Byte counts are per file
-/// created or opened after the plan is set.
+/// Which faults a [`FaultBackend`] injects, to files open or opened later.
+/// Byte counts are per file.
 #[derive(Debug, Clone, Default)]
 pub struct Faults {
     /// Every write takes at most half of what it is given (at least 1 byte).
@@ -150,7 +150,7 @@ impl<B: Backend> FaultBackend<B> {
         FaultBackend { inner, faults: Arc::default() }
     }
 
-    /// Replaces the plan; files opened from now on follow it.
+    /// Replaces the plan; open files follow it from their next operation.
     pub fn set(&self, faults: Faults) {
         *self.faults.lock() = faults;
     }
@@ -162,20 +162,21 @@ impl<B: Backend> FaultBackend<B> {
 
 struct FaultWrite {
     inner: Box<dyn WriteFile>,
-    plan: Faults,
+    faults: Arc<Mutex<Faults>>,
     written: u64,
 }
 
 impl WriteFile for FaultWrite {
     fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        let plan = self.faults.lock().clone();
         let mut n = buf.len();
-        if let Some((at, errno)) = self.plan.fail_write_at {
+        if let Some((at, errno)) = plan.fail_write_at {
             if self.written >= at {
                 return Err(io::Error::from_raw_os_error(errno));
             }
             n = n.min((at - self.written) as usize);
         }
-        if self.plan.short_writes && n > 1 {
+        if plan.short_writes && n > 1 {
             n /= 2;
         }
         let n = self.inner.write(&buf[..n])?;
@@ -184,7 +185,7 @@ impl WriteFile for FaultWrite {
     }
 
     fn sync(&mut self) -> io::Result<()> {
-        if self.plan.fail_sync {
+        if self.faults.lock().fail_sync {
             return Err(io::Error::from_raw_os_error(libc::EIO));
         }
         self.inner.sync()
@@ -193,7 +194,7 @@ impl WriteFile for FaultWrite {
 
 struct FaultRead {
     inner: Box<dyn ReadFile>,
-    plan: Faults,
+    faults: Arc<Mutex<Faults>>,
 }
 
 impl ReadFile for FaultRead {
@@ -202,11 +203,12 @@ impl ReadFile for FaultRead {
     }
 
     fn read_at(&self, buf: &mut [u8], off: u64) -> io::Result<usize> {
+        let plan = self.faults.lock().clone();
         let mut want = buf.len();
-        if let Some(max) = self.plan.short_reads {
+        if let Some(max) = plan.short_reads {
             want = want.min(max.max(1));
         }
-        if let Some(at) = self.plan.fail_read_at {
+        if let Some(at) = plan.fail_read_at {
             if off + want as u64 > at {
                 if off >= at {
                     return Err(io::Error::from_raw_os_error(libc::EIO));
@@ -215,7 +217,7 @@ impl ReadFile for FaultRead {
             }
         }
         let n = self.inner.read_at(&mut buf[..want], off)?;
-        if let Some(at) = self.plan.flip_at {
+        if let Some(at) = plan.flip_at {
             if at >= off && at < off + n as u64 {
                 buf[(at - off) as usize] ^= 0xff;
             }
@@ -226,11 +228,11 @@ impl ReadFile for FaultRead {
 
 impl<B: Backend> Backend for FaultBackend<B> {
     fn create(&self, path: &Path) -> io::Result<Box<dyn WriteFile>> {
-        Ok(Box::new(FaultWrite { inner: self.inner.create(path)?, plan: self.plan(), written: 0 }))
+        Ok(Box::new(FaultWrite { inner: self.inner.create(path)?, faults: self.faults.clone(), written: 0 }))
     }
 
     fn open(&self, path: &Path) -> io::Result<Box<dyn ReadFile>> {
-        Ok(Box::new(FaultRead { inner: self.inner.open(path)?, plan: self.plan() }))
+        Ok(Box::new(FaultRead { inner: self.inner.open(path)?, faults: self.faults.clone() }))
     }
 
     fn rename(&self, from: &Path, to: &Path) -> io::Result<()> {

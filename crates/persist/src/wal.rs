@@ -210,7 +210,12 @@ impl Wal {
     }
 
     /// Appends a record; returns the log position a reply must wait for.
+    /// After a failure nothing is kept (the buffer would only grow) and the
+    /// position returned is never reached.
     pub fn append(&self, op: Op, parts: &[&[u8]]) -> u64 {
+        if self.failed() {
+            return u64::MAX;
+        }
         let len: usize = parts.iter().map(|p| p.len()).sum();
         let mut head = [0u8; RECORD_HEAD];
         head[0] = op as u8;

@@ -140,9 +140,15 @@ impl Snapshots {
         let mut last = self.last.lock();
         match r {
             Ok(report) => {
-                if let (Some(wal), true) = (&self.cfg.wal, report.log_seq > 0) {
+                if report.log_seq > 0 {
                     // The snapshot holds the effect of every earlier file.
-                    wal.trim_before(report.log_seq);
+                    for (n, path) in strata_persist::wal::log_files(&self.cfg.file) {
+                        if n < report.log_seq {
+                            let _ = std::fs::remove_file(path);
+                        }
+                    }
+                }
+                if let Some(wal) = &self.cfg.wal {
                     self.log_bytes_at_snapshot.store(wal.bytes.load(Relaxed), Relaxed);
                 }
                 tracing::info!(
@@ -259,7 +265,14 @@ fn set_priority(idle: bool) {
 /// Starts a new log file for a snapshot that is beginning; its number (0
 /// without a log, or if the switch failed: then no file is trimmed).
 pub(crate) fn begin_log(shared: &Shared) -> u64 {
-    let Some(wal) = shared.snapshots.as_ref().and_then(|s| s.cfg.wal.as_ref()) else { return 0 };
+    let Some(snaps) = shared.snapshots.as_ref() else { return 0 };
+    let Some(wal) = snaps.cfg.wal.as_ref() else {
+        // No log this run, but one replayed at start: a snapshot holds its
+        // effect, so its files can go once the snapshot is written (else a
+        // later durable run would replay them over newer data).
+        let last = strata_persist::wal::log_files(&snaps.cfg.file).last().map_or(0, |(n, _)| *n);
+        return if last == 0 { 0 } else { last + 1 };
+    };
     match wal.rotate() {
         Ok(n) => n,
         Err(e) => {

@@ -58,6 +58,10 @@ fn main() -> ExitCode {
             eprintln!("strata: {e} (--snapshot-strict)");
             return ExitCode::from(65);
         }
+        Err(e @ warm::StartError::Durability(_)) => {
+            eprintln!("strata: {e}");
+            return ExitCode::from(73);
+        }
     };
     if let Some(codec) = store.codec() {
         fixed_malloc_thresholds();

@@ -18,6 +18,9 @@ pub enum StartError {
     /// Only with `--snapshot-strict`.
     #[error("snapshot: {0}")]
     Snapshot(String),
+    /// The durability log cannot be replayed or opened.
+    #[error("durability log: {0}")]
+    Durability(String),
 }
 
 /// Builds the store, and loads the snapshot into it if there is one.
@@ -26,19 +29,22 @@ pub enum StartError {
 pub fn start(cfg: Config, snap: Option<&mut SnapshotConfig>, workers: usize) -> Result<Arc<Store>, StartError> {
     let Some(snap) = snap else { return Ok(Store::new(cfg, Arc::new(Clock::system()))?) };
     let (store, log_seq) = load_snapshot(cfg, snap, workers)?;
-    if snap.durability != Durability::Off {
+    // A log left by a durable run is replayed whatever this run's mode:
+    // it holds acknowledged writes the snapshot may lack.
+    let logs = !strata_persist::wal::log_files(&snap.file).is_empty();
+    if snap.durability != Durability::Off || logs {
         recover(&store, snap, log_seq)?;
     }
     Ok(store)
 }
 
-/// With `--durability`: replays the log written since the snapshot (all of
-/// it without one), then opens the next log file for this run.
+/// Replays the log written since the snapshot (all of it without one),
+/// then, with `--durability`, opens the next log file for this run.
 fn recover(store: &Arc<Store>, snap: &mut SnapshotConfig, log_seq: u64) -> Result<(), StartError> {
     let backend: Arc<dyn Backend> = Arc::new(OsBackend);
     let mut w = store.worker();
     let r = strata_persist::wal::replay(&*backend, &snap.file, log_seq, &mut w)
-        .map_err(|e| StartError::Snapshot(e.to_string()))?;
+        .map_err(|e| StartError::Durability(e.to_string()))?;
     drop(w);
     if r.files > 0 {
         tracing::info!(
@@ -50,8 +56,13 @@ fn recover(store: &Arc<Store>, snap: &mut SnapshotConfig, log_seq: u64) -> Resul
         );
     }
     snap.recovered = r;
-    let wal =
-        Wal::open(backend, &snap.file, r.last + 1, snap.durability).map_err(|e| StartError::Snapshot(e.to_string()))?;
+    if snap.durability == Durability::Off {
+        return Ok(());
+    }
+    // Without a log this run could not keep its promise: it refuses to
+    // start rather than acknowledge writes it cannot make durable.
+    let wal = Wal::open(backend, &snap.file, r.last + 1, snap.durability)
+        .map_err(|e| StartError::Durability(e.to_string()))?;
     let wal = Arc::new(wal);
     store.set_journal(Arc::new(WalJournal(wal.clone())));
     snap.wal = Some(wal);

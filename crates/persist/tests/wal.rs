@@ -1,0 +1,202 @@
+//! The durability log: group commit from many threads, reading back, torn
+//! tails, rotation, failures, and replaying into a store.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering::*};
+use std::sync::Arc;
+
+use strata_persist::backend::Backend;
+use strata_persist::wal::{log_files, log_path, read_log, replay, Op};
+use strata_persist::{Durability, FaultBackend, Faults, OsBackend, Wal, WalJournal};
+use strata_store::{Clock, Config, SetOp, Store, Worker};
+
+fn snap(dir: &tempfile::TempDir) -> std::path::PathBuf {
+    dir.path().join("strata.snapshot")
+}
+
+fn read_all(b: &dyn Backend, path: &std::path::Path) -> (Vec<(Op, Vec<u8>)>, bool) {
+    let mut out = Vec::new();
+    let r = read_log(b, path, &mut |e| out.push((e.op, e.payload))).unwrap_or_else(|e| panic!("{e}"));
+    (out, r.torn)
+}
+
+#[test]
+fn group_commit_keeps_every_record_in_order_and_shares_fsyncs() {
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let wal =
+        Arc::new(Wal::open(Arc::new(OsBackend), &snap(&dir), 1, Durability::Always).unwrap_or_else(|e| panic!("{e}")));
+    let woken = Arc::new(AtomicU64::new(0));
+    let w2 = woken.clone();
+    wal.on_durable(Box::new(move || {
+        w2.fetch_add(1, Relaxed);
+    }));
+    let writer = {
+        let wal = wal.clone();
+        std::thread::spawn(move || wal.run())
+    };
+    std::thread::scope(|s| {
+        for t in 0..4u8 {
+            let wal = wal.clone();
+            s.spawn(move || {
+                for i in 0..500u32 {
+                    let at = wal.append(Op::Delete, &[&[t], &i.to_le_bytes()]);
+                    // Wait for durability, as a client's reply does.
+                    while wal.durable() < at {
+                        std::thread::yield_now();
+                    }
+                }
+            });
+        }
+    });
+    wal.stop();
+    writer.join().unwrap_or_else(|_| panic!("writer"));
+    let (records, torn) = read_all(&OsBackend, &log_path(&snap(&dir), 1));
+    assert!(!torn);
+    assert_eq!(records.len(), 2000);
+    let mut next = [0u32; 4];
+    for (op, p) in records {
+        assert_eq!(op, Op::Delete);
+        let (t, i) = (p[0] as usize, u32::from_le_bytes([p[1], p[2], p[3], p[4]]));
+        assert_eq!(i, next[t], "thread {t}'s records in its order");
+        next[t] += 1;
+    }
+    let syncs = wal.syncs.load(Relaxed);
+    assert!(syncs >= 1 && syncs <= 2000, "{syncs}");
+    assert!(woken.load(Relaxed) >= syncs);
+}
+
+#[test]
+fn a_torn_tail_reads_its_whole_records_and_rotation_trims() {
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let wal = Wal::open(Arc::new(OsBackend), &snap(&dir), 1, Durability::Always).unwrap_or_else(|e| panic!("{e}"));
+    for i in 0..10u8 {
+        wal.append(Op::State, &[&[i], b"key"]);
+    }
+    assert_eq!(wal.rotate().ok(), Some(2), "rotation writes what is pending to the old file");
+    wal.append(Op::Flush, &[]);
+    wal.flush().unwrap_or_else(|e| panic!("{e}"));
+    let p1 = log_path(&snap(&dir), 1);
+    let bytes = std::fs::read(&p1).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(read_all(&OsBackend, &p1).0.len(), 10);
+    std::fs::write(&p1, &bytes[..bytes.len() - 3]).unwrap_or_else(|e| panic!("{e}"));
+    let (records, torn) = read_all(&OsBackend, &p1);
+    assert!(torn);
+    assert_eq!(records.len(), 9);
+    let mut flipped = bytes.clone();
+    flipped[40] ^= 1;
+    std::fs::write(&p1, &flipped).unwrap_or_else(|e| panic!("{e}"));
+    let (records, torn) = read_all(&OsBackend, &p1);
+    assert!(torn && records.len() < 10);
+    assert_eq!(log_files(&snap(&dir)).len(), 2);
+    wal.trim_before(2);
+    let left: Vec<u64> = log_files(&snap(&dir)).into_iter().map(|(n, _)| n).collect();
+    assert_eq!(left, vec![2]);
+}
+
+#[test]
+fn a_failed_write_or_fsync_stops_the_log_and_says_so() {
+    for faults in [
+        Faults { fail_write_at: Some((100, libc::ENOSPC)), ..Faults::default() },
+        Faults { fail_sync: true, ..Faults::default() },
+    ] {
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let fb = FaultBackend::new(OsBackend);
+        let wal = Arc::new(
+            Wal::open(Arc::new(fb.clone()), &snap(&dir), 1, Durability::Always).unwrap_or_else(|e| panic!("{e}")),
+        );
+        fb.set(faults);
+        let writer = {
+            let wal = wal.clone();
+            std::thread::spawn(move || wal.run())
+        };
+        let mut at = 0;
+        for i in 0..100u32 {
+            at = wal.append(Op::Delete, &[&i.to_le_bytes(), &[0; 20]]);
+        }
+        let durable_before = wal.durable();
+        let t0 = std::time::Instant::now();
+        while !wal.failed() && t0.elapsed().as_secs() < 5 {
+            std::thread::yield_now();
+        }
+        assert!(wal.failed(), "the failure is reported");
+        assert!(wal.durable() < at && wal.durable() == durable_before, "nothing unwritten is called durable");
+        wal.stop();
+        writer.join().unwrap_or_else(|_| panic!("writer"));
+    }
+}
+
+fn store(mem: usize) -> (Arc<Store>, Worker) {
+    let cfg = Config {
+        memory_limit: mem,
+        segment_size: 64 << 10,
+        item_size_max: 16 << 10,
+        hash_power: 8,
+        ..Config::default()
+    };
+    let s = Store::new(cfg, Arc::new(Clock::manual(1_700_000_000))).unwrap_or_else(|e| panic!("{e}"));
+    let w = s.worker();
+    (s, w)
+}
+
+fn get(w: &mut Worker, k: &[u8]) -> Option<(Vec<u8>, u32, u64)> {
+    w.get(k, |it| (it.value.to_vec(), it.flags, it.cas))
+}
+
+#[test]
+fn replaying_the_journal_rebuilds_what_clients_changed() {
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let wal =
+        Arc::new(Wal::open(Arc::new(OsBackend), &snap(&dir), 1, Durability::Always).unwrap_or_else(|e| panic!("{e}")));
+    let (s, mut w) = store(8 << 20);
+    s.set_journal(Arc::new(WalJournal(wal.clone())));
+    let mut want = HashMap::new();
+    for i in 0..300u32 {
+        let k = format!("k{i}").into_bytes();
+        let exp = if i % 5 == 0 { s.clock().expiry(100) } else { 0 };
+        w.set(SetOp::Set, &k, i, exp, format!("v{i}").as_bytes()).unwrap_or_else(|e| panic!("{e}"));
+    }
+    assert!(w.take_journaled() > 0, "changes report their log position");
+    for i in (0..300u32).step_by(3) {
+        w.delete(format!("k{i}").as_bytes());
+    }
+    w.set(SetOp::Append, b"k1", 0, 0, b"+more").unwrap_or_else(|e| panic!("{e}"));
+    w.set(SetOp::Set, b"n", 0, 0, b"41").unwrap_or_else(|e| panic!("{e}"));
+    w.arith(b"n", true, 1).unwrap_or_else(|e| panic!("{e}"));
+    w.touch(b"k2", s.clock().expiry(50)).unwrap_or_else(|e| panic!("{e}"));
+    for i in 0..300u32 {
+        let k = format!("k{i}").into_bytes();
+        want.insert(k.clone(), get(&mut w, &k));
+    }
+    want.insert(b"n".to_vec(), get(&mut w, b"n"));
+    wal.flush().unwrap_or_else(|e| panic!("{e}"));
+    drop(w);
+
+    // A fresh store on the same timeline, 60 s later: replay brings back
+    // every value, flag and CAS; the touched key has expired.
+    let clock = Clock::resume_at(s.clock().unix_now() + 60, s.clock().process_started(), s.clock().now(), false)
+        .unwrap_or_else(|| panic!("clock"));
+    let s2 = Store::new(s.config().clone(), Arc::new(clock)).unwrap_or_else(|e| panic!("{e}"));
+    let mut w2 = s2.worker();
+    let r = replay(&OsBackend, &snap(&dir), 0, &mut w2).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!((r.files, r.skipped, r.torn), (1, 0, 0), "{r:?}");
+    for (k, v) in &want {
+        let got = get(&mut w2, k);
+        if k == b"k2" {
+            assert_eq!(got, None, "touched to 50 s, 60 s ago");
+        } else {
+            assert_eq!(&got, v, "{}", String::from_utf8_lossy(k));
+        }
+    }
+    // A flush in the log empties what came before it.
+    let (s3, mut w3) = store(8 << 20);
+    s3.set_journal(Arc::new(WalJournal(wal.clone())));
+    w3.set(SetOp::Set, b"x", 0, 0, b"1").unwrap_or_else(|e| panic!("{e}"));
+    s3.flush_all(None);
+    w3.set(SetOp::Set, b"y", 0, 0, b"2").unwrap_or_else(|e| panic!("{e}"));
+    wal.flush().unwrap_or_else(|e| panic!("{e}"));
+    let mut w4 = s2.worker();
+    replay(&OsBackend, &snap(&dir), 0, &mut w4).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(get(&mut w4, b"x"), None);
+    assert_eq!(get(&mut w4, b"k5"), None, "the flush took everything before it");
+    assert_eq!(get(&mut w4, b"y").map(|g| g.0), Some(b"2".to_vec()));
+}
