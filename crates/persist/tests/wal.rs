@@ -61,7 +61,7 @@ fn group_commit_keeps_every_record_in_order_and_shares_fsyncs() {
         next[t] += 1;
     }
     let syncs = wal.syncs.load(Relaxed);
-    assert!(syncs >= 1 && syncs <= 2000, "{syncs}");
+    assert!((1..=2000).contains(&syncs), "{syncs}");
     assert!(woken.load(Relaxed) >= syncs);
 }
 
