@@ -36,6 +36,9 @@ pub trait ReadFile: Send + Sync {
     fn size(&self) -> io::Result<u64>;
     /// Reads some bytes at `off` (possibly fewer than asked; 0 at the end).
     fn read_at(&self, buf: &mut [u8], off: u64) -> io::Result<usize>;
+    /// A hint that `len` bytes at `off` will be read soon (the kernel may
+    /// start reading them); nothing happens by default.
+    fn will_need(&self, _off: u64, _len: u64) {}
 }
 
 /// Writes all of `buf`, however short the backend's writes are.
@@ -92,6 +95,14 @@ impl ReadFile for OsRead {
 
     fn read_at(&self, buf: &mut [u8], off: u64) -> io::Result<usize> {
         self.0.read_at(buf, off)
+    }
+
+    fn will_need(&self, off: u64, len: u64) {
+        use std::os::fd::AsRawFd;
+        let (Ok(off), Ok(len)) = (libc::off_t::try_from(off), libc::off_t::try_from(len)) else { return };
+        // SAFETY: posix_fadvise takes no pointers; it is only a hint, and a
+        // failure changes nothing.
+        unsafe { libc::posix_fadvise(self.0.as_raw_fd(), off, len, libc::POSIX_FADV_WILLNEED) };
     }
 }
 

@@ -244,6 +244,22 @@ impl Store {
         }
     }
 
+    /// The segments the next `n` restores will take, in order (for
+    /// [`Store::prefault`] on another thread, ahead of them).
+    pub fn next_free_segments(&self, n: usize) -> Vec<u32> {
+        let limit = self.limit_segs.load(Relaxed);
+        self.free.lock().iter().rev().filter(|&&s| s < limit).take(n).copied().collect()
+    }
+
+    /// Faults in segment `seg`'s pages ahead of a restore into it: a load
+    /// of a large snapshot spends half its time in the kernel zeroing
+    /// fresh pages, which another core can do meanwhile.
+    pub fn prefault(&self, seg: u32) {
+        if (seg as usize) < self.segs.len() {
+            self.arena.populate(seg);
+        }
+    }
+
     /// Segments a restore can still fill: free ones within the memory
     /// budget, less the cleaner's reserve for `workers` workers.
     pub fn segments_available(&self, workers: usize) -> usize {
@@ -316,51 +332,70 @@ impl Store {
         m.write_off.store(len as u32, Release);
         let granule = self.granule();
         let mut next_free = 0usize;
-        for &off in &img.live {
-            let off = off as usize;
-            // SAFETY: the segment is this thread's alone until it is sealed
-            // below, and its bytes below `len` were all written above.
-            let header =
-                (off >= next_free && off & (granule - 1) == 0).then(|| unsafe { self.arena.header(seg, off, len) });
-            let Some(Some(h)) = header else {
-                r.malformed += 1;
-                continue;
-            };
-            next_free = off + h.total_len();
-            // SAFETY: as above; `header` checked that the item ends by `len`.
-            let Some(it) = (unsafe { self.arena.item(seg, off) }) else {
-                r.malformed += 1;
-                continue;
-            };
-            if it.key().is_empty() {
-                r.malformed += 1;
-                continue;
-            }
-            if Clock::is_expired(it.expiry(), now) || !self.hold_dict(seg, &it) {
-                r.dropped += 1;
-                continue;
-            }
-            let loc = self.index.locate(it.key());
-            let new = slot::pack(loc.tag, 0, seg, (off >> self.granule_shift) as u32);
-            let mut st = self.index.lock(loc.stripe);
-            match self.find(&st, loc, it.key()) {
-                Some((pos, old)) => {
-                    st.set(pos, new);
-                    self.unaccount(&mut st, old);
+        // The items to link and where their keys hash to, a batch at a
+        // time: each link waits on its index bucket, a cache miss, and
+        // asking for a batch's buckets first overlaps those waits (as
+        // `Worker::prefetch` does for a multi-get).
+        const BATCH: usize = 16;
+        let mut batch: Vec<(usize, crate::index::Loc)> = Vec::with_capacity(BATCH);
+        let mut live = img.live.iter().peekable();
+        while live.peek().is_some() {
+            batch.clear();
+            for &off in live.by_ref() {
+                let off = off as usize;
+                // SAFETY: the segment is this thread's alone until it is
+                // sealed below, and its bytes below `len` were all written above.
+                let header =
+                    (off >= next_free && off & (granule - 1) == 0).then(|| unsafe { self.arena.header(seg, off, len) });
+                let Some(Some(h)) = header else {
+                    r.malformed += 1;
+                    continue;
+                };
+                next_free = off + h.total_len();
+                // SAFETY: as above; `header` checked that the item ends by `len`.
+                let Some(it) = (unsafe { self.arena.item(seg, off) }) else {
+                    r.malformed += 1;
+                    continue;
+                };
+                if it.key().is_empty() {
+                    r.malformed += 1;
+                    continue;
                 }
-                None => {
-                    let before = st.footprint();
-                    st.insert(loc.bucket, new);
-                    if st.wants_growth() {
-                        self.index.grow(loc.stripe, &mut st, |s| {
-                            self.item_at(s).map_or(0, |it| self.index.locate(it.key()).bucket)
-                        });
+                if Clock::is_expired(it.expiry(), now) || !self.hold_dict(seg, &it) {
+                    r.dropped += 1;
+                    continue;
+                }
+                let loc = self.index.locate(it.key());
+                self.index.prefetch(loc);
+                batch.push((off, loc));
+                if batch.len() == BATCH {
+                    break;
+                }
+            }
+            for &(off, loc) in &batch {
+                // SAFETY: as above; checked when it was batched.
+                let Some(it) = (unsafe { self.arena.item(seg, off) }) else { continue };
+                let new = slot::pack(loc.tag, 0, seg, (off >> self.granule_shift) as u32);
+                let mut st = self.index.lock(loc.stripe);
+                match self.find(&st, loc, it.key()) {
+                    Some((pos, old)) => {
+                        st.set(pos, new);
+                        self.unaccount(&mut st, old);
                     }
-                    self.index.note_footprint(before, st.footprint());
+                    None => {
+                        let before = st.footprint();
+                        st.insert(loc.bucket, new);
+                        if st.wants_growth() {
+                            self.index.grow(loc.stripe, &mut st, |s| {
+                                self.item_at(s).map_or(0, |it| self.index.locate(it.key()).bucket)
+                            });
+                        }
+                        self.index.note_footprint(before, st.footprint());
+                    }
                 }
+                self.account(&mut st, new);
+                r.items += 1;
             }
-            self.account(&mut st, new);
-            r.items += 1;
         }
         if r.items == 0 {
             self.segs[seg as usize].write_off.store(0, Relaxed);
