@@ -15,6 +15,11 @@ use parking_lot::Mutex;
 pub trait Backend: Send + Sync + std::fmt::Debug {
     /// Creates (or truncates) `path` for writing.
     fn create(&self, path: &Path) -> io::Result<Box<dyn WriteFile>>;
+    /// Creates `path` for one long sequential write (a snapshot): the OS
+    /// backend bypasses the page cache where the file system allows it.
+    fn create_bulk(&self, path: &Path) -> io::Result<Box<dyn WriteFile>> {
+        self.create(path)
+    }
     fn open(&self, path: &Path) -> io::Result<Box<dyn ReadFile>>;
     /// Atomically replaces `to` with `from`.
     fn rename(&self, from: &Path, to: &Path) -> io::Result<()>;
@@ -78,6 +83,79 @@ pub struct OsBackend;
 struct OsWrite(File);
 struct OsRead(File);
 
+/// Alignment and chunk size of [`DirectWrite`]'s writes.
+const DIRECT_ALIGN: usize = 4096;
+const DIRECT_CHUNK: usize = 4 << 20;
+
+/// A file written with `O_DIRECT`: the bytes go from an aligned staging
+/// buffer to the disk without a copy into the page cache. On this kind of
+/// machine the page-cache copy was the snapshot's bottleneck: `dd` wrote
+/// 0.4-2.3 GB/s buffered and 3.3 GB/s with `oflag=direct`. It also leaves
+/// the page cache to the cache's own memory. The staging buffer is one
+/// chunk; the last partial block is written padded with zeros and the file
+/// cut back to its real length at `sync`.
+struct DirectWrite {
+    file: File,
+    /// `buf[start..start + DIRECT_CHUNK]` is the aligned staging area.
+    buf: Vec<u8>,
+    start: usize,
+    filled: usize,
+    /// Where the staging area's first byte goes in the file (aligned).
+    at: u64,
+}
+
+impl DirectWrite {
+    fn new(file: File) -> DirectWrite {
+        let buf = vec![0u8; DIRECT_CHUNK + DIRECT_ALIGN];
+        let start = buf.as_ptr().align_offset(DIRECT_ALIGN).min(DIRECT_ALIGN);
+        DirectWrite { file, buf, start, filled: 0, at: 0 }
+    }
+
+    /// Writes the first `len` staged bytes (a multiple of the alignment) at `at`.
+    fn put(&mut self, len: usize) -> io::Result<()> {
+        let mut done = 0;
+        while done < len {
+            let from = self.start + done;
+            match self.file.write_at(&self.buf[from..self.start + len], self.at + done as u64) {
+                Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
+                // O_DIRECT writes whole blocks; a short one ends on one.
+                Ok(n) => done += n,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(())
+    }
+}
+
+impl WriteFile for DirectWrite {
+    fn write(&mut self, data: &[u8]) -> io::Result<usize> {
+        let n = data.len().min(DIRECT_CHUNK - self.filled);
+        let from = self.start + self.filled;
+        self.buf[from..from + n].copy_from_slice(&data[..n]);
+        self.filled += n;
+        if self.filled == DIRECT_CHUNK {
+            self.put(DIRECT_CHUNK)?;
+            self.at += DIRECT_CHUNK as u64;
+            self.filled = 0;
+        }
+        Ok(n)
+    }
+
+    fn sync(&mut self) -> io::Result<()> {
+        if self.filled > 0 {
+            // The partial tail goes out padded to a whole block; it stays
+            // staged, so more writes after this rewrite it in place.
+            let padded = self.filled.next_multiple_of(DIRECT_ALIGN);
+            let (a, b) = (self.start + self.filled, self.start + padded);
+            self.buf[a..b].fill(0);
+            self.put(padded)?;
+        }
+        self.file.set_len(self.at + self.filled as u64)?;
+        self.file.sync_data()
+    }
+}
+
 impl WriteFile for OsWrite {
     fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
         self.0.write(buf)
@@ -110,6 +188,17 @@ impl Backend for OsBackend {
     fn create(&self, path: &Path) -> io::Result<Box<dyn WriteFile>> {
         let f = OpenOptions::new().write(true).create(true).truncate(true).open(path)?;
         Ok(Box::new(OsWrite(f)))
+    }
+
+    fn create_bulk(&self, path: &Path) -> io::Result<Box<dyn WriteFile>> {
+        use std::os::unix::fs::OpenOptionsExt;
+        let direct = OpenOptions::new().write(true).create(true).truncate(true).custom_flags(libc::O_DIRECT).open(path);
+        match direct {
+            Ok(f) => Ok(Box::new(DirectWrite::new(f))),
+            // tmpfs and some others refuse O_DIRECT: write through the cache.
+            Err(e) if e.raw_os_error() == Some(libc::EINVAL) => self.create(path),
+            Err(e) => Err(e),
+        }
     }
 
     fn open(&self, path: &Path) -> io::Result<Box<dyn ReadFile>> {
@@ -242,6 +331,10 @@ impl<B: Backend> Backend for FaultBackend<B> {
         Ok(Box::new(FaultWrite { inner: self.inner.create(path)?, faults: self.faults.clone(), written: 0 }))
     }
 
+    fn create_bulk(&self, path: &Path) -> io::Result<Box<dyn WriteFile>> {
+        Ok(Box::new(FaultWrite { inner: self.inner.create_bulk(path)?, faults: self.faults.clone(), written: 0 }))
+    }
+
     fn open(&self, path: &Path) -> io::Result<Box<dyn ReadFile>> {
         Ok(Box::new(FaultRead { inner: self.inner.open(path)?, faults: self.faults.clone() }))
     }
@@ -262,5 +355,37 @@ impl<B: Backend> Backend for FaultBackend<B> {
 
     fn remove(&self, path: &Path) -> io::Result<()> {
         self.inner.remove(path)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bulk_files_read_back_exactly_whatever_the_write_sizes() {
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let path = dir.path().join("bulk");
+        let mut f = OsBackend.create_bulk(&path).unwrap_or_else(|e| panic!("{e}"));
+        let mut want = Vec::new();
+        let mut n = 0u32;
+        // Pieces of every size around the block and chunk sizes, with a
+        // sync in the middle (a partial block written padded, then rewritten).
+        for len in [1, 4095, 4096, 4097, 100_000, DIRECT_CHUNK - 3, 7, DIRECT_CHUNK + 5, 12_345] {
+            let piece: Vec<u8> = (0..len)
+                .map(|_| {
+                    n = n.wrapping_mul(1_103_515_245).wrapping_add(12_345);
+                    (n >> 16) as u8
+                })
+                .collect();
+            write_all(&mut *f, &piece).unwrap_or_else(|e| panic!("{e}"));
+            want.extend_from_slice(&piece);
+            if len == 7 {
+                f.sync().unwrap_or_else(|e| panic!("{e}"));
+                assert_eq!(std::fs::read(&path).ok().as_deref(), Some(&want[..]));
+            }
+        }
+        f.sync().unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(std::fs::read(&path).ok().as_deref(), Some(&want[..]));
     }
 }

@@ -104,7 +104,7 @@ pub fn save(
     let path = file;
     let tmp = crate::with_suffix(file, TMP_SUFFIX);
     let dir = crate::dir_of(file);
-    let f = backend.create(&tmp).map_err(|e| SnapshotError::io("create", &tmp, e))?;
+    let f = backend.create_bulk(&tmp).map_err(|e| SnapshotError::io("create", &tmp, e))?;
     let mut out = Out { f, bytes: 0, path: &tmp };
     let mut dicts = 0u64;
     let result = write_body(store, &mut out, saver, &mut dicts);
