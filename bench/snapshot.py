@@ -63,26 +63,30 @@ def drop_caches():
         return False
 
 
-def dd_bandwidth(path, mb):
-    """(write MB/s with fdatasync, read MB/s cold) for an `mb` MiB file of
-    random bytes (copied from RAM: /dev/urandom itself is slower than a disk)."""
+def dd_rate(out):
+    m = re.search(r"(\d+) bytes .* copied, ([\d.]+) s", out)
+    return int(m.group(1)) / float(m.group(2)) / 1e6
+
+
+def dd_write(path, mb):
+    """Write MB/s with fdatasync for an `mb` MiB file of random bytes (copied
+    from RAM: /dev/urandom itself is slower than a disk). Measured just
+    before each save: this machine's disk speed moves from minute to minute."""
     src = "/dev/shm/strata-snapbench-dd"
     subprocess.run(["dd", "if=/dev/urandom", f"of={src}", "bs=1M", f"count={mb}"], capture_output=True, check=True)
     w = subprocess.run(
-        ["dd", f"if={src}", f"of={path}", "bs=1M", f"count={mb}", "conv=fdatasync"],
-        capture_output=True,
-        text=True,
+        ["dd", f"if={src}", f"of={path}", "bs=1M", f"count={mb}", "conv=fdatasync"], capture_output=True, text=True
     )
     os.unlink(src)
+    os.unlink(path)
+    return dd_rate(w.stderr)
+
+
+def dd_read(path):
+    """Cold read MB/s of the file just saved, measured just before it is loaded."""
     cold = drop_caches()
     r = subprocess.run(["dd", f"if={path}", "of=/dev/null", "bs=1M"], capture_output=True, text=True)
-    os.unlink(path)
-
-    def rate(out):
-        m = re.search(r"(\d+) bytes .* copied, ([\d.]+) s", out)
-        return int(m.group(1)) / float(m.group(2)) / 1e6
-
-    return rate(w.stderr), rate(r.stderr), cold
+    return dd_rate(r.stderr), cold
 
 
 def connect(port):
@@ -230,6 +234,7 @@ def strata_save_load(args, work):
     mc_fill(port, args.items, args.value)
     fill_s = time.monotonic() - t0
     items = int(mc_stats(port)["curr_items"])
+    wbw = dd_write(os.path.join(work, "dd.bin"), min(max(args.items * args.value >> 20, 256), 4096))
     s = connect(port)
     s.sendall(b"snapshot\r\n")
     assert recv_until(s, b"\r\n") == b"OK\r\n"
@@ -243,6 +248,7 @@ def strata_save_load(args, work):
     size = int(st["snapshot_last_bytes"])
     p.send_signal(signal.SIGKILL)
     p.wait()
+    rbw, _ = dd_read(os.path.join(snapdir, "strata.snapshot"))
     cold = drop_caches()
     t0 = time.monotonic()
     p = subprocess.Popen(cmd, stderr=subprocess.DEVNULL)
@@ -255,7 +261,7 @@ def strata_save_load(args, work):
     p.wait()
     shutil.rmtree(snapdir, ignore_errors=True)
     return dict(server="strata", items=items, loaded=loaded, bytes=size, fill_s=fill_s, save_s=save_s,
-                load_s=load_s, ready_s=ready_s, bad=bad, cold=cold)
+                load_s=load_s, ready_s=ready_s, bad=bad, cold=cold, wbw=wbw, rbw=rbw)
 
 
 def redis_save_load(args, work):
@@ -274,12 +280,14 @@ def redis_save_load(args, work):
     fill_s = time.monotonic() - t0
     s = connect(port)
     items = int(redis_call(s, b"DBSIZE")[1:-2])
+    wbw = dd_write(os.path.join(work, "dd.bin"), min(max(args.items * args.value >> 20, 256), 4096))
     t0 = time.monotonic()
     assert redis_call(s, b"SAVE") == b"+OK\r\n"
     save_s = time.monotonic() - t0
     size = os.path.getsize(os.path.join(rdir, "dump.rdb"))
     p.send_signal(signal.SIGKILL)
     p.wait()
+    rbw, _ = dd_read(os.path.join(rdir, "dump.rdb"))
     cold = drop_caches()
     t0 = time.monotonic()
     p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -301,7 +309,7 @@ def redis_save_load(args, work):
     p.wait()
     shutil.rmtree(rdir, ignore_errors=True)
     return dict(server="redis", items=items, loaded=loaded, bytes=size, fill_s=fill_s, save_s=save_s,
-                load_s=ready_s, ready_s=ready_s, bad=bad, cold=cold)
+                load_s=ready_s, ready_s=ready_s, bad=bad, cold=cold, wbw=wbw, rbw=rbw)
 
 
 def bench_run(args, kind, port, pid, name, out):
@@ -441,22 +449,22 @@ def main():
     parts = args.part.split(",")
     lines = [f"Command: `{' '.join(sys.argv)}`", ""]
     if "save-load" in parts:
-        data_mb = args.items * args.value // (1 << 20)
-        wbw, rbw, cold = dd_bandwidth(os.path.join(args.dir, "dd.bin"), min(max(data_mb, 256), 4096))
-        lines.append(f"Disk: dd write {wbw:.0f} MB/s (conv=fdatasync), read {rbw:.0f} MB/s"
-                     f" ({'cold cache' if cold else 'page cache: drop_caches not permitted'})")
+        lines.append("dd is run just before each save (write, conv=fdatasync) and each load (a cold read of the"
+                     " file about to be loaded); the bars are 1.1 x bytes / write rate and 1.25 x bytes / read rate.")
         lines.append("")
-        lines.append("| server | items | loaded | bytes | save s | save bar s | load s | to serving s | load bar s | wrong |")
-        lines.append("|---|---|---|---|---|---|---|---|---|---|")
+        lines.append("| server | items | loaded | bytes | dd write MB/s | save s | save bar s | dd read MB/s | load s |"
+                     " to serving s | load bar s | cold | wrong |")
+        lines.append("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
         rows = [strata_save_load(args, args.dir)]
         if not args.skip_redis:
             rows.append(redis_save_load(args, args.dir))
         for r in rows:
-            save_bar = 1.1 * r["bytes"] / (wbw * 1e6)
-            load_bar = 1.25 * r["bytes"] / (rbw * 1e6)
+            save_bar = 1.1 * r["bytes"] / (r["wbw"] * 1e6)
+            load_bar = 1.25 * r["bytes"] / (r["rbw"] * 1e6)
             lines.append(
-                f"| {r['server']} | {r['items']} | {r['loaded']} | {r['bytes']} | {r['save_s']:.2f} | {save_bar:.2f} |"
-                f" {r['load_s']:.2f} | {r['ready_s']:.2f} | {load_bar:.2f} | {r['bad']} |"
+                f"| {r['server']} | {r['items']} | {r['loaded']} | {r['bytes']} | {r['wbw']:.0f} | {r['save_s']:.2f} |"
+                f" {save_bar:.2f} | {r['rbw']:.0f} | {r['load_s']:.2f} | {r['ready_s']:.2f} | {load_bar:.2f} |"
+                f" {'yes' if r['cold'] else 'no'} | {r['bad']} |"
             )
         if len(rows) == 2:
             s, rd = rows

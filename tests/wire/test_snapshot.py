@@ -167,6 +167,22 @@ def test_memory_file_flag_names_the_snapshot_file(tmp_path):
         srv.stop()
 
 
+def test_two_servers_never_share_a_snapshot(tmp_path):
+    srv = start(tmp_path)
+    try:
+        second = subprocess.run(
+            [Server.__init__.__globals__["STRATA_BIN"], "-p", "0", "--snapshot-dir", str(tmp_path)],
+            capture_output=True,
+            timeout=20,
+        )
+        assert second.returncode == 73, second.stderr
+        assert b"strata.snapshot.lock: another process holds it" in second.stderr
+    finally:
+        srv.stop()
+    # The lock goes with the process.
+    start(tmp_path).stop()
+
+
 def test_interval_snapshots_while_serving(tmp_path):
     srv = start(tmp_path, "--snapshot-interval", "1")
     try:

@@ -34,6 +34,9 @@ pub struct SnapshotConfig {
     pub wal: Option<Arc<Wal>>,
     /// What recovery replayed from the log at start.
     pub recovered: Recovery,
+    /// The lock on `<file>.lock`, held while the process runs so that two
+    /// servers never share a snapshot and its log.
+    pub lock: Option<Arc<std::fs::File>>,
 }
 
 /// The outcome of the load at start.

@@ -354,6 +354,7 @@ impl Args {
             durability,
             wal: None,
             recovered: Default::default(),
+            lock: None,
         });
         let server = ServerConfig {
             snapshot,

@@ -58,7 +58,7 @@ fn main() -> ExitCode {
             eprintln!("strata: {e} (--snapshot-strict)");
             return ExitCode::from(65);
         }
-        Err(e @ warm::StartError::Durability(_)) => {
+        Err(e @ (warm::StartError::Durability(_) | warm::StartError::Locked(_))) => {
             eprintln!("strata: {e}");
             return ExitCode::from(73);
         }

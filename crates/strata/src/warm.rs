@@ -21,6 +21,9 @@ pub enum StartError {
     /// The durability log cannot be replayed or opened.
     #[error("durability log: {0}")]
     Durability(String),
+    /// Another process uses the snapshot, or its lock file cannot be made.
+    #[error("snapshot lock {0}")]
+    Locked(String),
 }
 
 /// Builds the store, and loads the snapshot into it if there is one.
@@ -28,6 +31,7 @@ pub enum StartError {
 /// and the server starts empty (or with what was whole).
 pub fn start(cfg: Config, snap: Option<&mut SnapshotConfig>, workers: usize) -> Result<Arc<Store>, StartError> {
     let Some(snap) = snap else { return Ok(Store::new(cfg, Arc::new(Clock::system()))?) };
+    snap.lock = lock(&snap.file)?.map(Arc::new);
     let (store, log_seq) = load_snapshot(cfg, snap, workers)?;
     // A log left by a durable run is replayed whatever this run's mode:
     // it holds acknowledged writes the snapshot may lack.
@@ -36,6 +40,28 @@ pub fn start(cfg: Config, snap: Option<&mut SnapshotConfig>, workers: usize) -> 
         recover(&store, snap, log_seq)?;
     }
     Ok(store)
+}
+
+/// Locks `<file>.lock` for this process: a second server on the same
+/// snapshot would overwrite the first's snapshot and interleave logs. A
+/// place where no lock file can be made is reported and the server runs
+/// without one (its snapshots will fail and say so; it serves all the same).
+fn lock(file: &std::path::Path) -> Result<Option<std::fs::File>, StartError> {
+    use std::os::fd::AsRawFd;
+    let path = strata_persist::with_suffix(file, ".lock");
+    let f = match std::fs::OpenOptions::new().create(true).truncate(false).write(true).open(&path) {
+        Ok(f) => f,
+        Err(e) => {
+            tracing::warn!(path = %path.display(), error = %e, "cannot create the snapshot lock file");
+            return Ok(None);
+        }
+    };
+    // SAFETY: flock takes the descriptor of a file this function owns.
+    if unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
+        let e = std::io::Error::last_os_error();
+        return Err(StartError::Locked(format!("{}: another process holds it ({e})", path.display())));
+    }
+    Ok(Some(f))
 }
 
 /// Replays the log written since the snapshot (all of it without one),
