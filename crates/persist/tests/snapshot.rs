@@ -126,6 +126,9 @@ fn a_flush_before_the_snapshot_stays_in_effect() {
     assert_eq!(get(&mut w2, b"after").map(|g| g.0), Some(b"flush".to_vec()));
     s2.clock().advance(95);
     assert_eq!(get(&mut w2, b"after"), None, "the scheduled flush came due");
+    // Down for longer than the delay: the flush came due meanwhile.
+    let (_s3, mut w3, _) = restart(&snap(&dir), &OsBackend, 8 << 20, 200);
+    assert_eq!(get(&mut w3, b"after"), None, "due while the server was down");
 }
 
 #[test]

@@ -108,17 +108,22 @@ impl Arena {
             unsafe { std::ptr::write_bytes(self.ptr(seg, 0, self.seg_size), 0, self.seg_size) };
             return;
         }
-        // SAFETY: sysconf has no preconditions.
-        let page = usize::try_from(unsafe { libc::sysconf(libc::_SC_PAGESIZE) }).unwrap_or(4096).max(1);
-        let start = self.ptr(seg, 0, self.seg_size) as usize;
-        let (lo, hi) = (start.next_multiple_of(page), (start + self.seg_size) / page * page);
-        if hi > lo {
+        if let Some((lo, hi)) = self.whole_pages(seg) {
             // SAFETY: [lo, hi) is page-aligned and inside this segment, which
             // is part of our private anonymous allocation (the allocator keeps
             // no metadata inside it) and owned by the caller; MADV_DONTNEED
             // only drops its contents, which nobody reads any more.
             unsafe { libc::madvise(lo as *mut libc::c_void, hi - lo, libc::MADV_DONTNEED) };
         }
+    }
+
+    /// The whole pages inside segment `seg`, as an address range.
+    fn whole_pages(&self, seg: u32) -> Option<(usize, usize)> {
+        // SAFETY: sysconf has no preconditions.
+        let page = usize::try_from(unsafe { libc::sysconf(libc::_SC_PAGESIZE) }).unwrap_or(4096).max(1);
+        let start = self.ptr(seg, 0, self.seg_size) as usize;
+        let (lo, hi) = (start.next_multiple_of(page), (start + self.seg_size) / page * page);
+        (hi > lo).then_some((lo, hi))
     }
 
     /// Faults in the pages of segment `seg` ahead of a bulk write into it
@@ -130,11 +135,7 @@ impl Arena {
         if cfg!(miri) {
             return;
         }
-        // SAFETY: sysconf has no preconditions.
-        let page = usize::try_from(unsafe { libc::sysconf(libc::_SC_PAGESIZE) }).unwrap_or(4096).max(1);
-        let start = self.ptr(seg, 0, self.seg_size) as usize;
-        let (lo, hi) = (start.next_multiple_of(page), (start + self.seg_size) / page * page);
-        if hi > lo {
+        if let Some((lo, hi)) = self.whole_pages(seg) {
             // SAFETY: [lo, hi) is page-aligned and inside this segment of our
             // private anonymous allocation. MADV_POPULATE_WRITE only maps its
             // pages writable as a write fault would, changing no byte, so it

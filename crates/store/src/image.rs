@@ -239,8 +239,15 @@ impl Store {
     pub fn resume(&self, epoch: u64, flush_epoch: u64, flush_at: u32) {
         self.epoch.fetch_max(epoch, Relaxed);
         self.flush_epoch.fetch_max(flush_epoch, Relaxed);
+        if flush_at == 0 {
+            return;
+        }
         if flush_at > self.clock.now() {
             self.flush_at.store(flush_at, Relaxed);
+        } else {
+            // It came due while the server was down: everything the
+            // snapshot holds was written before it.
+            self.flush_now();
         }
     }
 

@@ -133,18 +133,21 @@ impl Worker {
         drop(stripe);
     }
 
-    /// Replays a journaled `flush_all`.
+    /// Replays a journaled `flush_all` (or a delayed one taking effect,
+    /// which cancels its schedule: a schedule left standing would flush
+    /// what the log wrote after it once the server runs).
     pub fn replay_flush(&mut self) {
         self.store.flush_now();
+        self.store.flush_at.store(0, Relaxed);
         // Writes that follow in the log go to segments opened after it.
         self.seal_active();
     }
 
-    /// Replays a journaled delayed `flush_all`.
+    /// Replays a journaled delayed `flush_all`. One already due takes
+    /// effect on the first request: had it taken effect before the crash,
+    /// its `Flush` record would follow and cancel it.
     pub fn replay_flush_at(&mut self, at: u32) {
-        if at > self.store.clock.now() {
-            self.store.flush_at.store(at, Relaxed);
-        }
+        self.store.flush_at.store(at, Relaxed);
     }
 }
 
