@@ -573,3 +573,27 @@ impl strata_store::Journal for WalJournal {
         self.0.append(Op::FlushAt, &[&at.to_le_bytes()])
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_record_is_laid_out_as_drawn() {
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let file = dir.path().join("s");
+        let wal = Wal::open(Arc::new(crate::OsBackend), &file, 7, Durability::Always).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(wal.append(Op::Touch, &[&9u32.to_le_bytes(), b"key"]), (RECORD_HEAD + 7) as u64);
+        wal.flush().unwrap_or_else(|e| panic!("{e}"));
+        let b = std::fs::read(log_path(&file, 7)).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(
+            log_path(&file, 7).file_name().map(|n| n.to_string_lossy().into_owned()),
+            Some("s.log.000007".into())
+        );
+        assert_eq!(&b[..16], b"STRATAWL\x01\0\0\0\0\0\0\0");
+        assert_eq!(&b[16..24], &[3, 0, 0, 0, 7, 0, 0, 0]);
+        let crc = crc32c::crc32c_append(crc32c::crc32c(&b[16..24]), &b[28..]);
+        assert_eq!(&b[24..28], &crc.to_le_bytes());
+        assert_eq!(&b[28..], b"\x09\0\0\0key");
+    }
+}

@@ -286,4 +286,23 @@ mod tests {
         assert_eq!(r.pending(), 102);
         assert_eq!(r.next_send().map(<[u8]>::len), Some(102));
     }
+
+    #[test]
+    fn a_deferred_reply_and_everything_after_it_wait_for_the_fill() {
+        let mut r = Replies::default();
+        let mut sink = Sink { got: Vec::new(), chunk: 64 };
+        r.buf().extend_from_slice(b"GET;");
+        let mark = r.mark().unwrap_or_else(|| panic!("nothing waits yet"));
+        r.buf().extend_from_slice(b"STORED;");
+        let slot = r.defer_from(mark);
+        assert_eq!(r.mark(), None, "later replies queue behind the slot");
+        r.buf().extend_from_slice(b"VALUE;");
+        assert_eq!((r.waiting(), r.pending()), (1, 17));
+        assert_eq!(r.flush(&mut sink).ok(), Some(4));
+        assert_eq!(sink.got, b"GET;", "the reply before the mark is not held");
+        assert!(r.fill(slot, b""));
+        assert_eq!(r.flush(&mut sink).ok(), Some(13));
+        assert_eq!(sink.got, b"GET;STORED;VALUE;");
+        assert!(r.is_empty());
+    }
 }
