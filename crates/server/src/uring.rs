@@ -343,7 +343,12 @@ impl Loop<'_> {
         let Some(wal) = &self.shared.durable_acks else { return };
         let mut held = std::mem::take(&mut self.held);
         held.retain(|&i| {
+            // A slot closed and taken by a new connection since it was
+            // listed is listed again only if that one waits too.
             let Some(Some(s)) = self.slots.get_mut(i) else { return false };
+            if !s.held {
+                return false;
+            }
             if !s.conn.release_durable(wal) {
                 return true;
             }

@@ -111,7 +111,12 @@ pub(crate) fn run(
         ready.append(&mut again);
         if let Some(wal) = &shared.durable_acks {
             held.retain(|&i| {
+                // A slot closed and taken by a new connection since it was
+                // listed is listed again only if that one waits too.
                 let Some(Some(s)) = slots.get_mut(i) else { return false };
+                if !s.held {
+                    return false;
+                }
                 if !s.conn.release_durable(wal) {
                     return true;
                 }
