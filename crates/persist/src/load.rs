@@ -20,6 +20,9 @@ use crate::backend::{read_exact_at, Backend, ReadFile};
 use crate::format::{self, Footer, FormatError, Header, Kind, Record, SegmentFixed, HEADER_LEN, RECORD_LEN};
 use crate::{Progress, SnapshotError};
 
+/// The largest dictionary record a load reads.
+const MAX_DICT_RECORD: u32 = 64 << 20;
+
 /// What a load brought back and what it left out.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct LoadReport {
@@ -184,6 +187,12 @@ pub fn load(
     let mut body = Vec::new();
     let mut dicts = Vec::new();
     for r in found.iter().filter(|r| r.kind == Kind::Dict) {
+        // A trained dictionary is at most a few MiB (`-o
+        // compression_dict_size`): a record claiming more is not read.
+        if r.len > MAX_DICT_RECORD {
+            report.damaged_segments += 1;
+            continue;
+        }
         match read_body(&*f, r, &mut body, &path)? {
             true => match format::decode_dict(&body) {
                 Ok(d) => dicts.push(d),
