@@ -182,10 +182,88 @@ pub fn binary(out: &mut Vec<u8>, req: &Header, reply: &Reply) {
     response::packet(out, req, Status::Success, 0, response::Body::default());
 }
 
+/// Renders snapshots as Prometheus' text exposition format (0.0.4): for
+/// each numeric stat a `# HELP` line, a `# TYPE` line (counter or gauge; a
+/// numeric setting is a gauge) and the sample, named `<prefix><name>`.
+/// Text values (versions, settings such as `evictions on`) become labels of
+/// one `<prefix>info` gauge of value 1. Names memcached gives that
+/// Prometheus does not allow (`items:1:number`) are skipped.
+pub fn prometheus(out: &mut Vec<u8>, snaps: &[&Snapshot], prefix: &str) {
+    use std::io::Write;
+    let mut labels: Vec<(String, String)> = Vec::new();
+    let mut seen = std::collections::HashSet::new();
+    for st in snaps.iter().flat_map(|s| s.stats.iter()) {
+        if !metric_name(&st.name) || !seen.insert(st.name.as_str()) {
+            continue;
+        }
+        let number = match &st.value {
+            Value::U64(v) => v.to_string(),
+            Value::I64(v) => v.to_string(),
+            Value::Seconds(v) | Value::Fixed2(v) => v.to_string(),
+            Value::Text(t) => {
+                labels.push((st.name.clone(), t.clone()));
+                continue;
+            }
+            Value::Str(t) => {
+                labels.push((st.name.clone(), (*t).to_string()));
+                continue;
+            }
+        };
+        let kind = if st.kind == Kind::Counter { "counter" } else { "gauge" };
+        let help = st.help.replace('\\', "\\\\").replace('\n', "\\n");
+        // Writing into a Vec cannot fail.
+        let _ = write!(
+            out,
+            "# HELP {prefix}{name} {help}\n# TYPE {prefix}{name} {kind}\n{prefix}{name} {number}\n",
+            name = st.name
+        );
+    }
+    if !labels.is_empty() {
+        let _ = write!(
+            out,
+            "# HELP {prefix}info Text-valued stats and settings, as labels.\n# TYPE {prefix}info gauge\n{prefix}info{{"
+        );
+        for (i, (k, v)) in labels.iter().enumerate() {
+            let v = v.replace('\\', "\\\\").replace('"', "\\\"").replace('\n', "\\n");
+            let _ = write!(out, "{}{k}=\"{v}\"", if i == 0 { "" } else { "," });
+        }
+        out.extend_from_slice(b"} 1\n");
+    }
+}
+
+/// Whether `name` is a valid Prometheus metric (and label) name.
+fn metric_name(name: &str) -> bool {
+    let mut chars = name.chars();
+    chars.next().is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::binary::{opcode, HEADER_LEN};
+
+    #[test]
+    fn prometheus_has_help_type_and_info_labels() {
+        let mut s = snapshot();
+        s.gauge("items:1:number", "per class", 1u64);
+        s.info("threads", "worker threads", 2usize);
+        s.info("inter", "listen", "a \"b\"\\c".to_string());
+        let mut out = Vec::new();
+        prometheus(&mut out, &[&s], "memcached_");
+        let text = String::from_utf8(out).unwrap_or_default();
+        assert!(
+            text.contains(
+                "# HELP memcached_cmd_get get commands\n# TYPE memcached_cmd_get counter\nmemcached_cmd_get 12\n"
+            ),
+            "{text}"
+        );
+        assert!(text.contains("# TYPE memcached_curr_items gauge\nmemcached_curr_items 3\n"));
+        assert!(text.contains("# TYPE memcached_threads gauge\nmemcached_threads 2\n"), "numeric settings are gauges");
+        assert!(text.contains("memcached_rusage_user 0.5\n"));
+        assert!(!text.contains("items:1"), "names Prometheus refuses are left out");
+        assert!(text.ends_with("memcached_info{version=\"1.6.38\",inter=\"a \\\"b\\\"\\\\c\"} 1\n"), "{text}");
+    }
 
     fn snapshot() -> Snapshot {
         let mut s = Snapshot::default();

@@ -74,6 +74,8 @@ pub struct ServerConfig {
     pub detail_enabled: bool,
     /// `--snapshot-dir` / `-e`: snapshots and warm restarts.
     pub snapshot: Option<crate::snapshot::SnapshotConfig>,
+    /// `--metrics-listen`: where `GET /metrics` is served.
+    pub metrics_listen: Option<String>,
 }
 
 impl Default for ServerConfig {
@@ -102,6 +104,7 @@ impl Default for ServerConfig {
             prefix_delimiter: b':',
             detail_enabled: false,
             snapshot: None,
+            metrics_listen: None,
         }
     }
 }

@@ -6,6 +6,9 @@
 //! connections round-robin to `-t` worker threads; each worker runs its own
 //! `mio` event loop over its own connections and executes requests itself
 //! against its [`strata_store::Worker`] handle — no request crosses threads.
+//! Beside them: the clock thread, the snapshot and log-writer threads
+//! (`--snapshot-dir`, `--durability`) and the metrics responder
+//! (`--metrics-listen`).
 
 pub mod auth;
 mod binary;
@@ -17,6 +20,7 @@ mod detail;
 mod dispatch;
 mod listen;
 mod meta;
+mod metrics;
 mod replies;
 pub mod snapshot;
 mod stats;
@@ -153,6 +157,12 @@ const ACCEPTOR_WAKE: Token = Token(usize::MAX - 2);
 /// connection is closed and every thread has stopped.
 pub fn run(cfg: ServerConfig, store: Arc<Store>) -> Result<(), ServerError> {
     let mut listeners = listen::bind(&cfg)?;
+    let metrics_listener = match &cfg.metrics_listen {
+        Some(addr) => Some(
+            metrics::bind(addr).map_err(|source| ServerError::Listen { addr: format!("metrics {addr}"), source })?,
+        ),
+        None => None,
+    };
     let mut poll = Poll::new()?;
     for (i, l) in listeners.iter_mut().enumerate() {
         poll.registry().register(l, Token(LISTENER_BASE + i), Interest::READABLE)?;
@@ -226,6 +236,13 @@ pub fn run(cfg: ServerConfig, store: Arc<Store>) -> Result<(), ServerError> {
             // Workers holding replies for durability look again when it moves.
             wal.on_durable(Box::new(move || wakes.iter().for_each(|w| w.wake())));
             Some(std::thread::Builder::new().name("wal".into()).spawn(move || wal.run())?)
+        }
+        None => None,
+    };
+    let metrics = match metrics_listener {
+        Some(l) => {
+            let sh = shared.clone();
+            Some(std::thread::Builder::new().name("metrics".into()).spawn(move || metrics::run(sh, l))?)
         }
         None => None,
     };
@@ -311,6 +328,9 @@ pub fn run(cfg: ServerConfig, store: Arc<Store>) -> Result<(), ServerError> {
     }
     ticker.thread().unpark();
     let _ = ticker.join();
+    if let Some(t) = metrics {
+        let _ = t.join();
+    }
     drop(listeners);
     if let Some(path) = &shared.cfg.unix_socket {
         let _ = std::fs::remove_file(path);

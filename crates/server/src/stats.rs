@@ -161,6 +161,11 @@ pub(crate) fn command(shared: &Shared, args: Tokens<'_>) -> Reply {
     Reply::Stats(snapshot)
 }
 
+/// What `/metrics` shows: `stats` and `stats settings`.
+pub(crate) fn for_metrics(shared: &Shared) -> Vec<Snapshot> {
+    vec![general(shared), settings(shared)]
+}
+
 fn general(shared: &Shared) -> Snapshot {
     let clock = shared.store.clock();
     let st = shared.store.stats();

@@ -135,6 +135,11 @@ pub struct Args {
     #[arg(long = "snapshot-strict")]
     snapshot_strict: bool,
 
+    /// Serve Prometheus metrics (every stat, GET /metrics) on this address,
+    /// e.g. 127.0.0.1:9150
+    #[arg(long = "metrics-listen")]
+    metrics_listen: Option<String>,
+
     /// Print version and exit
     #[arg(short = 'V', long = "version", action = ArgAction::Version)]
     version: Option<bool>,
@@ -358,6 +363,7 @@ impl Args {
         });
         let server = ServerConfig {
             snapshot,
+            metrics_listen: self.metrics_listen,
             port: self.port,
             listen,
             unix_socket: self.unix_socket,
