@@ -56,6 +56,24 @@ def test_every_numeric_stat_with_its_type(metered):
     assert "items:1:number" not in "".join(families)
 
 
+def test_latency_histograms_by_command_family(metered):
+    srv, url = metered
+    c = srv.connect()
+    for i in range(5):
+        expect(c, b"set k%d 0 0 1\r\nx\r\n" % i, b"STORED\r\n")
+    expect(c, b"get k1 k2\r\n", b"VALUE k1 0 1\r\nx\r\nVALUE k2 0 1\r\nx\r\nEND\r\n")
+    expect(c, b"delete k1\r\n", b"DELETED\r\n")
+    expect(c, b"mn\r\n", b"MN\r\n")
+    families = {f.name: f for f in text_string_to_metric_families(scrape(url))}
+    h = families["memcached_strata_request_duration_seconds"]
+    assert h.type == "histogram"
+    counts = {s.labels["family"]: s.value for s in h.samples if s.name.endswith("_count")}
+    assert (counts["set"], counts["get"], counts["delete"], counts["arith"]) == (5, 1, 1, 0)
+    assert counts["other"] >= 1
+    buckets = [s.value for s in h.samples if s.name.endswith("_bucket") and s.labels["family"] == "set"]
+    assert buckets == sorted(buckets) and buckets[-1] == 5
+
+
 def test_other_paths_and_methods(metered):
     _, url = metered
     with pytest.raises(urllib.error.HTTPError) as e:

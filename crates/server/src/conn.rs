@@ -207,6 +207,17 @@ impl Conn {
         }
     }
 
+    /// The command family of the request at the front of the buffer, for
+    /// the latency histograms.
+    fn family(&self) -> usize {
+        let buf = &self.rbuf[self.rpos..self.filled];
+        match self.proto {
+            Proto::Binary => crate::latency::family_binary(buf),
+            _ if buf.first() == Some(&strata_protocol::binary::REQUEST_MAGIC) => crate::latency::family_binary(buf),
+            _ => crate::latency::family_text(buf),
+        }
+    }
+
     /// Replies wait for the durability log.
     pub fn held_for_durability(&self) -> bool {
         self.barrier.is_some()
@@ -544,8 +555,12 @@ impl Conn {
                 _ => None,
             };
             let mark = self.replies.mark();
+            let timed = ctx.shared.cfg.metrics_listen.is_some().then(|| (std::time::Instant::now(), self.family()));
             match self.step(ctx, &limits.parse, resume) {
                 Step::Done { outcome, consumed } => {
+                    if let Some((t0, family)) = timed {
+                        ctx.stats.latency.record(family, t0.elapsed());
+                    }
                     self.hold_for_durability(ctx, mark);
                     *served += 1;
                     self.phase = Phase::Ready;

@@ -18,6 +18,7 @@ mod conn;
 mod core;
 mod detail;
 mod dispatch;
+mod latency;
 mod listen;
 mod meta;
 mod metrics;

@@ -1,6 +1,7 @@
 //! `--metrics-listen ADDR:PORT`: `GET /metrics` in Prometheus' text format,
 //! every numeric stat of `stats` and `stats settings` with its help and
-//! type (`strata_protocol::stats::prometheus`). A small blocking HTTP/1.x
+//! type (`strata_protocol::stats::prometheus`), and request latency
+//! histograms by command family (`latency.rs`). A small blocking HTTP/1.x
 //! responder on its own thread: one request per connection, at most 8 KiB
 //! of request head, two seconds to send it, then the connection closes.
 //! Anything but `GET /metrics` is a 404 (a `HEAD`, a 405).
@@ -67,6 +68,8 @@ fn serve(shared: &Shared, mut s: TcpStream) -> io::Result<()> {
             let snaps = crate::stats::for_metrics(shared);
             let mut body = Vec::with_capacity(16 << 10);
             strata_protocol::stats::prometheus(&mut body, &snaps.iter().collect::<Vec<_>>(), "memcached_");
+            let workers: Vec<_> = shared.workers.iter().map(|w| &w.latency).collect();
+            crate::latency::prometheus(&mut body, &workers);
             respond(&mut s, "200 OK", &body)
         }
         (b"GET", _) => respond(&mut s, "404 Not Found", b"only /metrics is served here\n"),

@@ -63,6 +63,8 @@ pub(crate) struct WorkerStats {
     pub auth_closed: AtomicU64,
     pub bytes_read: AtomicU64,
     pub bytes_written: AtomicU64,
+    /// Request latency by command family (with `--metrics-listen`).
+    pub latency: crate::latency::Latency,
 }
 
 /// A worker counter's name, help and place in [`WorkerStats`].
