@@ -99,3 +99,53 @@ def test_a_huge_request_head_is_refused(metered):
 def test_a_bad_address_stops_the_start():
     r = subprocess.run([STRATA_BIN, "-p", "0", "--metrics-listen", "256.0.0.1:1"], capture_output=True, timeout=10)
     assert r.returncode != 0 and b"metrics" in r.stderr, r.stderr
+
+
+def test_debians_prometheus_scrapes_it(metered, tmp_path):
+    """The real scraper: Debian's Prometheus, scraping every second, sees
+    the target up and the values `stats` shows."""
+    import json
+    import shutil
+    import time
+
+    binary = shutil.which("prometheus")
+    assert binary, "make deps installs Debian's prometheus"
+    srv, url = metered
+    c = srv.connect()
+    for i in range(7):
+        expect(c, b"set p%d 0 0 1\r\nx\r\n" % i, b"STORED\r\n")
+    target = url.removeprefix("http://")
+    (tmp_path / "prometheus.yml").write_text(
+        "global:\n  scrape_interval: 1s\nscrape_configs:\n"
+        f"  - job_name: strata\n    static_configs:\n      - targets: ['{target}']\n"
+    )
+    web = f"127.0.0.1:{free_port()}"
+    prom = subprocess.Popen(
+        [binary, f"--config.file={tmp_path / 'prometheus.yml'}", f"--storage.tsdb.path={tmp_path / 'data'}",
+         f"--web.listen-address={web}"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        def query(q):
+            with urllib.request.urlopen(f"http://{web}/api/v1/query?query={q}", timeout=2) as r:
+                return json.loads(r.read())["data"]["result"]
+
+        deadline = time.monotonic() + 30
+        items = None
+        while time.monotonic() < deadline:
+            try:
+                up = query('up{job="strata"}')
+                items = query("memcached_curr_items")
+                if up and up[0]["value"][1] == "1" and items:
+                    break
+            except (OSError, KeyError, ValueError):
+                pass
+            time.sleep(0.3)
+        assert items, "Prometheus never scraped the target"
+        assert items[0]["value"][1] == stats(c)["curr_items"] == "7"
+        hist = query('memcached_strata_request_duration_seconds_count{family="set"}')
+        assert hist and float(hist[0]["value"][1]) >= 7
+    finally:
+        prom.terminate()
+        prom.wait(timeout=10)
