@@ -88,7 +88,7 @@ impl Progress {
     }
 
     /// About how many bytes the whole job is.
-    pub(crate) fn expect(&mut self, total: u64) {
+    pub(crate) fn set_total(&mut self, total: u64) {
         self.total = total;
     }
 

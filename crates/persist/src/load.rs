@@ -208,7 +208,7 @@ pub fn load(
     let skip = segments.len().saturating_sub(room);
     report.skipped_segments = skip as u64;
     let mut progress = Progress::new("snapshot load");
-    progress.expect(segments[skip..].iter().map(|r| u64::from(r.len)).sum());
+    progress.set_total(segments[skip..].iter().map(|r| u64::from(r.len)).sum());
     let mut img = SegmentImage::default();
     let mut loaded_bytes = 0u64;
     let mut max_epoch = 0;

@@ -163,7 +163,7 @@ fn write_body(
         }
         todo.sort_by_key(|s| s.epoch);
         report.passes = pass + 1;
-        progress.expect(out.bytes + (todo.len() * store.config().segment_size) as u64);
+        progress.set_total(out.bytes + (todo.len() * store.config().segment_size) as u64);
         for s in todo {
             done.insert((s.segment, s.epoch));
             if !store.image(s.segment, &mut img) {
