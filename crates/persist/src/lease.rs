@@ -83,3 +83,38 @@ impl EpochLease {
         Ok(true)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{FaultBackend, Faults, OsBackend};
+
+    #[test]
+    fn a_lease_that_cannot_be_written_is_not_granted_and_damage_reads_as_none() {
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let file = dir.path().join("strata.snapshot");
+        let b = FaultBackend::new(OsBackend);
+        let mut lease = EpochLease::new(&file);
+        assert_eq!(lease.keep_ahead(&b, 10).ok(), Some(true));
+        assert_eq!((lease.granted(), EpochLease::read(&b, &file)), (10 + LEASE_SPAN, Some(10 + LEASE_SPAN)));
+        assert_eq!(lease.keep_ahead(&b, 20).ok(), Some(false), "far enough ahead: nothing written");
+        // Failed writes leave the file and the grant as they were.
+        for faults in [
+            Faults { fail_sync: true, ..Faults::default() },
+            Faults { fail_write_at: Some((3, libc::ENOSPC)), ..Faults::default() },
+            Faults { fail_rename: true, ..Faults::default() },
+        ] {
+            b.set(faults);
+            assert!(lease.keep_ahead(&b, LEASE_SPAN).is_err());
+            assert_eq!(lease.granted(), 10 + LEASE_SPAN);
+            b.set(Faults::default());
+            assert_eq!(EpochLease::read(&b, &file), Some(10 + LEASE_SPAN));
+        }
+        // A flipped byte or a short file reads as no lease.
+        b.set(Faults { flip_at: Some(2), ..Faults::default() });
+        assert_eq!(EpochLease::read(&b, &file), None);
+        b.set(Faults::default());
+        std::fs::write(crate::with_suffix(&file, LEASE_SUFFIX), [1, 2, 3]).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(EpochLease::read(&b, &file), None);
+    }
+}

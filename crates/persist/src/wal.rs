@@ -103,6 +103,17 @@ pub fn log_path(file: &Path, n: u64) -> PathBuf {
     crate::with_suffix(file, &format!(".log.{n:06}"))
 }
 
+/// Deletes the log files beside `file` numbered below `n` (a snapshot that
+/// holds their effect is on disk). Best effort: a file left behind is only
+/// replayed again, which changes nothing.
+pub fn trim_before(backend: &dyn Backend, file: &Path, n: u64) {
+    for (k, path) in log_files(file) {
+        if k < n {
+            let _ = backend.remove(&path);
+        }
+    }
+}
+
 /// The log files beside `file`, by number, ascending.
 pub fn log_files(file: &Path) -> Vec<(u64, PathBuf)> {
     let dir = crate::dir_of(file);
@@ -141,9 +152,6 @@ pub struct Wal {
     pending: Mutex<Pending>,
     kick: Condvar,
     current: Mutex<Current>,
-    /// Position written to the file (the page cache: survives a crash of
-    /// the process, not of the machine).
-    written: AtomicU64,
     /// Position fdatasynced.
     durable: AtomicU64,
     failed: AtomicBool,
@@ -184,7 +192,6 @@ impl Wal {
             pending: Mutex::new(Pending { buf: Vec::with_capacity(1 << 20), appended: 0, records: 0 }),
             kick: Condvar::new(),
             current: Mutex::new(Current { n, f }),
-            written: AtomicU64::new(0),
             durable: AtomicU64::new(0),
             failed: AtomicBool::new(false),
             stop: AtomicBool::new(false),
@@ -276,16 +283,6 @@ impl Wal {
         Ok(n)
     }
 
-    /// Deletes the files before `n` (a snapshot that holds their effect is
-    /// on disk).
-    pub fn trim_before(&self, n: u64) {
-        for (k, path) in log_files(&self.file) {
-            if k < n {
-                let _ = self.backend.remove(&path);
-            }
-        }
-    }
-
     fn write_out(&self, cur: &mut Current, buf: &[u8], end: u64, sync: bool) -> Result<(), SnapshotError> {
         let path = log_path(&self.file, cur.n);
         let r = write_all(&mut *cur.f, buf).map_err(|e| SnapshotError::io("write", &path, e)).and_then(|()| {
@@ -298,7 +295,6 @@ impl Wal {
         match r {
             Ok(()) => {
                 self.bytes.fetch_add(buf.len() as u64, Relaxed);
-                self.written.store(end, Release);
                 if sync {
                     self.syncs.fetch_add(1, Relaxed);
                     self.durable.store(end, Release);
@@ -339,7 +335,8 @@ impl Wal {
             };
             let sync = match self.mode {
                 Durability::Always => !buf.is_empty(),
-                _ => last_sync.elapsed().as_secs() >= 1,
+                // Once a second, if anything was written since the last.
+                _ => last_sync.elapsed().as_secs() >= 1 && end > self.durable(),
             };
             if buf.is_empty() && !sync {
                 spare = buf;

@@ -88,7 +88,7 @@ fn a_torn_tail_reads_its_whole_records_and_rotation_trims() {
     let (records, torn) = read_all(&OsBackend, &p1);
     assert!(torn && records.len() < 10);
     assert_eq!(log_files(&snap(&dir)).len(), 2);
-    wal.trim_before(2);
+    strata_persist::wal::trim_before(&OsBackend, &snap(&dir), 2);
     let left: Vec<u64> = log_files(&snap(&dir)).into_iter().map(|(n, _)| n).collect();
     assert_eq!(left, vec![2]);
 }

@@ -145,11 +145,7 @@ impl Snapshots {
             Ok(report) => {
                 if report.log_seq > 0 {
                     // The snapshot holds the effect of every earlier file.
-                    for (n, path) in strata_persist::wal::log_files(&self.cfg.file) {
-                        if n < report.log_seq {
-                            let _ = std::fs::remove_file(path);
-                        }
-                    }
+                    strata_persist::wal::trim_before(&self.backend, &self.cfg.file, report.log_seq);
                 }
                 if let Some(wal) = &self.cfg.wal {
                     self.log_bytes_at_snapshot.store(wal.bytes.load(Relaxed), Relaxed);
