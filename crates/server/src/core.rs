@@ -107,7 +107,8 @@ impl Ctx<'_> {
         match e {
             StoreError::TooLarge => inc(&s.store_too_large),
             StoreError::OutOfMemory => inc(&s.store_no_memory),
-            StoreError::Contended => inc(&s.store_contended),
+            // The store settles flash items itself: OnFlash never gets here.
+            StoreError::Contended | StoreError::OnFlash => inc(&s.store_contended),
         }
     }
 

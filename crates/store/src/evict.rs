@@ -356,6 +356,9 @@ impl Store {
         } else {
             self.sweep(victim, how, active)
         };
+        // Its items bound for flash are written and repointed before the
+        // victim can be reused.
+        self.flush_flash(active);
         add(&c.bytes_copied, cleared.bytes_copied);
         if cleared.stuck {
             return false;
@@ -496,6 +499,17 @@ impl Store {
                 };
                 self.unlink(&mut st, loc.bucket, pos, s);
                 bump(&c.evictions);
+                cleared.evicted = true;
+                return;
+            }
+            if !expired && how == Clear::Evict && self.flash_eligible(&it) {
+                // To flash instead of away; written once the batch fills,
+                // or at the end of the victim (`clear_segment`).
+                let full = self.batch_for_flash(active, s, &it, loc);
+                drop(st);
+                if full {
+                    self.flush_flash(active);
+                }
                 cleared.evicted = true;
                 return;
             }

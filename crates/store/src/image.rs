@@ -393,8 +393,10 @@ impl Store {
                         let before = st.footprint();
                         st.insert(loc.bucket, new);
                         if st.wants_growth() {
-                            self.index.grow(loc.stripe, &mut st, |s| {
-                                self.item_at(s).map_or(0, |it| self.index.locate(it.key()).bucket)
+                            // Restored before the flash tier holds anything:
+                            // every slot is a memory one.
+                            self.index.grow(loc.stripe, &mut st, |s, _| {
+                                Some((self.item_at(s).map_or(0, |it| self.index.locate(it.key()).bucket), s))
                             });
                         }
                         self.index.note_footprint(before, st.footprint());

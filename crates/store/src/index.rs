@@ -16,6 +16,9 @@
 //! - offset: in granules of `2^granule_shift` bytes (1 byte for segments up to
 //!   16 MiB).
 //!
+//! - bit 47 (the segment id's top bit) set: the item is on flash, and the
+//!   slot is laid out as [`flash`] says; memory segment ids stay below 2^23.
+//!
 //! A slot of 0 is empty. A slot with tag 0 and a non-zero value is the chain
 //! link in a bucket's last position: the index + 1 of an overflow bucket.
 //! Buckets and their overflow chains belong to one stripe, and everything in a
@@ -38,7 +41,6 @@ pub type Bucket = [u64; 8];
 pub mod slot {
     pub const SEG_BITS: u32 = 24;
     pub const OFF_BITS: u32 = 24;
-    pub const MAX_SEGMENTS: u32 = 1 << SEG_BITS;
     const FREQ_SHIFT: u32 = 48;
     const TAG_SHIFT: u32 = 52;
 
@@ -72,6 +74,69 @@ pub mod slot {
     }
     pub fn link_target(s: u64) -> Option<u32> {
         (s != 0 && tag(s) == 0).then(|| (s - 1) as u32)
+    }
+    /// Memory segment ids stay below this: the bit above marks flash.
+    pub const MAX_RAM_SEGMENTS: u32 = 1 << (SEG_BITS - 1);
+    /// An item slot pointing at flash (see [`super::flash`]).
+    pub fn is_flash(s: u64) -> bool {
+        s & super::flash::FLAG != 0
+    }
+}
+
+/// A slot pointing at flash. It keeps the memory slot's tag (bits 52–63) and
+/// marks itself with bit 47; the other 51 bits, taken as one number `p`
+/// (bits 48–51 on top of bits 0–46):
+/// ```text
+///  50   49        43 42        33 32                     0
+/// +---+------------+------------+------------------------+
+/// | 0 | more (7)   | ext tag 10 | address (33, granules) |
+/// +---+------------+------------+------------------------+
+/// ```
+/// - bit 50: zero (free for a later use).
+/// - more: the hash bits above the stripe's table size when the slot was
+///   placed, after a leading 1 (six bits at most): a stripe that doubles
+///   re-places the slot by the next one without reading the key, which is
+///   not in RAM. A slot with none left is dropped by the seventh doubling
+///   (the stripe then holds 64 times the items it held when the item went
+///   to flash).
+/// - ext tag: 10 more bits of the key's hash. With the tag, 22 bits: a
+///   write that finds no key in memory drops the flash slots whose 22 bits
+///   match without reading them, so a false match costs another key a miss
+///   about once in 4 million such slots.
+/// - address: where the record is, in the log's granules.
+pub mod flash {
+    pub const FLAG: u64 = 1 << 47;
+    const LOW: u64 = (1 << 47) - 1;
+    const ADDR_MASK: u64 = (1 << strata_flash::ADDR_BITS) - 1;
+    const MORE: u64 = 0x7f << 43;
+
+    fn payload(s: u64) -> u64 {
+        (((s >> 48) & 0xf) << 47) | (s & LOW)
+    }
+    fn from_payload(tag: u16, p: u64) -> u64 {
+        (u64::from(tag) << 52) | (((p >> 47) & 0xf) << 48) | FLAG | (p & LOW)
+    }
+    pub fn pack(tag: u16, ext: u16, more: u8, addr: u64) -> u64 {
+        let p = (u64::from(more & 0x7f) << 43) | (u64::from(ext & 0x3ff) << 33) | (addr & ADDR_MASK);
+        from_payload(tag, p)
+    }
+    pub fn addr(s: u64) -> u64 {
+        payload(s) & ADDR_MASK
+    }
+    pub fn ext(s: u64) -> u16 {
+        ((payload(s) >> 33) & 0x3ff) as u16
+    }
+    pub fn more(s: u64) -> u8 {
+        ((payload(s) >> 43) & 0x7f) as u8
+    }
+    pub fn with_more(s: u64, more: u8) -> u64 {
+        let p = (payload(s) & !(0x7f << 43)) | (u64::from(more & 0x7f) << 43);
+        from_payload(super::slot::tag(s), p)
+    }
+    /// The slot without its `more` bits (which growth changes): tags and
+    /// address identify the record.
+    pub fn location(s: u64) -> u64 {
+        from_payload(super::slot::tag(s), payload(s) & !MORE)
     }
 }
 
@@ -162,6 +227,14 @@ impl Stripe {
                 None => return None,
             }
         }
+    }
+
+    /// Calls `f` on every item slot of `b`'s chain.
+    pub fn for_each_in_chain(&self, b: u32, mut f: impl FnMut(u64)) {
+        let _ = self.find(b, |s| {
+            f(s);
+            false
+        });
     }
 
     pub fn get(&self, p: Pos) -> u64 {
@@ -287,13 +360,28 @@ impl Stripe {
         self.items > self.buckets.len() as u64 * GROW_LOAD && self.buckets.len() < MAX_STRIPE_BUCKETS
     }
 
-    /// Doubles the main table and re-places every item by `bucket_of(slot)`,
-    /// which must return the item's [`Loc::bucket`]. Overflow blocks are
-    /// reused, so only the main table is allocated.
-    pub fn grow(&mut self, mut bucket_of: impl FnMut(u64) -> u32) {
+    /// log2 of the main table's size.
+    pub fn table_bits(&self) -> u32 {
+        (self.mask + 1).trailing_zeros()
+    }
+
+    /// Doubles the main table and re-places every item by `place(slot,
+    /// bucket)`, given the main bucket it was in: the item's [`Loc::bucket`]
+    /// and its slot (a flash slot changes as it is re-placed), or `None` to
+    /// drop it; the dropped slots are returned, for the caller's totals.
+    /// Overflow blocks are reused, so only the main table is allocated.
+    pub fn grow(&mut self, mut place: impl FnMut(u64, u32) -> Option<(u32, u64)>) -> Vec<u64> {
         let mut items = Vec::with_capacity(self.items as usize);
-        for b in self.buckets.iter().chain(self.overflow.iter().flat_map(|blk| blk.iter())) {
-            items.extend(b.iter().copied().filter(|&s| slot::is_item(s)));
+        for b in 0..self.buckets.len() as u32 {
+            let (mut overflow, mut i) = (false, b);
+            loop {
+                let bucket = self.bucket(overflow, i);
+                items.extend(bucket.iter().copied().filter(|&s| slot::is_item(s)).map(|s| (s, b)));
+                match slot::link_target(bucket[7]) {
+                    Some(next) => (overflow, i) = (true, next),
+                    None => break,
+                }
+            }
         }
         let n = self.buckets.len() * 2;
         self.buckets = vec![[0; 8]; n];
@@ -303,9 +391,14 @@ impl Stripe {
         }
         self.overflow_len = 0;
         self.free_overflow.clear();
-        for s in items {
-            self.insert(bucket_of(s), s);
+        let mut dropped = Vec::new();
+        for (s, b) in items {
+            match place(s, b) {
+                Some((bucket, s)) => self.insert(bucket, s),
+                None => dropped.push(s),
+            }
         }
+        dropped
     }
 }
 
@@ -351,6 +444,28 @@ pub struct Loc {
     pub stripe: usize,
     pub bucket: u32,
     pub tag: u16,
+    /// 10 more bits of the hash, for flash slots (see [`flash`]).
+    pub ext: u16,
+}
+
+impl Loc {
+    /// The `more` bits of a flash slot placed for this key in a stripe
+    /// whose table has `2^table_bits` buckets (see [`flash`]).
+    pub fn more(&self, table_bits: u32) -> u8 {
+        0x40 | ((self.bucket.checked_shr(table_bits).unwrap_or(0)) & 0x3f) as u8
+    }
+}
+
+/// Where a flash slot found in main bucket `b` of a table of `2^bits`
+/// buckets goes when the table doubles: its bucket and its slot, with the
+/// bit it used taken out; `None` when it has no bit left.
+pub fn replace_flash(s: u64, b: u32, bits: u32) -> Option<(u32, u64)> {
+    let more = flash::more(s);
+    if more <= 1 {
+        return None;
+    }
+    let next = u32::from(more & 1) << bits;
+    Some((b | next, flash::with_more(s, more >> 1)))
 }
 
 pub struct Index {
@@ -402,7 +517,8 @@ impl Index {
     pub fn locate(&self, key: &[u8]) -> Loc {
         let h = self.hasher.hash_one(key);
         let tag = ((h >> 52) as u16).max(1);
-        Loc { stripe: (h & ((1 << self.stripe_bits) - 1)) as usize, bucket: (h >> self.stripe_bits) as u32, tag }
+        let ext = ((h >> 42) & 0x3ff) as u16;
+        Loc { stripe: (h & ((1 << self.stripe_bits) - 1)) as usize, bucket: (h >> self.stripe_bits) as u32, tag, ext }
     }
 
     /// Records a stripe's change of [`Stripe::footprint`].
@@ -426,9 +542,10 @@ impl Index {
 
     /// Doubles a stripe's main table (see [`Stripe::grow`]) and publishes
     /// its new place for [`Index::prefetch`].
-    pub fn grow(&self, stripe: usize, st: &mut Stripe, bucket_of: impl FnMut(u64) -> u32) {
-        st.grow(bucket_of);
+    pub fn grow(&self, stripe: usize, st: &mut Stripe, place: impl FnMut(u64, u32) -> Option<(u32, u64)>) -> Vec<u64> {
+        let dropped = st.grow(place);
         self.tables[stripe].publish(st);
+        dropped
     }
 
     /// Starts loading `loc`'s stripe lock and main bucket into the cache,
@@ -472,11 +589,36 @@ mod tests {
     }
 
     #[test]
+    fn flash_slots_keep_their_fields_and_move_with_growth() {
+        let addr = (1 << strata_flash::ADDR_BITS) - 3;
+        let s = flash::pack(0xfed, 0x2a5, 0x40 | 0b101, addr);
+        assert!(slot::is_flash(s) && slot::is_item(s));
+        assert_eq!((slot::tag(s), flash::ext(s), flash::more(s), flash::addr(s)), (0xfed, 0x2a5, 0x45, addr));
+        assert!(slot::seg(s) >= slot::MAX_RAM_SEGMENTS, "never a memory segment");
+        assert!(!slot::is_flash(slot::pack(0xfff, 15, slot::MAX_RAM_SEGMENTS - 1, (1 << slot::OFF_BITS) - 1)));
+        // Bucket 3 of a table of 2^4: the next hash bit (1) picks bucket 19.
+        let (b, moved) = replace_flash(s, 3, 4).unwrap_or_else(|| panic!("has bits"));
+        assert_eq!((b, flash::more(moved)), (3 | 1 << 4, 0x22));
+        assert_eq!(flash::location(moved), flash::location(s));
+        let (b, moved) = replace_flash(moved, b, 5).unwrap_or_else(|| panic!("has bits"));
+        assert_eq!((b, flash::more(moved)), (19, 0x11));
+        // Six bits at most: the seventh doubling drops the slot.
+        let mut s = flash::pack(1, 0, 0x7f, 8);
+        for bits in 4..10 {
+            s = replace_flash(s, 0, bits).unwrap_or_else(|| panic!("bit {bits}")).1;
+        }
+        assert!(replace_flash(s, 0, 10).is_none());
+        let loc = Loc { stripe: 0, bucket: 0b1011_0110, tag: 1, ext: 0 };
+        assert_eq!(loc.more(4), 0x40 | 0b1011);
+        assert_eq!(loc.more(32), 0x40);
+    }
+
+    #[test]
     fn prefetch_follows_growth_and_takes_any_address() {
         let index = Index::new(if cfg!(miri) { 4 } else { 10 });
         let loc = index.locate(b"key");
         let mut st = index.lock(loc.stripe);
-        index.grow(loc.stripe, &mut st, |_| 0);
+        index.grow(loc.stripe, &mut st, |s, _| Some((0, s)));
         let p = &index.tables[loc.stripe];
         assert_eq!(p.table.load(Relaxed).cast_const(), st.buckets.as_ptr());
         assert_eq!(p.mask.load(Relaxed), 1);
@@ -522,7 +664,7 @@ mod tests {
             st.insert(i, slot::pack(1, 0, i, i));
             st.items += 1;
             while st.wants_growth() {
-                st.grow(slot::seg);
+                st.grow(|s, _| Some((slot::seg(s), s)));
             }
         }
         let (main, overflow) = st.footprint();

@@ -19,6 +19,8 @@
 //! - `evict`: the cleaner and eviction.
 //! - `read`, `write`: the operations; `worker`: the per-thread handle.
 //! - `journal`: client changes reported to the durability log, and replayed.
+//! - `tier`: the flash tier, store side: evicted items to flash, and
+//!   back into memory when a request needs them.
 //! - `image`: sealed segments copied out consistently for snapshots, and
 //!   brought back at start.
 //! - `types`: requests, outcomes, settings, errors, totals.
@@ -33,6 +35,7 @@ mod journal;
 mod read;
 mod segments;
 mod store;
+mod tier;
 mod timelog;
 mod types;
 mod worker;
@@ -45,8 +48,8 @@ pub use journal::{Journal, ReplayError};
 pub use read::{Fetch, Found};
 pub use store::Store;
 pub use types::{
-    Arith, ArithOutcome, Config, ConfigError, Counted, Delete, DeleteOutcome, Inspect, ItemView, ReadOpts, SetOp,
-    StoreError, StoreOutcome, StoreStats, Stored, Write,
+    Arith, ArithOutcome, Config, ConfigError, Counted, Delete, DeleteOutcome, FlashStats, FlashTier, Inspect, ItemView,
+    ReadOpts, SetOp, StoreError, StoreOutcome, StoreStats, Stored, Write,
 };
 pub use worker::{Hint, Worker};
 
@@ -61,6 +64,8 @@ pub const MAX_RETRIES: usize = 16;
 mod compress_tests;
 #[cfg(test)]
 mod tests;
+#[cfg(all(test, not(miri)))]
+mod tier_tests;
 
 /// What the unit tests share: sizes for running under Miri, which is about
 /// a thousand times slower (so loops there are shortened, not skipped) and

@@ -146,6 +146,22 @@ impl Worker {
         opts: &ReadOpts,
         f: impl FnOnce(ItemView<'_>) -> R,
     ) -> Result<Found<R>, StoreError> {
+        // `f` runs at most once: a round that stops at a flash slot stops
+        // before it.
+        let mut f = Some(f);
+        Ok(match self.with_flash(key, |w| w.find_once(key, opts, |it| f.take().map(|f| f(it))))? {
+            Found::Read(Some(r)) => Found::Read(r),
+            Found::Read(None) | Found::Missing => Found::Missing,
+            Found::Fetch(fetch) => Found::Fetch(fetch),
+        })
+    }
+
+    fn find_once<R>(
+        &mut self,
+        key: &[u8],
+        opts: &ReadOpts,
+        f: impl FnOnce(ItemView<'_>) -> R,
+    ) -> Result<Found<R>, StoreError> {
         self.store.maybe_flush();
         let loc = self.store.index.locate(key);
         // What earlier rounds did: a rewrite that handed us the token, or
@@ -169,6 +185,7 @@ impl Worker {
                         Miss::Expired => bump(&c.get_expired),
                         Miss::Flushed => bump(&c.get_flushed),
                         Miss::Absent => {}
+                        Miss::OnFlash => return Err(StoreError::OnFlash),
                     }
                     drop(stripe);
                     let Some(expiry) = opts.vivify else { return Ok(Found::Missing) };
@@ -270,14 +287,21 @@ impl Worker {
 
     /// Everything known about `key`, without counting it as a read (`me`).
     pub fn inspect(&mut self, key: &[u8]) -> Option<Inspect> {
+        self.with_flash(key, |w| w.inspect_once(key)).ok().flatten()
+    }
+
+    fn inspect_once(&mut self, key: &[u8]) -> Result<Option<Inspect>, StoreError> {
         let st = &*self.store;
         st.maybe_flush();
         let loc = st.index.locate(key);
         let now = st.clock.now();
         let mut stripe = st.index.lock(loc.stripe);
-        let (_, s) = st.lookup(&mut stripe, loc, key, now, &self.active.counters).ok()?;
-        let it = st.item_at(s)?;
-        Some(st.inspect_of(s, &it))
+        let s = match st.lookup(&mut stripe, loc, key, now, &self.active.counters) {
+            Ok((_, s)) => s,
+            Err(Miss::OnFlash) => return Err(StoreError::OnFlash),
+            Err(_) => return Ok(None),
+        };
+        Ok(st.item_at(s).map(|it| st.inspect_of(s, &it)))
     }
 
     /// Index stripes, for [`Worker::scan`].

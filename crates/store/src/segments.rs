@@ -237,6 +237,8 @@ pub(crate) struct Active {
     /// are copied, one per queue (indexed by [`Queue`]).
     pub(crate) targets: [Option<u32>; 2],
     pub(crate) counters: Arc<Counters>,
+    /// Items of the victim being evicted, on their way to flash.
+    pub(crate) flash: crate::tier::FlashBatch,
 }
 
 impl Active {

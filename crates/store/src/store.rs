@@ -24,7 +24,7 @@ use strata_compress::{Codec, NO_DICT};
 use crate::arena::Arena;
 use crate::clock::Clock;
 use crate::evict::Evict;
-use crate::index::{slot, Index, Loc, Pos, Stripe};
+use crate::index::{flash, slot, Index, Loc, Pos, Stripe};
 use crate::item::{Fields, Header, Item, MAX_HEADER_LEN};
 use crate::segments::{Active, Placed, SegMeta, TTL_CLASSES};
 use crate::types::{Config, ConfigError, StoreStats};
@@ -52,6 +52,13 @@ pub(crate) struct Counters {
     pub segments_evicted: AtomicU64,
     pub segments_reclaimed: AtomicU64,
     pub decompress_errors: AtomicU64,
+    /// The flash tier's (see [`crate::types::FlashStats`]).
+    pub flash_hits: AtomicU64,
+    pub flash_misses: AtomicU64,
+    pub flash_moved: AtomicU64,
+    pub flash_evicted: AtomicU64,
+    pub flash_dropped_write: AtomicU64,
+    pub flash_dropped_growth: AtomicU64,
 }
 
 pub(crate) fn bump(c: &AtomicU64) {
@@ -107,7 +114,7 @@ impl Store {
         }
         cfg.segment_size = seg_size;
         cfg.memory_reserve = cfg.memory_reserve.max(cfg.memory_limit);
-        let nsegs = (cfg.memory_reserve / seg_size).min(slot::MAX_SEGMENTS as usize - 1);
+        let nsegs = (cfg.memory_reserve / seg_size).min(slot::MAX_RAM_SEGMENTS as usize - 1);
         let limit = (cfg.memory_limit / seg_size).min(nsegs);
         if limit < 2 {
             return Err(ConfigError::Invalid("memory limit must hold at least two segments"));
@@ -176,8 +183,8 @@ impl Store {
         // Without a context (zstd could not allocate one) this worker
         // stores values plain and reads compressed ones as misses.
         let zip = self.codec.as_ref().and_then(|c| Zip::new(c.clone()).ok());
-        let active = Active { segs: [None; TTL_CLASSES], targets: [None; 2], counters };
-        Worker { store: self.clone(), active, zip, journaled: 0 }
+        let active = Active { segs: [None; TTL_CLASSES], targets: [None; 2], counters, flash: Default::default() };
+        Worker { store: self.clone(), active, zip, journaled: 0, flash_buf: Vec::new() }
     }
 
     /// The compression codec, with compression on: the server starts its
@@ -223,6 +230,9 @@ impl Store {
     /// Callers hold the slot's stripe lock, which is what keeps the item alive
     /// and its bytes visible (arena rules 2 and 3).
     pub(crate) fn item_at(&self, s: u64) -> Option<Item<'_>> {
+        if slot::is_flash(s) {
+            return None;
+        }
         // SAFETY: the slot is linked and the caller holds its bucket lock.
         unsafe { self.arena.item(slot::seg(s), self.byte_off(s)) }
     }
@@ -242,7 +252,11 @@ impl Store {
         now: u32,
         c: &Counters,
     ) -> Result<(Pos, u64), Miss> {
-        let (pos, s) = self.find(st, loc, key).ok_or(Miss::Absent)?;
+        let Some((pos, s)) = self.find(st, loc, key) else {
+            // The key in memory is its newest version; without one, a
+            // flash slot with its tags may hold it.
+            return Err(if self.flash_candidate(st, loc).is_some() { Miss::OnFlash } else { Miss::Absent });
+        };
         let it = self.item_at(s).ok_or(Miss::Absent)?;
         let Some(miss) = self.dead(s, &it, now) else { return Ok((pos, s)) };
         self.unlink(st, loc.bucket, pos, s);
@@ -269,6 +283,13 @@ impl Store {
 
     /// Takes the item at slot `s`, no longer linked, out of the totals.
     pub(crate) fn unaccount(&self, st: &mut Stripe, s: u64) {
+        if slot::is_flash(s) {
+            st.items -= 1;
+            if let Some(t) = &self.cfg.flash {
+                t.log.unlink(t.log.region_of(t.log.from_slot(flash::addr(s))));
+            }
+            return;
+        }
         let (len, plain, stored) = self.item_at(s).map_or((0, 0, 0), |it| sizes(&it));
         st.items -= 1;
         st.bytes -= len as u64;
@@ -286,6 +307,13 @@ impl Store {
 
     /// Counts the item at slot `s`, just linked, in the totals.
     pub(crate) fn account(&self, st: &mut Stripe, s: u64) {
+        if slot::is_flash(s) {
+            st.items += 1;
+            if let Some(t) = &self.cfg.flash {
+                t.log.link(t.log.region_of(t.log.from_slot(flash::addr(s))));
+            }
+            return;
+        }
         let (len, plain, stored) = self.item_at(s).map_or((0, 0, 0), |it| sizes(&it));
         st.items += 1;
         st.bytes += len as u64;
@@ -355,8 +383,7 @@ impl Store {
                 st.insert(loc.bucket, new);
                 self.account(st, new);
                 if st.wants_growth() {
-                    self.index
-                        .grow(loc.stripe, st, |s| self.item_at(s).map_or(0, |it| self.index.locate(it.key()).bucket));
+                    self.grow(loc.stripe, st, c);
                 }
                 self.index.note_footprint(before, st.footprint());
                 bump(&c.total_items);
@@ -366,6 +393,22 @@ impl Store {
         self.account(st, new);
         bump(&c.total_items);
         self.journal_item(new)
+    }
+
+    /// Doubles stripe `stripe`'s table: memory items are re-placed by
+    /// their keys, flash items by the hash bits their slots carry.
+    pub(crate) fn grow(&self, stripe: usize, st: &mut Stripe, c: &Counters) {
+        let bits = st.table_bits();
+        let dropped = self.index.grow(stripe, st, |s, b| {
+            if slot::is_flash(s) {
+                return crate::index::replace_flash(s, b, bits);
+            }
+            Some((self.item_at(s).map_or(0, |it| self.index.locate(it.key()).bucket), s))
+        });
+        for s in dropped {
+            self.unaccount(st, s);
+            bump(&c.flash_dropped_growth);
+        }
     }
 
     /// `flush_all`: now if `at` is `None` or not in the future, else at `at`.
@@ -445,6 +488,7 @@ impl Store {
             s.decompress_errors += c.decompress_errors.load(Relaxed);
         }
         s.compression = self.codec.as_ref().map(|c| c.stats());
+        s.flash = self.flash_stats();
         s.dead_bytes = self.dead_bytes() as u64;
         s
     }
@@ -496,6 +540,8 @@ pub(crate) enum Miss {
     Absent,
     Expired,
     Flushed,
+    /// Not in memory, but a flash slot may hold it: bring it in first.
+    OnFlash,
 }
 
 impl Store {

@@ -19,6 +19,10 @@ pub enum StoreError {
     /// [`MAX_RETRIES`](crate::MAX_RETRIES) attempts.
     #[error("the item kept changing under concurrent writers")]
     Contended,
+    /// Internal: the key may be on flash and must be brought into memory
+    /// first. The store does that itself; no public method returns this.
+    #[error("the item is on flash")]
+    OnFlash,
 }
 
 /// Why a store could not be built or a setting changed: a configuration
@@ -57,6 +61,20 @@ pub struct Config {
     /// Store values compressed where it pays (`-o compression=on`); `None`
     /// stores every value as sent.
     pub compression: Option<strata_compress::Config>,
+    /// The flash tier (`-o ext_path=`): evicted values go there.
+    pub flash: Option<FlashTier>,
+}
+
+/// The flash tier's store-side settings, and its log.
+#[derive(Debug, Clone)]
+pub struct FlashTier {
+    pub log: std::sync::Arc<strata_flash::Flash>,
+    /// Items smaller than this (header, key and value) are evicted as
+    /// without flash (memcached's `ext_item_size`).
+    pub min_item: usize,
+    /// Bytes gathered before a write to flash (`ext_wbuf_size`); at most a
+    /// region.
+    pub write_buffer: usize,
 }
 
 impl Default for Config {
@@ -71,6 +89,7 @@ impl Default for Config {
             hash_power: 0,
             unlocked_read_min: 64 << 10,
             compression: None,
+            flash: None,
         }
     }
 }
@@ -355,4 +374,45 @@ pub struct StoreStats {
     pub decompress_errors: u64,
     /// The codec's counters and dictionaries (with compression on).
     pub compression: Option<strata_compress::CompressStats>,
+    /// The flash tier's figures (with it on).
+    pub flash: Option<FlashStats>,
+}
+
+/// The flash tier's figures, for `stats` (memcached's `extstore_*` names
+/// where the meaning matches).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct FlashStats {
+    /// Items whose value is on flash now.
+    pub items: u64,
+    /// Records written, their bytes, and failed writes.
+    pub objects_written: u64,
+    pub bytes_written: u64,
+    pub write_errors: u64,
+    /// Bytes written and not yet reclaimed; total capacity.
+    pub bytes_used: u64,
+    pub capacity: u64,
+    pub regions: u64,
+    pub region_size: u64,
+    pub regions_reclaimed: u64,
+    /// Reads, their bytes, I/O errors and damaged records (misses).
+    pub reads: u64,
+    pub bytes_read: u64,
+    pub read_errors: u64,
+    pub checksum_errors: u64,
+    /// Reads that found the value (`get_extstore`) and that found it gone
+    /// (expired, flushed, reclaimed or damaged: `miss_from_extstore`).
+    pub hits: u64,
+    pub misses: u64,
+    /// Items moved from memory to flash, and dropped from flash by a
+    /// region's reclaim (`extstore_objects_evicted`).
+    pub moved: u64,
+    pub evicted: u64,
+    /// Flash slots a write dropped without reading (a 22-bit tag match:
+    /// the key's older version, rarely another key's).
+    pub dropped_by_write: u64,
+    /// Flash slots dropped because their stripe outgrew their hash bits.
+    pub dropped_by_growth: u64,
+    /// RAM the tier costs: its slots in the index (their share of it) and
+    /// its region bookkeeping.
+    pub ram_bytes: u64,
 }

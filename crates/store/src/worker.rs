@@ -26,6 +26,8 @@ pub struct Worker {
     pub(crate) zip: Option<Zip>,
     /// The highest journal position this worker's changes reached.
     pub(crate) journaled: u64,
+    /// Where flash records are read into.
+    pub(crate) flash_buf: Vec<u8>,
 }
 
 /// A buffer that grew past this for one large value is let go after it.
@@ -138,7 +140,7 @@ impl Worker {
         // while it is read.
         for Hint(loc) in hints {
             let found = st.index.lock(loc.stripe).find(loc.bucket, |s| slot::tag(s) == loc.tag);
-            if let Some((_, s)) = found {
+            if let Some((_, s)) = found.filter(|&(_, s)| !slot::is_flash(s)) {
                 st.arena.prefetch(slot::seg(s), st.byte_off(s));
             }
         }

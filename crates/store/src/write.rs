@@ -15,7 +15,7 @@ use strata_compress::Codec;
 use crate::index::slot;
 use crate::item::{encoded_len, state, write_head, Fields, Item};
 use crate::segments::{ttl_class, Placed};
-use crate::store::bump;
+use crate::store::{bump, Miss};
 use crate::types::{
     Arith, ArithOutcome, Counted, Delete, DeleteOutcome, SetOp, StoreError, StoreOutcome, Stored, Write,
 };
@@ -58,6 +58,10 @@ impl Worker {
 
     /// A storage request with the meta protocol's options.
     pub fn set_with(&mut self, w: &Write<'_>) -> Result<Stored, StoreError> {
+        self.with_flash(w.key, |wk| wk.set_once(w))
+    }
+
+    fn set_once(&mut self, w: &Write<'_>) -> Result<Stored, StoreError> {
         self.store.maybe_flush();
         match w.op {
             SetOp::Append | SetOp::Prepend => self.concat(w),
@@ -123,7 +127,20 @@ impl Worker {
 
             let loc = store.index.locate(key);
             let mut stripe = store.index.lock(loc.stripe);
-            let found = store.lookup(&mut stripe, loc, key, now, &self.active.counters).ok();
+            let found = match store.lookup(&mut stripe, loc, key, now, &self.active.counters) {
+                Ok(found) => Some(found),
+                // A plain set replaces whatever a flash slot holds.
+                Err(Miss::OnFlash) if op == SetOp::Set && compare.is_none() => {
+                    store.drop_flash_candidates(&mut stripe, loc, &self.active.counters);
+                    None
+                }
+                Err(Miss::OnFlash) => {
+                    drop(stripe);
+                    self.active.unreserve(store, seg, off, len);
+                    return Err(StoreError::OnFlash);
+                }
+                Err(_) => None,
+            };
             let have =
                 found.and_then(|(_, s)| store.item_at(s).map(|it| (store.cas_of(s, &it), it.expiry(), it.state())));
             let wanted = match (op, have, compare) {
@@ -172,6 +189,10 @@ impl Worker {
     /// A delete with the meta protocol's options: compare, or keep the item
     /// marked stale, or keep it with an empty value.
     pub fn delete_with(&mut self, key: &[u8], d: &Delete) -> Result<DeleteOutcome, StoreError> {
+        self.with_flash(key, |w| w.delete_once(key, d))
+    }
+
+    fn delete_once(&mut self, key: &[u8], d: &Delete) -> Result<DeleteOutcome, StoreError> {
         self.store.maybe_flush();
         let cas_on = self.store.cfg.cas;
         if d.invalidate || d.remove_value {
@@ -221,6 +242,7 @@ impl Worker {
                 }
                 Ok(DeleteOutcome::Deleted)
             }
+            Err(Miss::OnFlash) => Err(StoreError::OnFlash),
             Err(_) => Ok(DeleteOutcome::NotFound),
         }
     }
@@ -254,8 +276,10 @@ impl Worker {
             let now = store.clock.now();
             let (seen, epoch, mut p, mut extra, written) = {
                 let mut stripe = store.index.lock(loc.stripe);
-                let Ok((_, s)) = store.lookup(&mut stripe, loc, key, now, &self.active.counters) else {
-                    return Ok(Rewritten::Missing);
+                let s = match store.lookup(&mut stripe, loc, key, now, &self.active.counters) {
+                    Ok((_, s)) => s,
+                    Err(Miss::OnFlash) => return Err(StoreError::OnFlash),
+                    Err(_) => return Ok(Rewritten::Missing),
                 };
                 let Some(it) = store.item_at(s) else { return Ok(Rewritten::Missing) };
                 match plan(&it, store.cas_of(s, &it)) {
@@ -276,7 +300,15 @@ impl Worker {
             }
             let (seg, off) = self.active.reserve(store, ttl_class(p.fields.expiry, now), len, written)?;
             let mut stripe = store.index.lock(loc.stripe);
-            let found = store.lookup(&mut stripe, loc, key, now, &self.active.counters).ok();
+            let found = match store.lookup(&mut stripe, loc, key, now, &self.active.counters) {
+                Ok(found) => Some(found),
+                Err(Miss::OnFlash) => {
+                    drop(stripe);
+                    self.active.unreserve(store, seg, off, len);
+                    return Err(StoreError::OnFlash);
+                }
+                Err(_) => None,
+            };
             let unchanged = found.is_some_and(|(_, s)| {
                 slot::location(s) == seen && store.segs[slot::seg(s) as usize].epoch.load(Relaxed) == epoch
             });
@@ -412,6 +444,10 @@ impl Worker {
 
     /// incr/decr with the meta protocol's options.
     pub fn arith_with(&mut self, key: &[u8], a: &Arith) -> Result<Counted, StoreError> {
+        self.with_flash(key, |w| w.arith_once(key, a))
+    }
+
+    fn arith_once(&mut self, key: &[u8], a: &Arith) -> Result<Counted, StoreError> {
         let cas_on = self.store.cfg.cas;
         for _ in 0..MAX_RETRIES {
             let r = self.rewrite(

@@ -1,0 +1,219 @@
+//! Positional I/O on the flash tier's files behind a trait, so that every
+//! failure a disk can produce is tested without a failing disk:
+//! [`FileDevice`] is the real one (a file or a block device),
+//! [`FaultDevice`] wraps any device and injects EIO on reads and writes,
+//! ENOSPC, short reads and short writes, and flipped bytes.
+
+use std::fs::{File, OpenOptions};
+use std::io;
+use std::os::unix::fs::{FileExt, FileTypeExt};
+use std::path::Path;
+use std::sync::Arc;
+
+use parking_lot::Mutex;
+
+/// A file or block device read and written at offsets.
+pub trait Device: Send + Sync + std::fmt::Debug {
+    /// Bytes usable from offset 0.
+    fn size(&self) -> u64;
+    /// Reads some bytes at `off` (possibly fewer than asked; 0 at the end).
+    fn read_at(&self, buf: &mut [u8], off: u64) -> io::Result<usize>;
+    /// Writes some of `buf` at `off` (possibly fewer bytes than asked).
+    fn write_at(&self, buf: &[u8], off: u64) -> io::Result<usize>;
+}
+
+/// Fills `buf` from `off`; an error if the device ends first.
+pub fn read_exact_at(d: &dyn Device, buf: &mut [u8], mut off: u64) -> io::Result<()> {
+    let mut at = 0;
+    while at < buf.len() {
+        match d.read_at(&mut buf[at..], off) {
+            Ok(0) => return Err(io::ErrorKind::UnexpectedEof.into()),
+            Ok(n) => {
+                at += n;
+                off += n as u64;
+            }
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
+}
+
+/// Writes all of `buf` at `off`, however short the device's writes are.
+pub fn write_all_at(d: &dyn Device, mut buf: &[u8], mut off: u64) -> io::Result<()> {
+    while !buf.is_empty() {
+        match d.write_at(buf, off) {
+            Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
+            Ok(n) => {
+                let n = n.min(buf.len());
+                buf = &buf[n..];
+                off += n as u64;
+            }
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
+}
+
+/// A file (created and sized to `size` if need be) or a block device (its
+/// own size, at most `size`).
+#[derive(Debug)]
+pub struct FileDevice {
+    file: File,
+    len: u64,
+}
+
+impl FileDevice {
+    pub fn open(path: &Path, size: u64) -> io::Result<FileDevice> {
+        let file = OpenOptions::new().read(true).write(true).create(true).truncate(false).open(path)?;
+        let meta = file.metadata()?;
+        let len = if meta.file_type().is_block_device() {
+            let end = std::io::Seek::seek(&mut &file, std::io::SeekFrom::End(0))?;
+            end.min(size)
+        } else {
+            // Sparse: the file takes disk space as regions are written,
+            // as memcached's extstore file does.
+            if meta.len() != size {
+                file.set_len(size)?;
+            }
+            size
+        };
+        Ok(FileDevice { file, len })
+    }
+}
+
+impl Device for FileDevice {
+    fn size(&self) -> u64 {
+        self.len
+    }
+    fn read_at(&self, buf: &mut [u8], off: u64) -> io::Result<usize> {
+        self.file.read_at(buf, off)
+    }
+    fn write_at(&self, buf: &[u8], off: u64) -> io::Result<usize> {
+        self.file.write_at(buf, off)
+    }
+}
+
+/// Faults a [`FaultDevice`] injects, changeable while it runs.
+#[derive(Debug, Default, Clone)]
+pub struct Faults {
+    /// Reads fail with EIO.
+    pub read_eio: bool,
+    /// Writes fail with EIO.
+    pub write_eio: bool,
+    /// Writes at or beyond this offset fail with ENOSPC.
+    pub enospc_from: Option<u64>,
+    /// Reads and writes move at most this many bytes per call.
+    pub short: Option<usize>,
+    /// Bytes at these device offsets read back with their bits inverted.
+    pub flip: Vec<u64>,
+}
+
+/// A device that fails as told: for tests of every error path.
+#[derive(Debug, Clone)]
+pub struct FaultDevice {
+    inner: Arc<dyn Device>,
+    faults: Arc<Mutex<Faults>>,
+}
+
+impl FaultDevice {
+    pub fn new(inner: Arc<dyn Device>) -> FaultDevice {
+        FaultDevice { inner, faults: Arc::default() }
+    }
+
+    /// The live faults: changes apply to the next call.
+    pub fn faults(&self) -> Arc<Mutex<Faults>> {
+        self.faults.clone()
+    }
+}
+
+impl Device for FaultDevice {
+    fn size(&self) -> u64 {
+        self.inner.size()
+    }
+
+    fn read_at(&self, buf: &mut [u8], off: u64) -> io::Result<usize> {
+        let f = self.faults.lock().clone();
+        if f.read_eio {
+            return Err(io::Error::from_raw_os_error(libc_eio()));
+        }
+        let want = f.short.map_or(buf.len(), |s| s.max(1).min(buf.len()));
+        let n = self.inner.read_at(&mut buf[..want], off)?;
+        for &at in &f.flip {
+            if at >= off && at < off + n as u64 {
+                buf[(at - off) as usize] ^= 0xff;
+            }
+        }
+        Ok(n)
+    }
+
+    fn write_at(&self, buf: &[u8], off: u64) -> io::Result<usize> {
+        let f = self.faults.lock().clone();
+        if f.write_eio {
+            return Err(io::Error::from_raw_os_error(libc_eio()));
+        }
+        if f.enospc_from.is_some_and(|at| off + buf.len() as u64 > at) {
+            return Err(io::Error::from_raw_os_error(libc_enospc()));
+        }
+        let want = f.short.map_or(buf.len(), |s| s.max(1).min(buf.len()));
+        self.inner.write_at(&buf[..want], off)
+    }
+}
+
+// The two errno values the faults use (Linux's numbering), without a libc
+// dependency for two constants.
+const fn libc_eio() -> i32 {
+    5
+}
+const fn libc_enospc() -> i32 {
+    28
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn file_device_sizes_reads_and_writes() {
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let path = dir.path().join("flash");
+        let d = FileDevice::open(&path, 1 << 20).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(d.size(), 1 << 20);
+        assert_eq!(std::fs::metadata(&path).unwrap_or_else(|e| panic!("{e}")).len(), 1 << 20);
+        write_all_at(&d, b"hello", 4096).unwrap_or_else(|e| panic!("{e}"));
+        let mut buf = [0u8; 5];
+        read_exact_at(&d, &mut buf, 4096).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(&buf, b"hello");
+        assert!(read_exact_at(&d, &mut buf, (1 << 20) - 2).is_err(), "reads past the end fail");
+    }
+
+    #[test]
+    fn faults_apply_and_clear() {
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let d = FaultDevice::new(Arc::new(
+            FileDevice::open(&dir.path().join("f"), 1 << 16).unwrap_or_else(|e| panic!("{e}")),
+        ));
+        let faults = d.faults();
+        faults.lock().short = Some(3);
+        write_all_at(&d, b"abcdefgh", 100).unwrap_or_else(|e| panic!("{e}"));
+        faults.lock().flip = vec![101];
+        let mut buf = [0u8; 8];
+        read_exact_at(&d, &mut buf, 100).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(buf[1], b'b' ^ 0xff);
+        assert_eq!(&buf[2..], b"cdefgh");
+        faults.lock().read_eio = true;
+        assert_eq!(
+            read_exact_at(&d, &mut buf, 100).err().unwrap_or_else(|| panic!("should fail")).raw_os_error(),
+            Some(5)
+        );
+        faults.lock().enospc_from = Some(200);
+        assert_eq!(
+            write_all_at(&d, &[0; 200], 100).err().unwrap_or_else(|| panic!("should fail")).raw_os_error(),
+            Some(28)
+        );
+        *faults.lock() = Faults::default();
+        read_exact_at(&d, &mut buf, 100).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(&buf, b"abcdefgh");
+    }
+}

@@ -1,0 +1,428 @@
+//! The log: the flash files cut into regions, written in ring order, one
+//! region at a time, in large sequential writes; the oldest region is
+//! reclaimed when the ring comes round to it.
+//!
+//! ```text
+//!   path 1: [ region 0 | region 1 | region 2 ]   path 2: [ region 3 | region 4 ]
+//!              ▲ oldest (reclaimed next)  ▲ head: records appended here
+//! ```
+//! An address is `region × region_size + offset`, in granules of
+//! [`Flash::granule`] bytes, so that it fits the index slot's 33 bits.
+//!
+//! What the log knows per region, in RAM: where it is, how far it is
+//! written, how many of its records the index still links (kept by the
+//! store), and a generation bumped each time it is reclaimed — a reader
+//! that saw an address before the region was reclaimed notices. That is
+//! about 40 bytes per region, a few bytes per gigabyte.
+//!
+//! The log knows nothing of keys or the index: the store (which owns the
+//! index) decides what goes to flash, points slots at it, and unlinks a
+//! region's records before it is reused ([`Writer::reserve`] says when).
+
+use std::io;
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering::*};
+use std::sync::Arc;
+
+use parking_lot::{Mutex, MutexGuard};
+
+use crate::device::{read_exact_at, write_all_at, Device};
+use crate::record::{self, Record, RecordError, HEADER_LEN};
+
+/// Bits of a flash address in the index slot.
+pub const ADDR_BITS: u32 = 33;
+
+/// The flash tier's settings.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// Bytes per region (memcached's `ext_page_size`).
+    pub region_size: u64,
+    /// The largest record (a value of `-I` with its headers).
+    pub max_record: usize,
+}
+
+/// Why the flash tier cannot start.
+#[derive(Debug, thiserror::Error)]
+pub enum FlashError {
+    #[error("flash tier needs at least two regions of {0} bytes")]
+    TooSmall(u64),
+    #[error("flash region size must be at least 1 MiB and hold the largest item")]
+    RegionSize,
+}
+
+/// Why a read returned no record: a miss, never wrong bytes.
+#[derive(Debug, thiserror::Error)]
+pub enum ReadError {
+    #[error("flash read failed: {0}")]
+    Io(#[from] io::Error),
+    #[error("flash record damaged: {0}")]
+    Record(#[from] RecordError),
+    #[error("flash address out of range")]
+    Range,
+}
+
+/// Counters, for `stats`.
+#[derive(Debug, Default)]
+pub struct Stats {
+    pub objects_written: AtomicU64,
+    pub bytes_written: AtomicU64,
+    pub write_errors: AtomicU64,
+    pub reads: AtomicU64,
+    pub bytes_read: AtomicU64,
+    pub read_errors: AtomicU64,
+    pub checksum_errors: AtomicU64,
+    pub regions_reclaimed: AtomicU64,
+}
+
+#[derive(Debug)]
+struct Region {
+    dev: usize,
+    base: u64,
+    /// Bytes written from the region's start.
+    end: AtomicU64,
+    /// Records the index links here (kept by the store).
+    live: AtomicU64,
+    /// Bumped when the region is reclaimed.
+    gen: AtomicU32,
+}
+
+#[derive(Debug)]
+struct Head {
+    region: u32,
+    /// Offset of the next record in the head region.
+    off: u64,
+    /// Whether the ring has come round: every region ahead holds records.
+    wrapped: bool,
+}
+
+/// The flash log. Shared; writers take [`Flash::writer`] one at a time.
+#[derive(Debug)]
+pub struct Flash {
+    devices: Vec<Arc<dyn Device>>,
+    regions: Box<[Region]>,
+    region_size: u64,
+    granule_shift: u32,
+    max_record: usize,
+    head: Mutex<Head>,
+    pub stats: Stats,
+}
+
+impl Flash {
+    /// Cuts `devices` into regions, starting empty.
+    pub fn new(cfg: &Config, devices: Vec<Arc<dyn Device>>) -> Result<Flash, FlashError> {
+        let rs = cfg.region_size;
+        if rs < 1 << 20 || rs < (cfg.max_record + HEADER_LEN) as u64 * 2 {
+            return Err(FlashError::RegionSize);
+        }
+        let mut regions = Vec::new();
+        for (dev, d) in devices.iter().enumerate() {
+            for i in 0..d.size() / rs {
+                let r = Region {
+                    dev,
+                    base: i * rs,
+                    end: AtomicU64::new(0),
+                    live: AtomicU64::new(0),
+                    gen: AtomicU32::new(0),
+                };
+                regions.push(r);
+            }
+        }
+        if regions.len() < 2 {
+            return Err(FlashError::TooSmall(rs));
+        }
+        let total = regions.len() as u64 * rs;
+        let mut granule_shift = 3;
+        while total >> granule_shift >= 1 << ADDR_BITS {
+            granule_shift += 1;
+        }
+        Ok(Flash {
+            devices,
+            regions: regions.into_boxed_slice(),
+            region_size: rs,
+            granule_shift,
+            max_record: cfg.max_record + HEADER_LEN,
+            head: Mutex::new(Head { region: 0, off: 0, wrapped: false }),
+            stats: Stats::default(),
+        })
+    }
+
+    /// Records start at multiples of this many bytes.
+    pub fn granule(&self) -> usize {
+        1 << self.granule_shift
+    }
+
+    /// An address as the index stores it (granules), and back.
+    pub fn to_slot(&self, addr: u64) -> u64 {
+        addr >> self.granule_shift
+    }
+    pub fn from_slot(&self, v: u64) -> u64 {
+        v << self.granule_shift
+    }
+
+    pub fn region_size(&self) -> u64 {
+        self.region_size
+    }
+
+    pub fn regions(&self) -> usize {
+        self.regions.len()
+    }
+
+    /// Bytes of flash in use (written, not yet reclaimed).
+    pub fn bytes_used(&self) -> u64 {
+        self.regions.iter().map(|r| r.end.load(Relaxed)).sum()
+    }
+
+    /// Total bytes of the regions.
+    pub fn capacity(&self) -> u64 {
+        self.regions.len() as u64 * self.region_size
+    }
+
+    /// The region an address is in.
+    pub fn region_of(&self, addr: u64) -> u32 {
+        (addr / self.region_size) as u32
+    }
+
+    /// Records linked by the index, all regions.
+    pub fn live(&self) -> u64 {
+        self.regions.iter().map(|r| r.live.load(Relaxed)).sum()
+    }
+
+    /// Bytes of RAM the log's per-region bookkeeping takes.
+    pub fn metadata_bytes(&self) -> usize {
+        std::mem::size_of::<Flash>() + self.regions.len() * std::mem::size_of::<Region>()
+    }
+
+    /// The store links one more record of `region`, or one fewer.
+    pub fn link(&self, region: u32) {
+        if let Some(r) = self.regions.get(region as usize) {
+            r.live.fetch_add(1, Relaxed);
+        }
+    }
+    pub fn unlink(&self, region: u32) {
+        if let Some(r) = self.regions.get(region as usize) {
+            // Saturating: a record left linked across a reclaim (its
+            // region's scan could not read it) is counted at most once.
+            let _ = r.live.fetch_update(Relaxed, Relaxed, |n| n.checked_sub(1));
+        }
+    }
+
+    /// The region's generation now: compare after a read to learn whether
+    /// it was reclaimed meanwhile.
+    pub fn generation(&self, region: u32) -> u32 {
+        self.regions.get(region as usize).map_or(u32::MAX, |r| r.gen.load(Acquire))
+    }
+
+    /// Reads and verifies the record at `addr` into `buf`.
+    pub fn read<'a>(&self, addr: u64, buf: &'a mut Vec<u8>) -> Result<Record<'a>, ReadError> {
+        let r = self.regions.get(self.region_of(addr) as usize).ok_or(ReadError::Range)?;
+        let off = addr % self.region_size;
+        let room = (self.region_size - off) as usize;
+        let max = self.max_record.min(room);
+        // Most records fit in one 4 KiB read; a longer one takes a second.
+        let first = max.min(4096 - (addr % 4096) as usize).max(HEADER_LEN.min(max));
+        let st = &self.stats;
+        st.reads.fetch_add(1, Relaxed);
+        let res = (|| {
+            buf.resize(first, 0);
+            self.read_dev(r, buf, off)?;
+            let need = match record::decode(buf, max) {
+                Err(RecordError::Short(need)) => need,
+                other => return other.map(|_| ()).map_err(ReadError::from),
+            };
+            buf.resize(need, 0);
+            self.read_dev(r, &mut buf[first..], off + first as u64)?;
+            Ok(())
+        })();
+        match res {
+            Ok(()) => {
+                st.bytes_read.fetch_add(buf.len() as u64, Relaxed);
+                record::decode(buf, max).map_err(ReadError::from)
+            }
+            Err(e) => {
+                let c = if matches!(e, ReadError::Io(_)) { &st.read_errors } else { &st.checksum_errors };
+                c.fetch_add(1, Relaxed);
+                Err(e)
+            }
+        }
+    }
+
+    fn read_dev(&self, r: &Region, buf: &mut [u8], off: u64) -> io::Result<()> {
+        read_exact_at(&*self.devices[r.dev], buf, r.base + off)
+    }
+
+    /// The one writer: holds the head while it reserves, writes and
+    /// points the index at what it wrote, and while it reclaims.
+    pub fn writer(&self) -> Writer<'_> {
+        Writer { flash: self, head: self.head.lock() }
+    }
+}
+
+/// What [`Writer::reserve`] found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Reserve {
+    /// Write the bytes here.
+    At(u64),
+    /// The next region still holds records: the store unlinks them
+    /// ([`Writer::scan`]), calls [`Writer::recycle`], and reserves again.
+    Reclaim(u32),
+}
+
+/// The flash log's writer (see [`Flash::writer`]).
+pub struct Writer<'a> {
+    flash: &'a Flash,
+    head: MutexGuard<'a, Head>,
+}
+
+impl Writer<'_> {
+    /// Room for `len` bytes (at most a region) in the head region, moving
+    /// to the next region if they do not fit.
+    pub fn reserve(&mut self, len: usize) -> Reserve {
+        let f = self.flash;
+        let len = len as u64;
+        debug_assert!(len <= f.region_size);
+        if self.head.off + len > f.region_size {
+            let next = (self.head.region + 1) % f.regions.len() as u32;
+            if next == 0 {
+                self.head.wrapped = true;
+            }
+            if self.head.wrapped && f.regions[next as usize].end.load(Relaxed) != 0 {
+                return Reserve::Reclaim(next);
+            }
+            self.head.region = next;
+            self.head.off = 0;
+        }
+        let at = u64::from(self.head.region) * f.region_size + self.head.off;
+        self.head.off += len;
+        Reserve::At(at)
+    }
+
+    /// Writes `bytes` at `at` (from [`Writer::reserve`]). On failure the
+    /// bytes count as never written: the caller links nothing to them, and
+    /// the head goes back to `at`, so that a failing device does not carry
+    /// the ring round over the regions it did write.
+    pub fn write(&mut self, at: u64, bytes: &[u8], records: u64) -> io::Result<()> {
+        let f = self.flash;
+        let region = &f.regions[f.region_of(at) as usize];
+        let off = at % f.region_size;
+        match write_all_at(&*f.devices[region.dev], bytes, region.base + off) {
+            Ok(()) => {
+                region.end.fetch_max(off + bytes.len() as u64, Release);
+                f.stats.objects_written.fetch_add(records, Relaxed);
+                f.stats.bytes_written.fetch_add(bytes.len() as u64, Relaxed);
+                Ok(())
+            }
+            Err(e) => {
+                f.stats.write_errors.fetch_add(1, Relaxed);
+                if u64::from(self.head.region) == at / f.region_size && self.head.off == off + bytes.len() as u64 {
+                    self.head.off = off;
+                }
+                Err(e)
+            }
+        }
+    }
+
+    /// Reads region `r`'s records for its reclaim, calling `f` with each
+    /// record's address and bytes. A record that fails its checksum is
+    /// skipped; a damaged length ends the walk (its region's generation
+    /// still changes, so a slot left pointing past it reads as a miss).
+    pub fn scan(&mut self, r: u32, buf: &mut Vec<u8>, mut f: impl FnMut(u64, Record<'_>)) -> io::Result<()> {
+        let fl = self.flash;
+        let region = &fl.regions[r as usize];
+        let end = region.end.load(Acquire) as usize;
+        buf.resize(end, 0);
+        read_exact_at(&*fl.devices[region.dev], buf, region.base)?;
+        let base = u64::from(r) * fl.region_size;
+        let mut off = 0;
+        while off + HEADER_LEN <= end {
+            let Some(len) = record::claimed_len(&buf[off..end]).filter(|&l| l <= fl.max_record && off + l <= end)
+            else {
+                break;
+            };
+            match record::decode(&buf[off..end], fl.max_record) {
+                Ok(rec) => f(base + off as u64, rec),
+                Err(_) => {
+                    fl.stats.checksum_errors.fetch_add(1, Relaxed);
+                }
+            }
+            off += len.next_multiple_of(fl.granule());
+        }
+        Ok(())
+    }
+
+    /// Region `r` is unlinked: it is empty now, and a new generation.
+    pub fn recycle(&mut self, r: u32) {
+        let region = &self.flash.regions[r as usize];
+        region.gen.fetch_add(1, Release);
+        region.end.store(0, Release);
+        region.live.store(0, Relaxed);
+        self.flash.stats.regions_reclaimed.fetch_add(1, Relaxed);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::device::FileDevice;
+
+    fn flash(dir: &tempfile::TempDir, size: u64) -> Flash {
+        let d: Arc<dyn Device> =
+            Arc::new(FileDevice::open(&dir.path().join("f"), size).unwrap_or_else(|e| panic!("{e}")));
+        Flash::new(&Config { region_size: 1 << 20, max_record: 4096 }, vec![d]).unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    fn at(r: Reserve) -> u64 {
+        match r {
+            Reserve::At(a) => a,
+            Reserve::Reclaim(r) => panic!("reclaim {r}"),
+        }
+    }
+
+    #[test]
+    fn layouts() {
+        assert_eq!(std::mem::size_of::<Region>(), 40);
+    }
+
+    #[test]
+    fn records_round_trip_and_the_ring_reclaims_oldest_first() {
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let fl = flash(&dir, 3 << 20);
+        assert_eq!((fl.regions(), fl.granule()), (3, 8));
+        let mut batch = Vec::new();
+        record::encode(&mut batch, 8, 5, 6, 100, |d| d.fill(b'a'));
+        record::encode(&mut batch, 8, 5, 6, 3000, |d| d.fill(b'b'));
+        let mut w = fl.writer();
+        let a = at(w.reserve(batch.len()));
+        assert_eq!(a, 0);
+        w.write(a, &batch, 2).unwrap_or_else(|e| panic!("{e}"));
+        drop(w);
+        let mut buf = Vec::new();
+        let second = a + record::padded_len(100, 8) as u64;
+        let r = fl.read(second, &mut buf).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!((r.epoch, r.written, r.item.len()), (5, 6, 3000));
+        assert!(r.item.iter().all(|&b| b == b'b'));
+        // Fill regions 1 and 2; the ring then asks for region 0 back.
+        let mut w = fl.writer();
+        let big = vec![0u8; (1 << 20) - 1000];
+        assert_eq!(at(w.reserve(big.len())), 1 << 20);
+        w.write(1 << 20, &big, 1).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(at(w.reserve(big.len())), 2 << 20);
+        w.write(2 << 20, &big, 1).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(w.reserve(big.len()), Reserve::Reclaim(0));
+        let mut seen = Vec::new();
+        w.scan(0, &mut buf, |addr, rec| seen.push((addr, rec.item.len()))).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(seen, vec![(0, 100), (second, 3000)]);
+        let gen = fl.generation(0);
+        w.recycle(0);
+        assert_ne!(fl.generation(0), gen);
+        assert_eq!(at(w.reserve(big.len())), 0);
+    }
+
+    #[test]
+    fn addresses_fit_the_slot_for_large_devices() {
+        // 1 TiB of (sparse, never written) regions: granules grow so that
+        // every address fits 33 bits.
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let fl = flash(&dir, 1 << 40);
+        assert!(fl.to_slot(fl.capacity() - 1) < 1 << ADDR_BITS);
+        assert_eq!(fl.granule(), 256);
+    }
+}

@@ -1,0 +1,391 @@
+//! The flash tier, store side: evicted items go to flash instead of away,
+//! their index slots repointed there, and come back into memory when a
+//! request needs them.
+//!
+//! **Out.** Eviction (`evict.rs`) hands each live item of a victim that is
+//! at least `ext_item_size` bytes to the worker's [`FlashBatch`], as a
+//! checksummed record with its CAS made explicit. The batch is written
+//! once it holds a write buffer's worth, and at the end of the victim, by
+//! the log's one writer ([`strata_flash::Writer`]); then each item's slot
+//! is repointed at its record, if the slot still points at the item (a
+//! write since leaves the record dead). The victim is not reused before
+//! that, so a reader finds every item in memory or on flash, never
+//! neither. A failed write evicts the batch's items, as without flash.
+//!
+//! **The oldest region goes first.** When the ring of regions comes round
+//! to one still holding records, its records are read back and every slot
+//! that still points at one is unlinked (memcached's extstore drops a page
+//! the same way; the items read since they went to flash were brought
+//! back to memory on that read).
+//!
+//! **In.** No key is kept in memory for a flash item, so a lookup that
+//! finds no key in memory but a flash slot with the key's 22 tag bits
+//! stops with [`Miss::OnFlash`](crate::store::Miss). The public operation
+//! then *settles* the key ([`Worker::settle`]): reads each such record
+//! (without any lock), verifies its checksum and that its key hashes to
+//! the slot's tags, and under the bucket lock, if the slot is unchanged
+//! and its region was not reclaimed meanwhile, copies the item back into
+//! memory (with its CAS, flags, expiry and write time) or unlinks it if it
+//! is dead or damaged. The operation then runs again and finds the key in
+//! memory: every command works on flash items exactly as on memory items,
+//! with one implementation. A plain `set` needs no read: it drops the
+//! slots with the key's tags, since it replaces whatever they hold.
+//!
+//! Lock order: the log's writer, then bucket locks; nothing takes the
+//! writer under a bucket lock.
+
+use std::sync::atomic::Ordering::*;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use parking_lot::Mutex;
+use strata_flash::{record, Flash, Reserve, Writer};
+
+use crate::clock::Clock;
+use crate::index::{flash, slot, Loc, Pos, Stripe};
+use crate::item::{Fields, Header, Item};
+use crate::segments::{ttl_class, Active};
+use crate::store::{add, bump, Counters, Store};
+use crate::types::{FlashStats, StoreError};
+use crate::worker::Worker;
+use crate::MAX_RETRIES;
+
+/// Items of a victim on their way to flash: their records, and where each
+/// came from.
+#[derive(Debug, Default)]
+pub(crate) struct FlashBatch {
+    buf: Vec<u8>,
+    items: Vec<Pending>,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Pending {
+    loc: Loc,
+    seg: u32,
+    granule_off: u32,
+    /// The record's offset in the batch.
+    at: u32,
+}
+
+/// The whole item in `b` (a record's item bytes), if it is one.
+fn parse_item(b: &[u8]) -> Option<Item<'_>> {
+    let bits = *b.get(1)?;
+    let h = Header::parse_lengths(b.get(..Header::lengths_len(bits))?);
+    (h.total_len() == b.len()).then(|| Item::new(h, b))
+}
+
+/// Logs a flash problem at most once a second (a failing disk fails every
+/// request): the count of those left out is in `stats`.
+fn warn_rate_limited(what: &str, err: &dyn std::fmt::Display) {
+    static LAST: Mutex<Option<Instant>> = Mutex::new(None);
+    let mut last = LAST.lock();
+    if !last.is_some_and(|t| t.elapsed() < Duration::from_secs(1)) {
+        *last = Some(Instant::now());
+        tracing::warn!("flash tier: {what}: {err} (further errors this second are counted in stats, not logged)");
+    }
+}
+
+impl Store {
+    fn flash_log(&self) -> Option<&Arc<Flash>> {
+        self.cfg.flash.as_ref().map(|t| &t.log)
+    }
+
+    /// A flash slot in `loc`'s chain with the key's 22 tag bits, if any.
+    pub(crate) fn flash_candidate(&self, st: &Stripe, loc: Loc) -> Option<(Pos, u64)> {
+        self.cfg.flash.as_ref()?;
+        st.find(loc.bucket, |s| slot::is_flash(s) && slot::tag(s) == loc.tag && flash::ext(s) == loc.ext)
+    }
+
+    /// Unlinks every flash slot with `loc`'s tags: a plain set replaces
+    /// whatever they hold without reading it.
+    pub(crate) fn drop_flash_candidates(&self, st: &mut Stripe, loc: Loc, c: &Counters) {
+        while let Some((pos, s)) = self.flash_candidate(st, loc) {
+            self.unlink(st, loc.bucket, pos, s);
+            bump(&c.flash_dropped_write);
+        }
+    }
+
+    /// Whether eviction sends this item to flash rather than away.
+    pub(crate) fn flash_eligible(&self, it: &Item<'_>) -> bool {
+        // A compressed value names a dictionary that lives only as long
+        // as memory segments reference it: such items are evicted.
+        self.cfg.flash.as_ref().is_some_and(|t| it.header.total_len() >= t.min_item) && !it.compressed()
+    }
+
+    /// Adds the linked item at slot `s` to the worker's batch; the caller
+    /// holds its bucket lock. True when the batch holds a write buffer's
+    /// worth: the caller writes it once it has let go of the lock.
+    pub(crate) fn batch_for_flash(&self, active: &mut Active, s: u64, it: &Item<'_>, loc: Loc) -> bool {
+        let Some(t) = &self.cfg.flash else { return false };
+        let f = Fields { cas: Some(self.cas_of(s, it)), ..it.fields() };
+        let len = crate::item::encoded_len(it.key().len(), it.value().len(), &f);
+        let b = &mut active.flash;
+        let at = b.buf.len() as u32;
+        let epoch = self.segs[slot::seg(s) as usize].epoch.load(Relaxed);
+        record::encode(&mut b.buf, t.log.granule(), epoch, self.written_at(s), len, |dst| {
+            let v = crate::item::write_head(dst, it.key(), it.value().len(), &f);
+            dst[v..].copy_from_slice(it.value());
+        });
+        b.items.push(Pending { loc, seg: slot::seg(s), granule_off: slot::off(s), at });
+        b.buf.len() >= t.write_buffer
+    }
+
+    /// Writes the worker's batch to flash and repoints the slots of the
+    /// items still linked where they were; items whose write failed are
+    /// evicted. Called without bucket locks, before the batch's victim is
+    /// reused.
+    pub(crate) fn flush_flash(&self, active: &mut Active) {
+        let Some(log) = self.flash_log() else { return };
+        let mut batch = std::mem::take(&mut active.flash);
+        if batch.items.is_empty() {
+            active.flash = batch;
+            return;
+        }
+        let c = active.counters.clone();
+        let mut w = log.writer();
+        let written = self.reserve_flash(&mut w, batch.buf.len(), &c).and_then(|at| {
+            match w.write(at, &batch.buf, batch.items.len() as u64) {
+                Ok(()) => Some(at),
+                Err(e) => {
+                    warn_rate_limited("write failed, items evicted instead", &e);
+                    None
+                }
+            }
+        });
+        for p in &batch.items {
+            let mut st = self.index.lock(p.loc.stripe);
+            let Some((pos, s)) = st.find(p.loc.bucket, |s| slot::seg(s) == p.seg && slot::off(s) == p.granule_off)
+            else {
+                continue;
+            };
+            if slot::is_flash(s) {
+                continue;
+            }
+            match written {
+                Some(at) => {
+                    let addr = log.to_slot(at + u64::from(p.at));
+                    let moved = flash::pack(slot::tag(s), p.loc.ext, p.loc.more(st.table_bits()), addr);
+                    st.set(pos, moved);
+                    self.unaccount(&mut st, s);
+                    self.account(&mut st, moved);
+                    bump(&c.flash_moved);
+                }
+                None => {
+                    self.unlink(&mut st, p.loc.bucket, pos, s);
+                    bump(&c.evictions);
+                }
+            }
+        }
+        drop(w);
+        batch.buf.clear();
+        batch.items.clear();
+        active.flash = batch;
+    }
+
+    /// Room for `len` bytes at the log's head, reclaiming the oldest
+    /// region if need be; `None` if a reclaim failed to read its region.
+    fn reserve_flash(&self, w: &mut Writer<'_>, len: usize, c: &Counters) -> Option<u64> {
+        let mut buf = Vec::new();
+        for _ in 0..2 {
+            match w.reserve(len) {
+                Reserve::At(at) => return Some(at),
+                Reserve::Reclaim(r) => {
+                    if let Err(e) = self.reclaim_region(w, r, &mut buf, c) {
+                        // Its slots cannot be found without reading it:
+                        // they stay, and read as misses once the region
+                        // is rewritten (its generation changes).
+                        warn_rate_limited("could not read a region to reclaim", &e);
+                    }
+                    w.recycle(r);
+                }
+            }
+        }
+        None
+    }
+
+    /// Unlinks every slot still pointing into region `r`.
+    fn reclaim_region(&self, w: &mut Writer<'_>, r: u32, buf: &mut Vec<u8>, c: &Counters) -> std::io::Result<()> {
+        let Some(log) = self.flash_log() else { return Ok(()) };
+        w.scan(r, buf, |addr, rec| {
+            let Some(it) = parse_item(rec.item) else { return };
+            let loc = self.index.locate(it.key());
+            let want = log.to_slot(addr);
+            let mut st = self.index.lock(loc.stripe);
+            if let Some((pos, s)) = st.find(loc.bucket, |s| slot::is_flash(s) && flash::addr(s) == want) {
+                self.unlink(&mut st, loc.bucket, pos, s);
+                bump(&c.flash_evicted);
+                bump(&c.evictions);
+            }
+        })
+    }
+
+    /// The tier's figures (with it on).
+    pub(crate) fn flash_stats(&self) -> Option<FlashStats> {
+        let log = self.flash_log()?;
+        let f = &log.stats;
+        let mut s = FlashStats {
+            items: log.live(),
+            objects_written: f.objects_written.load(Relaxed),
+            bytes_written: f.bytes_written.load(Relaxed),
+            write_errors: f.write_errors.load(Relaxed),
+            bytes_used: log.bytes_used(),
+            capacity: log.capacity(),
+            regions: log.regions() as u64,
+            region_size: log.region_size(),
+            regions_reclaimed: f.regions_reclaimed.load(Relaxed),
+            reads: f.reads.load(Relaxed),
+            bytes_read: f.bytes_read.load(Relaxed),
+            read_errors: f.read_errors.load(Relaxed),
+            checksum_errors: f.checksum_errors.load(Relaxed),
+            ..FlashStats::default()
+        };
+        for c in self.counters.lock().iter() {
+            s.hits += c.flash_hits.load(Relaxed);
+            s.misses += c.flash_misses.load(Relaxed);
+            s.moved += c.flash_moved.load(Relaxed);
+            s.evicted += c.flash_evicted.load(Relaxed);
+            s.dropped_by_write += c.flash_dropped_write.load(Relaxed);
+            s.dropped_by_growth += c.flash_dropped_growth.load(Relaxed);
+        }
+        // A flash item's RAM is its slot: the index's bytes shared over
+        // every item, memory and flash alike.
+        let items = (0..self.index.stripes()).map(|i| self.index.lock(i).items).sum::<u64>().max(1);
+        let index_share = self.index.memory() as u64 * s.items / items;
+        s.ram_bytes = index_share + log.metadata_bytes() as u64;
+        Some(s)
+    }
+}
+
+/// What reading one flash slot back found.
+enum Back {
+    /// The record, verified: its item's key hashes to the slot's tags.
+    Record { epoch: u64, written: u32 },
+    /// Nothing to bring back: damaged, unreadable, or another key's.
+    Bad,
+    /// The region was reclaimed during the read: look again.
+    Moved,
+}
+
+impl Worker {
+    /// Runs `op` until it no longer stops at a flash slot, settling `key`
+    /// in between (see the module doc).
+    pub(crate) fn with_flash<T>(
+        &mut self,
+        key: &[u8],
+        mut op: impl FnMut(&mut Worker) -> Result<T, StoreError>,
+    ) -> Result<T, StoreError> {
+        for _ in 0..MAX_RETRIES {
+            match op(self) {
+                Err(StoreError::OnFlash) => self.settle(key)?,
+                r => return r,
+            }
+        }
+        Err(StoreError::Contended)
+    }
+
+    /// Brings every flash slot with `key`'s tags back into memory, or
+    /// unlinks it if it is dead or damaged.
+    pub(crate) fn settle(&mut self, key: &[u8]) -> Result<(), StoreError> {
+        let store = self.store.clone();
+        let Some(log) = store.flash_log() else { return Ok(()) };
+        let loc = store.index.locate(key);
+        let candidates: Vec<u64> = {
+            let st = store.index.lock(loc.stripe);
+            let mut v = Vec::new();
+            st.for_each_in_chain(loc.bucket, |s| {
+                if slot::is_flash(s) && slot::tag(s) == loc.tag && flash::ext(s) == loc.ext {
+                    v.push(s);
+                }
+            });
+            v
+        };
+        let mut buf = std::mem::take(&mut self.flash_buf);
+        let mut r = Ok(());
+        for s in candidates {
+            r = self.bring_back(log, loc, s, &mut buf);
+            if r.is_err() {
+                break;
+            }
+        }
+        self.flash_buf = buf;
+        r
+    }
+
+    fn read_back(&self, log: &Flash, loc: Loc, s: u64, buf: &mut Vec<u8>) -> Back {
+        let addr = log.from_slot(flash::addr(s));
+        let region = log.region_of(addr);
+        let gen = log.generation(region);
+        let rec = match log.read(addr, buf) {
+            Ok(r) => r,
+            Err(e) => {
+                warn_rate_limited("read failed, served as a miss", &e);
+                return if log.generation(region) == gen { Back::Bad } else { Back::Moved };
+            }
+        };
+        let (epoch, written) = (rec.epoch, rec.written);
+        let len = rec.item.len();
+        if log.generation(region) != gen {
+            return Back::Moved;
+        }
+        // Keep the item bytes only (the record starts the buffer).
+        buf.drain(..record::HEADER_LEN);
+        buf.truncate(len);
+        let Some(it) = parse_item(buf) else { return Back::Bad };
+        let l = self.store.index.locate(it.key());
+        if (l.stripe, l.tag, l.ext) != (loc.stripe, slot::tag(s), flash::ext(s)) {
+            // Not what this slot was written for (a slot left behind by
+            // a region that could not be read when it was reclaimed).
+            return Back::Bad;
+        }
+        Back::Record { epoch, written }
+    }
+
+    /// Brings the flash slot `s` (in `loc`'s chain) back into memory.
+    fn bring_back(&mut self, log: &Flash, loc: Loc, s: u64, buf: &mut Vec<u8>) -> Result<(), StoreError> {
+        let store = self.store.clone();
+        let c = self.active.counters.clone();
+        let same = |st: &Stripe| st.find(loc.bucket, |x| slot::is_flash(x) && flash::location(x) == flash::location(s));
+        let (epoch, written) = match self.read_back(log, loc, s, buf) {
+            Back::Moved => return Ok(()),
+            Back::Bad => {
+                let mut st = store.index.lock(loc.stripe);
+                if let Some((pos, x)) = same(&st) {
+                    store.unlink(&mut st, loc.bucket, pos, x);
+                    bump(&c.flash_misses);
+                }
+                return Ok(());
+            }
+            Back::Record { epoch, written } => (epoch, written),
+        };
+        let Some(it) = parse_item(buf) else { return Ok(()) };
+        let now = store.clock.now();
+        if epoch <= store.flush_epoch.load(Relaxed) || Clock::is_expired(it.expiry(), now) {
+            let mut st = store.index.lock(loc.stripe);
+            if let Some((pos, x)) = same(&st) {
+                store.unlink(&mut st, loc.bucket, pos, x);
+                bump(&c.flash_misses);
+            }
+            return Ok(());
+        }
+        let len = it.header.total_len();
+        let (seg, off) = self.active.reserve(&store, ttl_class(it.expiry(), now), len, written)?;
+        // SAFETY: freshly reserved by this worker in its active segment.
+        let dst = unsafe { store.arena.bytes_mut(seg, off, len) };
+        dst.copy_from_slice(it.bytes());
+        store.note_expiry(seg, it.expiry());
+        let mut st = store.index.lock(loc.stripe);
+        let Some((pos, x)) = same(&st) else {
+            drop(st);
+            self.active.unreserve(&store, seg, off, len);
+            return Ok(());
+        };
+        // A read brought it back: it counts as read once.
+        let back = slot::pack(slot::tag(x), 1, seg, (off >> store.granule_shift) as u32);
+        st.set(pos, back);
+        store.unaccount(&mut st, x);
+        store.account(&mut st, back);
+        bump(&c.flash_hits);
+        add(&c.bytes_copied, len as u64);
+        Ok(())
+    }
+}

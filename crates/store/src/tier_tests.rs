@@ -1,0 +1,264 @@
+//! The flash tier through the store's API: items evicted to flash read
+//! back exactly, every operation works on them, the oldest region goes
+//! first, and damage or I/O errors are misses, never wrong values.
+//! (Files on disk: not under Miri.)
+
+use crate::tests::{get, store_of};
+use crate::*;
+use std::sync::Arc;
+use strata_flash::{Device, FaultDevice, Faults, FileDevice, Flash};
+
+struct Tier {
+    store: Arc<Store>,
+    w: Worker,
+    faults: Arc<parking_lot::Mutex<Faults>>,
+    _dir: tempfile::TempDir,
+}
+
+/// A store of 8 MiB (1 MiB segments) over `flash_mib` MiB of flash in
+/// 1 MiB regions, behind a fault-injecting device.
+fn tier(flash_mib: u64) -> Tier {
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let file: Arc<dyn Device> =
+        Arc::new(FileDevice::open(&dir.path().join("flash"), flash_mib << 20).unwrap_or_else(|e| panic!("{e}")));
+    let dev = FaultDevice::new(file);
+    let faults = dev.faults();
+    let log = Flash::new(&strata_flash::Config { region_size: 1 << 20, max_record: 64 << 10 }, vec![Arc::new(dev)])
+        .unwrap_or_else(|e| panic!("{e}"));
+    let flash = FlashTier { log: Arc::new(log), min_item: 16, write_buffer: 256 << 10 };
+    let (store, w) = store_of(Config {
+        memory_limit: 8 << 20,
+        item_size_max: 64 << 10,
+        hash_power: 10,
+        flash: Some(flash),
+        ..Config::default()
+    });
+    Tier { store, w, faults, _dir: dir }
+}
+
+fn key(i: usize) -> Vec<u8> {
+    format!("key:{i}").into_bytes()
+}
+
+/// A value that differs by key and by version.
+fn value(i: usize, version: u8) -> Vec<u8> {
+    let mut v = vec![version; 500 + i % 300];
+    v[..8].copy_from_slice(&(i as u64).to_le_bytes());
+    v
+}
+
+fn fill(t: &mut Tier, n: usize) {
+    for i in 0..n {
+        let r = t.w.set(SetOp::Set, &key(i), i as u32, 0, &value(i, 1));
+        assert_eq!(r, Ok(StoreOutcome::Stored), "set {i}");
+    }
+}
+
+fn flash_stats(s: &Store) -> FlashStats {
+    s.stats().flash.unwrap_or_else(|| panic!("flash on"))
+}
+
+#[test]
+fn evicted_items_go_to_flash_and_read_back_exactly() {
+    let mut t = tier(32);
+    // 20,000 items of ~650 bytes: about 13 MB, twice memory.
+    fill(&mut t, 20_000);
+    let fs = flash_stats(&t.store);
+    assert!(fs.moved > 10_000, "most items went to flash: {fs:?}");
+    assert_eq!(t.store.stats().evictions, 0, "nothing was dropped: {fs:?}");
+    for i in 0..20_000 {
+        let got = get(&mut t.w, &key(i));
+        assert_eq!(got.as_ref().map(|g| (&g.0, g.1)), Some((&value(i, 1), i as u32)), "key {i}");
+    }
+    let fs2 = flash_stats(&t.store);
+    assert!(fs2.hits > 10_000, "{fs2:?}");
+    assert_eq!((fs2.checksum_errors, fs2.read_errors, fs2.misses), (0, 0, 0));
+    assert_eq!(t.store.stats().curr_items, 20_000);
+}
+
+#[test]
+fn every_operation_works_on_flash_items() {
+    let mut t = tier(64);
+    fill(&mut t, 20_000);
+    assert!(flash_stats(&t.store).items > 10_000);
+    // Key 0 is long on flash; reading it brings it back, with its CAS,
+    // which survives the next trip to flash too.
+    let before = flash_stats(&t.store).hits;
+    let (_, _, cas0) = get(&mut t.w, &key(0)).unwrap_or_else(|| panic!("key 0"));
+    assert!(flash_stats(&t.store).hits > before);
+    fill_more(&mut t, 20_000, 30_000);
+    let (_, _, cas0_again) = get(&mut t.w, &key(0)).unwrap_or_else(|| panic!("key 0 again"));
+    assert_eq!(cas0, cas0_again, "a CAS survives going to flash and back");
+    fill_more(&mut t, 30_000, 36_000);
+    let k0 = key(0);
+    let cas = Write { compare: Some(cas0), ..Write::new(SetOp::Set, &k0, 0, 0, b"swapped, and long enough for flash") };
+    assert_eq!(t.w.set_with(&cas).map(|s| s.outcome), Ok(StoreOutcome::Stored));
+
+    // Keys 1..: on flash now (written long ago, not read since).
+    assert_eq!(t.w.set(SetOp::Add, &key(1), 0, 0, b"x"), Ok(StoreOutcome::NotStored), "add sees it");
+    assert_eq!(t.w.set(SetOp::Replace, &key(2), 0, 0, b"replaced"), Ok(StoreOutcome::Stored));
+    assert_eq!(t.w.set(SetOp::Append, &key(3), 0, 0, b"+tail"), Ok(StoreOutcome::Stored));
+    let mut appended = value(3, 1);
+    appended.extend_from_slice(b"+tail");
+    assert!(t.w.delete(&key(4)), "delete finds it");
+    assert!(!t.w.delete(&key(4)));
+    assert_eq!(t.w.touch(&key(5), t.store.clock().now() + 100), Ok(true));
+    assert_eq!(t.w.inspect(&key(5)).map(|i| i.expiry), Some(t.store.clock().now() + 100));
+    assert_eq!(t.w.set(SetOp::Set, &key(6), 0, 0, b"plain set"), Ok(StoreOutcome::Stored));
+    assert_eq!(t.w.set(SetOp::Set, b"counter", 0, 0, b"1000000000000000000"), Ok(StoreOutcome::Stored));
+    fill_more(&mut t, 36_000, 42_000);
+    assert_eq!(t.w.arith(b"counter", true, 1), Ok(ArithOutcome::Value(1_000_000_000_000_000_001)));
+    fill_more(&mut t, 42_000, 48_000);
+    // Every change holds after the keys went to flash (again).
+    assert_eq!(get(&mut t.w, &key(0)).map(|g| g.0), Some(b"swapped, and long enough for flash".to_vec()));
+    assert_eq!(get(&mut t.w, &key(1)).map(|g| g.0), Some(value(1, 1)));
+    assert_eq!(get(&mut t.w, &key(2)).map(|g| g.0), Some(b"replaced".to_vec()));
+    assert_eq!(get(&mut t.w, &key(3)).map(|g| g.0), Some(appended));
+    assert_eq!(get(&mut t.w, &key(4)), None, "a delete holds");
+    assert_eq!(t.w.inspect(&key(5)).map(|i| i.expiry), Some(t.store.clock().now() + 100));
+    assert_eq!(get(&mut t.w, &key(6)).map(|g| g.0), Some(b"plain set".to_vec()));
+    assert_eq!(get(&mut t.w, b"counter").map(|g| g.0), Some(b"1000000000000000001".to_vec()));
+    assert_eq!(t.store.stats().evictions, 0);
+}
+
+/// Sets keys `from..to` with throwaway values, pushing older items out.
+fn fill_more(t: &mut Tier, from: usize, to: usize) {
+    for i in from..to {
+        assert_eq!(t.w.set(SetOp::Set, &key(i), 0, 0, &value(i, 9)), Ok(StoreOutcome::Stored));
+    }
+}
+
+#[test]
+fn expiry_and_flush_apply_on_flash() {
+    let mut t = tier(32);
+    let now = t.store.clock().now();
+    for i in 0..10_000 {
+        let ttl = if i % 2 == 0 { now + 50 } else { 0 };
+        assert_eq!(t.w.set(SetOp::Set, &key(i), 0, ttl, &value(i, 1)), Ok(StoreOutcome::Stored));
+    }
+    fill_more(&mut t, 10_000, 20_000);
+    t.store.clock().advance(60);
+    for i in 0..1000 {
+        let got = get(&mut t.w, &key(i)).map(|g| g.0);
+        assert_eq!(got, if i % 2 == 0 { None } else { Some(value(i, 1)) }, "key {i}");
+    }
+    t.store.flush_all(None);
+    for i in 1000..3000 {
+        assert_eq!(get(&mut t.w, &key(i)), None, "flushed {i}");
+    }
+    assert!(flash_stats(&t.store).misses > 0);
+}
+
+#[test]
+fn the_oldest_region_is_reclaimed_and_the_rest_stay_exact() {
+    // 6 MiB of flash under 8 MiB of memory: the ring comes round often.
+    let mut t = tier(6);
+    fill(&mut t, 60_000);
+    let fs = flash_stats(&t.store);
+    assert!(fs.regions_reclaimed > 10 && fs.evicted > 0, "{fs:?}");
+    let mut found = 0;
+    // Newest first: reading an item brings it back into memory, which
+    // sends others to flash and reclaims more of the oldest.
+    for i in (0..60_000).rev() {
+        if let Some((v, flags, _)) = get(&mut t.w, &key(i)) {
+            assert_eq!((v, flags), (value(i, 1), i as u32), "key {i}");
+            found += 1;
+        }
+    }
+    // Memory and flash hold ~13 MB of ~40 MB written: more than either
+    // alone (~9,000 items on flash, ~5,500 in memory).
+    assert!(found > 10_000, "found {found}");
+    let s = t.store.stats();
+    assert!(s.curr_items <= 60_000);
+}
+
+#[test]
+fn index_growth_keeps_flash_items_findable() {
+    let mut t = tier(64);
+    // Start the index small so its stripes double while items sit on flash.
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let file: Arc<dyn Device> =
+        Arc::new(FileDevice::open(&dir.path().join("f"), 64 << 20).unwrap_or_else(|e| panic!("{e}")));
+    let log = Flash::new(&strata_flash::Config { region_size: 1 << 20, max_record: 64 << 10 }, vec![file])
+        .unwrap_or_else(|e| panic!("{e}"));
+    let flash = FlashTier { log: Arc::new(log), min_item: 64, write_buffer: 256 << 10 };
+    (t.store, t.w) = store_of(Config {
+        memory_limit: 8 << 20,
+        item_size_max: 64 << 10,
+        hash_power: 10,
+        flash: Some(flash),
+        ..Config::default()
+    });
+    let start = t.store.stats().hash_power;
+    fill(&mut t, 60_000);
+    assert!(t.store.stats().hash_power >= start + 2, "the index grew");
+    let missing: Vec<usize> =
+        (0..60_000).filter(|&i| get(&mut t.w, &key(i)).map(|g| g.0) != Some(value(i, 1))).collect();
+    assert!(
+        missing.is_empty(),
+        "{} missing, first {:?}: {:?}",
+        missing.len(),
+        &missing[..missing.len().min(10)],
+        flash_stats(&t.store)
+    );
+    assert_eq!(flash_stats(&t.store).dropped_by_growth, 0);
+}
+
+#[test]
+fn flipped_bytes_and_read_errors_are_misses_never_wrong_values() {
+    let mut t = tier(32);
+    fill(&mut t, 20_000);
+    // Flip a byte every 4 KiB across the first 8 MiB of the file.
+    t.faults.lock().flip = (0..(8u64 << 20)).step_by(4096).map(|o| o + 100).collect();
+    let mut hits = 0;
+    for i in 0..20_000 {
+        if let Some((v, flags, _)) = get(&mut t.w, &key(i)) {
+            assert_eq!((v, flags), (value(i, 1), i as u32), "key {i}");
+            hits += 1;
+        }
+    }
+    let fs = flash_stats(&t.store);
+    assert!(fs.checksum_errors > 0 && fs.misses > 0, "{fs:?}");
+    assert!(hits > 10_000, "undamaged records still read: {hits}");
+    // EIO on every read: misses, and the store goes on.
+    t.faults.lock().flip.clear();
+    fill_more(&mut t, 20_000, 40_000);
+    t.faults.lock().read_eio = true;
+    for i in 20_000..21_000 {
+        if let Some((v, _, _)) = get(&mut t.w, &key(i)) {
+            assert_eq!(v, value(i, 9));
+        }
+    }
+    assert!(flash_stats(&t.store).read_errors > 0);
+    t.faults.lock().read_eio = false;
+    assert_eq!(t.w.set(SetOp::Set, b"after", 0, 0, b"fine"), Ok(StoreOutcome::Stored));
+    assert_eq!(get(&mut t.w, b"after").map(|g| g.0), Some(b"fine".to_vec()));
+}
+
+#[test]
+fn failed_writes_evict_instead() {
+    let mut t = tier(32);
+    t.faults.lock().write_eio = true;
+    fill(&mut t, 20_000);
+    let fs = flash_stats(&t.store);
+    assert!(fs.write_errors > 0 && fs.items == 0, "{fs:?}");
+    assert!(t.store.stats().evictions > 0);
+    let in_memory = t.store.stats().curr_items;
+    // ENOSPC past 2 MiB: what fits is kept, the rest evicted.
+    let mut t = tier(32);
+    t.faults.lock().enospc_from = Some(2 << 20);
+    fill(&mut t, 20_000);
+    let fs = flash_stats(&t.store);
+    assert!(fs.write_errors > 0 && fs.bytes_used <= 2 << 20, "{fs:?}");
+    let mut found = 0;
+    // Newest first: bringing a flash item back pushes a memory item out,
+    // and with flash full that one is evicted.
+    for i in (0..20_000).rev() {
+        if let Some((v, _, _)) = get(&mut t.w, &key(i)) {
+            assert_eq!(v, value(i, 1), "key {i}");
+            found += 1;
+        }
+    }
+    // 2 MiB of flash (~3,000 items) and memory's worth.
+    assert!(found > in_memory + 2_000, "{found} found, {in_memory} without flash");
+}
