@@ -233,8 +233,54 @@ fn general(shared: &Shared) -> Snapshot {
     let contended = sum(shared, |w| &w.store_contended);
     s.counter("strata_store_contended", "Operations that lost the race for an item too often.", contended);
     compression(&mut s, &st);
+    flash(&mut s, &st);
     snapshots(&mut s, shared);
     s
+}
+
+/// The flash tier's figures, with `-o ext_path`: memcached's extstore
+/// names where the meaning matches (docs/protocol.md lists them).
+fn flash(s: &mut Snapshot, st: &strata_store::StoreStats) {
+    let Some(f) = &st.flash else { return };
+    s.counter("get_extstore", "Reads that found their value on flash.", f.hits);
+    s.counter("miss_from_extstore", "Reads of flash items found gone (expired, flushed, damaged).", f.misses);
+    s.counter("badcrc_from_extstore", "Flash records that failed their checksum (misses).", f.checksum_errors);
+    s.counter("recache_from_extstore", "Flash items brought back into memory (every read).", f.hits);
+    s.gauge("extstore_io_queue", "Flash reads waiting (reads run on the worker: none wait).", 0u64);
+    s.counter("extstore_objects_written", "Records written to flash.", f.objects_written);
+    s.counter("extstore_bytes_written", "Bytes written to flash.", f.bytes_written);
+    s.counter("extstore_objects_read", "Records read from flash.", f.reads);
+    s.counter("extstore_bytes_read", "Bytes read from flash.", f.bytes_read);
+    s.gauge("extstore_objects_used", "Items whose value is on flash now.", f.items);
+    s.gauge("extstore_bytes_used", "Flash bytes written and not yet reclaimed.", f.bytes_used);
+    s.gauge("extstore_limit_maxbytes", "Flash capacity in bytes.", f.capacity);
+    s.gauge("extstore_page_size", "Bytes per flash region.", f.region_size);
+    s.gauge("extstore_pages_total", "Flash regions.", f.regions);
+    s.counter("extstore_page_evictions", "Flash regions reclaimed (oldest first).", f.regions_reclaimed);
+    s.counter("extstore_objects_evicted", "Flash items dropped by a region's reclaim.", f.evicted);
+    s.counter("strata_extstore_moved", "Items moved from memory to flash.", f.moved);
+    s.counter("strata_extstore_read_errors", "Flash reads that failed (misses).", f.read_errors);
+    s.counter("strata_extstore_write_errors", "Flash writes that failed (their items evicted).", f.write_errors);
+    s.counter(
+        "strata_extstore_dropped_by_write",
+        "Flash slots a set dropped unread (the key's old version, rarely another key's).",
+        f.dropped_by_write,
+    );
+    s.counter(
+        "strata_extstore_dropped_by_growth",
+        "Flash slots dropped because their index stripe outgrew their hash bits.",
+        f.dropped_by_growth,
+    );
+    s.gauge("strata_extstore_ram_bytes", "RAM the flash items cost: their index slots and region metadata.", f.ram_bytes);
+    let per = |a: u64, b: u64| Value::Fixed2(if b == 0 { 0.0 } else { a as f64 / b as f64 });
+    s.gauge("strata_extstore_ram_per_item", "Bytes of RAM per flash item.", per(f.ram_bytes, f.items));
+    // Items that come back into memory on a read and leave again are
+    // written again: flash bytes per byte clients stored says how much.
+    s.gauge(
+        "strata_extstore_write_amplification",
+        "Bytes written to flash per byte of items clients stored.",
+        per(f.bytes_written, st.bytes_stored),
+    );
 }
 
 /// The last snapshot written and the load at start, with `--snapshot-dir`.
@@ -385,6 +431,13 @@ fn settings(shared: &Shared) -> Snapshot {
             sn.interval.map_or(0, |d| d.as_secs()),
         );
         s.info("snapshot_strict", "Refuse to start on a damaged or mismatched snapshot.", yes_no(sn.strict));
+    }
+    if let Some(t) = &sc.flash {
+        let paths: Vec<String> = t.paths.iter().map(|(p, n)| format!("{}:{n}", p.display())).collect();
+        s.info("ext_path", "The flash tier's files or devices and their sizes (-o ext_path).", paths.join(","));
+        s.info("ext_item_size", "Smaller items are evicted rather than moved to flash.", t.min_item);
+        s.info("ext_wbuf_size", "Bytes gathered before a write to flash.", t.write_buffer);
+        s.info("ext_page_size", "Bytes per flash region.", t.log.region_size());
     }
     s.info(
         "compression",

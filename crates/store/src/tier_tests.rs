@@ -25,7 +25,7 @@ fn tier(flash_mib: u64) -> Tier {
     let faults = dev.faults();
     let log = Flash::new(&strata_flash::Config { region_size: 1 << 20, max_record: 64 << 10 }, vec![Arc::new(dev)])
         .unwrap_or_else(|e| panic!("{e}"));
-    let flash = FlashTier { log: Arc::new(log), min_item: 16, write_buffer: 256 << 10 };
+    let flash = FlashTier { log: Arc::new(log), min_item: 16, write_buffer: 256 << 10, paths: Vec::new() };
     let (store, w) = store_of(Config {
         memory_limit: 8 << 20,
         item_size_max: 64 << 10,
@@ -181,7 +181,7 @@ fn index_growth_keeps_flash_items_findable() {
         Arc::new(FileDevice::open(&dir.path().join("f"), 64 << 20).unwrap_or_else(|e| panic!("{e}")));
     let log = Flash::new(&strata_flash::Config { region_size: 1 << 20, max_record: 64 << 10 }, vec![file])
         .unwrap_or_else(|e| panic!("{e}"));
-    let flash = FlashTier { log: Arc::new(log), min_item: 64, write_buffer: 256 << 10 };
+    let flash = FlashTier { log: Arc::new(log), min_item: 64, write_buffer: 256 << 10, paths: Vec::new() };
     (t.store, t.w) = store_of(Config {
         memory_limit: 8 << 20,
         item_size_max: 64 << 10,

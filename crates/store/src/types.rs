@@ -75,6 +75,8 @@ pub struct FlashTier {
     /// Bytes gathered before a write to flash (`ext_wbuf_size`); at most a
     /// region.
     pub write_buffer: usize,
+    /// The paths and sizes it was opened from, for `stats settings`.
+    pub paths: Vec<(std::path::PathBuf, u64)>,
 }
 
 impl Default for Config {

@@ -86,7 +86,9 @@ pub struct Args {
     /// Extended options, comma separated: hashpower=N, max_get_line=BYTES, io=auto|uring|epoll, io_buffers=N,
     /// compression=on|off, compression_level=1..19, compression_min_size=BYTES,
     /// compression_min_saving=PERCENT, compression_dict_size=BYTES, compression_train_bytes=BYTES,
-    /// compression_sample=N, compression_retrain_drop=PERCENT (README, "Compression")
+    /// compression_sample=N, compression_retrain_drop=PERCENT (README, "Compression");
+    /// ext_path=PATH:SIZE (repeatable), ext_item_size=BYTES, ext_wbuf_size=MB, ext_page_size=MB
+    /// (README, "Flash tier")
     #[arg(short = 'o', long = "extended", action = ArgAction::Append)]
     extended: Vec<String>,
 
@@ -152,6 +154,11 @@ pub struct Args {
 /// Whether values are stored compressed unless `-o compression=` says
 /// otherwise (the measurements behind the choice: docs/benchmarks.md).
 const COMPRESSION_DEFAULT: bool = false;
+
+/// Whether `--durability` asks for anything but off (checked fully later).
+fn durability_requested(v: &str) -> bool {
+    v != "off"
+}
 
 /// An extended option's number.
 fn number<T: std::str::FromStr>(k: &str, v: &str) -> Result<T, String> {
@@ -224,6 +231,7 @@ impl Args {
         let mut io_buffers = 64;
         let mut compression = COMPRESSION_DEFAULT;
         let mut zcfg = strata_compress::Config::default();
+        let mut ext = crate::ext::ExtOptions::default();
         for opt in self.extended.iter().flat_map(|o| o.split(',')).filter(|o| !o.is_empty()) {
             let (k, v) = opt.split_once('=').unwrap_or((opt, ""));
             match k {
@@ -270,10 +278,16 @@ impl Args {
                 "compression_train_bytes" => zcfg.train_bytes = parse_size(v)?,
                 "compression_sample" => zcfg.sample_one_in = number(k, v)?,
                 "compression_retrain_drop" => zcfg.retrain_drop_percent = number(k, v)?,
+                _ if ext.take(k, v)? => {}
                 _ => return Err(format!("unknown extended option {k:?} (-o)")),
             }
         }
         zcfg.validate().map_err(|e| e.to_string())?;
+        if ext.enabled() && durability_requested(&self.durability) {
+            // Items on flash are not in the snapshot a recovery starts from.
+            return Err("--durability does not work with -o ext_path yet".into());
+        }
+        let flash = ext.open(item_size_max)?;
         let store = StoreConfig {
             memory_limit,
             memory_reserve: memory_reserve(memory_limit),
@@ -283,6 +297,7 @@ impl Args {
             cas: !self.disable_cas,
             hash_power,
             compression: compression.then_some(zcfg),
+            flash,
             ..StoreConfig::default()
         };
         // Whether -B was given at all: like memcached, an explicit `-B auto`

@@ -3,6 +3,7 @@
 //! `shutdown`. Owns no protocol or storage logic.
 
 mod cli;
+mod ext;
 mod warm;
 
 use std::process::ExitCode;

@@ -1,0 +1,154 @@
+//! memcached's extstore options (`-o ext_path=PATH:SIZE,ext_*=...`) and
+//! the flash tier they open: each path is a file (created, sparse) or a
+//! block device, cut into regions (README "Flash tier").
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use strata_flash::{Device, FileDevice, Flash};
+use strata_store::FlashTier;
+
+/// What the `ext_*` options said.
+#[derive(Debug, Default)]
+pub struct ExtOptions {
+    paths: Vec<(PathBuf, u64)>,
+    /// Bytes (memcached: `ext_item_size`, default 512).
+    item_size: Option<usize>,
+    /// MiB (memcached: `ext_wbuf_size`, default 4).
+    wbuf_mib: Option<u64>,
+    /// MiB (memcached: `ext_page_size`, default 64).
+    page_mib: Option<u64>,
+}
+
+/// memcached's default `ext_item_size`: smaller items stay in memory.
+const ITEM_SIZE_DEFAULT: usize = 512;
+
+/// memcached's size syntax for `ext_path`: a number with an optional
+/// K/M/G/T suffix.
+fn parse_bytes(s: &str) -> Result<u64, String> {
+    let bad = || format!("invalid ext_path size {s:?} (e.g. 64G, 512M)");
+    let (num, shift) = match s.chars().last() {
+        Some('k' | 'K') => (&s[..s.len() - 1], 10),
+        Some('m' | 'M') => (&s[..s.len() - 1], 20),
+        Some('g' | 'G') => (&s[..s.len() - 1], 30),
+        Some('t' | 'T') => (&s[..s.len() - 1], 40),
+        _ => (s, 0),
+    };
+    num.parse::<u64>().ok().and_then(|n| n.checked_mul(1 << shift)).ok_or_else(bad)
+}
+
+fn mib(k: &str, v: &str) -> Result<u64, String> {
+    v.parse::<u64>().ok().filter(|n| (1..=1024).contains(n)).ok_or_else(|| format!("invalid {k} {v:?} (megabytes)"))
+}
+
+impl ExtOptions {
+    /// Takes option `k=v` if it is an extstore one; false if it is not.
+    pub fn take(&mut self, k: &str, v: &str) -> Result<bool, String> {
+        match k {
+            "ext_path" => {
+                let (path, size) = v.rsplit_once(':').ok_or_else(|| format!("invalid ext_path {v:?} (PATH:SIZE)"))?;
+                if path.is_empty() {
+                    return Err(format!("invalid ext_path {v:?} (PATH:SIZE)"));
+                }
+                self.paths.push((PathBuf::from(path), parse_bytes(size)?));
+            }
+            "ext_item_size" => {
+                self.item_size = Some(v.parse().map_err(|_| format!("invalid ext_item_size {v:?} (bytes)"))?)
+            }
+            "ext_wbuf_size" => self.wbuf_mib = Some(mib(k, v)?),
+            "ext_page_size" => self.page_mib = Some(mib(k, v)?),
+            // Accepted so a memcached command line starts unchanged; what
+            // they tune does not exist here (README "Flash tier").
+            "ext_threads" | "ext_io_depth" | "ext_recache_rate" | "ext_compact_under" | "ext_drop_under"
+            | "ext_drop_unread" | "ext_max_frag" | "ext_max_sleep" | "ext_item_age" | "ext_low_ttl"
+            | "slab_automove_freeratio" => {
+                tracing::info!("-o {k}={v}: accepted for memcached compatibility, no effect here (README, Flash tier)");
+            }
+            _ => return Ok(false),
+        }
+        Ok(true)
+    }
+
+    pub fn enabled(&self) -> bool {
+        !self.paths.is_empty()
+    }
+
+    /// Opens the paths and builds the tier for items up to `item_size_max`.
+    pub fn open(&self, item_size_max: usize) -> Result<Option<FlashTier>, String> {
+        if self.paths.is_empty() {
+            if self.item_size.is_some() || self.wbuf_mib.is_some() || self.page_mib.is_some() {
+                tracing::info!("ext_* options without ext_path: the flash tier is off");
+            }
+            return Ok(None);
+        }
+        let total: u64 = self.paths.iter().map(|p| p.1).sum();
+        // A region holds at least two of the largest items; without
+        // ext_page_size it is memcached's 64 MiB, less for small files so
+        // that there are at least 16 regions to rotate.
+        let least = ((2 * (item_size_max as u64 + 64)).div_ceil(1 << 20)).max(1);
+        let page_mib = match self.page_mib {
+            Some(p) if p < least => {
+                return Err(format!("ext_page_size {p} is too small for -I (at least {least} MB)"));
+            }
+            Some(p) => p,
+            None => (total / 16 >> 20).clamp(least, 64.max(least)),
+        };
+        let wbuf = (self.wbuf_mib.unwrap_or(4).min(page_mib) << 20) as usize;
+        let mut devices: Vec<Arc<dyn Device>> = Vec::new();
+        for (path, size) in &self.paths {
+            let d = FileDevice::open(path, *size).map_err(|e| format!("ext_path {}: {e}", path.display()))?;
+            devices.push(Arc::new(d));
+        }
+        let cfg = strata_flash::Config { region_size: page_mib << 20, max_record: item_size_max + 64 };
+        let log = Flash::new(&cfg, devices).map_err(|e| format!("ext_path: {e}"))?;
+        tracing::info!(
+            "flash tier: {} region(s) of {page_mib} MiB on {} path(s), {} bytes",
+            log.regions(),
+            self.paths.len(),
+            log.capacity()
+        );
+        Ok(Some(FlashTier {
+            log: Arc::new(log),
+            min_item: self.item_size.unwrap_or(ITEM_SIZE_DEFAULT),
+            write_buffer: wbuf,
+            paths: self.paths.clone(),
+        }))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn options_parse_as_memcached_spells_them() {
+        let mut o = ExtOptions::default();
+        assert_eq!(o.take("ext_path", "/tmp/x:64G"), Ok(true));
+        assert_eq!(o.take("ext_path", "/dev/nvme0n1:1T"), Ok(true));
+        assert_eq!(o.take("ext_item_size", "1024"), Ok(true));
+        assert_eq!(o.take("ext_wbuf_size", "8"), Ok(true));
+        assert_eq!(o.take("ext_threads", "8"), Ok(true), "accepted with a note");
+        assert_eq!(o.take("hashpower", "20"), Ok(false), "not ours");
+        assert_eq!(o.paths, vec![(PathBuf::from("/tmp/x"), 64 << 30), (PathBuf::from("/dev/nvme0n1"), 1 << 40)]);
+        assert_eq!((o.item_size, o.wbuf_mib), (Some(1024), Some(8)));
+        assert!(o.take("ext_path", "nosize").is_err());
+        assert!(o.take("ext_path", ":5G").is_err());
+        assert!(o.take("ext_path", "/x:lots").is_err());
+        assert!(o.take("ext_wbuf_size", "0").is_err());
+    }
+
+    #[test]
+    fn opens_a_sparse_file_in_regions() {
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let mut o = ExtOptions::default();
+        let path = dir.path().join("flash");
+        o.take("ext_path", &format!("{}:256M", path.display())).unwrap_or_else(|e| panic!("{e}"));
+        let t = o.open(1 << 20).unwrap_or_else(|e| panic!("{e}")).unwrap_or_else(|| panic!("on"));
+        assert_eq!((t.log.region_size(), t.log.regions(), t.min_item), (16 << 20, 16, 512));
+        assert_eq!(t.write_buffer, 4 << 20);
+        assert_eq!(std::fs::metadata(&path).map(|m| m.len()).ok(), Some(256 << 20));
+        let mut small = ExtOptions::default();
+        small.take("ext_path", &format!("{}:3M", dir.path().join("s").display())).unwrap_or_else(|e| panic!("{e}"));
+        assert!(small.open(1 << 20).is_err(), "fewer than two regions");
+    }
+}
