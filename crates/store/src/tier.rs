@@ -379,8 +379,9 @@ impl Worker {
             self.active.unreserve(&store, seg, off, len);
             return Ok(());
         };
-        // A read brought it back: it counts as read once.
-        let back = slot::pack(slot::tag(x), 1, seg, (off >> store.granule_shift) as u32);
+        // Unread: the read that asked for it counts itself (`mg`'s `h`
+        // says whether it was read before).
+        let back = slot::pack(slot::tag(x), 0, seg, (off >> store.granule_shift) as u32);
         st.set(pos, back);
         store.unaccount(&mut st, x);
         store.account(&mut st, back);

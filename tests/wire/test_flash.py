@@ -1,0 +1,227 @@
+"""The flash tier (-o ext_path=FILE:SIZE): a server with 8 MiB of memory
+and a flash file is filled with several times that, so most items are on
+flash; then every protocol's reads and writes must behave on them exactly
+as on items in memory, and damage to the file must cost misses, never a
+wrong value. memcached's extstore keeps the same options; these tests
+check strata's flash items (the keys and values are compared exactly, so
+they would hold against memcached too, but its extstore needs more memory
+than these servers get).
+"""
+
+import os
+import re
+import struct
+
+import pytest
+
+import binlib as b
+from wirelib import (
+    assert_in_sync,
+    expect,
+    gets_cas,
+    read_line_or_partial,
+    read_n,
+    read_until_end,
+    run_binary,
+    stats,
+)
+
+pytestmark = pytest.mark.strata_only
+
+N = 20_000
+
+
+def value(i, version=b"a"):
+    return (b"%08d" % i) + version * (600 + i % 300)
+
+
+def start(make_server, path, *args):
+    return make_server(["-m", "8", "-o", f"ext_path={path}:64M", *args])
+
+
+def fill(c, n=N):
+    batch = []
+    for i in range(n):
+        v = value(i)
+        batch.append(b"set key:%d %d 0 %d noreply\r\n%s\r\n" % (i, i, len(v), v))
+        if len(batch) == 500:
+            c.send(b"".join(batch))
+            batch = []
+    c.send(b"".join(batch) + b"mn\r\n")
+    assert read_line_or_partial(c, timeout=30) == b"MN\r\n"
+
+
+@pytest.fixture
+def flash_server(make_server, tmp_path):
+    srv = start(make_server, tmp_path / "flash")
+    c = srv.connect()
+    fill(c)
+    s = stats(c)
+    assert int(s["extstore_objects_used"]) > N // 2, "most items went to flash"
+    assert s["evictions"] == "0"
+    return srv, c, tmp_path / "flash"
+
+
+def meta(c, request):
+    c.send(request)
+    line = read_line_or_partial(c)
+    if line.startswith(b"VA "):
+        line += read_n(c, int(line.split()[1]) + 2)
+    return line
+
+
+def test_every_read_form_returns_flash_items_exactly(flash_server):
+    srv, c, _ = flash_server
+    before = int(stats(c)["get_extstore"])
+    expect(c, b"get key:1\r\n", b"VALUE key:1 1 %d\r\n%s\r\nEND\r\n" % (len(value(1)), value(1)))
+    assert int(stats(c)["get_extstore"]) == before + 1
+    cas = gets_cas(c, b"key:2")
+    expect(c, b"gets key:2\r\n", b"VALUE key:2 2 %d %d\r\n%s\r\nEND\r\n" % (len(value(2)), cas, value(2)))
+    # A multi-get mixing flash keys with memory keys (the newest) and a
+    # missing one: replies in request order.
+    keys = [3, N - 1, 4, 999_999, N - 2, 5]
+    c.send(b"get " + b" ".join(b"key:%d" % k for k in keys) + b"\r\n")
+    want = b"".join(
+        b"VALUE key:%d %d %d\r\n%s\r\n" % (k, k, len(value(k)), value(k)) for k in keys if k < N
+    ) + b"END\r\n"
+    assert read_until_end(c) == want
+    expect(c, b"gat 100 key:6\r\n", b"VALUE key:6 6 %d\r\n%s\r\nEND\r\n" % (len(value(6)), value(6)))
+    expect(c, b"touch key:7 100\r\n", b"TOUCHED\r\n")
+    # Meta: value, flags, TTL, size, key, CAS, hit and last access.
+    got = meta(c, b"mg key:8 v f t s k c h l\r\n")
+    m = re.match(rb"VA (\d+) f8 t-1 s(\d+) kkey:8 c(\d+) h0 l\d+\r\n", got)
+    assert m and int(m.group(1)) == len(value(8)) and got.endswith(b"\r\n" + value(8) + b"\r\n"), got
+    assert meta(c, b"mg key:9 s v N30\r\n") == b"VA %d s%d\r\n%s\r\n" % (len(value(9)), len(value(9)), value(9))
+    # Binary GET / GETK / GETQ / GETKQ on their own connection.
+    bc = srv.connect()
+    bc.send(b.request(b.GETQ, key=b"key:10") + b.request(b.GETKQ, key=b"key:11") + b.request(b.GETK, key=b"key:12"))
+    for k in (10, 11, 12):
+        r = b.read_packet(bc)
+        assert (r.status, r.value, r.extras) == (b.SUCCESS, value(k), struct.pack(">I", k))
+        assert r.key == (b"" if k == 10 else b"key:%d" % k)
+    bc.send(b.request(b.GET, key=b"key:13"))
+    r = b.read_packet(bc)
+    assert (r.status, r.value) == (b.SUCCESS, value(13))
+    assert_in_sync(c)
+
+
+def test_every_write_form_works_on_flash_items(flash_server):
+    # Values of ext_item_size (512) or more, so that they go to flash too.
+    srv, c, _ = flash_server
+    new = value(0, b"n")
+    expect(c, b"add key:20 0 0 1\r\nx\r\n", b"NOT_STORED\r\n")
+    expect(c, b"replace key:21 5 0 %d\r\n%s\r\n" % (len(new), new), b"STORED\r\n")
+    expect(c, b"append key:22 0 0 5\r\n+tail\r\n", b"STORED\r\n")
+    expect(c, b"prepend key:23 0 0 5\r\nhead+\r\n", b"STORED\r\n")
+    expect(c, b"delete key:24\r\n", b"DELETED\r\n")
+    expect(c, b"delete key:24\r\n", b"NOT_FOUND\r\n")
+    cas = gets_cas(c, b"key:25")
+    # Push key:25 back to flash, then compare-and-swap against the CAS
+    # read before: it survived the trip.
+    fill_more(c, N, N + 6000)
+    expect(c, b"cas key:25 0 0 %d %d\r\n%s\r\n" % (len(new), cas, new), b"STORED\r\n")
+    expect(c, b"cas key:26 0 0 2 1\r\nno\r\n", b"EXISTS\r\n")
+    expect(c, b"set key:27 0 0 %d\r\n%s\r\n" % (len(new), new), b"STORED\r\n")
+    expect(c, b"incr key:28 1\r\n", b"CLIENT_ERROR cannot increment or decrement non-numeric value\r\n")
+    counter = b"1" + b"0" * 18 + b" " * 600
+    expect(c, b"set counter 0 0 %d\r\n%s\r\n" % (len(counter), counter), b"STORED\r\n")
+    fill_more(c, N + 6000, N + 12000)
+    expect(c, b"incr counter 5\r\n", b"1000000000000000005\r\n")
+    expect(c, b"ms key:29 3 ME\r\nnew\r\n", b"NS\r\n")
+    expect(c, b"md key:30 q\r\nmn\r\n", b"MN\r\n")
+    fill_more(c, N + 12000, N + 18000)
+    s = stats(c)
+    assert int(s["extstore_objects_used"]) > N // 2 and s["evictions"] == "0"
+    expect(c, b"get key:20\r\n", b"VALUE key:20 20 %d\r\n%s\r\nEND\r\n" % (len(value(20)), value(20)))
+    expect(c, b"get key:21\r\n", b"VALUE key:21 5 %d\r\n%s\r\nEND\r\n" % (len(new), new))
+    v22, v23 = value(22) + b"+tail", b"head+" + value(23)
+    expect(c, b"get key:22 key:23\r\n", b"VALUE key:22 22 %d\r\n%s\r\nVALUE key:23 23 %d\r\n%s\r\nEND\r\n" % (
+        len(v22), v22, len(v23), v23))
+    expect(c, b"get key:24 key:30\r\n", b"END\r\n")
+    expect(c, b"get key:25 key:27 key:29\r\n", b"VALUE key:25 0 %d\r\n%s\r\nVALUE key:27 0 %d\r\n%s\r\n"
+           b"VALUE key:29 29 %d\r\n%s\r\nEND\r\n" % (len(new), new, len(new), new, len(value(29)), value(29)))
+    # incr keeps the value's length, padded with spaces.
+    counted = b"1000000000000000005" + b" " * 600
+    expect(c, b"get counter\r\n", b"VALUE counter 0 %d\r\n%s\r\nEND\r\n" % (len(counted), counted))
+
+
+def fill_more(c, lo, hi):
+    batch = []
+    for i in range(lo, hi):
+        v = value(i, b"z")
+        batch.append(b"set more:%d 0 0 %d noreply\r\n%s\r\n" % (i, len(v), v))
+    c.send(b"".join(batch) + b"mn\r\n")
+    assert read_line_or_partial(c, timeout=30) == b"MN\r\n"
+
+
+def test_flush_all_and_expiry_reach_flash_items(flash_server):
+    _, c, _ = flash_server
+    expect(c, b"flush_all\r\n", b"OK\r\n")
+    expect(c, b"get key:1 key:2 key:%d\r\n" % (N - 1), b"END\r\n")
+    assert int(stats(c)["miss_from_extstore"]) >= 2
+
+
+def test_flipped_bytes_are_misses_never_wrong_values(flash_server):
+    srv, c, path = flash_server
+    # Flip a byte every 2 KiB over the first 4 MiB of the file, under the
+    # running server (it reads the file through the page cache).
+    with open(path, "r+b") as f:
+        for at in range(100, 4 << 20, 2048):
+            f.seek(at)
+            byte = f.read(1)
+            f.seek(at)
+            f.write(bytes([byte[0] ^ 0x5A]))
+    hits = 0
+    for i in range(0, N, 3):
+        c.send(b"get key:%d\r\n" % i)
+        got = read_until_end(c)
+        if got != b"END\r\n":
+            assert got == b"VALUE key:%d %d %d\r\n%s\r\nEND\r\n" % (i, i, len(value(i)), value(i)), i
+            hits += 1
+    s = stats(c)
+    assert int(s["badcrc_from_extstore"]) > 0 and int(s["miss_from_extstore"]) > 0
+    assert hits > N // 6
+    assert_in_sync(c)
+
+
+def test_a_truncated_file_costs_misses_and_the_server_goes_on(flash_server):
+    srv, c, path = flash_server
+    os.truncate(path, 1 << 20)
+    for i in range(0, 3000, 7):
+        c.send(b"get key:%d\r\n" % i)
+        got = read_until_end(c)
+        assert got == b"END\r\n" or got == b"VALUE key:%d %d %d\r\n%s\r\nEND\r\n" % (i, i, len(value(i)), value(i))
+    assert int(stats(c)["strata_extstore_read_errors"]) > 0
+    expect(c, b"set after 0 0 2\r\nok\r\n", b"STORED\r\n")
+    expect(c, b"get after\r\n", b"VALUE after 0 2\r\nok\r\nEND\r\n")
+
+
+def test_stats_and_settings(flash_server):
+    _, c, path = flash_server
+    s = stats(c)
+    for name in ("extstore_objects_written", "extstore_bytes_written", "extstore_bytes_used", "extstore_io_queue",
+                 "get_extstore", "miss_from_extstore", "extstore_limit_maxbytes", "strata_extstore_ram_per_item"):
+        assert name in s, name
+    assert int(s["extstore_limit_maxbytes"]) == 64 << 20
+    assert float(s["strata_extstore_ram_per_item"]) < 64
+    st = stats(c, "settings")
+    assert st["ext_path"] == f"{path}:{64 << 20}"
+    assert st["ext_item_size"] == "512"
+
+
+def test_options_as_memcached_spells_them(tmp_path):
+    r = run_binary(["-p", "0", "-o", "ext_path=nosize"])
+    assert r.returncode == 64 and b"invalid ext_path" in r.stderr
+    r = run_binary(["-p", "0", "-o", f"ext_path={tmp_path}/f:1M"])
+    assert r.returncode == 64 and b"regions" in r.stderr
+    r = run_binary(["-p", "0", "-o", f"ext_path={tmp_path}/f:64M", "--snapshot-dir", str(tmp_path), "--durability",
+                    "always"])
+    assert r.returncode == 64 and b"--durability does not work with -o ext_path" in r.stderr
+
+
+def test_options_with_no_meaning_here_are_accepted(make_server, tmp_path):
+    srv = make_server(["-m", "8", "-o", f"ext_path={tmp_path}/f:64M,ext_threads=4,ext_recache_rate=2000,"
+                       "ext_item_size=100,ext_wbuf_size=2,ext_page_size=4"])
+    c = srv.connect()
+    st = stats(c, "settings")
+    assert (st["ext_item_size"], st["ext_wbuf_size"], st["ext_page_size"]) == ("100", str(2 << 20), str(4 << 20))
