@@ -271,7 +271,11 @@ fn flash(s: &mut Snapshot, st: &strata_store::StoreStats) {
         "Flash slots dropped because their index stripe outgrew their hash bits.",
         f.dropped_by_growth,
     );
-    s.gauge("strata_extstore_ram_bytes", "RAM the flash items cost: their index slots and region metadata.", f.ram_bytes);
+    s.gauge(
+        "strata_extstore_ram_bytes",
+        "RAM the flash items cost: their index slots and region metadata.",
+        f.ram_bytes,
+    );
     let per = |a: u64, b: u64| Value::Fixed2(if b == 0 { 0.0 } else { a as f64 / b as f64 });
     s.gauge("strata_extstore_ram_per_item", "Bytes of RAM per flash item.", per(f.ram_bytes, f.items));
     // Items that come back into memory on a read and leave again are

@@ -290,12 +290,31 @@ impl Store {
     /// takes memory, and a copy target that dipped into the reserve is
     /// refilled first.
     pub(crate) fn alloc_segment(&self, active: &mut Active) -> Result<u32, StoreError> {
+        if let Some(s) = self.alloc_steps(active) {
+            return Ok(s);
+        }
+        // Every victim was copied forward whole (all its items read since
+        // written: a scan that brought flash items back, say): with the
+        // flash tier, one more victim goes to flash, read or not.
+        if self.cfg.flash.is_some() && self.cfg.evictions {
+            active.force_out = true;
+            let s = self.alloc_steps(active);
+            active.force_out = false;
+            if let Some(s) = s {
+                return Ok(s);
+            }
+        }
+        Err(StoreError::OutOfMemory)
+    }
+
+    /// [`Store::alloc_segment`]'s steps, up to [`STEPS_PER_ALLOC`] victims.
+    fn alloc_steps(&self, active: &mut Active) -> Option<u32> {
         for _ in 0..STEPS_PER_ALLOC {
             let step = self.step(&mut self.evict.lock(), active);
             let victim = match step {
                 Some(Step::Fresh(s)) => {
                     self.open_segment(s);
-                    return Ok(s);
+                    return Some(s);
                 }
                 Some(Step::Victim(s, how)) => {
                     if !self.clear_segment(s, how, active) {
@@ -319,13 +338,9 @@ impl Store {
             }
         }
         // The bound ran out with segments just freed: take one.
-        match self.pop_free(true) {
-            Some(s) => {
-                self.open_segment(s);
-                Ok(s)
-            }
-            None => Err(StoreError::OutOfMemory),
-        }
+        let s = self.pop_free(true)?;
+        self.open_segment(s);
+        Some(s)
     }
 
     /// Segments that may still be taken into use: within the budget (the
@@ -445,7 +460,9 @@ impl Store {
             };
             let Some(it) = self.item_at(s) else { return };
             let expired = self.is_flushed(victim) || Clock::is_expired(it.expiry(), now);
-            let keep = !expired && (how != Clear::Evict || !self.cfg.evictions || slot::freq(s) > 0);
+            let keep = !expired
+                && (how != Clear::Evict || !self.cfg.evictions || slot::freq(s) > 0)
+                && !(active.force_out && how == Clear::Evict && self.flash_eligible(&it));
             if keep {
                 // Cleaning moves an item within its queue, so its read count
                 // moves with it (else a read item cleaned out of the small
@@ -497,9 +514,18 @@ impl Store {
                 else {
                     return;
                 };
+                cleared.evicted = true;
+                // With the flash tier, to flash rather than away.
+                if let Some(it) = self.item_at(s).filter(|it| self.flash_eligible(it)) {
+                    let full = self.batch_for_flash(active, s, &it, loc);
+                    drop(st);
+                    if full {
+                        self.flush_flash(active);
+                    }
+                    return;
+                }
                 self.unlink(&mut st, loc.bucket, pos, s);
                 bump(&c.evictions);
-                cleared.evicted = true;
                 return;
             }
             if !expired && how == Clear::Evict && self.flash_eligible(&it) {

@@ -239,6 +239,8 @@ pub(crate) struct Active {
     pub(crate) counters: Arc<Counters>,
     /// Items of the victim being evicted, on their way to flash.
     pub(crate) flash: crate::tier::FlashBatch,
+    /// Eviction sends read items to flash too (see `alloc_segment`).
+    pub(crate) force_out: bool,
 }
 
 impl Active {

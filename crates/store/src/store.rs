@@ -183,7 +183,13 @@ impl Store {
         // Without a context (zstd could not allocate one) this worker
         // stores values plain and reads compressed ones as misses.
         let zip = self.codec.as_ref().and_then(|c| Zip::new(c.clone()).ok());
-        let active = Active { segs: [None; TTL_CLASSES], targets: [None; 2], counters, flash: Default::default() };
+        let active = Active {
+            segs: [None; TTL_CLASSES],
+            targets: [None; 2],
+            counters,
+            flash: Default::default(),
+            force_out: false,
+        };
         Worker { store: self.clone(), active, zip, journaled: 0, flash_buf: Vec::new() }
     }
 

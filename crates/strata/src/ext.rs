@@ -59,8 +59,16 @@ impl ExtOptions {
             "ext_page_size" => self.page_mib = Some(mib(k, v)?),
             // Accepted so a memcached command line starts unchanged; what
             // they tune does not exist here (README "Flash tier").
-            "ext_threads" | "ext_io_depth" | "ext_recache_rate" | "ext_compact_under" | "ext_drop_under"
-            | "ext_drop_unread" | "ext_max_frag" | "ext_max_sleep" | "ext_item_age" | "ext_low_ttl"
+            "ext_threads"
+            | "ext_io_depth"
+            | "ext_recache_rate"
+            | "ext_compact_under"
+            | "ext_drop_under"
+            | "ext_drop_unread"
+            | "ext_max_frag"
+            | "ext_max_sleep"
+            | "ext_item_age"
+            | "ext_low_ttl"
             | "slab_automove_freeratio" => {
                 tracing::info!("-o {k}={v}: accepted for memcached compatibility, no effect here (README, Flash tier)");
             }
@@ -91,7 +99,7 @@ impl ExtOptions {
                 return Err(format!("ext_page_size {p} is too small for -I (at least {least} MB)"));
             }
             Some(p) => p,
-            None => (total / 16 >> 20).clamp(least, 64.max(least)),
+            None => ((total / 16) >> 20).clamp(least, 64.max(least)),
         };
         let wbuf = (self.wbuf_mib.unwrap_or(4).min(page_mib) << 20) as usize;
         let mut devices: Vec<Arc<dyn Device>> = Vec::new();
