@@ -12,5 +12,5 @@ mod log;
 pub mod record;
 
 pub use device::{Device, FaultDevice, Faults, FileDevice};
-pub use log::{Config, Flash, FlashError, ReadError, Reserve, Stats, Writer, ADDR_BITS};
+pub use log::{Checkpoint, Config, Flash, FlashError, ReadError, Reserve, Stats, Writer, ADDR_BITS};
 pub use record::{Record, RecordError};

@@ -11,16 +11,33 @@
 //!
 //! What the log knows per region, in RAM: where it is, how far it is
 //! written, how many of its records the index still links (kept by the
-//! store), and a generation bumped each time it is reclaimed — a reader
-//! that saw an address before the region was reclaimed notices. That is
-//! about 40 bytes per region, a few bytes per gigabyte.
+//! store), and its generation: a number from one counter for the whole
+//! log, new each time the head enters the region — a reader that saw an
+//! address before the region was reclaimed notices. That is about 40
+//! bytes per region, a few bytes per gigabyte.
+//!
+//! **On disk** each region starts with a header naming its generation,
+//! written before any record of that generation:
+//! ```text
+//!  0  magic "STRFLREG"   8
+//!  8  generation         u64
+//! 16  region index       u32
+//! 20  (zero)             u32
+//! 24  CRC32C of 0..24    u32
+//! 28  (zero to the first record: max(64, granule) bytes in all)
+//! ```
+//! A snapshot records each region's generation and how far it was written
+//! ([`Checkpoint`]); a restart keeps only the regions whose header still
+//! names that generation (the others were reclaimed since, and their old
+//! records may be overwritten). Generations start above every one found
+//! on disk, so one is never reused.
 //!
 //! The log knows nothing of keys or the index: the store (which owns the
 //! index) decides what goes to flash, points slots at it, and unlinks a
 //! region's records before it is reused ([`Writer::reserve`] says when).
 
 use std::io;
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering::*};
+use std::sync::atomic::{AtomicU64, Ordering::*};
 use std::sync::Arc;
 
 use parking_lot::{Mutex, MutexGuard};
@@ -30,6 +47,23 @@ use crate::record::{self, Record, RecordError, HEADER_LEN};
 
 /// Bits of a flash address in the index slot.
 pub const ADDR_BITS: u32 = 33;
+
+const REGION_MAGIC: [u8; 8] = *b"STRFLREG";
+/// Bytes of a region header before padding to the granule.
+const REGION_HEADER_MIN: u64 = 64;
+
+/// The log's state for a snapshot: enough, with the addresses the index
+/// links, to bring the flash items back after a restart.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Checkpoint {
+    pub region_size: u64,
+    pub granule: u32,
+    /// The region being written, and whether the ring had come round.
+    pub head: u32,
+    pub wrapped: bool,
+    /// Per region: bytes written and generation.
+    pub regions: Vec<(u64, u64)>,
+}
 
 /// The flash tier's settings.
 #[derive(Debug, Clone)]
@@ -81,8 +115,8 @@ struct Region {
     end: AtomicU64,
     /// Records the index links here (kept by the store).
     live: AtomicU64,
-    /// Bumped when the region is reclaimed.
-    gen: AtomicU32,
+    /// Its generation (see the module doc); 0 before first use.
+    gen: AtomicU64,
 }
 
 #[derive(Debug)]
@@ -92,6 +126,10 @@ struct Head {
     off: u64,
     /// Whether the ring has come round: every region ahead holds records.
     wrapped: bool,
+    /// The head region's header is still to be written.
+    header_due: bool,
+    /// The next generation to hand out.
+    next_gen: u64,
 }
 
 /// The flash log. Shared; writers take [`Flash::writer`] one at a time.
@@ -121,7 +159,7 @@ impl Flash {
                     base: i * rs,
                     end: AtomicU64::new(0),
                     live: AtomicU64::new(0),
-                    gen: AtomicU32::new(0),
+                    gen: AtomicU64::new(0),
                 };
                 regions.push(r);
             }
@@ -134,15 +172,97 @@ impl Flash {
         while total >> granule_shift >= 1 << ADDR_BITS {
             granule_shift += 1;
         }
-        Ok(Flash {
+        let mut flash = Flash {
             devices,
             regions: regions.into_boxed_slice(),
             region_size: rs,
             granule_shift,
             max_record: cfg.max_record + HEADER_LEN,
-            head: Mutex::new(Head { region: 0, off: 0, wrapped: false }),
+            head: Mutex::new(Head { region: 0, off: 0, wrapped: false, header_due: true, next_gen: 1 }),
             stats: Stats::default(),
-        })
+        };
+        // Every header on disk (an unreadable one counts as none):
+        // generations go on above the highest.
+        let mut top = 0;
+        for (i, r) in flash.regions.iter().enumerate() {
+            let g = flash.disk_generation(i as u32).unwrap_or(0);
+            r.gen.store(g, Relaxed);
+            top = top.max(g);
+        }
+        let header_len = flash.header_len();
+        let head = flash.head.get_mut();
+        head.next_gen = top + 1;
+        head.off = header_len;
+        flash.regions[0].gen.store(head.next_gen, Relaxed);
+        head.next_gen += 1;
+        Ok(flash)
+    }
+
+    /// Bytes of a region header, padded to the granule.
+    fn header_len(&self) -> u64 {
+        REGION_HEADER_MIN.max(1 << self.granule_shift)
+    }
+
+    fn header_bytes(&self, r: u32, gen: u64) -> Vec<u8> {
+        let mut h = vec![0u8; self.header_len() as usize];
+        h[..8].copy_from_slice(&REGION_MAGIC);
+        h[8..16].copy_from_slice(&gen.to_le_bytes());
+        h[16..20].copy_from_slice(&r.to_le_bytes());
+        let crc = crc32c::crc32c(&h[..24]);
+        h[24..28].copy_from_slice(&crc.to_le_bytes());
+        h
+    }
+
+    /// The generation region `r`'s header on disk names, if it has one.
+    pub fn disk_generation(&self, r: u32) -> Option<u64> {
+        let region = self.regions.get(r as usize)?;
+        let mut h = [0u8; 28];
+        read_exact_at(&*self.devices[region.dev], &mut h, region.base).ok()?;
+        let ok = h[..8] == REGION_MAGIC
+            && h[16..20] == r.to_le_bytes()
+            && crc32c::crc32c(&h[..24]).to_le_bytes() == h[24..28];
+        ok.then(|| u64::from_le_bytes([h[8], h[9], h[10], h[11], h[12], h[13], h[14], h[15]]))
+    }
+
+    /// The log's state, for a snapshot (see [`Checkpoint`]).
+    pub fn checkpoint(&self) -> Checkpoint {
+        self.writer().checkpoint()
+    }
+
+    /// Takes up a checkpoint's state at start, before anything is written:
+    /// the regions whose header still names the checkpoint's generation
+    /// keep their records (the others were reclaimed since); writing goes
+    /// on in the region after the checkpoint's head. Returns which regions
+    /// were kept, or `None` if the checkpoint is for another layout.
+    pub fn restore(&self, cp: &Checkpoint) -> Option<Vec<bool>> {
+        if cp.region_size != self.region_size
+            || cp.granule != 1 << self.granule_shift
+            || cp.regions.len() != self.regions.len()
+            || cp.head as usize >= self.regions.len()
+        {
+            return None;
+        }
+        let mut head = self.head.lock();
+        let mut kept = Vec::with_capacity(cp.regions.len());
+        for (i, (r, &(end, gen))) in self.regions.iter().zip(&cp.regions).enumerate() {
+            let keep = gen != 0 && end <= self.region_size && self.disk_generation(i as u32) == Some(gen);
+            r.end.store(if keep { end } else { 0 }, Release);
+            r.live.store(0, Relaxed);
+            kept.push(keep);
+        }
+        // The head region may hold records written after the checkpoint:
+        // it is left as it was, and the next write starts the next region.
+        head.region = cp.head;
+        head.off = self.region_size;
+        head.wrapped = cp.wrapped;
+        head.header_due = false;
+        Some(kept)
+    }
+
+    /// Reads the records of region `r` written before `end`, in address
+    /// order, for a restore: as [`Writer::scan`].
+    pub fn scan_region(&self, r: u32, buf: &mut Vec<u8>, f: impl FnMut(u64, Record<'_>)) -> io::Result<()> {
+        self.scan_records(r, buf, f)
     }
 
     /// Records start at multiples of this many bytes.
@@ -207,8 +327,8 @@ impl Flash {
 
     /// The region's generation now: compare after a read to learn whether
     /// it was reclaimed meanwhile.
-    pub fn generation(&self, region: u32) -> u32 {
-        self.regions.get(region as usize).map_or(u32::MAX, |r| r.gen.load(Acquire))
+    pub fn generation(&self, region: u32) -> u64 {
+        self.regions.get(region as usize).map_or(u64::MAX, |r| r.gen.load(Acquire))
     }
 
     /// Reads and verifies the record at `addr` into `buf`.
@@ -247,6 +367,33 @@ impl Flash {
 
     fn read_dev(&self, r: &Region, buf: &mut [u8], off: u64) -> io::Result<()> {
         read_exact_at(&*self.devices[r.dev], buf, r.base + off)
+    }
+
+    fn scan_records(&self, r: u32, buf: &mut Vec<u8>, mut f: impl FnMut(u64, Record<'_>)) -> io::Result<()> {
+        let region = &self.regions[r as usize];
+        let end = region.end.load(Acquire) as usize;
+        let start = self.header_len() as usize;
+        if end <= start {
+            return Ok(());
+        }
+        buf.resize(end, 0);
+        read_exact_at(&*self.devices[region.dev], &mut buf[start..], region.base + start as u64)?;
+        let base = u64::from(r) * self.region_size;
+        let mut off = start;
+        while off + HEADER_LEN <= end {
+            let Some(len) = record::claimed_len(&buf[off..end]).filter(|&l| l <= self.max_record && off + l <= end)
+            else {
+                break;
+            };
+            match record::decode(&buf[off..end], self.max_record) {
+                Ok(rec) => f(base + off as u64, rec),
+                Err(_) => {
+                    self.stats.checksum_errors.fetch_add(1, Relaxed);
+                }
+            }
+            off += len.next_multiple_of(self.granule());
+        }
+        Ok(())
     }
 
     /// The one writer: holds the head while it reserves, writes and
@@ -288,7 +435,11 @@ impl Writer<'_> {
                 return Reserve::Reclaim(next);
             }
             self.head.region = next;
-            self.head.off = 0;
+            self.head.off = f.header_len();
+            self.head.header_due = true;
+            let gen = self.head.next_gen;
+            self.head.next_gen += 1;
+            f.regions[next as usize].gen.store(gen, Release);
         }
         let at = u64::from(self.head.region) * f.region_size + self.head.off;
         self.head.off += len;
@@ -301,10 +452,22 @@ impl Writer<'_> {
     /// the ring round over the regions it did write.
     pub fn write(&mut self, at: u64, bytes: &[u8], records: u64) -> io::Result<()> {
         let f = self.flash;
-        let region = &f.regions[f.region_of(at) as usize];
+        let r = f.region_of(at);
+        let region = &f.regions[r as usize];
         let off = at % f.region_size;
-        match write_all_at(&*f.devices[region.dev], bytes, region.base + off) {
+        let dev = &*f.devices[region.dev];
+        // The header first: a record is never on disk under an older
+        // generation's header.
+        let header = if self.head.header_due && r == self.head.region {
+            write_all_at(dev, &f.header_bytes(r, region.gen.load(Relaxed)), region.base)
+        } else {
+            Ok(())
+        };
+        match header.and_then(|()| write_all_at(dev, bytes, region.base + off)) {
             Ok(()) => {
+                if r == self.head.region {
+                    self.head.header_due = false;
+                }
                 region.end.fetch_max(off + bytes.len() as u64, Release);
                 f.stats.objects_written.fetch_add(records, Relaxed);
                 f.stats.bytes_written.fetch_add(bytes.len() as u64, Relaxed);
@@ -324,34 +487,31 @@ impl Writer<'_> {
     /// record's address and bytes. A record that fails its checksum is
     /// skipped; a damaged length ends the walk (its region's generation
     /// still changes, so a slot left pointing past it reads as a miss).
-    pub fn scan(&mut self, r: u32, buf: &mut Vec<u8>, mut f: impl FnMut(u64, Record<'_>)) -> io::Result<()> {
-        let fl = self.flash;
-        let region = &fl.regions[r as usize];
-        let end = region.end.load(Acquire) as usize;
-        buf.resize(end, 0);
-        read_exact_at(&*fl.devices[region.dev], buf, region.base)?;
-        let base = u64::from(r) * fl.region_size;
-        let mut off = 0;
-        while off + HEADER_LEN <= end {
-            let Some(len) = record::claimed_len(&buf[off..end]).filter(|&l| l <= fl.max_record && off + l <= end)
-            else {
-                break;
-            };
-            match record::decode(&buf[off..end], fl.max_record) {
-                Ok(rec) => f(base + off as u64, rec),
-                Err(_) => {
-                    fl.stats.checksum_errors.fetch_add(1, Relaxed);
-                }
-            }
-            off += len.next_multiple_of(fl.granule());
+    pub fn scan(&mut self, r: u32, buf: &mut Vec<u8>, f: impl FnMut(u64, Record<'_>)) -> io::Result<()> {
+        self.flash.scan_records(r, buf, f)
+    }
+
+    /// The log's state while this writer holds it (see [`Flash::checkpoint`]):
+    /// nothing is written, moved or reclaimed until the writer is dropped.
+    pub fn checkpoint(&self) -> Checkpoint {
+        let f = self.flash;
+        Checkpoint {
+            region_size: f.region_size,
+            granule: 1 << f.granule_shift,
+            head: self.head.region,
+            wrapped: self.head.wrapped,
+            regions: f.regions.iter().map(|r| (r.end.load(Acquire), r.gen.load(Acquire))).collect(),
         }
-        Ok(())
     }
 
     /// Region `r` is unlinked: it is empty now, and a new generation.
     pub fn recycle(&mut self, r: u32) {
         let region = &self.flash.regions[r as usize];
-        region.gen.fetch_add(1, Release);
+        // Readers that saw the old generation notice; the head gives it
+        // its next one when it enters it.
+        let gen = self.head.next_gen;
+        self.head.next_gen += 1;
+        region.gen.store(gen, Release);
         region.end.store(0, Release);
         region.live.store(0, Relaxed);
         self.flash.stats.regions_reclaimed.fetch_add(1, Relaxed);
@@ -391,7 +551,7 @@ mod tests {
         record::encode(&mut batch, 8, 5, 6, 3000, |d| d.fill(b'b'));
         let mut w = fl.writer();
         let a = at(w.reserve(batch.len()));
-        assert_eq!(a, 0);
+        assert_eq!(a, 64, "after the region header");
         w.write(a, &batch, 2).unwrap_or_else(|e| panic!("{e}"));
         drop(w);
         let mut buf = Vec::new();
@@ -402,26 +562,78 @@ mod tests {
         // Fill regions 1 and 2; the ring then asks for region 0 back.
         let mut w = fl.writer();
         let big = vec![0u8; (1 << 20) - 1000];
-        assert_eq!(at(w.reserve(big.len())), 1 << 20);
-        w.write(1 << 20, &big, 1).unwrap_or_else(|e| panic!("{e}"));
-        assert_eq!(at(w.reserve(big.len())), 2 << 20);
-        w.write(2 << 20, &big, 1).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(at(w.reserve(big.len())), (1 << 20) + 64);
+        w.write((1 << 20) + 64, &big, 1).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(at(w.reserve(big.len())), (2 << 20) + 64);
+        w.write((2 << 20) + 64, &big, 1).unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(w.reserve(big.len()), Reserve::Reclaim(0));
         let mut seen = Vec::new();
         w.scan(0, &mut buf, |addr, rec| seen.push((addr, rec.item.len()))).unwrap_or_else(|e| panic!("{e}"));
-        assert_eq!(seen, vec![(0, 100), (second, 3000)]);
+        assert_eq!(seen, vec![(64, 100), (second, 3000)]);
+        // Each region's header names its generation, each one new.
+        let gens: Vec<_> = (0..3).map(|r| fl.disk_generation(r).unwrap_or(0)).collect();
+        assert_eq!(gens, vec![1, 2, 3]);
         let gen = fl.generation(0);
         w.recycle(0);
         assert_ne!(fl.generation(0), gen);
-        assert_eq!(at(w.reserve(big.len())), 0);
+        assert_eq!(at(w.reserve(big.len())), 64);
+        w.write(64, &big, 1).unwrap_or_else(|e| panic!("{e}"));
+        assert!(fl.disk_generation(0).unwrap_or(0) > 3);
+    }
+
+    #[test]
+    fn a_checkpoint_keeps_only_regions_unchanged_since() {
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        // 300 records: most of a region.
+        let mut big = Vec::new();
+        for _ in 0..300 {
+            record::encode(&mut big, 8, 1, 2, 3000, |d| d.fill(7));
+        }
+        let cp = {
+            let fl = flash(&dir, 3 << 20);
+            let mut w = fl.writer();
+            for _ in 0..3 {
+                let a = at(w.reserve(big.len()));
+                w.write(a, &big, 1).unwrap_or_else(|e| panic!("{e}"));
+            }
+            drop(w);
+            let cp = fl.checkpoint();
+            // After the checkpoint region 0 is reclaimed and rewritten.
+            let mut w = fl.writer();
+            assert_eq!(w.reserve(big.len()), Reserve::Reclaim(0));
+            w.recycle(0);
+            let a = at(w.reserve(big.len()));
+            w.write(a, &big, 1).unwrap_or_else(|e| panic!("{e}"));
+            cp
+        };
+        assert_eq!((cp.head, cp.wrapped, cp.regions.len()), (2, false, 3));
+        // A restart: generations go on above the disk's.
+        let fl = flash(&dir, 3 << 20);
+        let kept = fl.restore(&cp).unwrap_or_else(|| panic!("same layout"));
+        assert_eq!(kept, vec![false, true, true]);
+        let mut n = 0;
+        fl.scan_region(1, &mut Vec::new(), |_, _| n += 1).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(n, 300);
+        let mut w = fl.writer();
+        // Writing goes on after the checkpoint's head: region 0, which
+        // holds nothing the checkpoint knows.
+        let a = at(w.reserve(100));
+        assert_eq!(a, 64);
+        w.write(a, &[0; 100], 1).unwrap_or_else(|e| panic!("{e}"));
+        assert!(fl.disk_generation(0) > Some(cp.regions[2].1));
+        let other = Checkpoint { region_size: 2 << 20, ..cp };
+        assert!(fl.restore(&other).is_none());
     }
 
     #[test]
     fn addresses_fit_the_slot_for_large_devices() {
-        // 1 TiB of (sparse, never written) regions: granules grow so that
-        // every address fits 33 bits.
+        // 1 TiB of (sparse, never written) 64 MiB regions: granules grow
+        // so that every address fits 33 bits.
         let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
-        let fl = flash(&dir, 1 << 40);
+        let d: Arc<dyn Device> =
+            Arc::new(FileDevice::open(&dir.path().join("f"), 1 << 40).unwrap_or_else(|e| panic!("{e}")));
+        let fl =
+            Flash::new(&Config { region_size: 64 << 20, max_record: 4096 }, vec![d]).unwrap_or_else(|e| panic!("{e}"));
         assert!(fl.to_slot(fl.capacity() - 1) < 1 << ADDR_BITS);
         assert_eq!(fl.granule(), 256);
     }

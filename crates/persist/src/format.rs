@@ -22,7 +22,8 @@
 //! 92  CRC32C of bytes 0..92          u32
 //!
 //! record header (16 bytes)
-//!  0  kind: 1 segment, 2 dictionary, 3 footer   u8
+//!  0  kind: 1 segment, 2 dictionary, 3 footer,  u8
+//!     4 flash state, 5 flash entries
 //!  1  (zero)                                    3
 //!  4  body length                               u32
 //!  8  CRC32C of the body                        u32
@@ -47,6 +48,18 @@
 //!  2  (zero)                         6
 //!  8  held-out ratio                 f64
 //! 16  the trained dictionary         rest
+//!
+//! flash state body (with `-o ext_path`; see `strata_flash::Checkpoint`)
+//!  0  region size                    u64   must match the flash files
+//!  8  granule                        u32
+//! 12  regions R                      u32
+//! 16  head region                    u32
+//! 20  wrapped: 1 if the ring came round  u8
+//! 21  (zero)                         3
+//! 24  per region: bytes written, generation   R × (u64, u64)
+//!
+//! flash entries body (at most 2^20 entries per record)
+//!  0  record addresses, in granules  n × u64
 //!
 //! footer body (48 bytes)
 //!  0  epochs handed out              u64   at the end
@@ -179,6 +192,8 @@ pub enum Kind {
     Segment = 1,
     Dict = 2,
     Footer = 3,
+    FlashState = 4,
+    FlashEntries = 5,
 }
 
 /// A record's header: its kind, body length and body checksum.
@@ -208,10 +223,51 @@ impl Record {
             1 => Kind::Segment,
             2 => Kind::Dict,
             3 => Kind::Footer,
+            4 => Kind::FlashState,
+            5 => Kind::FlashEntries,
             k => return Err(FormatError::Kind(k)),
         };
         Ok(Record { kind, len: u32_at(b, 4), crc: u32_at(b, 8) })
     }
+}
+
+/// Flash entries per record: 8 MiB bodies.
+pub const FLASH_ENTRIES_PER_RECORD: usize = 1 << 20;
+pub const FLASH_STATE_FIXED: usize = 24;
+
+pub fn encode_flash_state(cp: &strata_flash::Checkpoint) -> Vec<u8> {
+    let mut b = vec![0u8; FLASH_STATE_FIXED];
+    put(&mut b, 0, cp.region_size.to_le_bytes());
+    put(&mut b, 8, cp.granule.to_le_bytes());
+    put(&mut b, 12, (cp.regions.len() as u32).to_le_bytes());
+    put(&mut b, 16, cp.head.to_le_bytes());
+    b[20] = u8::from(cp.wrapped);
+    for &(end, gen) in &cp.regions {
+        b.extend_from_slice(&end.to_le_bytes());
+        b.extend_from_slice(&gen.to_le_bytes());
+    }
+    b
+}
+
+pub fn decode_flash_state(b: &[u8]) -> Result<strata_flash::Checkpoint, FormatError> {
+    if b.len() < FLASH_STATE_FIXED {
+        return Err(FormatError::Body);
+    }
+    let n = u32_at(b, 12) as usize;
+    if b.len() != FLASH_STATE_FIXED + n * 16 {
+        return Err(FormatError::Body);
+    }
+    let regions = b[FLASH_STATE_FIXED..]
+        .chunks_exact(16)
+        .map(|c| (u64::from_le_bytes(get(c, 0)), u64::from_le_bytes(get(c, 8))))
+        .collect();
+    Ok(strata_flash::Checkpoint {
+        region_size: u64::from_le_bytes(get(b, 0)),
+        granule: u32_at(b, 8),
+        head: u32_at(b, 16),
+        wrapped: b[20] != 0,
+        regions,
+    })
 }
 
 /// The fixed part of a segment record's body.

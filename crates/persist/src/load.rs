@@ -45,6 +45,10 @@ pub struct LoadReport {
     pub snapshot_unix: i64,
     /// The first durability log file to replay over it.
     pub log_seq: u64,
+    /// Flash items linked again, and those saved but not brought back
+    /// (see `strata_store::FlashRestored`).
+    pub flash_items: u64,
+    pub flash_dropped: u64,
 }
 
 impl LoadReport {
@@ -298,10 +302,56 @@ pub fn load(
     store.release_dicts(held);
     store.resume(max_epoch, 0, 0);
     result?;
+    load_flash(store, &*f, &found, &path, &mut report, strict)?;
     report.bytes = file_len;
     report.duration = started.elapsed();
     progress.done(loaded_bytes);
     Ok(report)
+}
+
+/// The flash tier's records, after the segments (a key in memory wins).
+fn load_flash(
+    store: &Store,
+    f: &dyn ReadFile,
+    found: &[Found],
+    path: &Path,
+    report: &mut LoadReport,
+    strict: bool,
+) -> Result<(), SnapshotError> {
+    let Some(state) = found.iter().rfind(|r| r.kind == Kind::FlashState) else { return Ok(()) };
+    let mut body = Vec::new();
+    let damaged = |report: &mut LoadReport| {
+        report.damaged_segments += 1;
+        if strict {
+            return Err(SnapshotError::Damaged(format!("{}: the flash tier's records are damaged", path.display())));
+        }
+        Ok(())
+    };
+    if state.len as usize > format::FLASH_STATE_FIXED + 16 * (1 << 24) || !read_body(f, state, &mut body, path)? {
+        return damaged(report);
+    }
+    let Ok(checkpoint) = format::decode_flash_state(&body) else { return damaged(report) };
+    let mut entries = Vec::new();
+    for r in found.iter().filter(|r| r.kind == Kind::FlashEntries) {
+        if r.len as usize > 8 * format::FLASH_ENTRIES_PER_RECORD || r.len % 8 != 0 || !read_body(f, r, &mut body, path)?
+        {
+            damaged(report)?;
+            continue;
+        }
+        entries
+            .extend(body.chunks_exact(8).map(|c| u64::from_le_bytes([c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]])));
+    }
+    entries.sort_unstable();
+    let restored = store.restore_flash(&strata_store::FlashImage { checkpoint, entries });
+    if restored.mismatch {
+        tracing::warn!(
+            "snapshot: its flash items are for another ext_path layout (size or page size); {} not brought back",
+            restored.dropped
+        );
+    }
+    report.flash_items = restored.items;
+    report.flash_dropped = restored.dropped;
+    Ok(())
 }
 
 /// Reads a record's body into `body`; false if its CRC fails.

@@ -58,6 +58,8 @@ pub struct SaveReport {
     /// Live items copied (a key overwritten during the snapshot may count twice).
     pub items: u64,
     pub dicts: u64,
+    /// Flash items whose slots were saved (with `-o ext_path`).
+    pub flash_items: u64,
     pub passes: u32,
     pub duration: Duration,
     /// Wall time it started, unix seconds.
@@ -199,6 +201,18 @@ fn write_body(
     for d in store.saved_dicts(*dicts) {
         out.record(Kind::Dict, &[&format::encode_dict(&d)])?;
         report.dicts += 1;
+    }
+    // After the segments: an item that went to flash meanwhile is in one
+    // or the other (or both; memory wins at load).
+    if let Some(img) = store.flash_image() {
+        out.record(Kind::FlashState, &[&format::encode_flash_state(&img.checkpoint)])?;
+        let mut body = Vec::new();
+        for chunk in img.entries.chunks(format::FLASH_ENTRIES_PER_RECORD) {
+            body.clear();
+            body.extend(chunk.iter().flat_map(|e| e.to_le_bytes()));
+            out.record(Kind::FlashEntries, &[&body])?;
+        }
+        report.flash_items = img.entries.len() as u64;
     }
     let end = store.store_image();
     let footer = Footer {

@@ -46,6 +46,8 @@ pub struct Loaded {
     /// `refused` (a mismatch or unreadable header: started empty).
     pub result: &'static str,
     pub items: u64,
+    /// Flash items brought back (with `-o ext_path`).
+    pub flash_items: u64,
     pub segments: u64,
     pub damaged_segments: u64,
     pub skipped_segments: u64,

@@ -313,6 +313,9 @@ fn snapshots(s: &mut Snapshot, shared: &Shared) {
         l.result,
     );
     s.gauge("snapshot_loaded_items", "Items loaded at start.", l.items);
+    if shared.store.config().flash.is_some() {
+        s.gauge("snapshot_loaded_flash_items", "Flash items brought back at start.", l.flash_items);
+    }
     s.gauge("snapshot_loaded_segments", "Segments loaded at start.", l.segments);
     s.gauge("snapshot_load_damaged_segments", "Segments dropped at start for a bad checksum.", l.damaged_segments);
     s.gauge("snapshot_load_skipped_segments", "Segments left out at start for want of memory.", l.skipped_segments);

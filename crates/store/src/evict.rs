@@ -330,7 +330,7 @@ impl Store {
             if victim >= self.limit_segs.load(Relaxed) {
                 // Above a lowered limit: retire it instead of reusing it.
                 self.retire(victim, &self.parked);
-            } else if self.in_use.load(Relaxed) > self.segment_budget() {
+            } else if self.over_paged() {
                 // The index has grown into the segments' share of the limit.
                 self.retire(victim, &self.free);
             } else {

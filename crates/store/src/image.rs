@@ -263,6 +263,7 @@ impl Store {
     /// fresh pages, which another core can do meanwhile.
     pub fn prefault(&self, seg: u32) {
         if (seg as usize) < self.segs.len() {
+            self.note_paged(seg);
             self.arena.populate(seg);
         }
     }
@@ -316,6 +317,7 @@ impl Store {
             return Ok(r);
         }
         let seg = self.pop_free(false).ok_or(RestoreError::Full)?;
+        self.note_paged(seg);
         let m = &self.segs[seg as usize];
         // SAFETY: just taken off the free list: no item links into it, no
         // reader has it pinned, and no writer holds it (rule 1).

@@ -47,6 +47,7 @@ pub use index::hash_power_for;
 pub use journal::{Journal, ReplayError};
 pub use read::{Fetch, Found};
 pub use store::Store;
+pub use tier::{FlashImage, FlashRestored};
 pub use types::{
     Arith, ArithOutcome, Config, ConfigError, Counted, Delete, DeleteOutcome, FlashStats, FlashTier, Inspect, ItemView,
     ReadOpts, SetOp, StoreError, StoreOutcome, StoreStats, Stored, Write,

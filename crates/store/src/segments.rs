@@ -61,6 +61,8 @@ pub(crate) struct SegMeta {
     /// Compression dictionaries named by values written into it, one bit
     /// per id (0–63); each set bit holds a reference (`Store::attach_dict`).
     pub(crate) dicts: AtomicU64,
+    /// Its pages may be resident: written since it was last released.
+    pub(crate) paged: std::sync::atomic::AtomicBool,
 }
 
 impl Store {
@@ -77,6 +79,7 @@ impl Store {
     }
 
     pub(crate) fn open_segment(&self, seg: u32) {
+        self.note_paged(seg);
         let m = &self.segs[seg as usize];
         m.write_off.store(0, Relaxed);
         m.live_items.store(0, Relaxed);
@@ -184,7 +187,27 @@ impl Store {
         // links into it, no reader has it pinned (`clear_segment` waited for
         // the pins to drop) and no writer holds it.
         unsafe { self.arena.release(seg) };
+        if self.segs[seg as usize].paged.swap(false, Relaxed) {
+            self.paged.fetch_sub(1, Relaxed);
+        }
         self.unuse(seg, to);
+    }
+
+    /// Notes that `seg`'s pages are about to be written (resident).
+    pub(crate) fn note_paged(&self, seg: u32) {
+        if !self.segs[seg as usize].paged.swap(true, Relaxed) {
+            self.paged.fetch_add(1, Relaxed);
+        }
+    }
+
+    /// Whether segments with resident pages (in use, or free but kept
+    /// paged for the next writer) exceed the budget: then an emptied one
+    /// gives its memory back. The index grows into the limit as items go
+    /// to flash (its slots stay in RAM), after the segments it now crowds
+    /// out were paged in.
+    pub(crate) fn over_paged(&self) -> bool {
+        self.in_use.load(Relaxed) > self.segment_budget()
+            || self.paged.load(Relaxed) > self.segment_budget() + RESERVE_SEGMENTS as u32
     }
 
     /// Takes an emptied segment out of use, keeping its pages, so the next

@@ -87,6 +87,8 @@ pub struct Store {
     pub(crate) limit_segs: AtomicU32,
     /// Segments off the free and parked lists (written, sealed or target).
     pub(crate) in_use: AtomicU32,
+    /// Segments whose pages may be resident (see `Store::over_paged`).
+    pub(crate) paged: AtomicU32,
     pub(crate) memory_limit: AtomicUsize,
     pub(crate) evict: Mutex<Evict>,
     pub(crate) epoch: AtomicU64,
@@ -160,6 +162,7 @@ impl Store {
             parked: Mutex::new((limit as u32..nsegs as u32).collect()),
             limit_segs: AtomicU32::new(limit as u32),
             in_use: AtomicU32::new(0),
+            paged: AtomicU32::new(0),
             memory_limit: AtomicUsize::new(cfg.memory_limit),
             evict: Mutex::new(Evict::default()),
             epoch: AtomicU64::new(0),

@@ -256,6 +256,131 @@ impl Store {
     }
 }
 
+/// The flash tier's part of a snapshot: the log's state and, for every
+/// flash slot, its record's address (in granules), sorted.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct FlashImage {
+    pub checkpoint: strata_flash::Checkpoint,
+    pub entries: Vec<u64>,
+}
+
+/// What a restore of the flash tier brought back.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct FlashRestored {
+    pub items: u64,
+    /// Entries not brought back: their region was reclaimed since, their
+    /// record is unreadable or damaged, expired, flushed, or the key is in
+    /// memory already.
+    pub dropped: u64,
+    /// The image is for another flash layout (size, regions): nothing
+    /// was brought back.
+    pub mismatch: bool,
+}
+
+const ENTRY_ADDR: u64 = (1 << strata_flash::ADDR_BITS) - 1;
+
+impl Store {
+    /// The flash tier's state for a snapshot, with it on. The log's writer
+    /// is held meanwhile: nothing moves to flash or is reclaimed while the
+    /// slots are collected (a pass over the index, under each stripe's lock
+    /// in turn).
+    pub fn flash_image(&self) -> Option<FlashImage> {
+        let log = self.flash_log()?;
+        let w = log.writer();
+        let mut entries = Vec::new();
+        for i in 0..self.index.stripes() {
+            self.index.lock(i).for_each_item(|s| {
+                if slot::is_flash(s) {
+                    entries.push(flash::addr(s));
+                }
+            });
+        }
+        let checkpoint = w.checkpoint();
+        drop(w);
+        entries.sort_unstable();
+        Some(FlashImage { checkpoint, entries })
+    }
+
+    /// Brings a snapshot's flash items back, after its memory segments
+    /// (a key in memory is newer than its flash record): the regions whose
+    /// header still names the saved generation are read in order and each
+    /// saved address found there is linked again.
+    pub fn restore_flash(&self, img: &FlashImage) -> FlashRestored {
+        let mut r = FlashRestored::default();
+        let Some(log) = self.flash_log() else {
+            r.dropped = img.entries.len() as u64;
+            r.mismatch = true;
+            return r;
+        };
+        let Some(kept) = log.restore(&img.checkpoint) else {
+            r.dropped = img.entries.len() as u64;
+            r.mismatch = true;
+            return r;
+        };
+        let c = Counters::default();
+        let now = self.clock.now();
+        let flush_epoch = self.flush_epoch.load(Relaxed);
+        let region_of = |e: &u64| log.region_of(log.from_slot(e & ENTRY_ADDR));
+        let mut buf = Vec::new();
+        let mut at = 0;
+        while at < img.entries.len() {
+            let region = region_of(&img.entries[at]);
+            let n = img.entries[at..].iter().take_while(|e| region_of(e) == region).count();
+            let wanted = &img.entries[at..at + n];
+            at += n;
+            if !kept.get(region as usize).copied().unwrap_or(false) {
+                r.dropped += n as u64;
+                continue;
+            }
+            let mut next = 0;
+            let scanned = log.scan_region(region, &mut buf, |addr, rec| {
+                let a = log.to_slot(addr);
+                while next < wanted.len() && wanted[next] & ENTRY_ADDR < a {
+                    next += 1;
+                    r.dropped += 1;
+                }
+                if next == wanted.len() || wanted[next] & ENTRY_ADDR != a {
+                    return;
+                }
+                next += 1;
+                let Some(it) = parse_item(rec.item) else {
+                    r.dropped += 1;
+                    return;
+                };
+                // The record at a saved address of a region still in its
+                // saved generation is the one the slot pointed at (the
+                // hash, and so the slot's tags, differ in this process).
+                let loc = self.index.locate(it.key());
+                if rec.epoch <= flush_epoch || Clock::is_expired(it.expiry(), now) {
+                    r.dropped += 1;
+                    return;
+                }
+                let mut st = self.index.lock(loc.stripe);
+                if self.find(&st, loc, it.key()).is_some() || self.flash_candidate(&st, loc).is_some() {
+                    r.dropped += 1;
+                    return;
+                }
+                let s = flash::pack(loc.tag, loc.ext, loc.more(st.table_bits()), a);
+                let before = st.footprint();
+                st.insert(loc.bucket, s);
+                self.account(&mut st, s);
+                if st.wants_growth() {
+                    self.grow(loc.stripe, &mut st, &c);
+                }
+                self.index.note_footprint(before, st.footprint());
+                r.items += 1;
+            });
+            // Entries past the last record read (or all, if the region
+            // could not be read) are not coming back.
+            r.dropped += (wanted.len() - next) as u64;
+            if let Err(e) = scanned {
+                warn_rate_limited("could not read a region at restore", &e);
+            }
+        }
+        r
+    }
+}
+
 /// What reading one flash slot back found.
 enum Back {
     /// The record, verified: its item's key hashes to the slot's tags.

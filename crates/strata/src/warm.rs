@@ -143,6 +143,7 @@ fn load_snapshot(mut cfg: Config, snap: &mut SnapshotConfig, workers: usize) -> 
             let l = &mut snap.loaded;
             l.result = if r.damaged() { "damaged" } else { "ok" };
             l.items = r.items;
+            l.flash_items = r.flash_items;
             l.segments = r.segments;
             l.damaged_segments = r.damaged_segments;
             l.skipped_segments = r.skipped_segments;
@@ -152,6 +153,8 @@ fn load_snapshot(mut cfg: Config, snap: &mut SnapshotConfig, workers: usize) -> 
                 items = r.items,
                 segments = r.segments,
                 dropped_items = r.dropped_items,
+                flash_items = r.flash_items,
+                flash_dropped = r.flash_dropped,
                 ms = r.duration.as_millis() as u64,
                 age_s = age,
                 "snapshot loaded"
