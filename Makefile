@@ -50,10 +50,10 @@ WIRE_DIR := $(wildcard tests/wire)
 # Server-facing stages need the release binary, unless they run against memcached.
 SERVER_DEPS := deps $(if $(filter memcached,$(WIRE_TARGET)),,build)
 
-.PHONY: bench test deps apt venv node build lint fmt clippy unit pytest wire wire-epoll compat \
+.PHONY: bench test deps apt venv node build lint fmt clippy unit pytest wire wire-epoll wire-flash compat \
         memccapable capacity concurrency clean-venv fuzz fuzz-all fuzz-check miri miri-setup
 
-test: deps build lint unit miri pytest wire-epoll memccapable capacity concurrency
+test: deps build lint unit miri pytest wire-epoll wire-flash memccapable capacity concurrency
 	@echo "==> make test: all stages passed"
 
 deps: apt venv node
@@ -161,6 +161,15 @@ wire-epoll: $(SERVER_DEPS)
 	@if [ "$(WIRE_TARGET)" = memcached ]; then exit 0; fi; \
 	echo "==> pytest tests/wire (STRATA_IO=epoll)"; \
 	STRATA_IO=epoll $(PYTEST) $(PYTEST_FLAGS) tests/wire
+
+# The wire and compat suites again over the flash tier: every server gets a
+# flash file and writes every item to it at once (tests/harness.py), so
+# reads come from flash; tests that depend on items staying in memory are
+# marked not_over_flash and skipped, with the reason.
+wire-flash: $(SERVER_DEPS)
+	@if [ "$(WIRE_TARGET)" = memcached ]; then exit 0; fi; \
+	echo "==> pytest tests/wire compat (STRATA_FLASH=1)"; \
+	STRATA_FLASH=1 $(PYTEST) $(PYTEST_FLAGS) tests/wire compat
 
 compat: $(SERVER_DEPS)
 	$(PYTEST) $(PYTEST_FLAGS) compat

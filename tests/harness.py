@@ -11,6 +11,7 @@ import shutil
 import signal
 import socket
 import subprocess
+import tempfile
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -42,6 +43,13 @@ class Server:
         if self.kind == "strata" and os.environ.get("STRATA_IO"):
             # Runs a suite over one I/O backend (-o io=uring|epoll).
             cmd += ["-o", "io=" + os.environ["STRATA_IO"]]
+        self.flash_file = None
+        if self.kind == "strata" and os.environ.get("STRATA_FLASH") and listen:
+            # Runs a suite over the flash tier: every item written goes to
+            # a flash file at once, so reads come from flash.
+            fd, self.flash_file = tempfile.mkstemp(prefix="strata-flash-")
+            os.close(fd)
+            cmd += ["-o", f"ext_path={self.flash_file}:64M,ext_item_size=0", "--debug-flash-writes"]
         if self.kind == "memcached":
             cmd += ["-U", "0"]
             if os.geteuid() == 0:
@@ -94,6 +102,8 @@ class Server:
         for stream in (self.proc.stdout, self.proc.stderr):
             if stream:
                 stream.close()
+        if self.flash_file and os.path.exists(self.flash_file):
+            os.unlink(self.flash_file)
         return self.proc.returncode
 
     def __enter__(self):

@@ -4,6 +4,8 @@ Every expected byte string in this suite was checked by running the test
 against Debian's memcached 1.6.18 (WIRE_TARGET=memcached).
 """
 
+import os
+
 import pytest
 
 pytest.register_assert_rewrite("wirelib")
@@ -26,6 +28,9 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(skip_strata_only)
         if "memcached_only" in item.keywords and target() != "memcached":
             item.add_marker(skip_memcached_only)
+        over_flash = item.get_closest_marker("not_over_flash")
+        if over_flash and os.environ.get("STRATA_FLASH") and target() == "strata":
+            item.add_marker(pytest.mark.skip(reason="over the flash tier: " + over_flash.args[0]))
 
 
 

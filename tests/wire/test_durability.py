@@ -19,7 +19,7 @@ import pytest
 from harness import Server
 from wirelib import expect, read_line_or_partial, read_n, stats
 
-pytestmark = pytest.mark.strata_only
+pytestmark = [pytest.mark.strata_only, pytest.mark.not_over_flash("--durability refuses -o ext_path")]
 
 CONNS = 16
 KEYS_PER_CONN = 8

@@ -26,7 +26,7 @@ from wirelib import (
     stats,
 )
 
-pytestmark = pytest.mark.strata_only
+pytestmark = [pytest.mark.strata_only, pytest.mark.not_over_flash("these tests give their own ext_path")]
 
 N = 20_000
 

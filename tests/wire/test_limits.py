@@ -2,6 +2,8 @@
 
 import time
 
+import pytest
+
 from wirelib import assert_in_sync, expect, read_until_end, set_cmd, stats, stored, value_reply
 
 
@@ -58,6 +60,7 @@ def test_gets_of_many_missing_keys(conn):
 VALUE = b"v" * 100_000
 
 
+@pytest.mark.not_over_flash("the memory limit does not bound what flash holds")
 def test_disable_evictions_reports_out_of_memory(make_server):
     c = make_server(["-m", "2", "-M"]).connect(timeout=5.0)
     replies = []
@@ -82,6 +85,7 @@ def test_disable_evictions_out_of_memory_noreply_is_silent(make_server):
     assert_in_sync(c)
 
 
+@pytest.mark.not_over_flash("an item evicted from memory is still on flash")
 def test_evictions_make_room_by_default(make_server):
     c = make_server(["-m", "2"]).connect(timeout=5.0)
     for i in range(100):

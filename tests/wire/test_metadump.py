@@ -20,6 +20,8 @@ LINE = re.compile(rb"key=(\S+) exp=(-1|\d+) la=(\d+) cas=(\d+) fetch=(yes|no) cl
 TOOL = "/usr/share/memcached/scripts/memcached-tool"
 
 
+pytestmark = pytest.mark.not_over_flash("metadump lists items in memory only")
+
 def metadump(c, arg=b"all"):
     c.send(b"lru_crawler metadump " + arg + b"\r\n")
     reply = read_until_end(c, timeout=30)

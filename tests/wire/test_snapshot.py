@@ -21,7 +21,7 @@ import binlib as b
 from harness import Server
 from wirelib import advance_clock, assert_in_sync, expect, gets_cas, read_line_or_partial, read_n, stats, wait_exit
 
-pytestmark = pytest.mark.strata_only
+pytestmark = [pytest.mark.strata_only, pytest.mark.not_over_flash("a restart gets a new flash file in that run")]
 
 
 def meta(c, request):

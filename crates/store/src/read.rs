@@ -185,7 +185,14 @@ impl Worker {
                         Miss::Expired => bump(&c.get_expired),
                         Miss::Flushed => bump(&c.get_flushed),
                         Miss::Absent => {}
-                        Miss::OnFlash => return Err(StoreError::OnFlash),
+                        Miss::OnFlash => {
+                            // Brought back here rather than by the caller,
+                            // so that what earlier rounds did (a token won,
+                            // an item created or touched) still counts.
+                            drop(stripe);
+                            self.settle(key)?;
+                            continue;
+                        }
                     }
                     drop(stripe);
                     let Some(expiry) = opts.vivify else { return Ok(Found::Missing) };

@@ -392,6 +392,25 @@ enum Back {
 }
 
 impl Worker {
+    /// With [`FlashTier::every_write`] (a test setting): `key`, just
+    /// written by a storage command or incr/decr, goes to flash at once, so
+    /// that the next request for it reads it from there (as if its segment
+    /// had been evicted meanwhile).
+    pub(crate) fn flash_every_write(&mut self, key: &[u8]) {
+        let store = self.store.clone();
+        if !store.cfg.flash.as_ref().is_some_and(|t| t.every_write) {
+            return;
+        }
+        let loc = store.index.locate(key);
+        {
+            let st = store.index.lock(loc.stripe);
+            let Some((_, s)) = store.find(&st, loc, key) else { return };
+            let Some(it) = store.item_at(s).filter(|it| store.flash_eligible(it)) else { return };
+            store.batch_for_flash(&mut self.active, s, &it, loc);
+        }
+        store.flush_flash(&mut self.active);
+    }
+
     /// Runs `op` until it no longer stops at a flash slot, settling `key`
     /// in between (see the module doc).
     pub(crate) fn with_flash<T>(

@@ -29,7 +29,8 @@ fn tier_of(memory_mib: usize, flash_mib: u64) -> Tier {
     let faults = dev.faults();
     let log = Flash::new(&strata_flash::Config { region_size: 1 << 20, max_record: 64 << 10 }, vec![Arc::new(dev)])
         .unwrap_or_else(|e| panic!("{e}"));
-    let flash = FlashTier { log: Arc::new(log), min_item: 16, write_buffer: 256 << 10, paths: Vec::new() };
+    let flash =
+        FlashTier { log: Arc::new(log), min_item: 16, write_buffer: 256 << 10, paths: Vec::new(), every_write: false };
     let (store, w) = store_of(Config {
         memory_limit: memory_mib << 20,
         item_size_max: 64 << 10,
@@ -192,7 +193,8 @@ fn index_growth_keeps_flash_items_findable() {
         Arc::new(FileDevice::open(&dir.path().join("f"), 64 << 20).unwrap_or_else(|e| panic!("{e}")));
     let log = Flash::new(&strata_flash::Config { region_size: 1 << 20, max_record: 64 << 10 }, vec![file])
         .unwrap_or_else(|e| panic!("{e}"));
-    let flash = FlashTier { log: Arc::new(log), min_item: 64, write_buffer: 256 << 10, paths: Vec::new() };
+    let flash =
+        FlashTier { log: Arc::new(log), min_item: 64, write_buffer: 256 << 10, paths: Vec::new(), every_write: false };
     (t.store, t.w) = store_of(Config {
         memory_limit: 8 << 20,
         item_size_max: 64 << 10,

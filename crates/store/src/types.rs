@@ -77,6 +77,9 @@ pub struct FlashTier {
     pub write_buffer: usize,
     /// The paths and sizes it was opened from, for `stats settings`.
     pub paths: Vec<(std::path::PathBuf, u64)>,
+    /// A test setting (`--debug-flash-writes`): every item written goes to
+    /// flash at once, so that test suites read from flash.
+    pub every_write: bool,
 }
 
 impl Default for Config {

@@ -58,7 +58,11 @@ impl Worker {
 
     /// A storage request with the meta protocol's options.
     pub fn set_with(&mut self, w: &Write<'_>) -> Result<Stored, StoreError> {
-        self.with_flash(w.key, |wk| wk.set_once(w))
+        let r = self.with_flash(w.key, |wk| wk.set_once(w));
+        if matches!(r, Ok(Stored { outcome: StoreOutcome::Stored, .. })) {
+            self.flash_every_write(w.key);
+        }
+        r
     }
 
     fn set_once(&mut self, w: &Write<'_>) -> Result<Stored, StoreError> {
@@ -444,7 +448,11 @@ impl Worker {
 
     /// incr/decr with the meta protocol's options.
     pub fn arith_with(&mut self, key: &[u8], a: &Arith) -> Result<Counted, StoreError> {
-        self.with_flash(key, |w| w.arith_once(key, a))
+        let r = self.with_flash(key, |w| w.arith_once(key, a));
+        if matches!(r, Ok(Counted { outcome: ArithOutcome::Value(_), .. })) {
+            self.flash_every_write(key);
+        }
+        r
     }
 
     fn arith_once(&mut self, key: &[u8], a: &Arith) -> Result<Counted, StoreError> {

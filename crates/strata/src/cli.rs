@@ -149,6 +149,11 @@ pub struct Args {
     /// Enable the debug_advance_clock command (for tests only)
     #[arg(long = "enable-debug-clock", hide = true)]
     enable_debug_clock: bool,
+
+    /// With -o ext_path: every item written goes to flash at once, so that
+    /// reads come from flash (for running test suites over the flash tier)
+    #[arg(long = "debug-flash-writes", hide = true)]
+    debug_flash_writes: bool,
 }
 
 /// Whether values are stored compressed unless `-o compression=` says
@@ -287,7 +292,12 @@ impl Args {
             // Items on flash are not in the snapshot a recovery starts from.
             return Err("--durability does not work with -o ext_path yet".into());
         }
-        let flash = ext.open(item_size_max)?;
+        let mut flash = ext.open(item_size_max)?;
+        match (&mut flash, self.debug_flash_writes) {
+            (Some(t), every) => t.every_write = every,
+            (None, true) => return Err("--debug-flash-writes needs -o ext_path".into()),
+            (None, false) => {}
+        }
         let store = StoreConfig {
             memory_limit,
             memory_reserve: memory_reserve(memory_limit),

@@ -120,6 +120,7 @@ impl ExtOptions {
             min_item: self.item_size.unwrap_or(ITEM_SIZE_DEFAULT),
             write_buffer: wbuf,
             paths: self.paths.clone(),
+            every_write: false,
         }))
     }
 }
