@@ -19,8 +19,14 @@ fn store(flash_file: &Path, clock: Clock) -> (Arc<Store>, Worker) {
     let file: Arc<dyn Device> = Arc::new(FileDevice::open(flash_file, size).unwrap_or_else(|e| panic!("{e}")));
     let log = Flash::new(&strata_flash::Config { region_size: 1 << 20, max_record: 64 << 10 }, vec![file])
         .unwrap_or_else(|e| panic!("{e}"));
-    let flash =
-        FlashTier { log: Arc::new(log), min_item: 64, write_buffer: 256 << 10, paths: Vec::new(), every_write: false };
+    let flash = FlashTier {
+        log: Arc::new(log),
+        min_item: 64,
+        write_buffer: 256 << 10,
+        paths: Vec::new(),
+        every_write: false,
+        recache_rate: 1,
+    };
     let cfg = Config {
         memory_limit: 8 << 20,
         item_size_max: 64 << 10,

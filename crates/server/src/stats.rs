@@ -245,7 +245,7 @@ fn flash(s: &mut Snapshot, st: &strata_store::StoreStats) {
     s.counter("get_extstore", "Reads that found their value on flash.", f.hits);
     s.counter("miss_from_extstore", "Reads of flash items found gone (expired, flushed, damaged).", f.misses);
     s.counter("badcrc_from_extstore", "Flash records that failed their checksum (misses).", f.checksum_errors);
-    s.counter("recache_from_extstore", "Flash items brought back into memory (every read).", f.hits);
+    s.counter("recache_from_extstore", "Flash items brought back into memory.", f.recached);
     s.gauge("extstore_io_queue", "Flash reads waiting (reads run on the worker: none wait).", 0u64);
     s.counter("extstore_objects_written", "Records written to flash.", f.objects_written);
     s.counter("extstore_bytes_written", "Bytes written to flash.", f.bytes_written);
@@ -445,6 +445,11 @@ fn settings(shared: &Shared) -> Snapshot {
         s.info("ext_item_size", "Smaller items are evicted rather than moved to flash.", t.min_item);
         s.info("ext_wbuf_size", "Bytes gathered before a write to flash.", t.write_buffer);
         s.info("ext_page_size", "Bytes per flash region.", t.log.region_size());
+        s.info(
+            "ext_recache_rate",
+            "One read from flash in this many brings the item back into memory.",
+            t.recache_rate,
+        );
     }
     s.info(
         "compression",

@@ -87,12 +87,12 @@ pub mod slot {
 /// marks itself with bit 47; the other 51 bits, taken as one number `p`
 /// (bits 48–51 on top of bits 0–46):
 /// ```text
-///  50   49        43 42        33 32                     0
-/// +---+------------+------------+------------------------+
-/// | 0 | more (7)   | ext tag 10 | address (33, granules) |
-/// +---+------------+------------+------------------------+
+///  50    49        43 42        33 32                     0
+/// +----+------------+------------+------------------------+
+/// |read| more (7)   | ext tag 10 | address (33, granules) |
+/// +----+------------+------------+------------------------+
 /// ```
-/// - bit 50: zero (free for a later use).
+/// - read: read from flash since it went there (`mg h`).
 /// - more: the hash bits above the stripe's table size when the slot was
 ///   placed, after a leading 1 (six bits at most): a stripe that doubles
 ///   re-places the slot by the next one without reading the key, which is
@@ -109,6 +109,7 @@ pub mod flash {
     const LOW: u64 = (1 << 47) - 1;
     const ADDR_MASK: u64 = (1 << strata_flash::ADDR_BITS) - 1;
     const MORE: u64 = 0x7f << 43;
+    const READ: u64 = 1 << 50;
 
     fn payload(s: u64) -> u64 {
         (((s >> 48) & 0xf) << 47) | (s & LOW)
@@ -133,10 +134,16 @@ pub mod flash {
         let p = (payload(s) & !(0x7f << 43)) | (u64::from(more & 0x7f) << 43);
         from_payload(super::slot::tag(s), p)
     }
-    /// The slot without its `more` bits (which growth changes): tags and
-    /// address identify the record.
+    pub fn read(s: u64) -> bool {
+        payload(s) & READ != 0
+    }
+    pub fn with_read(s: u64) -> u64 {
+        from_payload(super::slot::tag(s), payload(s) | READ)
+    }
+    /// The slot without its `more` bits (which growth changes) and read
+    /// mark: tags and address identify the record.
     pub fn location(s: u64) -> u64 {
-        from_payload(super::slot::tag(s), payload(s) & !MORE)
+        from_payload(super::slot::tag(s), payload(s) & !MORE & !READ)
     }
 }
 
@@ -600,6 +607,9 @@ mod tests {
         let (b, moved) = replace_flash(s, 3, 4).unwrap_or_else(|| panic!("has bits"));
         assert_eq!((b, flash::more(moved)), (3 | 1 << 4, 0x22));
         assert_eq!(flash::location(moved), flash::location(s));
+        assert!(!flash::read(s) && flash::read(flash::with_read(s)));
+        assert_eq!(flash::location(flash::with_read(s)), flash::location(s));
+        assert_eq!(flash::addr(flash::with_read(s)), addr);
         let (b, moved) = replace_flash(moved, b, 5).unwrap_or_else(|| panic!("has bits"));
         assert_eq!((b, flash::more(moved)), (19, 0x11));
         // Six bits at most: the seventh doubling drops the slot.

@@ -186,10 +186,34 @@ impl Worker {
                         Miss::Flushed => bump(&c.get_flushed),
                         Miss::Absent => {}
                         Miss::OnFlash => {
-                            // Brought back here rather than by the caller,
-                            // so that what earlier rounds did (a token won,
-                            // an item created or touched) still counts.
                             drop(stripe);
+                            // A read that changes nothing is served from
+                            // flash, the item left there.
+                            if !won && !created && !relaid {
+                                if let Some(h) = self.read_flash(key, opts) {
+                                    let b = &self.flash_buf;
+                                    let view = ItemView {
+                                        key: &b[h.key],
+                                        value: &b[h.value],
+                                        flags: h.flags,
+                                        cas: h.cas,
+                                        expiry_before: h.expiry,
+                                        expiry: h.expiry,
+                                        fetched: h.fetched,
+                                        written: h.written,
+                                        stale: h.stale,
+                                        token_sent: h.token_sent,
+                                        won: false,
+                                        created: false,
+                                        binary_key: h.binary_key,
+                                    };
+                                    return Ok(Found::Read(f(view)));
+                                }
+                            }
+                            // Otherwise brought back here rather than by
+                            // the caller, so that what earlier rounds did
+                            // (a token won, an item created or touched)
+                            // still counts.
                             self.settle(key)?;
                             continue;
                         }

@@ -54,6 +54,7 @@ pub(crate) struct Counters {
     pub decompress_errors: AtomicU64,
     /// The flash tier's (see [`crate::types::FlashStats`]).
     pub flash_hits: AtomicU64,
+    pub flash_recached: AtomicU64,
     pub flash_misses: AtomicU64,
     pub flash_moved: AtomicU64,
     pub flash_evicted: AtomicU64,
@@ -193,7 +194,7 @@ impl Store {
             flash: Default::default(),
             force_out: false,
         };
-        Worker { store: self.clone(), active, zip, journaled: 0, flash_buf: Vec::new() }
+        Worker { store: self.clone(), active, zip, journaled: 0, flash_buf: Vec::new(), flash_reads: 0 }
     }
 
     /// The compression codec, with compression on: the server starts its

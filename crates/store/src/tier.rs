@@ -241,6 +241,7 @@ impl Store {
         };
         for c in self.counters.lock().iter() {
             s.hits += c.flash_hits.load(Relaxed);
+            s.recached += c.flash_recached.load(Relaxed);
             s.misses += c.flash_misses.load(Relaxed);
             s.moved += c.flash_moved.load(Relaxed);
             s.evicted += c.flash_evicted.load(Relaxed);
@@ -356,7 +357,10 @@ impl Store {
                     return;
                 }
                 let mut st = self.index.lock(loc.stripe);
-                if self.find(&st, loc, it.key()).is_some() || self.flash_candidate(&st, loc).is_some() {
+                // A key in memory is the newer copy. (Two keys whose tags
+                // match in this process both come back, as they can be
+                // on flash together while serving.)
+                if self.find(&st, loc, it.key()).is_some() {
                     r.dropped += 1;
                     return;
                 }
@@ -379,6 +383,22 @@ impl Store {
         }
         r
     }
+}
+
+/// A plain read served from flash without bringing the item back: what
+/// the reader's view needs, the key and value being in the worker's flash
+/// buffer (at `key` and `value`).
+pub(crate) struct FlashHit {
+    pub key: std::ops::Range<usize>,
+    pub value: std::ops::Range<usize>,
+    pub flags: u32,
+    pub cas: u64,
+    pub expiry: u32,
+    pub written: u32,
+    pub fetched: bool,
+    pub stale: bool,
+    pub token_sent: bool,
+    pub binary_key: bool,
 }
 
 /// What reading one flash slot back found.
@@ -409,6 +429,74 @@ impl Worker {
             store.batch_for_flash(&mut self.active, s, &it, loc);
         }
         store.flush_flash(&mut self.active);
+    }
+
+    /// Serves a read that changes nothing (no touch, no token to hand out)
+    /// straight from flash, leaving the item there, as memcached's extstore
+    /// does: `None` when it must be brought back first (a change to make,
+    /// a dead or damaged record, a region reclaimed meanwhile), or on every
+    /// `ext_recache_rate`th read, which brings hot items back to memory.
+    pub(crate) fn read_flash(&mut self, key: &[u8], opts: &crate::types::ReadOpts) -> Option<FlashHit> {
+        let store = self.store.clone();
+        let tier = store.cfg.flash.as_ref()?;
+        if opts.touch.is_some() {
+            return None;
+        }
+        self.flash_reads = self.flash_reads.wrapping_add(1);
+        if tier.recache_rate > 0 && self.flash_reads % tier.recache_rate == 0 {
+            return None;
+        }
+        let log = &tier.log;
+        let loc = store.index.locate(key);
+        let mut candidates = Vec::new();
+        store.index.lock(loc.stripe).for_each_in_chain(loc.bucket, |s| {
+            if slot::is_flash(s) && slot::tag(s) == loc.tag && flash::ext(s) == loc.ext {
+                candidates.push(s);
+            }
+        });
+        let mut buf = std::mem::take(&mut self.flash_buf);
+        let mut hit = None;
+        for s in candidates {
+            let Back::Record { epoch, written } = self.read_back(log, loc, s, &mut buf) else { break };
+            let Some(it) = parse_item(&buf) else { break };
+            if it.key() != key {
+                // Another key's record with the same 22 tag bits.
+                continue;
+            }
+            let now = store.clock.now();
+            if epoch <= store.flush_epoch.load(Relaxed)
+                || Clock::is_expired(it.expiry(), now)
+                || crate::read::wins_token(opts, &it)
+            {
+                break;
+            }
+            let mut st = store.index.lock(loc.stripe);
+            let same = st.find(loc.bucket, |x| slot::is_flash(x) && flash::location(x) == flash::location(s));
+            let Some((pos, x)) = same else { break };
+            if opts.bump && !flash::read(x) {
+                st.set(pos, flash::with_read(x));
+            }
+            drop(st);
+            let state = it.state();
+            let key_at = it.header.header_len();
+            let value_at = key_at + it.key().len();
+            hit = Some(FlashHit {
+                key: key_at..value_at,
+                value: value_at..value_at + it.value().len(),
+                flags: it.flags(),
+                cas: if store.cfg.cas { it.explicit_cas().unwrap_or(0) } else { 0 },
+                expiry: it.expiry(),
+                written: if opts.written { written } else { 0 },
+                fetched: flash::read(x) || state & crate::item::state::FETCHED != 0,
+                stale: state & crate::item::state::STALE != 0,
+                token_sent: state & crate::item::state::TOKEN_SENT != 0,
+                binary_key: state & crate::item::state::KEY_BINARY != 0,
+            });
+            bump(&self.active.counters.flash_hits);
+            break;
+        }
+        self.flash_buf = buf;
+        hit
     }
 
     /// Runs `op` until it no longer stops at a flash slot, settling `key`
@@ -530,6 +618,7 @@ impl Worker {
         store.unaccount(&mut st, x);
         store.account(&mut st, back);
         bump(&c.flash_hits);
+        bump(&c.flash_recached);
         add(&c.bytes_copied, len as u64);
         Ok(())
     }

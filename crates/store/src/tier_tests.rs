@@ -22,6 +22,12 @@ fn tier(flash_mib: u64) -> Tier {
 }
 
 fn tier_of(memory_mib: usize, flash_mib: u64) -> Tier {
+    tier_with(memory_mib, flash_mib, 1)
+}
+
+/// `recache_rate` 1: every read brings its item back (what most tests
+/// here check); 0: reads are served from flash.
+fn tier_with(memory_mib: usize, flash_mib: u64, recache_rate: u32) -> Tier {
     let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
     let file: Arc<dyn Device> =
         Arc::new(FileDevice::open(&dir.path().join("flash"), flash_mib << 20).unwrap_or_else(|e| panic!("{e}")));
@@ -29,8 +35,14 @@ fn tier_of(memory_mib: usize, flash_mib: u64) -> Tier {
     let faults = dev.faults();
     let log = Flash::new(&strata_flash::Config { region_size: 1 << 20, max_record: 64 << 10 }, vec![Arc::new(dev)])
         .unwrap_or_else(|e| panic!("{e}"));
-    let flash =
-        FlashTier { log: Arc::new(log), min_item: 16, write_buffer: 256 << 10, paths: Vec::new(), every_write: false };
+    let flash = FlashTier {
+        log: Arc::new(log),
+        min_item: 16,
+        write_buffer: 256 << 10,
+        paths: Vec::new(),
+        every_write: false,
+        recache_rate,
+    };
     let (store, w) = store_of(Config {
         memory_limit: memory_mib << 20,
         item_size_max: 64 << 10,
@@ -193,8 +205,14 @@ fn index_growth_keeps_flash_items_findable() {
         Arc::new(FileDevice::open(&dir.path().join("f"), 64 << 20).unwrap_or_else(|e| panic!("{e}")));
     let log = Flash::new(&strata_flash::Config { region_size: 1 << 20, max_record: 64 << 10 }, vec![file])
         .unwrap_or_else(|e| panic!("{e}"));
-    let flash =
-        FlashTier { log: Arc::new(log), min_item: 64, write_buffer: 256 << 10, paths: Vec::new(), every_write: false };
+    let flash = FlashTier {
+        log: Arc::new(log),
+        min_item: 64,
+        write_buffer: 256 << 10,
+        paths: Vec::new(),
+        every_write: false,
+        recache_rate: 1,
+    };
     (t.store, t.w) = store_of(Config {
         memory_limit: 8 << 20,
         item_size_max: 64 << 10,
@@ -294,4 +312,36 @@ fn reading_everything_twice_keeps_everything() {
         assert!(missing <= flash_stats(&t.store).dropped_by_write, "round {round}: {missing} missing");
     }
     assert_eq!(t.store.stats().evictions, 0);
+}
+
+#[test]
+fn plain_reads_are_served_from_flash_and_changes_bring_items_back() {
+    let mut t = tier_with(8, 64, 0);
+    fill(&mut t, 20_000);
+    let before = flash_stats(&t.store);
+    for round in 0..2 {
+        for i in 0..20_000 {
+            let got = get(&mut t.w, &key(i));
+            assert_eq!(got.as_ref().map(|g| (&g.0, g.1)), Some((&value(i, 1), i as u32)), "round {round} key {i}");
+        }
+    }
+    let after = flash_stats(&t.store);
+    assert!(after.hits - before.hits > 20_000, "{after:?}");
+    assert_eq!(after.recached, 0, "nothing came back: {after:?}");
+    assert_eq!(after.objects_written, before.objects_written, "reads wrote nothing");
+    // `h`: the first read from flash saw it unread, the second read.
+    let opts = ReadOpts { bump: true, ..ReadOpts::GET };
+    let seen = |t: &mut Tier, k: &[u8]| t.w.read(k, &opts, |it| it.fetched).ok().flatten();
+    fill_more(&mut t, 20_000, 40_000);
+    assert_eq!(seen(&mut t, &key(30_000)), Some(false));
+    assert_eq!(seen(&mut t, &key(30_000)), Some(true));
+    // A touch brings the item back, and changes it.
+    let e = t.store.clock().now() + 100;
+    assert_eq!(t.w.touch(&key(30_001), e), Ok(true));
+    assert_eq!(t.w.inspect(&key(30_001)).map(|i| i.expiry), Some(e));
+    assert!(flash_stats(&t.store).recached >= 1);
+    // A CAS read from flash matches the one the item had in memory.
+    let cas_flash = get(&mut t.w, &key(30_002)).map(|g| g.2);
+    assert_eq!(t.w.touch(&key(30_002), 0), Ok(true));
+    assert_eq!(get(&mut t.w, &key(30_002)).map(|g| g.2), cas_flash);
 }

@@ -80,6 +80,10 @@ pub struct FlashTier {
     /// A test setting (`--debug-flash-writes`): every item written goes to
     /// flash at once, so that test suites read from flash.
     pub every_write: bool,
+    /// One read from flash in this many brings the item back into memory
+    /// (memcached's `ext_recache_rate`; 1: every read, 0: none); the others
+    /// are served from flash. A change to an item always brings it back.
+    pub recache_rate: u32,
 }
 
 impl Default for Config {
@@ -407,6 +411,8 @@ pub struct FlashStats {
     /// Reads that found the value (`get_extstore`) and that found it gone
     /// (expired, flushed, reclaimed or damaged: `miss_from_extstore`).
     pub hits: u64,
+    /// Items brought back into memory (`recache_from_extstore`).
+    pub recached: u64,
     pub misses: u64,
     /// Items moved from memory to flash, and dropped from flash by a
     /// region's reclaim (`extstore_objects_evicted`).

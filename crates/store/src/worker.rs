@@ -28,6 +28,8 @@ pub struct Worker {
     pub(crate) journaled: u64,
     /// Where flash records are read into.
     pub(crate) flash_buf: Vec<u8>,
+    /// Reads served from flash, for `ext_recache_rate`.
+    pub(crate) flash_reads: u32,
 }
 
 /// A buffer that grew past this for one large value is let go after it.

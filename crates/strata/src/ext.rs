@@ -18,7 +18,13 @@ pub struct ExtOptions {
     wbuf_mib: Option<u64>,
     /// MiB (memcached: `ext_page_size`, default 64).
     page_mib: Option<u64>,
+    /// memcached's `ext_recache_rate`.
+    recache_rate: Option<u32>,
 }
+
+/// memcached's default `ext_recache_rate`: one read from flash in this many
+/// brings the item back into memory.
+const RECACHE_DEFAULT: u32 = 2000;
 
 /// memcached's default `ext_item_size`: smaller items stay in memory.
 const ITEM_SIZE_DEFAULT: usize = 512;
@@ -57,11 +63,13 @@ impl ExtOptions {
             }
             "ext_wbuf_size" => self.wbuf_mib = Some(mib(k, v)?),
             "ext_page_size" => self.page_mib = Some(mib(k, v)?),
+            "ext_recache_rate" => {
+                self.recache_rate = Some(v.parse().map_err(|_| format!("invalid ext_recache_rate {v:?} (a count)"))?)
+            }
             // Accepted so a memcached command line starts unchanged; what
             // they tune does not exist here (README "Flash tier").
             "ext_threads"
             | "ext_io_depth"
-            | "ext_recache_rate"
             | "ext_compact_under"
             | "ext_drop_under"
             | "ext_drop_unread"
@@ -121,6 +129,7 @@ impl ExtOptions {
             write_buffer: wbuf,
             paths: self.paths.clone(),
             every_write: false,
+            recache_rate: self.recache_rate.unwrap_or(RECACHE_DEFAULT),
         }))
     }
 }
@@ -137,6 +146,8 @@ mod tests {
         assert_eq!(o.take("ext_item_size", "1024"), Ok(true));
         assert_eq!(o.take("ext_wbuf_size", "8"), Ok(true));
         assert_eq!(o.take("ext_threads", "8"), Ok(true), "accepted with a note");
+        assert_eq!(o.take("ext_recache_rate", "10"), Ok(true));
+        assert!(o.take("ext_recache_rate", "often").is_err());
         assert_eq!(o.take("hashpower", "20"), Ok(false), "not ours");
         assert_eq!(o.paths, vec![(PathBuf::from("/tmp/x"), 64 << 30), (PathBuf::from("/dev/nvme0n1"), 1 << 40)]);
         assert_eq!((o.item_size, o.wbuf_mib), (Some(1024), Some(8)));
