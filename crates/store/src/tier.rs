@@ -442,9 +442,14 @@ impl Worker {
         if opts.touch.is_some() {
             return None;
         }
-        self.flash_reads = self.flash_reads.wrapping_add(1);
-        if tier.recache_rate > 0 && self.flash_reads % tier.recache_rate == 0 {
-            return None;
+        // A countdown: the rate'th read since the last recache recaches
+        // (rust-version 1.80 has no `is_multiple_of`).
+        if tier.recache_rate > 0 {
+            self.flash_reads = self.flash_reads.saturating_sub(1);
+            if self.flash_reads == 0 {
+                self.flash_reads = tier.recache_rate;
+                return None;
+            }
         }
         let log = &tier.log;
         let loc = store.index.locate(key);

@@ -28,7 +28,8 @@ pub struct Worker {
     pub(crate) journaled: u64,
     /// Where flash records are read into.
     pub(crate) flash_buf: Vec<u8>,
-    /// Reads served from flash, for `ext_recache_rate`.
+    /// Reads from flash left before one brings its item back
+    /// (`ext_recache_rate`).
     pub(crate) flash_reads: u32,
 }
 
