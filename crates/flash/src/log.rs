@@ -198,6 +198,11 @@ impl Flash {
         Ok(flash)
     }
 
+    /// The longest write a region takes (its size less its header).
+    pub fn max_write(&self) -> usize {
+        (self.region_size - self.header_len()) as usize
+    }
+
     /// Bytes of a region header, padded to the granule.
     fn header_len(&self) -> u64 {
         REGION_HEADER_MIN.max(1 << self.granule_shift)
@@ -420,19 +425,22 @@ pub struct Writer<'a> {
 }
 
 impl Writer<'_> {
-    /// Room for `len` bytes (at most a region) in the head region, moving
-    /// to the next region if they do not fit.
-    pub fn reserve(&mut self, len: usize) -> Reserve {
+    /// Room for `len` bytes in the head region, moving to the next region
+    /// if they do not fit; `None` if they would not fit in any region
+    /// (see [`Flash::max_write`]).
+    pub fn reserve(&mut self, len: usize) -> Option<Reserve> {
         let f = self.flash;
         let len = len as u64;
-        debug_assert!(len <= f.region_size);
+        if len > f.region_size - f.header_len() {
+            return None;
+        }
         if self.head.off + len > f.region_size {
             let next = (self.head.region + 1) % f.regions.len() as u32;
             if next == 0 {
                 self.head.wrapped = true;
             }
             if self.head.wrapped && f.regions[next as usize].end.load(Relaxed) != 0 {
-                return Reserve::Reclaim(next);
+                return Some(Reserve::Reclaim(next));
             }
             self.head.region = next;
             self.head.off = f.header_len();
@@ -443,7 +451,7 @@ impl Writer<'_> {
         }
         let at = u64::from(self.head.region) * f.region_size + self.head.off;
         self.head.off += len;
-        Reserve::At(at)
+        Some(Reserve::At(at))
     }
 
     /// Writes `bytes` at `at` (from [`Writer::reserve`]). On failure the
@@ -529,10 +537,10 @@ mod tests {
         Flash::new(&Config { region_size: 1 << 20, max_record: 4096 }, vec![d]).unwrap_or_else(|e| panic!("{e}"))
     }
 
-    fn at(r: Reserve) -> u64 {
+    fn at(r: Option<Reserve>) -> u64 {
         match r {
-            Reserve::At(a) => a,
-            Reserve::Reclaim(r) => panic!("reclaim {r}"),
+            Some(Reserve::At(a)) => a,
+            other => panic!("{other:?}"),
         }
     }
 
@@ -566,7 +574,7 @@ mod tests {
         w.write((1 << 20) + 64, &big, 1).unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(at(w.reserve(big.len())), (2 << 20) + 64);
         w.write((2 << 20) + 64, &big, 1).unwrap_or_else(|e| panic!("{e}"));
-        assert_eq!(w.reserve(big.len()), Reserve::Reclaim(0));
+        assert_eq!(w.reserve(big.len()), Some(Reserve::Reclaim(0)));
         let mut seen = Vec::new();
         w.scan(0, &mut buf, |addr, rec| seen.push((addr, rec.item.len()))).unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(seen, vec![(64, 100), (second, 3000)]);
@@ -579,6 +587,7 @@ mod tests {
         assert_eq!(at(w.reserve(big.len())), 64);
         w.write(64, &big, 1).unwrap_or_else(|e| panic!("{e}"));
         assert!(fl.disk_generation(0).unwrap_or(0) > 3);
+        assert_eq!(w.reserve(fl.max_write() + 1), None, "longer than a region takes");
     }
 
     #[test]
@@ -600,7 +609,7 @@ mod tests {
             let cp = fl.checkpoint();
             // After the checkpoint region 0 is reclaimed and rewritten.
             let mut w = fl.writer();
-            assert_eq!(w.reserve(big.len()), Reserve::Reclaim(0));
+            assert_eq!(w.reserve(big.len()), Some(Reserve::Reclaim(0)));
             w.recycle(0);
             let a = at(w.reserve(big.len()));
             w.write(a, &big, 1).unwrap_or_else(|e| panic!("{e}"));

@@ -259,6 +259,11 @@ fn flash(s: &mut Snapshot, st: &strata_store::StoreStats) {
     s.counter("extstore_page_evictions", "Flash regions reclaimed (oldest first).", f.regions_reclaimed);
     s.counter("extstore_objects_evicted", "Flash items dropped by a region's reclaim.", f.evicted);
     s.counter("strata_extstore_moved", "Items moved from memory to flash.", f.moved);
+    s.counter(
+        "strata_extstore_copied_forward",
+        "Items a region's reclaim wrote again at the head (read since they went to flash).",
+        f.copied,
+    );
     s.counter("strata_extstore_read_errors", "Flash reads that failed (misses).", f.read_errors);
     s.counter("strata_extstore_write_errors", "Flash writes that failed (their items evicted).", f.write_errors);
     s.counter(

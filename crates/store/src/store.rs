@@ -58,6 +58,7 @@ pub(crate) struct Counters {
     pub flash_misses: AtomicU64,
     pub flash_moved: AtomicU64,
     pub flash_evicted: AtomicU64,
+    pub flash_copied: AtomicU64,
     pub flash_dropped_write: AtomicU64,
     pub flash_dropped_growth: AtomicU64,
 }

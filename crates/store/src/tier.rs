@@ -14,9 +14,9 @@
 //!
 //! **The oldest region goes first.** When the ring of regions comes round
 //! to one still holding records, its records are read back and every slot
-//! that still points at one is unlinked (memcached's extstore drops a page
-//! the same way; the items read since they went to flash were brought
-//! back to memory on that read).
+//! that still points at one is unlinked, but for the items read since
+//! they went to flash: those are written again at the head (the region
+//! just freed) and stay (CLOCK's second chance, on flash).
 //!
 //! **In.** No key is kept in memory for a flash item, so a lookup that
 //! finds no key in memory but a flash slot with the key's 22 tag bits
@@ -65,6 +65,21 @@ struct Pending {
     granule_off: u32,
     /// The record's offset in the batch.
     at: u32,
+}
+
+/// A reclaimed region's records that are written again: their bytes, and
+/// for each its key's location, its slot's location and its offset.
+#[derive(Debug, Default)]
+struct Hot {
+    buf: Vec<u8>,
+    items: Vec<(Loc, u64, u32)>,
+}
+
+impl Hot {
+    fn clear(&mut self) {
+        self.buf.clear();
+        self.items.clear();
+    }
 }
 
 /// The whole item in `b` (a record's item bytes), if it is one.
@@ -183,40 +198,102 @@ impl Store {
     }
 
     /// Room for `len` bytes at the log's head, reclaiming the oldest
-    /// region if need be; `None` if a reclaim failed to read its region.
+    /// region if need be; `None` if the batch is longer than a region
+    /// takes (the write buffer is kept under half a region, so only for
+    /// items near `-I` in a small region) or the ring would not move.
     fn reserve_flash(&self, w: &mut Writer<'_>, len: usize, c: &Counters) -> Option<u64> {
         let mut buf = Vec::new();
-        for _ in 0..2 {
-            match w.reserve(len) {
+        let mut hot = Hot::default();
+        for _ in 0..4 {
+            match w.reserve(len)? {
                 Reserve::At(at) => return Some(at),
                 Reserve::Reclaim(r) => {
-                    if let Err(e) = self.reclaim_region(w, r, &mut buf, c) {
+                    hot.clear();
+                    if let Err(e) = self.reclaim_region(w, r, &mut buf, &mut hot, c) {
                         // Its slots cannot be found without reading it:
                         // they stay, and read as misses once the region
                         // is rewritten (its generation changes).
                         warn_rate_limited("could not read a region to reclaim", &e);
                     }
                     w.recycle(r);
+                    self.copy_forward(w, &hot, c);
                 }
             }
         }
         None
     }
 
-    /// Unlinks every slot still pointing into region `r`.
-    fn reclaim_region(&self, w: &mut Writer<'_>, r: u32, buf: &mut Vec<u8>, c: &Counters) -> std::io::Result<()> {
+    /// Empties region `r` for reuse: every slot still pointing into it is
+    /// unlinked, but for the items read since they went to flash (and
+    /// still alive), whose records go into `hot` to be written again.
+    fn reclaim_region(
+        &self,
+        w: &mut Writer<'_>,
+        r: u32,
+        buf: &mut Vec<u8>,
+        hot: &mut Hot,
+        c: &Counters,
+    ) -> std::io::Result<()> {
         let Some(log) = self.flash_log() else { return Ok(()) };
+        let now = self.clock.now();
+        let flush_epoch = self.flush_epoch.load(Relaxed);
         w.scan(r, buf, |addr, rec| {
             let Some(it) = parse_item(rec.item) else { return };
             let loc = self.index.locate(it.key());
             let want = log.to_slot(addr);
             let mut st = self.index.lock(loc.stripe);
-            if let Some((pos, s)) = st.find(loc.bucket, |s| slot::is_flash(s) && flash::addr(s) == want) {
-                self.unlink(&mut st, loc.bucket, pos, s);
-                bump(&c.flash_evicted);
-                bump(&c.evictions);
+            let Some((pos, s)) = st.find(loc.bucket, |s| slot::is_flash(s) && flash::addr(s) == want) else {
+                return;
+            };
+            let alive = rec.epoch > flush_epoch && !Clock::is_expired(it.expiry(), now);
+            if flash::read(s) && alive {
+                let at = hot.buf.len() as u32;
+                record::encode(&mut hot.buf, log.granule(), rec.epoch, rec.written, rec.item.len(), |d| {
+                    d.copy_from_slice(rec.item)
+                });
+                hot.items.push((loc, flash::location(s), at));
+                return;
             }
+            self.unlink(&mut st, loc.bucket, pos, s);
+            bump(&c.flash_evicted);
+            bump(&c.evictions);
         })
+    }
+
+    /// Writes a reclaimed region's read items at the head again (the
+    /// region just freed) and repoints their slots, their read marks
+    /// cleared: read again before the ring comes round, they stay again.
+    /// If the write fails they are evicted.
+    fn copy_forward(&self, w: &mut Writer<'_>, hot: &Hot, c: &Counters) {
+        let Some(log) = self.flash_log() else { return };
+        if hot.items.is_empty() {
+            return;
+        }
+        let written = match w.reserve(hot.buf.len()) {
+            Some(Reserve::At(at)) => w.write(at, &hot.buf, hot.items.len() as u64).ok().map(|()| at),
+            _ => None,
+        };
+        for &(loc, old, off) in &hot.items {
+            let mut st = self.index.lock(loc.stripe);
+            let Some((pos, x)) = st.find(loc.bucket, |x| slot::is_flash(x) && flash::location(x) == old) else {
+                continue;
+            };
+            match written {
+                Some(at) => {
+                    let moved =
+                        flash::pack(slot::tag(x), flash::ext(x), flash::more(x), log.to_slot(at + u64::from(off)));
+                    st.set(pos, moved);
+                    self.unaccount(&mut st, x);
+                    self.account(&mut st, moved);
+                    bump(&c.flash_copied);
+                }
+                None => {
+                    self.unlink(&mut st, loc.bucket, pos, x);
+                    bump(&c.flash_evicted);
+                    bump(&c.evictions);
+                }
+            }
+        }
     }
 
     /// The tier's figures (with it on).
@@ -245,6 +322,7 @@ impl Store {
             s.misses += c.flash_misses.load(Relaxed);
             s.moved += c.flash_moved.load(Relaxed);
             s.evicted += c.flash_evicted.load(Relaxed);
+            s.copied += c.flash_copied.load(Relaxed);
             s.dropped_by_write += c.flash_dropped_write.load(Relaxed);
             s.dropped_by_growth += c.flash_dropped_growth.load(Relaxed);
         }

@@ -345,3 +345,25 @@ fn plain_reads_are_served_from_flash_and_changes_bring_items_back() {
     assert_eq!(t.w.touch(&key(30_002), 0), Ok(true));
     assert_eq!(get(&mut t.w, &key(30_002)).map(|g| g.2), cas_flash);
 }
+
+#[test]
+fn a_reclaim_keeps_the_items_read_since_they_went_to_flash() {
+    // 6 MiB of flash, reads served from flash (their slots marked read).
+    let mut t = tier_with(8, 6, 0);
+    fill(&mut t, 12_000);
+    // A tenth of the keys are read between every 3,000 new ones (~2 MB):
+    // the ring comes round several times, each read key read again before.
+    for step in 0..10 {
+        for i in (0..12_000).step_by(10) {
+            assert!(get(&mut t.w, &key(i)).is_some(), "step {step} key {i}");
+        }
+        fill_more(&mut t, 12_000 + step * 3_000, 15_000 + step * 3_000);
+    }
+    let fs = flash_stats(&t.store);
+    assert!(fs.copied > 0 && fs.evicted > 0, "{fs:?}");
+    for i in (0..12_000).step_by(10) {
+        assert_eq!(get(&mut t.w, &key(i)).map(|g| g.0), Some(value(i, 1)), "read key {i} kept");
+    }
+    let unread = (1..12_000).step_by(10).filter(|&i| get(&mut t.w, &key(i)).is_some()).count();
+    assert!(unread < 300, "unread keys went with their regions: {unread} of 1200 left");
+}

@@ -418,6 +418,9 @@ pub struct FlashStats {
     /// region's reclaim (`extstore_objects_evicted`).
     pub moved: u64,
     pub evicted: u64,
+    /// Items a reclaim wrote again because they were read since they went
+    /// to flash.
+    pub copied: u64,
     /// Flash slots a write dropped without reading (a 22-bit tag match:
     /// the key's older version, rarely another key's).
     pub dropped_by_write: u64,

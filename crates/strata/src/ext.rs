@@ -109,7 +109,9 @@ impl ExtOptions {
             Some(p) => p,
             None => ((total / 16) >> 20).clamp(least, 64.max(least)),
         };
-        let wbuf = (self.wbuf_mib.unwrap_or(4).min(page_mib) << 20) as usize;
+        // A batch is written once it holds the write buffer, so it may
+        // reach the buffer plus one item: at most half a region and -I.
+        let wbuf = ((self.wbuf_mib.unwrap_or(4) << 20) as usize).min((page_mib << 19) as usize);
         let mut devices: Vec<Arc<dyn Device>> = Vec::new();
         for (path, size) in &self.paths {
             let d = FileDevice::open(path, *size).map_err(|e| format!("ext_path {}: {e}", path.display()))?;
@@ -166,6 +168,11 @@ mod tests {
         let t = o.open(1 << 20).unwrap_or_else(|e| panic!("{e}")).unwrap_or_else(|| panic!("on"));
         assert_eq!((t.log.region_size(), t.log.regions(), t.min_item), (16 << 20, 16, 512));
         assert_eq!(t.write_buffer, 4 << 20);
+        let mut small_pages = ExtOptions::default();
+        let p2 = dir.path().join("p");
+        small_pages.take("ext_path", &format!("{}:64M", p2.display())).unwrap_or_else(|e| panic!("{e}"));
+        let t = small_pages.open(1 << 20).unwrap_or_else(|e| panic!("{e}")).unwrap_or_else(|| panic!("on"));
+        assert_eq!((t.log.region_size(), t.write_buffer), (4 << 20, 2 << 20), "half a region");
         assert_eq!(std::fs::metadata(&path).map(|m| m.len()).ok(), Some(256 << 20));
         let mut small = ExtOptions::default();
         small.take("ext_path", &format!("{}:3M", dir.path().join("s").display())).unwrap_or_else(|e| panic!("{e}"));
