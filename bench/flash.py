@@ -40,40 +40,17 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.join(HERE, "..")
-RANDOM = os.urandom(1 << 20)
+sys.path.insert(0, HERE)
 
+from snapshot import connect, drop_caches, recv_until, value, wait_port  # noqa: E402
+from snapshot import mc_stats as stats  # noqa: E402
 
-def value(i, n):
-    at = (i * 7919) % (len(RANDOM) - n)
-    return RANDOM[at : at + n]
+from harness import free_port  # noqa: E402  (bench/snapshot.py puts tests/ on the path)
 
 
 def key(i):
     # strata-bench's key for index i with 5 M keys: 'k' and 13 digits.
     return b"k%013d" % i
-
-
-def connect(port):
-    s = socket.create_connection(("127.0.0.1", port))
-    s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-    return s
-
-
-def recv_until(s, end, buf=b""):
-    while not buf.endswith(end):
-        chunk = s.recv(1 << 20)
-        if not chunk:
-            raise RuntimeError("connection closed")
-        buf += chunk
-    return buf
-
-
-def stats(port):
-    s = connect(port)
-    s.sendall(b"stats\r\n")
-    out = recv_until(s, b"END\r\n").decode()
-    s.close()
-    return dict(line.split(" ", 2)[1:] for line in out.split("\r\n") if line.startswith("STAT "))
 
 
 def rss(pid):
@@ -82,35 +59,6 @@ def rss(pid):
             if line.startswith("VmRSS:"):
                 return int(line.split()[1]) * 1024
     return 0
-
-
-def drop_caches():
-    try:
-        os.sync()
-        with open("/proc/sys/vm/drop_caches", "w") as f:
-            f.write("3\n")
-        return True
-    except OSError:
-        return False
-
-
-def wait_port(port, proc, timeout=600):
-    t0 = time.monotonic()
-    while time.monotonic() - t0 < timeout:
-        if proc.poll() is not None:
-            raise RuntimeError("server exited while starting")
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
-            return time.monotonic() - t0
-        except OSError:
-            time.sleep(0.01)
-    raise RuntimeError("server did not open its port")
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def start(kind, a, port, flash, snap=None):

@@ -95,8 +95,7 @@ def connect(port):
     return s
 
 
-def recv_until(s, end):
-    buf = b""
+def recv_until(s, end, buf=b""):
     while not buf.endswith(end):
         chunk = s.recv(1 << 20)
         if not chunk:

@@ -526,6 +526,12 @@ impl Store {
                 &c.segments_cleaned,
                 &c.dead_reclaimed,
                 &c.cleaner_ns,
+                &c.flash_hits,
+                &c.flash_recached,
+                &c.flash_misses,
+                &c.flash_moved,
+                &c.flash_evicted,
+                &c.flash_copied,
             ];
             for a in all {
                 a.store(0, Relaxed);
