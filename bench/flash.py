@@ -15,7 +15,9 @@ index slots' share of the index plus region metadata).
 
 Bar 3, reads from flash: `strata-bench run --addr --pid` with zipf 0.99
 gets over the same 5 M keys, 16 connections, no warm-up (the keys are
-there): hit ratio, server CPU per get and p99 for both.
+there): hit ratio, server CPU per get and p99 for both. `--part paired`
+runs only this, with both servers filled and alive at once and `--rounds`
+runs each, taking turns, reporting medians.
 
 Bar 4, restart: with `--snapshot-dir`, strata is stopped (SIGTERM: a
 snapshot), the page cache dropped (root), and strata started again on the
@@ -24,7 +26,7 @@ back exact.
 
     .venv/bin/python bench/flash.py [--items N] [--value BYTES] [--rate SETS/S]
         [--memory MB] [--flash-size 6G] [--dir DIR] [--part capacity,reads,restart]
-        [--servers strata,memcached] [--duration SECS] [--out FILE.json]
+        [--servers strata,memcached] [--duration SECS] [--rounds N] [--out FILE.json]
 """
 
 import argparse
@@ -143,6 +145,44 @@ def bench_reads(a, port, pid, out):
     }
 
 
+def paired_reads(a, results):
+    """Bar 3 in rounds: both servers filled and alive at once, the read run
+    repeated `--rounds` times with the servers taking turns (the order
+    rotating each round), and the medians reported: one run's noise on
+    this 2-core machine decides nothing, paired rounds do."""
+    servers = {}
+    try:
+        for kind in a.servers.split(","):
+            flash = os.path.join(a.dir, f"{kind}.flash")
+            if os.path.exists(flash):
+                os.unlink(flash)
+            port = free_port()
+            proc, cmd, _ = start(kind, a, port, flash)
+            servers[kind] = (proc, port)
+            fill(port, a.items, a.value, a.rate)
+            print(kind, "filled", flush=True)
+        kinds = list(servers)
+        runs = {k: [] for k in kinds}
+        for rnd in range(a.rounds):
+            order = kinds[rnd % len(kinds) :] + kinds[: rnd % len(kinds)]
+            for kind in order:
+                proc, port = servers[kind]
+                with tempfile.TemporaryDirectory() as out:
+                    runs[kind].append(bench_reads(a, port, proc.pid, out))
+                print(kind, "round", rnd, runs[kind][-1], flush=True)
+        for kind in kinds:
+            med = lambda f: sorted(r[f] for r in runs[kind])[len(runs[kind]) // 2]  # noqa: E731
+            results[kind] = {
+                "rounds": runs[kind],
+                "median": {f: med(f) for f in ("hit_ratio", "server_cpu_us_per_op", "p99_us", "ops_per_sec")},
+            }
+            print(kind, "median", results[kind]["median"], flush=True)
+    finally:
+        for proc, _ in servers.values():
+            proc.kill()
+            proc.wait()
+
+
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--items", type=int, default=5_000_000)
@@ -154,6 +194,7 @@ def main():
     p.add_argument("--part", default="capacity,reads,restart")
     p.add_argument("--servers", default="strata,memcached")
     p.add_argument("--duration", type=int, default=30)
+    p.add_argument("--rounds", type=int, default=3, help="with --part paired: read runs per server")
     p.add_argument("--strata-bin", default=os.path.join(ROOT, "target", "release", "strata"))
     p.add_argument("--bench-bin", default=os.path.join(ROOT, "target", "release", "strata-bench"))
     p.add_argument("--out")
@@ -161,7 +202,9 @@ def main():
     parts = a.part.split(",")
     os.makedirs(a.dir, exist_ok=True)
     results = {"args": vars(a)}
-    for kind in a.servers.split(","):
+    if parts == ["paired"]:
+        paired_reads(a, results)
+    for kind in a.servers.split(",") if parts != ["paired"] else []:
         flash = os.path.join(a.dir, f"{kind}.flash")
         snap = os.path.join(a.dir, f"{kind}.snap") if kind == "strata" and "restart" in parts else None
         for path in (flash,):
