@@ -316,3 +316,21 @@ def test_after_kill_9_whatever_comes_back_is_correct(make_server, tmp_path):
         # from flash (and the rare key whose flash slot a set dropped).
         assert 0 < back <= loaded, (trial, back, loaded)
         srv.stop()
+
+
+def test_a_restart_without_the_flash_tier_loads_what_was_in_memory(make_server, tmp_path):
+    srv = start(make_server, tmp_path / "flash", "--snapshot-dir", str(tmp_path))
+    c = srv.connect()
+    fill(c)
+    c.close()
+    assert srv.stop() == 0
+    srv = make_server(["-m", "8", "--snapshot-dir", str(tmp_path)])
+    c = srv.connect()
+    s = stats(c)
+    assert s["snapshot_load_result"] == "ok" and int(s["snapshot_loaded_items"]) > 0
+    assert "snapshot_loaded_flash_items" not in s
+    # The newest keys were in memory; every one served is exact.
+    for i in range(N - 200, N):
+        c.send(b"get key:%d\r\n" % i)
+        got = read_until_end(c)
+        assert got in (b"END\r\n", b"VALUE key:%d %d %d\r\n%s\r\nEND\r\n" % (i, i, len(value(i)), value(i)))

@@ -343,7 +343,12 @@ fn load_flash(
     }
     entries.sort_unstable();
     let restored = store.restore_flash(&strata_store::FlashImage { checkpoint, entries });
-    if restored.mismatch {
+    if restored.mismatch && store.config().flash.is_none() {
+        tracing::warn!(
+            "snapshot: it holds {} flash items; without -o ext_path they are not brought back",
+            restored.dropped
+        );
+    } else if restored.mismatch {
         tracing::warn!(
             "snapshot: its flash items are for another ext_path layout (size or page size); {} not brought back",
             restored.dropped
