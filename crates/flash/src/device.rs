@@ -136,7 +136,7 @@ impl Device for FaultDevice {
     fn read_at(&self, buf: &mut [u8], off: u64) -> io::Result<usize> {
         let f = self.faults.lock().clone();
         if f.read_eio {
-            return Err(io::Error::from_raw_os_error(libc_eio()));
+            return Err(io::Error::from_raw_os_error(libc::EIO));
         }
         let want = f.short.map_or(buf.len(), |s| s.max(1).min(buf.len()));
         let n = self.inner.read_at(&mut buf[..want], off)?;
@@ -151,23 +151,14 @@ impl Device for FaultDevice {
     fn write_at(&self, buf: &[u8], off: u64) -> io::Result<usize> {
         let f = self.faults.lock().clone();
         if f.write_eio {
-            return Err(io::Error::from_raw_os_error(libc_eio()));
+            return Err(io::Error::from_raw_os_error(libc::EIO));
         }
         if f.enospc_from.is_some_and(|at| off + buf.len() as u64 > at) {
-            return Err(io::Error::from_raw_os_error(libc_enospc()));
+            return Err(io::Error::from_raw_os_error(libc::ENOSPC));
         }
         let want = f.short.map_or(buf.len(), |s| s.max(1).min(buf.len()));
         self.inner.write_at(&buf[..want], off)
     }
-}
-
-// The two errno values the faults use (Linux's numbering), without a libc
-// dependency for two constants.
-const fn libc_eio() -> i32 {
-    5
-}
-const fn libc_enospc() -> i32 {
-    28
 }
 
 #[cfg(test)]
@@ -205,12 +196,12 @@ mod tests {
         faults.lock().read_eio = true;
         assert_eq!(
             read_exact_at(&d, &mut buf, 100).err().unwrap_or_else(|| panic!("should fail")).raw_os_error(),
-            Some(5)
+            Some(libc::EIO)
         );
         faults.lock().enospc_from = Some(200);
         assert_eq!(
             write_all_at(&d, &[0; 200], 100).err().unwrap_or_else(|| panic!("should fail")).raw_os_error(),
-            Some(28)
+            Some(libc::ENOSPC)
         );
         *faults.lock() = Faults::default();
         read_exact_at(&d, &mut buf, 100).unwrap_or_else(|e| panic!("{e}"));
