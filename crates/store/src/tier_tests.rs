@@ -198,35 +198,17 @@ fn the_oldest_region_is_reclaimed_and_the_rest_stay_exact() {
 
 #[test]
 fn index_growth_keeps_flash_items_findable() {
+    // The index starts at 2^10 buckets (`tier`): its stripes double while
+    // items sit on flash.
     let mut t = tier(64);
-    // Start the index small so its stripes double while items sit on flash.
-    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
-    let file: Arc<dyn Device> =
-        Arc::new(FileDevice::open(&dir.path().join("f"), 64 << 20).unwrap_or_else(|e| panic!("{e}")));
-    let log = Flash::new(&strata_flash::Config { region_size: 1 << 20, max_record: 64 << 10 }, vec![file])
-        .unwrap_or_else(|e| panic!("{e}"));
-    let flash = FlashTier {
-        log: Arc::new(log),
-        min_item: 64,
-        write_buffer: 256 << 10,
-        paths: Vec::new(),
-        every_write: false,
-        recache_rate: 1,
-    };
-    (t.store, t.w) = store_of(Config {
-        memory_limit: 8 << 20,
-        item_size_max: 64 << 10,
-        hash_power: 10,
-        flash: Some(flash),
-        ..Config::default()
-    });
     let start = t.store.stats().hash_power;
     fill(&mut t, 60_000);
     assert!(t.store.stats().hash_power >= start + 2, "the index grew");
     let missing: Vec<usize> =
         (0..60_000).filter(|&i| get(&mut t.w, &key(i)).map(|g| g.0) != Some(value(i, 1))).collect();
+    // A set may drop another key's flash slot on a 22-bit tag match.
     assert!(
-        missing.is_empty(),
+        missing.len() as u64 <= flash_stats(&t.store).dropped_by_write,
         "{} missing, first {:?}: {:?}",
         missing.len(),
         &missing[..missing.len().min(10)],
@@ -320,10 +302,15 @@ fn plain_reads_are_served_from_flash_and_changes_bring_items_back() {
     fill(&mut t, 20_000);
     let before = flash_stats(&t.store);
     for round in 0..2 {
+        let mut missing = 0;
         for i in 0..20_000 {
-            let got = get(&mut t.w, &key(i));
-            assert_eq!(got.as_ref().map(|g| (&g.0, g.1)), Some((&value(i, 1), i as u32)), "round {round} key {i}");
+            match get(&mut t.w, &key(i)) {
+                Some((v, flags, _)) => assert_eq!((v, flags), (value(i, 1), i as u32), "round {round} key {i}"),
+                // A set may drop another key's flash slot on a tag match.
+                None => missing += 1,
+            }
         }
+        assert!(missing <= before.dropped_by_write, "round {round}: {missing} missing");
     }
     let after = flash_stats(&t.store);
     assert!(after.hits - before.hits > 20_000, "{after:?}");
