@@ -54,11 +54,15 @@ fn get(w: &mut Worker, k: &[u8]) -> Option<(Vec<u8>, u32, u64)> {
 }
 
 fn restart(dir: &Path, flash: &str) -> (Arc<Store>, Worker, strata_persist::LoadReport) {
+    restart_with(dir, flash, true)
+}
+
+fn restart_with(dir: &Path, flash: &str, strict: bool) -> (Arc<Store>, Worker, strata_persist::LoadReport) {
     let file = dir.join(SNAPSHOT_FILE);
     let h = read_header(&OsBackend, &file).unwrap_or_else(|e| panic!("{e}")).unwrap_or_else(|| panic!("none"));
     let clock = Clock::resume_at(h.unix_time + 5, h.process_started, h.now, false).unwrap_or_else(|| panic!("clock"));
     let (s, _) = store(&dir.join(flash), clock);
-    let r = load(&s, &OsBackend, &file, 1, 0, true).unwrap_or_else(|e| panic!("load: {e}"));
+    let r = load(&s, &OsBackend, &file, 1, 0, strict).unwrap_or_else(|e| panic!("load: {e}"));
     let w = s.worker();
     (s, w, r)
 }
@@ -136,4 +140,41 @@ fn regions_rewritten_since_the_snapshot_are_left_out() {
         }
     }
     assert_eq!(back as u64, r.items + r.flash_items, "{r:?}");
+}
+
+#[test]
+fn a_damaged_flash_record_in_the_snapshot_loses_its_items_never_a_value() {
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let (s, mut w) = store(&dir.path().join("big"), Clock::manual(T0));
+    for i in 0..20_000 {
+        assert_eq!(w.set(SetOp::Set, &key(i), 0, 0, &value(i, 1)), Ok(StoreOutcome::Stored));
+    }
+    drop(w);
+    let file = dir.path().join(SNAPSHOT_FILE);
+    save(&s, &OsBackend, &file, &mut || {}).unwrap_or_else(|e| panic!("{e}"));
+    drop(s);
+    // A byte of the flash entries (the record before the 64-byte footer).
+    let mut bytes = std::fs::read(&file).unwrap_or_else(|e| panic!("{e}"));
+    let at = bytes.len() - 64 - 100;
+    bytes[at] ^= 0x40;
+    std::fs::write(&file, &bytes).unwrap_or_else(|e| panic!("{e}"));
+    assert!(load_strict_fails(dir.path()), "--snapshot-strict refuses it");
+    let (_s, mut w, r) = restart_with(dir.path(), "big", false);
+    assert!(r.damaged() && r.flash_items == 0 && r.items > 0, "{r:?}");
+    let mut back = 0;
+    for i in 0..20_000 {
+        if let Some((v, _, _)) = get(&mut w, &key(i)) {
+            assert_eq!(v, value(i, 1), "key {i}");
+            back += 1;
+        }
+    }
+    assert_eq!(back as u64, r.items);
+}
+
+fn load_strict_fails(dir: &Path) -> bool {
+    let file = dir.join(SNAPSHOT_FILE);
+    let h = read_header(&OsBackend, &file).unwrap_or_else(|e| panic!("{e}")).unwrap_or_else(|| panic!("none"));
+    let clock = Clock::resume_at(h.unix_time, h.process_started, h.now, false).unwrap_or_else(|| panic!("clock"));
+    let (s, _) = store(&dir.join("big"), clock);
+    load(&s, &OsBackend, &file, 1, 0, true).is_err()
 }

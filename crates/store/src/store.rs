@@ -195,7 +195,15 @@ impl Store {
             flash: Default::default(),
             force_out: false,
         };
-        Worker { store: self.clone(), active, zip, journaled: 0, flash_buf: Vec::new(), flash_reads: 0 }
+        Worker {
+            store: self.clone(),
+            active,
+            zip,
+            journaled: 0,
+            flash_buf: Vec::new(),
+            flash_candidates: Vec::new(),
+            flash_reads: 0,
+        }
     }
 
     /// The compression codec, with compression on: the server starts its

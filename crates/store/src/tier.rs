@@ -20,16 +20,18 @@
 //!
 //! **In.** No key is kept in memory for a flash item, so a lookup that
 //! finds no key in memory but a flash slot with the key's 22 tag bits
-//! stops with [`Miss::OnFlash`](crate::store::Miss). The public operation
-//! then *settles* the key ([`Worker::settle`]): reads each such record
-//! (without any lock), verifies its checksum and that its key hashes to
-//! the slot's tags, and under the bucket lock, if the slot is unchanged
-//! and its region was not reclaimed meanwhile, copies the item back into
-//! memory (with its CAS, flags, expiry and write time) or unlinks it if it
+//! stops with [`Miss::OnFlash`](crate::store::Miss). A read that changes
+//! nothing is served from the record itself ([`Worker::read_flash`]), the
+//! item left on flash; one in `ext_recache_rate`, and every other
+//! operation, first *settle* the key ([`Worker::settle`]): read each such
+//! record (without any lock), verify its checksum and that its key hashes
+//! to the slot's tags, and under the bucket lock, if the slot is unchanged
+//! and its region was not reclaimed meanwhile, copy the item back into
+//! memory (with its CAS, flags, expiry and write time) or unlink it if it
 //! is dead or damaged. The operation then runs again and finds the key in
-//! memory: every command works on flash items exactly as on memory items,
-//! with one implementation. A plain `set` needs no read: it drops the
-//! slots with the key's tags, since it replaces whatever they hold.
+//! memory: every command that changes an item has one implementation for
+//! memory and flash items. A plain `set` needs no read: it drops the slots
+//! with the key's tags, since it replaces whatever they hold.
 //!
 //! Lock order: the log's writer, then bucket locks; nothing takes the
 //! writer under a bucket lock.
@@ -82,6 +84,17 @@ impl Hot {
     }
 }
 
+/// Whether `s` is a flash slot with `loc`'s 22 tag bits.
+fn is_candidate(s: u64, loc: Loc) -> bool {
+    slot::is_flash(s) && slot::tag(s) == loc.tag && flash::ext(s) == loc.ext
+}
+
+/// The flash slot still pointing where `s` did (its `more` bits and read
+/// mark may have changed since), in `bucket`'s chain.
+fn same_slot(st: &Stripe, bucket: u32, s: u64) -> Option<(Pos, u64)> {
+    st.find(bucket, |x| slot::is_flash(x) && flash::location(x) == flash::location(s))
+}
+
 /// The whole item in `b` (a record's item bytes), if it is one.
 fn parse_item(b: &[u8]) -> Option<Item<'_>> {
     let bits = *b.get(1)?;
@@ -108,7 +121,17 @@ impl Store {
     /// A flash slot in `loc`'s chain with the key's 22 tag bits, if any.
     pub(crate) fn flash_candidate(&self, st: &Stripe, loc: Loc) -> Option<(Pos, u64)> {
         self.cfg.flash.as_ref()?;
-        st.find(loc.bucket, |s| slot::is_flash(s) && slot::tag(s) == loc.tag && flash::ext(s) == loc.ext)
+        st.find(loc.bucket, |s| is_candidate(s, loc))
+    }
+
+    /// Every such slot, into `out` (cleared first), under `loc`'s lock.
+    fn flash_candidates(&self, loc: Loc, out: &mut Vec<u64>) {
+        out.clear();
+        self.index.lock(loc.stripe).for_each_in_chain(loc.bucket, |s| {
+            if is_candidate(s, loc) {
+                out.push(s);
+            }
+        });
     }
 
     /// Unlinks every flash slot with `loc`'s tags: a plain set replaces
@@ -531,15 +554,11 @@ impl Worker {
         }
         let log = &tier.log;
         let loc = store.index.locate(key);
-        let mut candidates = Vec::new();
-        store.index.lock(loc.stripe).for_each_in_chain(loc.bucket, |s| {
-            if slot::is_flash(s) && slot::tag(s) == loc.tag && flash::ext(s) == loc.ext {
-                candidates.push(s);
-            }
-        });
+        let mut candidates = std::mem::take(&mut self.flash_candidates);
+        store.flash_candidates(loc, &mut candidates);
         let mut buf = std::mem::take(&mut self.flash_buf);
         let mut hit = None;
-        for s in candidates {
+        for &s in &candidates {
             let Back::Record { epoch, written } = self.read_back(log, loc, s, &mut buf) else { break };
             let Some(it) = parse_item(&buf) else { break };
             if it.key() != key {
@@ -554,8 +573,7 @@ impl Worker {
                 break;
             }
             let mut st = store.index.lock(loc.stripe);
-            let same = st.find(loc.bucket, |x| slot::is_flash(x) && flash::location(x) == flash::location(s));
-            let Some((pos, x)) = same else { break };
+            let Some((pos, x)) = same_slot(&st, loc.bucket, s) else { break };
             if opts.bump && !flash::read(x) {
                 st.set(pos, flash::with_read(x));
             }
@@ -579,6 +597,7 @@ impl Worker {
             break;
         }
         self.flash_buf = buf;
+        self.flash_candidates = candidates;
         hit
     }
 
@@ -604,25 +623,18 @@ impl Worker {
         let store = self.store.clone();
         let Some(log) = store.flash_log() else { return Ok(()) };
         let loc = store.index.locate(key);
-        let candidates: Vec<u64> = {
-            let st = store.index.lock(loc.stripe);
-            let mut v = Vec::new();
-            st.for_each_in_chain(loc.bucket, |s| {
-                if slot::is_flash(s) && slot::tag(s) == loc.tag && flash::ext(s) == loc.ext {
-                    v.push(s);
-                }
-            });
-            v
-        };
+        let mut candidates = std::mem::take(&mut self.flash_candidates);
+        store.flash_candidates(loc, &mut candidates);
         let mut buf = std::mem::take(&mut self.flash_buf);
         let mut r = Ok(());
-        for s in candidates {
+        for &s in &candidates {
             r = self.bring_back(log, loc, s, &mut buf);
             if r.is_err() {
                 break;
             }
         }
         self.flash_buf = buf;
+        self.flash_candidates = candidates;
         r
     }
 
@@ -659,7 +671,7 @@ impl Worker {
     fn bring_back(&mut self, log: &Flash, loc: Loc, s: u64, buf: &mut Vec<u8>) -> Result<(), StoreError> {
         let store = self.store.clone();
         let c = self.active.counters.clone();
-        let same = |st: &Stripe| st.find(loc.bucket, |x| slot::is_flash(x) && flash::location(x) == flash::location(s));
+        let same = |st: &Stripe| same_slot(st, loc.bucket, s);
         let (epoch, written) = match self.read_back(log, loc, s, buf) {
             Back::Moved => return Ok(()),
             Back::Bad => {
