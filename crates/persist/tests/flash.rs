@@ -26,6 +26,8 @@ fn store(flash_file: &Path, clock: Clock) -> (Arc<Store>, Worker) {
         paths: Vec::new(),
         every_write: false,
         recache_rate: 1,
+        io_threads: 0,
+        read_delay: std::time::Duration::ZERO,
     };
     let cfg = Config {
         memory_limit: 8 << 20,

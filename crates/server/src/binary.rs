@@ -77,7 +77,9 @@ pub(crate) fn execute(ctx: &mut Ctx<'_>, req: Request<'_>, auth: &mut Auth, out:
                     Body { extras: &it.flags.to_be_bytes(), key: if with_key { it.key } else { b"" }, value: it.value };
                 response::packet(out, h, Status::Success, it.cas, body);
             });
-            ctx.shared.detail.record_get(get.key.as_bytes(), matches!(hit, Ok(Some(()))));
+            if !ctx.parked() {
+                ctx.shared.detail.record_get(get.key.as_bytes(), matches!(hit, Ok(Some(()))));
+            }
             match hit {
                 Ok(Some(())) => {}
                 Ok(None) if quiet => {}
@@ -95,7 +97,9 @@ pub(crate) fn execute(ctx: &mut Ctx<'_>, req: Request<'_>, auth: &mut Auth, out:
         }
         Command::Touch(get) => {
             let r = ctx.get(&get, |it| (it.flags, it.cas));
-            ctx.shared.detail.record_get(get.key.as_bytes(), matches!(r, Ok(Some(_))));
+            if !ctx.parked() {
+                ctx.shared.detail.record_get(get.key.as_bytes(), matches!(r, Ok(Some(_))));
+            }
             match r {
                 Ok(Some((flags, cas))) => response::packet(
                     out,
@@ -109,8 +113,11 @@ pub(crate) fn execute(ctx: &mut Ctx<'_>, req: Request<'_>, auth: &mut Auth, out:
             }
         }
         Command::Store(set) => {
-            ctx.shared.detail.record_set(set.key.as_bytes());
-            match ctx.set(&set) {
+            let r = ctx.set(&set);
+            if !ctx.parked() {
+                ctx.shared.detail.record_set(set.key.as_bytes());
+            }
+            match r {
                 Ok(stored) => match stored.outcome {
                     StoreOutcome::Stored => ok(out, stored.cas, Body::default()),
                     StoreOutcome::Exists => response::error(out, h, Status::KeyExists),
@@ -137,8 +144,11 @@ pub(crate) fn execute(ctx: &mut Ctx<'_>, req: Request<'_>, auth: &mut Auth, out:
             return Outcome::Swallow(swallow);
         }
         Command::Delete(del) => {
-            ctx.shared.detail.record_delete(del.key.as_bytes());
-            match ctx.delete(&del) {
+            let r = ctx.delete(&del);
+            if !ctx.parked() {
+                ctx.shared.detail.record_delete(del.key.as_bytes());
+            }
+            match r {
                 Ok(DeleteOutcome::Deleted) => ok(out, 0, Body::default()),
                 Ok(DeleteOutcome::Exists) => response::error(out, h, Status::KeyExists),
                 Ok(DeleteOutcome::NotFound) => response::error(out, h, Status::KeyNotFound),

@@ -81,6 +81,10 @@ enum Phase {
     /// After `quit` (or a request that ends the connection): nothing more
     /// is read or run; the connection closes once its replies are out.
     Closing,
+    /// The request at the front waits for a read from flash (`addr`, the
+    /// store's token for it); it runs again once that is done, from key
+    /// position `at` for a multi-get whose earlier keys are answered.
+    Parked { at: Option<usize>, addr: u64 },
 }
 
 /// How much input may still come.
@@ -135,6 +139,8 @@ enum Served {
     Stalled,
     /// `quit` (or a fatal binary request): only its replies are left.
     Finished,
+    /// The request at the front waits for a read from flash.
+    Parked,
     Close,
 }
 
@@ -185,6 +191,15 @@ pub(crate) struct Conn {
     /// The durability log failed while replies waited for it: they are
     /// never sent, and the connection closes.
     lost: bool,
+    /// Parked, and the worker not yet told what for ([`Conn::take_park`]).
+    park_new: bool,
+    /// Woken from a park: the read it waited for may be done again here
+    /// and now if the worker let its record go meanwhile, so that every
+    /// park ends in progress.
+    retry: Option<u64>,
+    /// When the parked request began, and its command family (for the
+    /// latency histograms, which count the wait).
+    park_t0: Option<(std::time::Instant, usize)>,
 }
 
 impl Conn {
@@ -204,7 +219,34 @@ impl Conn {
             bytes_written: 0,
             barrier: None,
             lost: false,
+            park_new: false,
+            retry: None,
+            park_t0: None,
         }
+    }
+
+    /// The flash read this connection just parked for, once: the worker
+    /// wakes it with [`Conn::unpark`] when that read is done.
+    pub fn take_park(&mut self) -> Option<u64> {
+        match self.phase {
+            Phase::Parked { addr, .. } if std::mem::take(&mut self.park_new) => Some(addr),
+            _ => None,
+        }
+    }
+
+    /// The flash read `addr` is done: true if this connection waited for
+    /// it and can run again (the worker then serves it).
+    pub fn unpark(&mut self, addr: u64) -> bool {
+        let Phase::Parked { at, addr: a } = self.phase else { return false };
+        if a != addr {
+            return false;
+        }
+        self.phase = match at {
+            Some(at) => Phase::Resuming { at },
+            None => Phase::Ready,
+        };
+        self.retry = Some(addr);
+        true
     }
 
     /// The command family of the request at the front of the buffer, for
@@ -445,6 +487,9 @@ impl Conn {
         // piled up (back-pressure). Either way nothing new may arrive to wake
         // us (readiness is edge-triggered), so the worker must come back.
         let mut stalled = false;
+        // Waiting for a read from flash: the worker serves it again when
+        // the read is done (and reads the socket then).
+        let mut parked = false;
         loop {
             let need = match self.serve_buffered(ctx, &limits, &mut served) {
                 Served::Close => return Status::Close,
@@ -453,6 +498,10 @@ impl Conn {
                     break;
                 }
                 Served::Finished => break,
+                Served::Parked => {
+                    parked = true;
+                    break;
+                }
                 Served::Need(n) => n,
             };
             // Everything buffered is used up: read more, unless the socket
@@ -484,7 +533,7 @@ impl Conn {
         }
         // With replies still queued the socket is full: its writable edge
         // will wake us. Otherwise come back if work was left.
-        let more = (stalled || !drained) && self.replies.pending() < limits.max_output;
+        let more = !parked && (stalled || !drained) && self.replies.pending() < limits.max_output;
         Status::Open { more }
     }
 
@@ -506,7 +555,7 @@ impl Conn {
             match self.serve_buffered(ctx, &limits, &mut served) {
                 Served::Close => return Advance::Close,
                 Served::Stalled => stalled = true,
-                Served::Finished => {}
+                Served::Finished | Served::Parked => {}
                 Served::Need(_) => read = self.input != Input::Ended,
             }
         }
@@ -535,6 +584,7 @@ impl Conn {
                     }
                     self.phase = Phase::Ready;
                 }
+                Phase::Parked { .. } => return Served::Parked,
                 Phase::Ready | Phase::Waiting { .. } | Phase::Resuming { .. } => {}
             }
             if self.rpos == self.filled {
@@ -555,9 +605,27 @@ impl Conn {
                 _ => None,
             };
             let mark = self.replies.mark();
-            let timed = ctx.shared.cfg.metrics_listen.is_some().then(|| (std::time::Instant::now(), self.family()));
-            match self.step(ctx, &limits.parse, resume) {
+            let timed = ctx
+                .shared
+                .cfg
+                .metrics_listen
+                .is_some()
+                .then(|| self.park_t0.take().unwrap_or_else(|| (std::time::Instant::now(), self.family())));
+            let before = self.replies.buf().len();
+            let retry = self.retry.take();
+            if retry.is_some() {
+                ctx.store.allow_sync_read(retry);
+            }
+            let step = self.step(ctx, &limits.parse, resume);
+            if retry.is_some() {
+                ctx.store.allow_sync_read(None);
+            }
+            match step {
                 Step::Done { outcome, consumed } => {
+                    if let Some(addr) = ctx.store.take_blocked() {
+                        self.park(ctx, outcome, before, resume, addr, timed);
+                        return Served::Parked;
+                    }
                     if let Some((t0, family)) = timed {
                         ctx.stats.latency.record(family, t0.elapsed());
                     }
@@ -590,6 +658,38 @@ impl Conn {
                 Step::Close => return Served::Close,
             }
         }
+    }
+
+    /// The request at the front stopped to wait for flash read `addr`:
+    /// takes back what it wrote (a multi-get keeps the keys it answered,
+    /// and resumes after them) and asks for the flash reads of the
+    /// requests behind it, so that they overlap with this one.
+    fn park(
+        &mut self,
+        ctx: &mut dispatch::Ctx<'_>,
+        outcome: Outcome,
+        before: usize,
+        resume: Option<usize>,
+        addr: u64,
+        timed: Option<(std::time::Instant, usize)>,
+    ) {
+        let at = match outcome {
+            Outcome::Resume(at) => Some(at),
+            _ => {
+                self.replies.buf().truncate(before);
+                resume
+            }
+        };
+        self.phase = Phase::Parked { at, addr };
+        self.park_new = true;
+        self.park_t0 = timed;
+        let mut keys: [&[u8]; READ_AHEAD_KEYS] = [&[]; READ_AHEAD_KEYS];
+        let mut n = 0;
+        self.peek_front(READ_AHEAD_KEYS, |k| {
+            keys[n] = k;
+            n += 1;
+        });
+        ctx.store.prefetch_flash(&keys[..n]);
     }
 
     /// What `stats conns` shows it doing.

@@ -24,6 +24,13 @@ impl Ctx<'_> {
         self.shared.store.clock().expiry(i64::from(exptime))
     }
 
+    /// The last operation stopped to wait for a read from flash: the
+    /// connection parks and runs the request again once it is done
+    /// (`conn.rs`), so nothing about it is counted or recorded now.
+    pub fn parked(&self) -> bool {
+        self.store.waiting()
+    }
+
     /// A read. `f` sees the item under its bucket lock; `None` on a miss.
     pub fn get<R>(&mut self, op: &ops::Get<'_>, f: impl FnOnce(ItemView<'_>) -> R) -> Result<Option<R>, StoreError> {
         let r = &op.read;
@@ -50,6 +57,10 @@ impl Ctx<'_> {
             Err(e) => Err(e),
         };
         let s = self.stats;
+        if let Err(StoreError::Pending) = res {
+            // Parked: counted when it runs again.
+            return res;
+        }
         self.count_contention(&res);
         let hit = matches!(res, Ok(Some(_)));
         // memcached counts a touching read (touch, gat, mg T) as a touch only;
@@ -66,7 +77,6 @@ impl Ctx<'_> {
     /// A write of a whole value or an append/prepend.
     pub fn set(&mut self, op: &ops::Set<'_>) -> Result<Stored, StoreError> {
         let s = self.stats;
-        inc(&s.cmd_set);
         let w = Write {
             op: match op.mode {
                 ops::Mode::Set => SetOp::Set,
@@ -86,6 +96,11 @@ impl Ctx<'_> {
             binary_key: op.binary_key,
         };
         let r = self.store.set_with(&w);
+        if let Err(StoreError::Pending) = r {
+            // Parked: counted when it runs again.
+            return r;
+        }
+        inc(&s.cmd_set);
         match &r {
             Ok(st) if op.compare.is_some() && op.mode == ops::Mode::Set => match st.outcome {
                 StoreOutcome::Stored => inc(&s.cas_hits),
@@ -109,6 +124,7 @@ impl Ctx<'_> {
             StoreError::OutOfMemory => inc(&s.store_no_memory),
             // The store settles flash items itself: OnFlash never gets here.
             StoreError::Contended | StoreError::OnFlash => inc(&s.store_contended),
+            StoreError::Pending => {}
         }
     }
 
@@ -127,7 +143,9 @@ impl Ctx<'_> {
     pub fn refuse_too_large(&mut self, key: &[u8], drop_old: bool) {
         inc(&self.stats.store_too_large);
         if drop_old {
-            self.store.delete(key);
+            // The refused data is being discarded: this request cannot wait
+            // for a read from flash and run again.
+            self.store.without_waiting(|w| w.delete(key));
         }
     }
 

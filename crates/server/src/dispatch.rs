@@ -90,21 +90,30 @@ pub(crate) fn execute(ctx: &mut Ctx<'_>, req: Request<'_>, out: &mut Vec<u8>, re
                         break;
                     }
                     Some((Key::Ok(key), next)) => {
-                        pos = next;
                         // gat replies with the item as found, then the new
                         // expiry applies (gat -1 returns it one last time).
                         let get = ops::Get { key: ops::Key::Raw(key), read };
                         // A failed rewrite for a touch leaves the old expiry;
                         // the read itself has no error to report.
                         let hit = ctx.get(&get, |it| write_value(out, it, cas));
+                        if let Err(StoreError::Pending) = hit {
+                            // The keys before it are answered; the request
+                            // runs again from this one once its value is
+                            // read from flash (the connection parks).
+                            return Outcome::Resume(pos);
+                        }
+                        pos = next;
                         ctx.shared.detail.record_get(key, matches!(hit, Ok(Some(()))));
                     }
                 }
             }
         }
         Command::Store(set) => {
-            ctx.shared.detail.record_set(set.key.as_bytes());
-            match ctx.set(&set) {
+            let r = ctx.set(&set);
+            if !ctx.parked() {
+                ctx.shared.detail.record_set(set.key.as_bytes());
+            }
+            match r {
                 Ok(stored) => reply(
                     out,
                     match stored.outcome {
@@ -126,8 +135,11 @@ pub(crate) fn execute(ctx: &mut Ctx<'_>, req: Request<'_>, out: &mut Vec<u8>, re
             return Outcome::Swallow(swallow);
         }
         Command::Delete(del) => {
-            ctx.shared.detail.record_delete(del.key.as_bytes());
-            match ctx.delete(&del) {
+            let r = ctx.delete(&del);
+            if !ctx.parked() {
+                ctx.shared.detail.record_delete(del.key.as_bytes());
+            }
+            match r {
                 Ok(DeleteOutcome::Deleted) => reply(out, r::DELETED),
                 _ => reply(out, r::NOT_FOUND),
             }
@@ -218,8 +230,10 @@ pub(crate) fn execute(ctx: &mut Ctx<'_>, req: Request<'_>, out: &mut Vec<u8>, re
         Command::MetaArith { arith, reply, value } => meta::arith(ctx, &arith, &reply, value, out),
         Command::MetaNoop => out.extend_from_slice(b"MN\r\n"),
         Command::MetaDebug { key, .. } => {
-            inc(&ctx.stats.cmd_meta);
             meta::debug(ctx, &key, out);
+            if !ctx.parked() {
+                inc(&ctx.stats.cmd_meta);
+            }
         }
         Command::Error(e) => reply(out, e.reply()),
         Command::Swallow { error, swallow } => {

@@ -246,7 +246,7 @@ fn flash(s: &mut Snapshot, st: &strata_store::StoreStats) {
     s.counter("miss_from_extstore", "Reads of flash items found gone (expired, flushed, damaged).", f.misses);
     s.counter("badcrc_from_extstore", "Flash records that failed their checksum (misses).", f.checksum_errors);
     s.counter("recache_from_extstore", "Flash items brought back into memory.", f.recached);
-    s.gauge("extstore_io_queue", "Flash reads waiting (reads run on the worker: none wait).", 0u64);
+    s.gauge("extstore_io_queue", "Flash reads asked of the I/O threads and not yet done.", f.io_queue);
     s.counter("extstore_objects_written", "Records written to flash.", f.objects_written);
     s.counter("extstore_bytes_written", "Bytes written to flash.", f.bytes_written);
     s.counter("extstore_objects_read", "Records read from flash.", f.reads);
@@ -275,6 +275,16 @@ fn flash(s: &mut Snapshot, st: &strata_store::StoreStats) {
         "strata_extstore_dropped_by_growth",
         "Flash slots dropped because their index stripe outgrew their hash bits.",
         f.dropped_by_growth,
+    );
+    s.counter(
+        "strata_extstore_reads_async",
+        "Flash reads done by the I/O threads while the worker served others.",
+        f.reads_async,
+    );
+    s.counter(
+        "strata_extstore_reads_coalesced",
+        "Requests that waited for a flash read already in flight for another.",
+        f.reads_coalesced,
     );
     s.gauge(
         "strata_extstore_ram_bytes",
@@ -455,6 +465,7 @@ fn settings(shared: &Shared) -> Snapshot {
             "One read from flash in this many brings the item back into memory.",
             t.recache_rate,
         );
+        s.info("ext_threads", "Threads reading from flash (0: workers read synchronously).", t.io_threads);
     }
     s.info(
         "compression",

@@ -36,7 +36,7 @@ use crate::dispatch::Ctx;
 use crate::listen::Stream;
 use crate::stats::WorkerStats;
 use crate::transport::Received;
-use crate::worker::{close, NewConn, Wake};
+use crate::worker::{close, NewConn, Parked, Wake};
 use crate::Shared;
 use strata_store::Hint;
 
@@ -117,6 +117,8 @@ struct Loop<'a> {
     ready: Vec<usize>,
     /// Connections whose replies wait for the durability log.
     held: Vec<usize>,
+    /// Connections waiting for reads from flash.
+    parked: Parked,
     /// Completions reaped early to make room for submissions.
     backlog: Vec<Cqe>,
     /// The eventfd read lands here; boxed so the address stays put.
@@ -180,6 +182,8 @@ pub(crate) fn run(
         }
     };
     let mut store = shared.store.worker();
+    let w = wake.clone();
+    let async_reads = store.enable_async_flash(Box::new(move || w.wake()));
     let mut lp = Loop {
         shared: &shared,
         ring,
@@ -188,6 +192,7 @@ pub(crate) fn run(
         free: Vec::new(),
         ready: Vec::new(),
         held: Vec::new(),
+        parked: Parked::default(),
         backlog: Vec::new(),
         wake_buf: ManuallyDrop::new(Box::new(0u64)),
         wake_armed: false,
@@ -226,6 +231,9 @@ pub(crate) fn run(
             lp.mark(i);
         }
         lp.release_durable();
+        if async_reads {
+            lp.unpark(&mut store);
+        }
         for &cqe in &cqes {
             if lp.complete(cqe) {
                 while let Ok(nc) = rx.try_recv() {
@@ -241,6 +249,7 @@ pub(crate) fn run(
                 again.push(i);
             }
             lp.note_held(i);
+            lp.note_parked(i);
         }
         lp.ready = ready;
     }
@@ -365,6 +374,28 @@ impl Loop<'_> {
             if !s.held && s.conn.held_for_durability() {
                 s.held = true;
                 self.held.push(i);
+            }
+        }
+    }
+
+    /// Serves the connections whose reads from flash are done.
+    fn unpark(&mut self, store: &mut strata_store::Worker) {
+        let mut parked = std::mem::take(&mut self.parked);
+        parked.finished(store, |i, addr| {
+            if let Some(Some(s)) = self.slots.get_mut(i) {
+                if s.conn.unpark(addr) {
+                    self.mark(i);
+                }
+            }
+        });
+        self.parked = parked;
+    }
+
+    /// Notes the read slot `i` parked for, if it just did.
+    fn note_parked(&mut self, i: usize) {
+        if let Some(Some(s)) = self.slots.get_mut(i) {
+            if let Some(addr) = s.conn.take_park() {
+                self.parked.wait(addr, i);
             }
         }
     }

@@ -90,6 +90,9 @@ pub(crate) fn run(
     rx: mpsc::Receiver<NewConn>,
 ) {
     let mut store = shared.store.worker();
+    let w = wake.clone();
+    let async_reads = store.enable_async_flash(Box::new(move || w.wake()));
+    let mut parked = Parked::default();
     let mut slots: Vec<Option<Slot>> = Vec::new();
     let mut free: Vec<usize> = Vec::new();
     let mut events = Events::with_capacity(1024);
@@ -126,6 +129,15 @@ pub(crate) fn run(
                     ready.push(i);
                 }
                 false
+            });
+        }
+        if async_reads {
+            parked.finished(&mut store, |i, addr| {
+                let Some(Some(s)) = slots.get_mut(i) else { return };
+                if s.conn.unpark(addr) && !s.queued {
+                    s.queued = true;
+                    ready.push(i);
+                }
             });
         }
         for ev in events.iter() {
@@ -173,6 +185,9 @@ pub(crate) fn run(
                         slot.held = true;
                         held.push(i);
                     }
+                    if let Some(addr) = slot.conn.take_park() {
+                        parked.wait(addr, i);
+                    }
                 }
                 Status::Close => {
                     if let Some(mut s) = slots[i].take() {
@@ -187,6 +202,34 @@ pub(crate) fn run(
     for mut s in slots.into_iter().flatten() {
         let _ = poll.registry().deregister(&mut s.stream);
         close(&shared, s.id);
+    }
+}
+
+/// Connections parked for reads from flash (`conn.rs`), by the read they
+/// wait for: a loop of either kind wakes them when the read is done.
+#[derive(Default)]
+pub(crate) struct Parked {
+    by_read: std::collections::HashMap<u64, Vec<usize>>,
+    done: Vec<u64>,
+}
+
+impl Parked {
+    /// Slot `i` waits for read `addr`.
+    pub fn wait(&mut self, addr: u64, i: usize) {
+        self.by_read.entry(addr).or_default().push(i);
+    }
+
+    /// Hands `wake` each slot waiting for a read that is done. A slot
+    /// closed since (or taken by another connection) is handed over too:
+    /// `Conn::unpark` checks that it waits for that read.
+    pub fn finished(&mut self, store: &mut strata_store::Worker, mut wake: impl FnMut(usize, u64)) {
+        self.done.clear();
+        store.flash_completions(&mut self.done);
+        for &addr in &self.done {
+            for i in self.by_read.remove(&addr).unwrap_or_default() {
+                wake(i, addr);
+            }
+        }
     }
 }
 

@@ -20,11 +20,13 @@
 //! - `read`, `write`: the operations; `worker`: the per-thread handle.
 //! - `journal`: client changes reported to the durability log, and replayed.
 //! - `tier`: the flash tier, store side: evicted items to flash, and
-//!   back into memory when a request needs them.
+//!   back into memory when a request needs them; `aio`: the I/O threads
+//!   that read from flash while workers go on.
 //! - `image`: sealed segments copied out consistently for snapshots, and
 //!   brought back at start.
 //! - `types`: requests, outcomes, settings, errors, totals.
 
+mod aio;
 mod arena;
 pub mod clock;
 mod evict;

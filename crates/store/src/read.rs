@@ -189,8 +189,9 @@ impl Worker {
                             drop(stripe);
                             // A read that changes nothing is served from
                             // flash, the item left there.
-                            if !won && !created && !relaid {
-                                if let Some(h) = self.read_flash(key, opts) {
+                            let fresh = !won && !created && !relaid;
+                            if fresh {
+                                if let Some(h) = self.read_flash(key, opts)? {
                                     let b = &self.flash_buf;
                                     let view = ItemView {
                                         key: &b[h.key],
@@ -213,8 +214,13 @@ impl Worker {
                             // Otherwise brought back here rather than by
                             // the caller, so that what earlier rounds did
                             // (a token won, an item created or touched)
-                            // still counts.
-                            self.settle(key)?;
+                            // still counts: after such a round the read
+                            // cannot stop to wait, and reads here and now.
+                            if fresh {
+                                self.settle(key)?;
+                            } else {
+                                self.settle_blocking(key)?;
+                            }
                             continue;
                         }
                     }

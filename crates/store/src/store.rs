@@ -61,6 +61,8 @@ pub(crate) struct Counters {
     pub flash_copied: AtomicU64,
     pub flash_dropped_write: AtomicU64,
     pub flash_dropped_growth: AtomicU64,
+    pub flash_reads_async: AtomicU64,
+    pub flash_reads_coalesced: AtomicU64,
 }
 
 pub(crate) fn bump(c: &AtomicU64) {
@@ -105,6 +107,9 @@ pub struct Store {
     pub(crate) codec: Option<Arc<Codec>>,
     /// With `--durability`: where client changes are reported.
     pub(crate) journal: std::sync::OnceLock<Arc<dyn crate::journal::Journal>>,
+    /// With the flash tier and `ext_threads` > 0: the threads that read
+    /// from flash for workers that ask ([`Worker::enable_async_flash`]).
+    pub(crate) aio: Option<crate::aio::Pool>,
 }
 
 impl Store {
@@ -151,6 +156,11 @@ impl Store {
             })?),
         };
         let arena = Arena::new(seg_size, nsegs as u32)?;
+        let aio = cfg
+            .flash
+            .as_ref()
+            .filter(|t| t.io_threads > 0)
+            .and_then(|t| crate::aio::Pool::start(t.log.clone(), t.io_threads, t.read_delay));
         let segs: Box<[SegMeta]> = (0..nsegs).map(|_| SegMeta::default()).collect();
         let store = Store {
             arena,
@@ -175,6 +185,7 @@ impl Store {
             workers: AtomicUsize::new(0),
             codec,
             journal: std::sync::OnceLock::new(),
+            aio,
             cfg,
         };
         Ok(Arc::new(store))
@@ -203,6 +214,7 @@ impl Store {
             flash_buf: Vec::new(),
             flash_candidates: Vec::new(),
             flash_reads: 0,
+            reads: None,
         }
     }
 
@@ -540,6 +552,8 @@ impl Store {
                 &c.flash_moved,
                 &c.flash_evicted,
                 &c.flash_copied,
+                &c.flash_reads_async,
+                &c.flash_reads_coalesced,
             ];
             for a in all {
                 a.store(0, Relaxed);

@@ -43,6 +43,8 @@ use std::time::{Duration, Instant};
 use parking_lot::Mutex;
 use strata_flash::{record, Flash, Reserve, Writer};
 
+use crate::aio::Cached;
+
 use crate::clock::Clock;
 use crate::index::{flash, slot, Loc, Pos, Stripe};
 use crate::item::{Fields, Header, Item};
@@ -104,7 +106,7 @@ fn parse_item(b: &[u8]) -> Option<Item<'_>> {
 
 /// Logs a flash problem at most once a second (a failing disk fails every
 /// request): the count of those left out is in `stats`.
-fn warn_rate_limited(what: &str, err: &dyn std::fmt::Display) {
+pub(crate) fn warn_rate_limited(what: &str, err: &dyn std::fmt::Display) {
     static LAST: Mutex<Option<Instant>> = Mutex::new(None);
     let mut last = LAST.lock();
     if !last.is_some_and(|t| t.elapsed() < Duration::from_secs(1)) {
@@ -348,12 +350,15 @@ impl Store {
             s.copied += c.flash_copied.load(Relaxed);
             s.dropped_by_write += c.flash_dropped_write.load(Relaxed);
             s.dropped_by_growth += c.flash_dropped_growth.load(Relaxed);
+            s.reads_async += c.flash_reads_async.load(Relaxed);
+            s.reads_coalesced += c.flash_reads_coalesced.load(Relaxed);
         }
         // A flash item's RAM is its slot: the index's bytes shared over
         // every item, memory and flash alike.
         let items = (0..self.index.stripes()).map(|i| self.index.lock(i).items).sum::<u64>().max(1);
         let index_share = self.index.memory() as u64 * s.items / items;
         s.ram_bytes = index_share + log.metadata_bytes() as u64;
+        s.io_queue = self.aio.as_ref().map_or(0, |p| p.depth() as u64);
         Some(s)
     }
 }
@@ -510,6 +515,8 @@ enum Back {
     Bad,
     /// The region was reclaimed during the read: look again.
     Moved,
+    /// Asked of the I/O threads; the operation waits for it.
+    Pending,
 }
 
 impl Worker {
@@ -537,29 +544,31 @@ impl Worker {
     /// does: `None` when it must be brought back first (a change to make,
     /// a dead or damaged record, a region reclaimed meanwhile), or on every
     /// `ext_recache_rate`th read, which brings hot items back to memory.
-    pub(crate) fn read_flash(&mut self, key: &[u8], opts: &crate::types::ReadOpts) -> Option<FlashHit> {
+    pub(crate) fn read_flash(
+        &mut self,
+        key: &[u8],
+        opts: &crate::types::ReadOpts,
+    ) -> Result<Option<FlashHit>, StoreError> {
         let store = self.store.clone();
-        let tier = store.cfg.flash.as_ref()?;
+        let Some(tier) = store.cfg.flash.as_ref() else { return Ok(None) };
         if opts.touch.is_some() {
-            return None;
-        }
-        // A countdown: the rate'th read since the last recache recaches
-        // (rust-version 1.80 has no `is_multiple_of`).
-        if tier.recache_rate > 0 {
-            self.flash_reads = self.flash_reads.saturating_sub(1);
-            if self.flash_reads == 0 {
-                self.flash_reads = tier.recache_rate;
-                return None;
-            }
+            return Ok(None);
         }
         let log = &tier.log;
         let loc = store.index.locate(key);
         let mut candidates = std::mem::take(&mut self.flash_candidates);
         store.flash_candidates(loc, &mut candidates);
         let mut buf = std::mem::take(&mut self.flash_buf);
-        let mut hit = None;
+        let mut hit = Ok(None);
         for &s in &candidates {
-            let Back::Record { epoch, written } = self.read_back(log, loc, s, &mut buf) else { break };
+            let (epoch, written) = match self.read_back(log, loc, s, &mut buf) {
+                Back::Record { epoch, written } => (epoch, written),
+                Back::Pending => {
+                    hit = Err(StoreError::Pending);
+                    break;
+                }
+                Back::Bad | Back::Moved => break,
+            };
             let Some(it) = parse_item(&buf) else { break };
             if it.key() != key {
                 // Another key's record with the same 22 tag bits.
@@ -572,6 +581,17 @@ impl Worker {
             {
                 break;
             }
+            // A countdown, once the record is in hand (a read that waited
+            // for it counts once): the rate'th read since the last recache
+            // brings the item back, from these bytes (rust-version 1.80 has
+            // no `is_multiple_of`).
+            if tier.recache_rate > 0 {
+                self.flash_reads = self.flash_reads.saturating_sub(1);
+                if self.flash_reads == 0 {
+                    self.flash_reads = tier.recache_rate;
+                    break;
+                }
+            }
             let mut st = store.index.lock(loc.stripe);
             let Some((pos, x)) = same_slot(&st, loc.bucket, s) else { break };
             if opts.bump && !flash::read(x) {
@@ -581,7 +601,7 @@ impl Worker {
             let state = it.state();
             let key_at = it.header.header_len();
             let value_at = key_at + it.key().len();
-            hit = Some(FlashHit {
+            hit = Ok(Some(FlashHit {
                 key: key_at..value_at,
                 value: value_at..value_at + it.value().len(),
                 flags: it.flags(),
@@ -592,7 +612,7 @@ impl Worker {
                 stale: state & crate::item::state::STALE != 0,
                 token_sent: state & crate::item::state::TOKEN_SENT != 0,
                 binary_key: state & crate::item::state::KEY_BINARY != 0,
-            });
+            }));
             bump(&self.active.counters.flash_hits);
             break;
         }
@@ -617,6 +637,11 @@ impl Worker {
         Err(StoreError::Contended)
     }
 
+    /// [`Worker::settle`], reading synchronously whatever is not ready.
+    pub(crate) fn settle_blocking(&mut self, key: &[u8]) -> Result<(), StoreError> {
+        self.without_waiting(|w| w.settle(key))
+    }
+
     /// Brings every flash slot with `key`'s tags back into memory, or
     /// unlinks it if it is dead or damaged.
     pub(crate) fn settle(&mut self, key: &[u8]) -> Result<(), StoreError> {
@@ -638,25 +663,46 @@ impl Worker {
         r
     }
 
-    fn read_back(&self, log: &Flash, loc: Loc, s: u64, buf: &mut Vec<u8>) -> Back {
+    /// Reads the record flash slot `s` points at, its item's bytes into
+    /// `buf`: from the worker's ready records, from the I/O threads (the
+    /// operation then waits: [`Back::Pending`]), or here and now.
+    fn read_back(&mut self, log: &Flash, loc: Loc, s: u64, buf: &mut Vec<u8>) -> Back {
         let addr = log.from_slot(flash::addr(s));
         let region = log.region_of(addr);
         let gen = log.generation(region);
-        let rec = match log.read(addr, buf) {
-            Ok(r) => r,
-            Err(e) => {
-                warn_rate_limited("read failed, served as a miss", &e);
-                return if log.generation(region) == gen { Back::Bad } else { Back::Moved };
+        let cached = match self.reads.as_mut() {
+            Some(r) => match r.lookup(addr, gen, buf) {
+                Cached::Absent if !r.synchronous(addr) => {
+                    r.blocked_on = Some(addr);
+                    let c = &self.active.counters;
+                    bump(if r.request(addr, gen) { &c.flash_reads_async } else { &c.flash_reads_coalesced });
+                    return Back::Pending;
+                }
+                found => found,
+            },
+            None => Cached::Absent,
+        };
+        let (epoch, written) = match cached {
+            Cached::Record { epoch, written } => (epoch, written),
+            Cached::Bad => return Back::Bad,
+            Cached::Absent => {
+                let rec = match log.read(addr, buf) {
+                    Ok(r) => r,
+                    Err(e) => {
+                        warn_rate_limited("read failed, served as a miss", &e);
+                        return if log.generation(region) == gen { Back::Bad } else { Back::Moved };
+                    }
+                };
+                let (epoch, written, len) = (rec.epoch, rec.written, rec.item.len());
+                // Keep the item bytes only (the record starts the buffer).
+                buf.drain(..record::HEADER_LEN);
+                buf.truncate(len);
+                (epoch, written)
             }
         };
-        let (epoch, written) = (rec.epoch, rec.written);
-        let len = rec.item.len();
         if log.generation(region) != gen {
             return Back::Moved;
         }
-        // Keep the item bytes only (the record starts the buffer).
-        buf.drain(..record::HEADER_LEN);
-        buf.truncate(len);
         let Some(it) = parse_item(buf) else { return Back::Bad };
         let l = self.store.index.locate(it.key());
         if (l.stripe, l.tag, l.ext) != (loc.stripe, slot::tag(s), flash::ext(s)) {
@@ -672,7 +718,14 @@ impl Worker {
         let store = self.store.clone();
         let c = self.active.counters.clone();
         let same = |st: &Stripe| same_slot(st, loc.bucket, s);
-        let (epoch, written) = match self.read_back(log, loc, s, buf) {
+        let addr = log.from_slot(flash::addr(s));
+        let read = self.read_back(log, loc, s, buf);
+        // Whatever happens next, nobody needs the record read for it again.
+        if let (Some(r), false) = (self.reads.as_mut(), matches!(read, Back::Pending)) {
+            r.forget(addr);
+        }
+        let (epoch, written) = match read {
+            Back::Pending => return Err(StoreError::Pending),
             Back::Moved => return Ok(()),
             Back::Bad => {
                 let mut st = store.index.lock(loc.stripe);
@@ -716,5 +769,93 @@ impl Worker {
         bump(&c.flash_recached);
         add(&c.bytes_copied, len as u64);
         Ok(())
+    }
+}
+
+/// Asynchronous reads, for the server (see `aio.rs`).
+impl Worker {
+    /// Hands this worker's reads from flash to the I/O threads: an
+    /// operation that needs a record not yet read returns
+    /// [`StoreError::Pending`] instead of waiting for the disk, and `wake`
+    /// is called (from an I/O thread) when a read is done. False (reads
+    /// stay synchronous) without the flash tier or its threads.
+    pub fn enable_async_flash(&mut self, wake: Box<dyn Fn() + Send + Sync>) -> bool {
+        let Some(pool) = self.store.aio.as_ref() else { return false };
+        self.reads = Some(crate::aio::Reads::new(pool, wake));
+        true
+    }
+
+    /// The flash address the last operation that returned
+    /// [`StoreError::Pending`] waits for (an opaque token), once.
+    pub fn take_blocked(&mut self) -> Option<u64> {
+        self.reads.as_mut()?.blocked_on.take()
+    }
+
+    /// Runs `f` with every read from flash synchronous: for operations
+    /// that cannot be run again later (a refused write's delete, with its
+    /// data being discarded).
+    pub fn without_waiting<T>(&mut self, f: impl FnOnce(&mut Worker) -> T) -> T {
+        let was = self.reads.as_mut().map(|r| std::mem::replace(&mut r.blocking, true));
+        let res = f(self);
+        if let (Some(r), Some(was)) = (self.reads.as_mut(), was) {
+            r.blocking = was;
+        }
+        res
+    }
+
+    /// Whether the last operation stopped to wait for a read from flash
+    /// (see [`Worker::take_blocked`]).
+    pub fn waiting(&self) -> bool {
+        self.reads.as_ref().is_some_and(|r| r.blocked_on.is_some())
+    }
+
+    /// Takes the reads finished since the last call; the addresses they
+    /// were for into `out` (operations waiting for them can run again).
+    pub fn flash_completions(&mut self, out: &mut Vec<u64>) {
+        if let Some(r) = self.reads.as_mut() {
+            r.completions(out);
+        }
+    }
+
+    /// Lets the next operations read `addr` synchronously if it is not
+    /// ready (an operation that waited for it runs again: if its record
+    /// was pushed out of the ready ones meanwhile it must not wait again);
+    /// `None` ends that.
+    pub fn allow_sync_read(&mut self, addr: Option<u64>) {
+        if let Some(r) = self.reads.as_mut() {
+            r.sync_for = addr;
+        }
+    }
+
+    /// Asks for the flash records of those `keys` that are only on flash,
+    /// so that the reads of a pipeline or a multi-get overlap rather than
+    /// wait one after another. Only a hint: nothing waits for them.
+    pub fn prefetch_flash(&mut self, keys: &[&[u8]]) {
+        let store = self.store.clone();
+        let (Some(log), Some(r)) = (store.flash_log(), self.reads.as_mut()) else { return };
+        let c = &self.active.counters;
+        let mut candidates = std::mem::take(&mut self.flash_candidates);
+        for key in keys {
+            let loc = store.index.locate(key);
+            candidates.clear();
+            {
+                let st = store.index.lock(loc.stripe);
+                if store.find(&st, loc, key).is_some() {
+                    continue;
+                }
+                st.for_each_in_chain(loc.bucket, |s| {
+                    if is_candidate(s, loc) {
+                        candidates.push(s);
+                    }
+                });
+            }
+            for &s in &candidates {
+                let addr = log.from_slot(flash::addr(s));
+                if !r.known(addr) && r.request(addr, log.generation(log.region_of(addr))) {
+                    bump(&c.flash_reads_async);
+                }
+            }
+        }
+        self.flash_candidates = candidates;
     }
 }

@@ -42,6 +42,8 @@ fn tier_with(memory_mib: usize, flash_mib: u64, recache_rate: u32) -> Tier {
         paths: Vec::new(),
         every_write: false,
         recache_rate,
+        io_threads: 0,
+        read_delay: std::time::Duration::ZERO,
     };
     let (store, w) = store_of(Config {
         memory_limit: memory_mib << 20,

@@ -23,6 +23,12 @@ pub enum StoreError {
     /// first. The store does that itself; no public method returns this.
     #[error("the item is on flash")]
     OnFlash,
+    /// The operation waits for a read from flash, asked of the I/O threads
+    /// (see [`Worker::take_blocked`](crate::Worker::take_blocked)); nothing
+    /// was changed, and the caller runs it again once the read is done.
+    /// Only a worker with asynchronous reads on returns it.
+    #[error("waiting for a read from flash")]
+    Pending,
 }
 
 /// Why a store could not be built or a setting changed: a configuration
@@ -84,6 +90,13 @@ pub struct FlashTier {
     /// (memcached's `ext_recache_rate`; 1: every read, 0: none); the others
     /// are served from flash. A change to an item always brings it back.
     pub recache_rate: u32,
+    /// Threads that read from flash for the workers (`ext_threads`), so a
+    /// worker serves others while a read is in flight; 0: workers read
+    /// synchronously.
+    pub io_threads: usize,
+    /// A test setting (`--debug-flash-read-delay`): every read by those
+    /// threads waits this long first, so tests can hold a read in flight.
+    pub read_delay: std::time::Duration,
 }
 
 impl Default for Config {
@@ -426,6 +439,11 @@ pub struct FlashStats {
     pub dropped_by_write: u64,
     /// Flash slots dropped because their stripe outgrew their hash bits.
     pub dropped_by_growth: u64,
+    /// Reads handed to the I/O threads, requests that waited for a read
+    /// already in flight, and reads in flight now (`extstore_io_queue`).
+    pub reads_async: u64,
+    pub reads_coalesced: u64,
+    pub io_queue: u64,
     /// RAM the tier costs: its slots in the index (their share of it) and
     /// its region bookkeeping.
     pub ram_bytes: u64,

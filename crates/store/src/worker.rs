@@ -33,6 +33,8 @@ pub struct Worker {
     /// Reads from flash left before one brings its item back
     /// (`ext_recache_rate`).
     pub(crate) flash_reads: u32,
+    /// With asynchronous flash reads on ([`Worker::enable_async_flash`]).
+    pub(crate) reads: Option<crate::aio::Reads>,
 }
 
 /// A buffer that grew past this for one large value is let go after it.

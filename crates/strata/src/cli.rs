@@ -154,6 +154,10 @@ pub struct Args {
     /// reads come from flash (for running test suites over the flash tier)
     #[arg(long = "debug-flash-writes", hide = true)]
     debug_flash_writes: bool,
+    /// With -o ext_path: every read from flash by the I/O threads waits
+    /// this many milliseconds first (tests hold reads in flight with it)
+    #[arg(long = "debug-flash-read-delay", hide = true, value_name = "MS")]
+    debug_flash_read_delay: Option<u64>,
 }
 
 /// Whether values are stored compressed unless `-o compression=` says
@@ -297,6 +301,11 @@ impl Args {
             (Some(t), every) => t.every_write = every,
             (None, true) => return Err("--debug-flash-writes needs -o ext_path".into()),
             (None, false) => {}
+        }
+        match (&mut flash, self.debug_flash_read_delay) {
+            (Some(t), Some(ms)) => t.read_delay = std::time::Duration::from_millis(ms.min(60_000)),
+            (None, Some(_)) => return Err("--debug-flash-read-delay needs -o ext_path".into()),
+            _ => {}
         }
         let store = StoreConfig {
             memory_limit,

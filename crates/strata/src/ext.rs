@@ -20,11 +20,21 @@ pub struct ExtOptions {
     page_mib: Option<u64>,
     /// memcached's `ext_recache_rate`.
     recache_rate: Option<u32>,
+    /// memcached's `ext_threads`: I/O threads reading from flash.
+    threads: Option<usize>,
 }
 
 /// memcached's default `ext_recache_rate`: one read from flash in this many
 /// brings the item back into memory.
 const RECACHE_DEFAULT: u32 = 2000;
+
+/// I/O threads reading from flash unless `ext_threads` says otherwise.
+/// memcached starts one; reads from an SSD overlap only as far as there are
+/// threads to wait on them, and an idle thread costs nothing.
+pub const THREADS_DEFAULT: usize = 4;
+
+/// The most `ext_threads` allows.
+const THREADS_MAX: usize = 64;
 
 /// memcached's default `ext_item_size`: smaller items stay in memory.
 const ITEM_SIZE_DEFAULT: usize = 512;
@@ -66,10 +76,13 @@ impl ExtOptions {
             "ext_recache_rate" => {
                 self.recache_rate = Some(v.parse().map_err(|_| format!("invalid ext_recache_rate {v:?} (a count)"))?)
             }
+            "ext_threads" => {
+                let n = v.parse().ok().filter(|n| *n <= THREADS_MAX);
+                self.threads = Some(n.ok_or_else(|| format!("invalid ext_threads {v:?} (0 to {THREADS_MAX})"))?)
+            }
             // Accepted so a memcached command line starts unchanged; what
             // they tune does not exist here (README "Flash tier").
-            "ext_threads"
-            | "ext_io_depth"
+            "ext_io_depth"
             | "ext_compact_under"
             | "ext_drop_under"
             | "ext_drop_unread"
@@ -132,6 +145,8 @@ impl ExtOptions {
             paths: self.paths.clone(),
             every_write: false,
             recache_rate: self.recache_rate.unwrap_or(RECACHE_DEFAULT),
+            io_threads: self.threads.unwrap_or(THREADS_DEFAULT),
+            read_delay: std::time::Duration::ZERO,
         }))
     }
 }
