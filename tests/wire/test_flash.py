@@ -220,11 +220,114 @@ def test_options_as_memcached_spells_them(tmp_path):
 
 
 def test_options_with_no_meaning_here_are_accepted(make_server, tmp_path):
-    srv = make_server(["-m", "8", "-o", f"ext_path={tmp_path}/f:64M,ext_threads=4,ext_recache_rate=2000,"
-                       "ext_item_size=100,ext_wbuf_size=2,ext_page_size=4"])
+    srv = make_server(["-m", "8", "-o", f"ext_path={tmp_path}/f:64M,ext_threads=3,ext_recache_rate=2000,"
+                       "ext_item_size=100,ext_wbuf_size=2,ext_page_size=4,ext_io_depth=8,ext_max_frag=0.5"])
     c = srv.connect()
     st = stats(c, "settings")
     assert (st["ext_item_size"], st["ext_wbuf_size"], st["ext_page_size"]) == ("100", str(2 << 20), str(4 << 20))
+    assert st["ext_threads"] == "3"
+    r = run_binary(["-p", "0", "-o", f"ext_path={tmp_path}/g:64M,ext_threads=65"])
+    assert r.returncode == 64 and b"invalid ext_threads" in r.stderr
+
+
+# Asynchronous reads. Every item of ext_item_size (512) or more goes to
+# flash as soon as it is written (--debug-flash-writes), and the I/O
+# threads wait before each read, so a read stays in flight long enough to
+# see what happens meanwhile; one worker thread, so everything below
+# shares it.
+
+READ_DELAY_MS = 300
+
+
+def slow_flash(make_server, tmp_path, *args):
+    return make_server(["-m", "8", "-t", "1", "-o", f"ext_path={tmp_path}/slow:64M", "--debug-flash-writes",
+                        "--debug-flash-read-delay", str(READ_DELAY_MS), *args])
+
+
+def first_readable(conns, timeout=10.0):
+    """The connections with reply bytes first (waiting for any)."""
+    import select
+    ready, _, _ = select.select([c.sock for c in conns], [], [], timeout)
+    assert ready, "no reply"
+    return [c for c in conns if c.sock in ready]
+
+
+def test_the_worker_serves_others_while_a_flash_read_is_in_flight(make_server, tmp_path):
+    srv = slow_flash(make_server, tmp_path)
+    c = srv.connect()
+    big = value(1)
+    expect(c, b"set big 1 0 %d\r\n%s\r\nset small 2 0 5\r\nhello\r\n" % (len(big), big), b"STORED\r\nSTORED\r\n")
+    reader, other = srv.connect(), srv.connect()
+    reader.send(b"get big\r\n")
+    # The read is in flight (its connection parked) for READ_DELAY_MS:
+    # the same worker answers a memory read, a write and a stats call.
+    other.send(b"get small\r\nset more 0 0 2\r\nhi\r\nmn\r\n")
+    assert first_readable([reader, other]) == [other]
+    assert read_until_end(other, terminator=b"MN\r\n") == b"VALUE small 2 5\r\nhello\r\nEND\r\nSTORED\r\nMN\r\n"
+    assert read_until_end(reader) == b"VALUE big 1 %d\r\n%s\r\nEND\r\n" % (len(big), big)
+    s = stats(c)
+    assert (s["strata_extstore_reads_async"], s["extstore_io_queue"]) == ("1", "0")
+
+
+def test_replies_keep_request_order_around_flash_reads(make_server, tmp_path):
+    srv = slow_flash(make_server, tmp_path)
+    c = srv.connect()
+    for k in (1, 2, 3, 4):
+        v = value(k)
+        expect(c, b"set f%d %d 0 %d\r\n%s\r\n" % (k, k, len(v), v), b"STORED\r\n")
+    expect(c, b"set m1 0 0 2\r\nm1\r\nset m2 0 0 2\r\nm2\r\n", b"STORED\r\nSTORED\r\n")
+    # One pipeline of memory and flash reads, single and multi-key, text
+    # and meta, a write and a miss among them.
+    c.send(b"get m1\r\nget f1\r\nmg f2 v k\r\nget m2 f3 nope f4 m1\r\nset m3 0 0 2\r\nm3\r\nmg f1 s\r\nmn\r\n")
+    want = (b"VALUE m1 0 2\r\nm1\r\nEND\r\n"
+            + b"VALUE f1 1 %d\r\n%s\r\nEND\r\n" % (len(value(1)), value(1))
+            + b"VA %d kf2\r\n%s\r\n" % (len(value(2)), value(2))
+            + b"VALUE m2 0 2\r\nm2\r\n"
+            + b"VALUE f3 3 %d\r\n%s\r\n" % (len(value(3)), value(3))
+            + b"VALUE f4 4 %d\r\n%s\r\n" % (len(value(4)), value(4))
+            + b"VALUE m1 0 2\r\nm1\r\nEND\r\n"
+            + b"STORED\r\n"
+            + b"HD s%d\r\n" % len(value(1))
+            + b"MN\r\n")
+    assert read_until_end(c, terminator=b"MN\r\n") == want
+    # The binary protocol's quiet multi-get: GETKQ per key, then NOOP.
+    bc = srv.connect()
+    for k in (5, 6):
+        bc.send(b.request(b.SET, key=b"f%d" % k, value=value(k), extras=struct.pack(">II", k, 0)))
+        assert b.read_packet(bc).status == b.SUCCESS
+    bc.send(b"".join(b.request(b.GETKQ, key=k) for k in (b"f5", b"m1", b"nope", b"f6")) + b.request(b.NOOP))
+    got = [b.read_packet(bc) for _ in range(4)]
+    assert [(r.key, r.value) for r in got[:3]] == [(b"f5", value(5)), (b"m1", b"m1"), (b"f6", value(6))]
+    assert got[3].opcode == b.NOOP
+
+
+def test_concurrent_reads_of_a_flash_key_coalesce(make_server, tmp_path):
+    srv = slow_flash(make_server, tmp_path)
+    c = srv.connect()
+    v = value(7)
+    expect(c, b"set hot 7 0 %d\r\n%s\r\n" % (len(v), v), b"STORED\r\n")
+    readers = [srv.connect() for _ in range(5)]
+    for r in readers:
+        r.send(b"get hot\r\n")
+    for r in readers:
+        assert read_until_end(r) == b"VALUE hot 7 %d\r\n%s\r\nEND\r\n" % (len(v), v)
+    s = stats(c)
+    # One read from flash for the five (the first of a worker's reads from
+    # flash brings the item back into memory: ext_recache_rate's count
+    # starts there), the others waited for it.
+    assert (s["strata_extstore_reads_async"], s["strata_extstore_reads_coalesced"]) == ("1", "4")
+    assert s["extstore_objects_read"] == "1"
+
+
+def test_ext_threads_0_reads_on_the_worker(make_server, tmp_path):
+    srv = make_server(["-m", "8", "-o", f"ext_path={tmp_path}/sync:64M,ext_threads=0", "--debug-flash-writes"])
+    c = srv.connect()
+    v = value(8)
+    expect(c, b"set k 8 0 %d\r\n%s\r\nget k\r\n" % (len(v), v),
+           b"STORED\r\nVALUE k 8 %d\r\n%s\r\nEND\r\n" % (len(v), v))
+    s = stats(c)
+    assert (s["strata_extstore_reads_async"], s["extstore_objects_read"]) == ("0", "1")
+    assert stats(c, "settings")["ext_threads"] == "0"
 
 
 def wait_saved(c, saves, timeout=30.0):

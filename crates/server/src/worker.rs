@@ -131,15 +131,6 @@ pub(crate) fn run(
                 false
             });
         }
-        if async_reads {
-            parked.finished(&mut store, |i, addr| {
-                let Some(Some(s)) = slots.get_mut(i) else { return };
-                if s.conn.unpark(addr) && !s.queued {
-                    s.queued = true;
-                    ready.push(i);
-                }
-            });
-        }
         for ev in events.iter() {
             if ev.token() == WAKE {
                 wake.drain();
@@ -170,6 +161,17 @@ pub(crate) fn run(
                     }
                 }
             }
+        }
+        // After the wake-up counter was drained above: a read that
+        // finished since wrote it again, so the next poll returns for it.
+        if async_reads {
+            parked.finished(&mut store, |i, addr| {
+                let Some(Some(s)) = slots.get_mut(i) else { return };
+                if s.conn.unpark(addr) && !s.queued {
+                    s.queued = true;
+                    ready.push(i);
+                }
+            });
         }
         for &i in &ready {
             let Some(Some(slot)) = slots.get_mut(i) else { continue };

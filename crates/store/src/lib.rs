@@ -64,6 +64,8 @@ pub use worker::{Hint, Worker};
 pub const MAX_RETRIES: usize = 16;
 
 #[cfg(all(test, not(miri)))]
+mod aio_tests;
+#[cfg(all(test, not(miri)))]
 mod compress_tests;
 #[cfg(test)]
 mod tests;

@@ -554,6 +554,13 @@ impl Worker {
         if opts.touch.is_some() {
             return Ok(None);
         }
+        // Reading synchronously, a recache is decided before the read (it
+        // reads the record itself); with the I/O threads, once the record
+        // is in hand, so that a read that waited for it counts once and the
+        // recache uses the bytes read.
+        if self.reads.is_none() && self.recache_due(tier.recache_rate) {
+            return Ok(None);
+        }
         let log = &tier.log;
         let loc = store.index.locate(key);
         let mut candidates = std::mem::take(&mut self.flash_candidates);
@@ -581,16 +588,8 @@ impl Worker {
             {
                 break;
             }
-            // A countdown, once the record is in hand (a read that waited
-            // for it counts once): the rate'th read since the last recache
-            // brings the item back, from these bytes (rust-version 1.80 has
-            // no `is_multiple_of`).
-            if tier.recache_rate > 0 {
-                self.flash_reads = self.flash_reads.saturating_sub(1);
-                if self.flash_reads == 0 {
-                    self.flash_reads = tier.recache_rate;
-                    break;
-                }
+            if self.reads.is_some() && self.recache_due(tier.recache_rate) {
+                break;
             }
             let mut st = store.index.lock(loc.stripe);
             let Some((pos, x)) = same_slot(&st, loc.bucket, s) else { break };
@@ -619,6 +618,21 @@ impl Worker {
         self.flash_buf = buf;
         self.flash_candidates = candidates;
         hit
+    }
+
+    /// Counts a read from flash: true on the `rate`th since the last
+    /// recache, which brings its item back (a countdown: rust-version 1.80
+    /// has no `is_multiple_of`).
+    fn recache_due(&mut self, rate: u32) -> bool {
+        if rate == 0 {
+            return false;
+        }
+        self.flash_reads = self.flash_reads.saturating_sub(1);
+        if self.flash_reads > 0 {
+            return false;
+        }
+        self.flash_reads = rate;
+        true
     }
 
     /// Runs `op` until it no longer stops at a flash slot, settling `key`

@@ -8,10 +8,10 @@ use crate::*;
 use std::sync::Arc;
 use strata_flash::{Device, FaultDevice, Faults, FileDevice, Flash};
 
-struct Tier {
-    store: Arc<Store>,
-    w: Worker,
-    faults: Arc<parking_lot::Mutex<Faults>>,
+pub(crate) struct Tier {
+    pub store: Arc<Store>,
+    pub w: Worker,
+    pub faults: Arc<parking_lot::Mutex<Faults>>,
     _dir: tempfile::TempDir,
 }
 
@@ -28,6 +28,11 @@ fn tier_of(memory_mib: usize, flash_mib: u64) -> Tier {
 /// `recache_rate` 1: every read brings its item back (what most tests
 /// here check); 0: reads are served from flash.
 fn tier_with(memory_mib: usize, flash_mib: u64, recache_rate: u32) -> Tier {
+    tier_cfg(memory_mib, flash_mib, recache_rate, 0)
+}
+
+/// [`tier_with`], with `io_threads` I/O threads for asynchronous reads.
+pub(crate) fn tier_cfg(memory_mib: usize, flash_mib: u64, recache_rate: u32, io_threads: usize) -> Tier {
     let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
     let file: Arc<dyn Device> =
         Arc::new(FileDevice::open(&dir.path().join("flash"), flash_mib << 20).unwrap_or_else(|e| panic!("{e}")));
@@ -42,7 +47,7 @@ fn tier_with(memory_mib: usize, flash_mib: u64, recache_rate: u32) -> Tier {
         paths: Vec::new(),
         every_write: false,
         recache_rate,
-        io_threads: 0,
+        io_threads,
         read_delay: std::time::Duration::ZERO,
     };
     let (store, w) = store_of(Config {
@@ -55,25 +60,25 @@ fn tier_with(memory_mib: usize, flash_mib: u64, recache_rate: u32) -> Tier {
     Tier { store, w, faults, _dir: dir }
 }
 
-fn key(i: usize) -> Vec<u8> {
+pub(crate) fn key(i: usize) -> Vec<u8> {
     format!("key:{i}").into_bytes()
 }
 
 /// A value that differs by key and by version.
-fn value(i: usize, version: u8) -> Vec<u8> {
+pub(crate) fn value(i: usize, version: u8) -> Vec<u8> {
     let mut v = vec![version; 500 + i % 300];
     v[..8].copy_from_slice(&(i as u64).to_le_bytes());
     v
 }
 
-fn fill(t: &mut Tier, n: usize) {
+pub(crate) fn fill(t: &mut Tier, n: usize) {
     for i in 0..n {
         let r = t.w.set(SetOp::Set, &key(i), i as u32, 0, &value(i, 1));
         assert_eq!(r, Ok(StoreOutcome::Stored), "set {i}");
     }
 }
 
-fn flash_stats(s: &Store) -> FlashStats {
+pub(crate) fn flash_stats(s: &Store) -> FlashStats {
     s.stats().flash.unwrap_or_else(|| panic!("flash on"))
 }
 
