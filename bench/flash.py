@@ -17,7 +17,9 @@ Bar 3, reads from flash: `strata-bench run --addr --pid` with zipf 0.99
 gets over the same 5 M keys, 16 connections, no warm-up (the keys are
 there): hit ratio, server CPU per get and p99 for both. `--part paired`
 runs only this, with both servers filled and alive at once and `--rounds`
-runs each, taking turns, reporting medians.
+runs each, taking turns, reporting medians. Server `strata-sync` is strata
+with `-o ext_threads=0` (reads from flash on the worker rather than the
+I/O threads), for `--servers strata,strata-sync,memcached`.
 
 Bar 4, restart: with `--snapshot-dir`, strata is stopped (SIGTERM: a
 snapshot), the page cache dropped (root), and strata started again on the
@@ -64,8 +66,12 @@ def rss(pid):
 
 
 def start(kind, a, port, flash, snap=None):
-    if kind == "strata":
-        cmd = [a.strata_bin, "-p", str(port), "-m", str(a.memory), "-t", "2", "-o", f"ext_path={flash}:{a.flash_size}"]
+    if kind.startswith("strata"):
+        ext = f"ext_path={flash}:{a.flash_size}"
+        if kind == "strata-sync":
+            # Reads from flash on the worker instead of the I/O threads.
+            ext += ",ext_threads=0"
+        cmd = [a.strata_bin, "-p", str(port), "-m", str(a.memory), "-t", "2", "-o", ext]
         if snap:
             cmd += ["--snapshot-dir", snap]
     else:
