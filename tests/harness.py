@@ -49,7 +49,10 @@ class Server:
             # a flash file at once, so reads come from flash.
             fd, self.flash_file = tempfile.mkstemp(prefix="strata-flash-")
             os.close(fd)
-            cmd += ["-o", f"ext_path={self.flash_file}:64M,ext_item_size=0", "--debug-flash-writes"]
+            # Every read goes to the I/O threads (none is served from the
+            # page cache at once), so the connections park for them.
+            cmd += ["-o", f"ext_path={self.flash_file}:64M,ext_item_size=0", "--debug-flash-writes",
+                    "--debug-flash-async"]
         if self.kind == "memcached":
             cmd += ["-U", "0"]
             if os.geteuid() == 0:

@@ -20,13 +20,31 @@ pub trait Device: Send + Sync + std::fmt::Debug {
     fn read_at(&self, buf: &mut [u8], off: u64) -> io::Result<usize>;
     /// Writes some of `buf` at `off` (possibly fewer bytes than asked).
     fn write_at(&self, buf: &[u8], off: u64) -> io::Result<usize>;
+    /// [`Device::read_at`], but only if that needs no wait for the device
+    /// (the bytes are in memory already): `ErrorKind::WouldBlock` if it
+    /// would, and always from a device that cannot tell.
+    fn read_at_nowait(&self, buf: &mut [u8], off: u64) -> io::Result<usize> {
+        let _ = (buf, off);
+        Err(io::ErrorKind::WouldBlock.into())
+    }
 }
 
 /// Fills `buf` from `off`; an error if the device ends first.
-pub fn read_exact_at(d: &dyn Device, buf: &mut [u8], mut off: u64) -> io::Result<()> {
+pub fn read_exact_at(d: &dyn Device, buf: &mut [u8], off: u64) -> io::Result<()> {
+    read_exact_with(d, buf, off, false)
+}
+
+/// [`read_exact_at`] with [`Device::read_at_nowait`]: `WouldBlock` if any
+/// of it would wait for the device.
+pub fn read_exact_at_nowait(d: &dyn Device, buf: &mut [u8], off: u64) -> io::Result<()> {
+    read_exact_with(d, buf, off, true)
+}
+
+fn read_exact_with(d: &dyn Device, buf: &mut [u8], mut off: u64, nowait: bool) -> io::Result<()> {
     let mut at = 0;
     while at < buf.len() {
-        match d.read_at(&mut buf[at..], off) {
+        let r = if nowait { d.read_at_nowait(&mut buf[at..], off) } else { d.read_at(&mut buf[at..], off) };
+        match r {
             Ok(0) => return Err(io::ErrorKind::UnexpectedEof.into()),
             Ok(n) => {
                 at += n;
@@ -93,6 +111,25 @@ impl Device for FileDevice {
     fn write_at(&self, buf: &[u8], off: u64) -> io::Result<usize> {
         self.file.write_at(buf, off)
     }
+
+    /// `preadv2` with `RWF_NOWAIT`: served from the page cache, or
+    /// `EAGAIN` (also a kernel without it: `EOPNOTSUPP`, `ENOSYS`).
+    fn read_at_nowait(&self, buf: &mut [u8], off: u64) -> io::Result<usize> {
+        use std::os::fd::AsRawFd;
+        let off = i64::try_from(off).map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?;
+        let iov = libc::iovec { iov_base: buf.as_mut_ptr().cast(), iov_len: buf.len() };
+        // SAFETY: one iovec describing `buf`, which is live and writable
+        // for its whole length during the call; the fd is the open file's.
+        let n = unsafe { libc::preadv2(self.file.as_raw_fd(), &iov, 1, off, libc::RWF_NOWAIT) };
+        if n >= 0 {
+            return Ok(n as usize);
+        }
+        let e = io::Error::last_os_error();
+        match e.raw_os_error() {
+            Some(libc::EAGAIN | libc::EOPNOTSUPP | libc::ENOSYS) => Err(io::ErrorKind::WouldBlock.into()),
+            _ => Err(e),
+        }
+    }
 }
 
 /// Faults a [`FaultDevice`] injects, changeable while it runs.
@@ -108,6 +145,9 @@ pub struct Faults {
     pub short: Option<usize>,
     /// Bytes at these device offsets read back with their bits inverted.
     pub flip: Vec<u64>,
+    /// Nothing is in memory: every read must wait for the device
+    /// ([`Device::read_at_nowait`] says `WouldBlock`).
+    pub slow: bool,
 }
 
 /// A device that fails as told: for tests of every error path.
@@ -128,24 +168,41 @@ impl FaultDevice {
     }
 }
 
-impl Device for FaultDevice {
-    fn size(&self) -> u64 {
-        self.inner.size()
-    }
-
-    fn read_at(&self, buf: &mut [u8], off: u64) -> io::Result<usize> {
+impl FaultDevice {
+    fn read(&self, buf: &mut [u8], off: u64, nowait: bool) -> io::Result<usize> {
         let f = self.faults.lock().clone();
+        if nowait && f.slow {
+            return Err(io::ErrorKind::WouldBlock.into());
+        }
         if f.read_eio {
             return Err(io::Error::from_raw_os_error(libc::EIO));
         }
         let want = f.short.map_or(buf.len(), |s| s.max(1).min(buf.len()));
-        let n = self.inner.read_at(&mut buf[..want], off)?;
+        let n = if nowait {
+            self.inner.read_at_nowait(&mut buf[..want], off)?
+        } else {
+            self.inner.read_at(&mut buf[..want], off)?
+        };
         for &at in &f.flip {
             if at >= off && at < off + n as u64 {
                 buf[(at - off) as usize] ^= 0xff;
             }
         }
         Ok(n)
+    }
+}
+
+impl Device for FaultDevice {
+    fn size(&self) -> u64 {
+        self.inner.size()
+    }
+
+    fn read_at(&self, buf: &mut [u8], off: u64) -> io::Result<usize> {
+        self.read(buf, off, false)
+    }
+
+    fn read_at_nowait(&self, buf: &mut [u8], off: u64) -> io::Result<usize> {
+        self.read(buf, off, true)
     }
 
     fn write_at(&self, buf: &[u8], off: u64) -> io::Result<usize> {
@@ -206,5 +263,36 @@ mod tests {
         *faults.lock() = Faults::default();
         read_exact_at(&d, &mut buf, 100).unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(&buf, b"abcdefgh");
+    }
+
+    #[test]
+    fn reads_that_must_not_wait_come_from_memory_or_not_at_all() {
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let file = Arc::new(FileDevice::open(&dir.path().join("f"), 1 << 16).unwrap_or_else(|e| panic!("{e}")));
+        write_all_at(&*file, b"in the page cache", 4096).unwrap_or_else(|e| panic!("{e}"));
+        // Just written, so in memory: preadv2(RWF_NOWAIT) serves it.
+        let mut buf = [0u8; 17];
+        read_exact_at_nowait(&*file, &mut buf, 4096).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(&buf, b"in the page cache");
+        let d = FaultDevice::new(file);
+        d.faults().lock().slow = true;
+        let err = read_exact_at_nowait(&d, &mut buf, 4096).err().map(|e| e.kind());
+        assert_eq!(err, Some(io::ErrorKind::WouldBlock));
+        read_exact_at(&d, &mut buf, 4096).unwrap_or_else(|e| panic!("a waiting read still works: {e}"));
+        // A device that cannot tell always says it would wait.
+        #[derive(Debug)]
+        struct Plain;
+        impl Device for Plain {
+            fn size(&self) -> u64 {
+                1
+            }
+            fn read_at(&self, buf: &mut [u8], _: u64) -> io::Result<usize> {
+                Ok(buf.len())
+            }
+            fn write_at(&self, buf: &[u8], _: u64) -> io::Result<usize> {
+                Ok(buf.len())
+            }
+        }
+        assert_eq!(Plain.read_at_nowait(&mut buf, 0).err().map(|e| e.kind()), Some(io::ErrorKind::WouldBlock));
     }
 }

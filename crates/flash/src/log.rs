@@ -42,7 +42,7 @@ use std::sync::Arc;
 
 use parking_lot::{Mutex, MutexGuard};
 
-use crate::device::{read_exact_at, write_all_at, Device};
+use crate::device::{read_exact_at, read_exact_at_nowait, write_all_at, Device};
 use crate::record::{self, Record, RecordError, HEADER_LEN};
 
 /// Bits of a flash address in the index slot.
@@ -92,6 +92,10 @@ pub enum ReadError {
     Record(#[from] RecordError),
     #[error("flash address out of range")]
     Range,
+    /// [`Flash::read_cached`]: the record is not all in memory; nothing
+    /// was counted.
+    #[error("flash record not in memory")]
+    WouldBlock,
 }
 
 /// Counters, for `stats`.
@@ -338,6 +342,16 @@ impl Flash {
 
     /// Reads and verifies the record at `addr` into `buf`.
     pub fn read<'a>(&self, addr: u64, buf: &'a mut Vec<u8>) -> Result<Record<'a>, ReadError> {
+        self.read_with(addr, buf, false)
+    }
+
+    /// [`Flash::read`] if the record is in memory (the page cache) and
+    /// needs no wait for the device; [`ReadError::WouldBlock`] otherwise.
+    pub fn read_cached<'a>(&self, addr: u64, buf: &'a mut Vec<u8>) -> Result<Record<'a>, ReadError> {
+        self.read_with(addr, buf, true)
+    }
+
+    fn read_with<'a>(&self, addr: u64, buf: &'a mut Vec<u8>, nowait: bool) -> Result<Record<'a>, ReadError> {
         let r = self.regions.get(self.region_of(addr) as usize).ok_or(ReadError::Range)?;
         let off = addr % self.region_size;
         let room = (self.region_size - off) as usize;
@@ -345,18 +359,21 @@ impl Flash {
         // Most records fit in one 4 KiB read; a longer one takes a second.
         let first = max.min(4096 - (addr % 4096) as usize).max(HEADER_LEN.min(max));
         let st = &self.stats;
-        st.reads.fetch_add(1, Relaxed);
         let res = (|| {
             buf.resize(first, 0);
-            self.read_dev(r, buf, off)?;
+            self.read_dev(r, buf, off, nowait)?;
             let need = match record::decode(buf, max) {
                 Err(RecordError::Short(need)) => need,
                 other => return other.map(|_| ()).map_err(ReadError::from),
             };
             buf.resize(need, 0);
-            self.read_dev(r, &mut buf[first..], off + first as u64)?;
+            self.read_dev(r, &mut buf[first..], off + first as u64, nowait)?;
             Ok(())
         })();
+        if matches!(&res, Err(ReadError::Io(e)) if e.kind() == io::ErrorKind::WouldBlock) {
+            return Err(ReadError::WouldBlock);
+        }
+        st.reads.fetch_add(1, Relaxed);
         match res {
             Ok(()) => {
                 st.bytes_read.fetch_add(buf.len() as u64, Relaxed);
@@ -370,8 +387,13 @@ impl Flash {
         }
     }
 
-    fn read_dev(&self, r: &Region, buf: &mut [u8], off: u64) -> io::Result<()> {
-        read_exact_at(&*self.devices[r.dev], buf, r.base + off)
+    fn read_dev(&self, r: &Region, buf: &mut [u8], off: u64, nowait: bool) -> io::Result<()> {
+        let d = &*self.devices[r.dev];
+        if nowait {
+            read_exact_at_nowait(d, buf, r.base + off)
+        } else {
+            read_exact_at(d, buf, r.base + off)
+        }
     }
 
     fn scan_records(&self, r: u32, buf: &mut Vec<u8>, mut f: impl FnMut(u64, Record<'_>)) -> io::Result<()> {

@@ -27,6 +27,7 @@ fn store(flash_file: &Path, clock: Clock) -> (Arc<Store>, Worker) {
         every_write: false,
         recache_rate: 1,
         io_threads: 0,
+        read_cached_inline: true,
         read_delay: std::time::Duration::ZERO,
     };
     let cfg = Config {

@@ -18,6 +18,11 @@
 //! place), so a ready entry is checked against the generation when it is
 //! used, exactly as a synchronous read checks it after reading.
 //!
+//! A record already in the page cache is read by the worker itself
+//! (`preadv2` with `RWF_NOWAIT`, [`strata_flash::Flash::read_cached`]): a
+//! hand-over costs two thread wake-ups, far more than that copy; only a
+//! read that would wait for the device goes to the pool.
+//!
 //! Reads coalesce per worker: a second request for an address in flight
 //! waits for the same read (`strata_extstore_reads_coalesced`). `ready`
 //! is bounded ([`READY_MAX`], [`READY_BYTES`]), oldest out first; a
@@ -155,8 +160,17 @@ impl PoolShared {
             }
             let done = self.read(&job, &mut buf);
             self.depth.fetch_sub(1, Relaxed);
-            job.inbox.done.lock().push(done);
-            (job.inbox.wake)();
+            // One wake-up per batch: a worker that has not taken the
+            // finished reads yet was woken for the first of them, and takes
+            // them all after draining its wake-up counter.
+            let first = {
+                let mut d = job.inbox.done.lock();
+                d.push(done);
+                d.len() == 1
+            };
+            if first {
+                (job.inbox.wake)();
+            }
         }
     }
 

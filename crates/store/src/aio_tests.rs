@@ -17,8 +17,16 @@ use crate::*;
 struct Signal(Mutex<u64>, Condvar);
 
 /// 20,000 items over 8 MiB of memory (keys 0.. are on flash), and a
-/// worker with asynchronous reads on, `recache_rate` as given.
+/// worker with asynchronous reads on, `recache_rate` as given. The device
+/// says no record is in memory, so every read goes to the I/O threads.
 fn async_tier(recache_rate: u32) -> (Tier, Arc<Signal>) {
+    let (t, sig) = async_tier_cached(recache_rate);
+    t.faults.lock().slow = true;
+    (t, sig)
+}
+
+/// [`async_tier`] with the records in the page cache (just written).
+fn async_tier_cached(recache_rate: u32) -> (Tier, Arc<Signal>) {
     let mut t = tier_cfg(8, 64, recache_rate, 2);
     fill(&mut t, 20_000);
     assert!(flash_stats(&t.store).items > 10_000);
@@ -153,4 +161,18 @@ fn prefetched_records_are_read_together() {
     // A key in memory is not asked for.
     t.w.prefetch_flash(&[key(19_999).as_slice()]);
     assert_eq!(flash_stats(&t.store).reads_async, 10);
+}
+
+#[test]
+fn a_record_in_the_page_cache_is_read_at_once() {
+    let (mut t, _sig) = async_tier_cached(0);
+    let before = flash_stats(&t.store);
+    for i in 0..100 {
+        assert_eq!(read(&mut t, &key(i)), Ok(Some(value(i, 1))), "key {i}");
+    }
+    let after = flash_stats(&t.store);
+    assert_eq!((after.reads_async, after.hits - before.hits), (0, 100), "no read handed over");
+    // The same records once the device says they are not in memory.
+    t.faults.lock().slow = true;
+    assert_eq!(read(&mut t, &key(100)), Err(StoreError::Pending));
 }

@@ -41,7 +41,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
-use strata_flash::{record, Flash, Reserve, Writer};
+use strata_flash::{record, Flash, ReadError, Reserve, Writer};
 
 use crate::aio::Cached;
 
@@ -507,6 +507,12 @@ pub(crate) struct FlashHit {
     pub binary_key: bool,
 }
 
+/// A record's epoch, write time and item length (what is kept of it
+/// once the buffer holds only the item).
+fn fields(r: record::Record<'_>) -> (u64, u32, usize) {
+    (r.epoch, r.written, r.item.len())
+}
+
 /// What reading one flash slot back found.
 enum Back {
     /// The record, verified: its item's key hashes to the slot's tags.
@@ -684,34 +690,32 @@ impl Worker {
         let addr = log.from_slot(flash::addr(s));
         let region = log.region_of(addr);
         let gen = log.generation(region);
-        let cached = match self.reads.as_mut() {
-            Some(r) => match r.lookup(addr, gen, buf) {
-                Cached::Absent if !r.synchronous(addr) => {
-                    r.blocked_on = Some(addr);
-                    let c = &self.active.counters;
-                    bump(if r.request(addr, gen) { &c.flash_reads_async } else { &c.flash_reads_coalesced });
-                    return Back::Pending;
-                }
-                found => found,
-            },
-            None => Cached::Absent,
-        };
-        let (epoch, written) = match cached {
-            Cached::Record { epoch, written } => (epoch, written),
-            Cached::Bad => return Back::Bad,
-            Cached::Absent => {
-                let rec = match log.read(addr, buf) {
+        let inline = self.store.cfg.flash.as_ref().is_some_and(|t| t.read_cached_inline);
+        // Synchronously (no I/O threads, or a read that must not wait), from
+        // the records in hand, from the page cache, or by the I/O threads.
+        let (epoch, written) = match self.reads.as_mut().map(|r| (r.lookup(addr, gen, buf), r.synchronous(addr))) {
+            Some((Cached::Record { epoch, written }, _)) => (epoch, written),
+            Some((Cached::Bad, _)) => return Back::Bad,
+            Some((Cached::Absent, false)) => {
+                let read = if inline { log.read_cached(addr, buf).map(fields) } else { Err(ReadError::WouldBlock) };
+                match self.record_read(log, read, region, gen, buf) {
                     Ok(r) => r,
-                    Err(e) => {
-                        warn_rate_limited("read failed, served as a miss", &e);
-                        return if log.generation(region) == gen { Back::Bad } else { Back::Moved };
+                    Err(Some(back)) => return back,
+                    Err(None) => {
+                        let Some(r) = self.reads.as_mut() else { return Back::Bad };
+                        r.blocked_on = Some(addr);
+                        let c = &self.active.counters;
+                        bump(if r.request(addr, gen) { &c.flash_reads_async } else { &c.flash_reads_coalesced });
+                        return Back::Pending;
                     }
-                };
-                let (epoch, written, len) = (rec.epoch, rec.written, rec.item.len());
-                // Keep the item bytes only (the record starts the buffer).
-                buf.drain(..record::HEADER_LEN);
-                buf.truncate(len);
-                (epoch, written)
+                }
+            }
+            None | Some((Cached::Absent, true)) => {
+                let read = log.read(addr, buf).map(fields);
+                match self.record_read(log, read, region, gen, buf) {
+                    Ok(r) => r,
+                    Err(back) => return back.unwrap_or(Back::Bad),
+                }
             }
         };
         if log.generation(region) != gen {
@@ -725,6 +729,31 @@ impl Worker {
             return Back::Bad;
         }
         Back::Record { epoch, written }
+    }
+
+    /// What a read of a record came to: its epoch and write time (the
+    /// item's bytes left alone in `buf`), or what the read is instead
+    /// (`None`: it would have to wait for the device).
+    fn record_read(
+        &self,
+        log: &Flash,
+        read: Result<(u64, u32, usize), ReadError>,
+        region: u32,
+        gen: u64,
+        buf: &mut Vec<u8>,
+    ) -> Result<(u64, u32), Option<Back>> {
+        let (epoch, written, len) = match read {
+            Ok(f) => f,
+            Err(ReadError::WouldBlock) => return Err(None),
+            Err(e) => {
+                warn_rate_limited("read failed, served as a miss", &e);
+                return Err(Some(if log.generation(region) == gen { Back::Bad } else { Back::Moved }));
+            }
+        };
+        // Keep the item bytes only (the record starts the buffer).
+        buf.drain(..record::HEADER_LEN);
+        buf.truncate(len);
+        Ok((epoch, written))
     }
 
     /// Brings the flash slot `s` (in `loc`'s chain) back into memory.

@@ -48,6 +48,7 @@ pub(crate) fn tier_cfg(memory_mib: usize, flash_mib: u64, recache_rate: u32, io_
         every_write: false,
         recache_rate,
         io_threads,
+        read_cached_inline: true,
         read_delay: std::time::Duration::ZERO,
     };
     let (store, w) = store_of(Config {

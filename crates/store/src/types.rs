@@ -94,6 +94,12 @@ pub struct FlashTier {
     /// worker serves others while a read is in flight; 0: workers read
     /// synchronously.
     pub io_threads: usize,
+    /// With `io_threads`: a record already in memory (the page cache) is
+    /// read by the worker at once, and only reads that would wait for the
+    /// device go to the threads (handing a read over costs more than a
+    /// copy from the page cache). False (a test setting,
+    /// `--debug-flash-async`): every read goes to the threads.
+    pub read_cached_inline: bool,
     /// A test setting (`--debug-flash-read-delay`): every read by those
     /// threads waits this long first, so tests can hold a read in flight.
     pub read_delay: std::time::Duration,

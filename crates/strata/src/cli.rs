@@ -87,8 +87,8 @@ pub struct Args {
     /// compression=on|off, compression_level=1..19, compression_min_size=BYTES,
     /// compression_min_saving=PERCENT, compression_dict_size=BYTES, compression_train_bytes=BYTES,
     /// compression_sample=N, compression_retrain_drop=PERCENT (README, "Compression");
-    /// ext_path=PATH:SIZE (repeatable), ext_item_size=BYTES, ext_wbuf_size=MB, ext_page_size=MB
-    /// (README, "Flash tier")
+    /// ext_path=PATH:SIZE (repeatable), ext_item_size=BYTES, ext_wbuf_size=MB, ext_page_size=MB,
+    /// ext_recache_rate=N, ext_threads=N (README, "Flash tier")
     #[arg(short = 'o', long = "extended", action = ArgAction::Append)]
     extended: Vec<String>,
 
@@ -158,6 +158,10 @@ pub struct Args {
     /// this many milliseconds first (tests hold reads in flight with it)
     #[arg(long = "debug-flash-read-delay", hide = true, value_name = "MS")]
     debug_flash_read_delay: Option<u64>,
+    /// With -o ext_path: every read from flash goes to the I/O threads, as
+    /// if no record were in the page cache (implied by the read delay)
+    #[arg(long = "debug-flash-async", hide = true)]
+    debug_flash_async: bool,
 }
 
 /// Whether values are stored compressed unless `-o compression=` says
@@ -303,8 +307,16 @@ impl Args {
             (None, false) => {}
         }
         match (&mut flash, self.debug_flash_read_delay) {
-            (Some(t), Some(ms)) => t.read_delay = std::time::Duration::from_millis(ms.min(60_000)),
+            (Some(t), Some(ms)) => {
+                t.read_delay = std::time::Duration::from_millis(ms.min(60_000));
+                t.read_cached_inline = false;
+            }
             (None, Some(_)) => return Err("--debug-flash-read-delay needs -o ext_path".into()),
+            _ => {}
+        }
+        match (&mut flash, self.debug_flash_async) {
+            (Some(t), true) => t.read_cached_inline = false,
+            (None, true) => return Err("--debug-flash-async needs -o ext_path".into()),
             _ => {}
         }
         let store = StoreConfig {

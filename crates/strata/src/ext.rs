@@ -146,6 +146,7 @@ impl ExtOptions {
             every_write: false,
             recache_rate: self.recache_rate.unwrap_or(RECACHE_DEFAULT),
             io_threads: self.threads.unwrap_or(THREADS_DEFAULT),
+            read_cached_inline: true,
             read_delay: std::time::Duration::ZERO,
         }))
     }
