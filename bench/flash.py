@@ -17,7 +17,9 @@ Bar 3, reads from flash: `strata-bench run --addr --pid` with zipf 0.99
 gets over the same 5 M keys, 16 connections, no warm-up (the keys are
 there): hit ratio, server CPU per get and p99 for both. `--part paired`
 runs only this, with both servers filled and alive at once and `--rounds`
-runs each, taking turns, reporting medians. Server `strata-sync` is strata
+runs each, taking turns, reporting medians; `--cold-rounds N` then runs
+N more each with the page cache dropped first (root), so reads from flash
+wait for the disk. Server `strata-sync` is strata
 with `-o ext_threads=0` (reads from flash on the worker rather than the
 I/O threads), for `--servers strata,strata-sync,memcached`.
 
@@ -140,15 +142,23 @@ def bench_reads(a, port, pid, out):
         "--keys", str(a.items), "--key-dist", "zipf:0.99", "--warmup", "false", "--duration", str(a.duration),
         "-c", "16", "--value-size", str(a.value), "--quiet", "--out", out, "--name", "reads",
     ]
+    before = stats(port)
     subprocess.run(cmd, check=True, capture_output=True)
+    after = stats(port)
     with open(os.path.join(out, "reads.json")) as f:
         r = json.load(f)["runs"][0]
-    return {
+    res = {
         "hit_ratio": r["hit_ratio"],
         "server_cpu_us_per_op": r["server_cpu_us_per_op"],
         "p99_us": r["latency_us"]["p99"],
         "ops_per_sec": r["ops_per_sec"],
     }
+    # What the flash tier did during the run (reads from flash, how many
+    # went to the I/O threads, items brought back into memory).
+    for name in ("extstore_objects_read", "strata_extstore_reads_async", "recache_from_extstore"):
+        if name in after:
+            res[name] = int(after[name]) - int(before.get(name, 0))
+    return res
 
 
 def paired_reads(a, results):
@@ -169,20 +179,29 @@ def paired_reads(a, results):
             print(kind, "filled", flush=True)
         kinds = list(servers)
         runs = {k: [] for k in kinds}
-        for rnd in range(a.rounds):
+        cold = {k: [] for k in kinds}
+        for rnd in range(a.rounds + a.cold_rounds):
             order = kinds[rnd % len(kinds) :] + kinds[: rnd % len(kinds)]
             for kind in order:
                 proc, port = servers[kind]
+                into = runs if rnd < a.rounds else cold
+                if into is cold and not drop_caches():
+                    print("cold rounds need root (drop_caches)", flush=True)
+                    into = None
+                if into is None:
+                    continue
                 with tempfile.TemporaryDirectory() as out:
-                    runs[kind].append(bench_reads(a, port, proc.pid, out))
-                print(kind, "round", rnd, runs[kind][-1], flush=True)
+                    into[kind].append(bench_reads(a, port, proc.pid, out))
+                print(kind, "cold" if into is cold else "", "round", rnd, into[kind][-1], flush=True)
+        fields = ("hit_ratio", "server_cpu_us_per_op", "p99_us", "ops_per_sec")
         for kind in kinds:
-            med = lambda f: sorted(r[f] for r in runs[kind])[len(runs[kind]) // 2]  # noqa: E731
-            results[kind] = {
-                "rounds": runs[kind],
-                "median": {f: med(f) for f in ("hit_ratio", "server_cpu_us_per_op", "p99_us", "ops_per_sec")},
-            }
+            med = lambda rs, f: sorted(r[f] for r in rs)[len(rs) // 2]  # noqa: E731
+            results[kind] = {"rounds": runs[kind], "median": {f: med(runs[kind], f) for f in fields}}
             print(kind, "median", results[kind]["median"], flush=True)
+            if cold[kind]:
+                results[kind]["cold_rounds"] = cold[kind]
+                results[kind]["cold_median"] = {f: med(cold[kind], f) for f in fields}
+                print(kind, "cold median", results[kind]["cold_median"], flush=True)
     finally:
         for proc, _ in servers.values():
             proc.kill()
@@ -201,6 +220,8 @@ def main():
     p.add_argument("--servers", default="strata,memcached")
     p.add_argument("--duration", type=int, default=30)
     p.add_argument("--rounds", type=int, default=3, help="with --part paired: read runs per server")
+    p.add_argument("--cold-rounds", type=int, default=0,
+                   help="with --part paired: more runs each, the page cache dropped before each (root)")
     p.add_argument("--strata-bin", default=os.path.join(ROOT, "target", "release", "strata"))
     p.add_argument("--bench-bin", default=os.path.join(ROOT, "target", "release", "strata-bench"))
     p.add_argument("--out")

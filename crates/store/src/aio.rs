@@ -298,6 +298,15 @@ impl Reads {
         }
     }
 
+    /// Keeps a record read on the worker (from the page cache) for the
+    /// operation about to use it again: a recache reads it once.
+    pub fn keep(&mut self, addr: u64, gen: u64, rec: Rec) {
+        self.forget(addr);
+        self.bytes += rec.item.len();
+        self.ready.insert(addr, Entry { gen, rec: Some(rec) });
+        self.order.push_back(addr);
+    }
+
     /// Takes the reads finished since the last call into `ready`, their
     /// addresses into `out`.
     pub fn completions(&mut self, out: &mut Vec<u64>) {

@@ -515,8 +515,9 @@ fn fields(r: record::Record<'_>) -> (u64, u32, usize) {
 
 /// What reading one flash slot back found.
 enum Back {
-    /// The record, verified: its item's key hashes to the slot's tags.
-    Record { epoch: u64, written: u32 },
+    /// The record, verified: its item's key hashes to the slot's tags;
+    /// `gen` is its region's generation when it was read.
+    Record { epoch: u64, written: u32, gen: u64 },
     /// Nothing to bring back: damaged, unreadable, or another key's.
     Bad,
     /// The region was reclaimed during the read: look again.
@@ -574,8 +575,8 @@ impl Worker {
         let mut buf = std::mem::take(&mut self.flash_buf);
         let mut hit = Ok(None);
         for &s in &candidates {
-            let (epoch, written) = match self.read_back(log, loc, s, &mut buf) {
-                Back::Record { epoch, written } => (epoch, written),
+            let (epoch, written, gen) = match self.read_back(log, loc, s, &mut buf) {
+                Back::Record { epoch, written, gen } => (epoch, written, gen),
                 Back::Pending => {
                     hit = Err(StoreError::Pending);
                     break;
@@ -595,6 +596,11 @@ impl Worker {
                 break;
             }
             if self.reads.is_some() && self.recache_due(tier.recache_rate) {
+                // Settling reads this record again: from here.
+                let addr = log.from_slot(flash::addr(s));
+                if let Some(r) = self.reads.as_mut() {
+                    r.keep(addr, gen, crate::aio::Rec { epoch, written, item: buf.clone() });
+                }
                 break;
             }
             let mut st = store.index.lock(loc.stripe);
@@ -728,7 +734,7 @@ impl Worker {
             // a region that could not be read when it was reclaimed).
             return Back::Bad;
         }
-        Back::Record { epoch, written }
+        Back::Record { epoch, written, gen }
     }
 
     /// What a read of a record came to: its epoch and write time (the
@@ -778,7 +784,7 @@ impl Worker {
                 }
                 return Ok(());
             }
-            Back::Record { epoch, written } => (epoch, written),
+            Back::Record { epoch, written, .. } => (epoch, written),
         };
         let Some(it) = parse_item(buf) else { return Ok(()) };
         let now = store.clock.now();
