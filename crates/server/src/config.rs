@@ -76,6 +76,13 @@ pub struct ServerConfig {
     pub snapshot: Option<crate::snapshot::SnapshotConfig>,
     /// `--metrics-listen`: where `GET /metrics` is served.
     pub metrics_listen: Option<String>,
+    /// `-u`: the user to switch to after binding, when started as root.
+    pub user: Option<String>,
+    /// `-P`: where the process id is written once listening.
+    pub pid_file: Option<PathBuf>,
+    /// `-o idle_timeout=`: seconds a connection may go without completing
+    /// a request before it is closed (0: never).
+    pub idle_timeout: u32,
 }
 
 impl Default for ServerConfig {
@@ -105,6 +112,9 @@ impl Default for ServerConfig {
             detail_enabled: false,
             snapshot: None,
             metrics_listen: None,
+            user: None,
+            pid_file: None,
+            idle_timeout: 0,
         }
     }
 }

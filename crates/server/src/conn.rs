@@ -200,12 +200,14 @@ pub(crate) struct Conn {
     /// When the parked request began, and its command family (for the
     /// latency histograms, which count the wait).
     park_t0: Option<(std::time::Instant, usize)>,
+    /// When its last request completed (or it was accepted), in the
+    /// store clock's seconds: `-o idle_timeout` measures from here.
+    last_request: u32,
 }
 
 impl Conn {
     pub fn new(info: Arc<ConnInfo>) -> Conn {
         Conn {
-            info,
             rbuf: vec![0; INITIAL_BUF],
             rpos: 0,
             filled: 0,
@@ -222,7 +224,16 @@ impl Conn {
             park_new: false,
             retry: None,
             park_t0: None,
+            last_request: info.last_cmd.load(std::sync::atomic::Ordering::Relaxed),
+            info,
         }
+    }
+
+    /// Whether it has gone `timeout` seconds without completing a request
+    /// (`-o idle_timeout`): idle, or trickling a request too slowly. A
+    /// request waiting for a read from flash is not the client's delay.
+    pub fn idle(&self, now: u32, timeout: u32) -> bool {
+        !matches!(self.phase, Phase::Parked { .. }) && now.saturating_sub(self.last_request) >= timeout
     }
 
     /// The flash read this connection just parked for, once: the worker
@@ -629,6 +640,7 @@ impl Conn {
                     if let Some((t0, family)) = timed {
                         ctx.stats.latency.record(family, t0.elapsed());
                     }
+                    self.last_request = ctx.shared.store.clock().now();
                     self.hold_for_durability(ctx, mark);
                     *served += 1;
                     self.phase = Phase::Ready;

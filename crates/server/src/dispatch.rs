@@ -167,6 +167,9 @@ pub(crate) fn execute(ctx: &mut Ctx<'_>, req: Request<'_>, out: &mut Vec<u8>, re
         }
         Command::Verbosity { level } => {
             ctx.shared.verbosity.store(level.min(2), Relaxed);
+            if let Some(set) = crate::VERBOSITY_HOOK.get() {
+                set(level.min(2));
+            }
             reply(out, r::OK);
         }
         Command::CacheMemlimit { megabytes } => {
@@ -220,6 +223,10 @@ pub(crate) fn execute(ctx: &mut Ctx<'_>, req: Request<'_>, out: &mut Vec<u8>, re
             clock.advance(seconds);
             out.extend_from_slice(r::OK);
         }
+        // Test-only (--enable-debug-clock): a stand-in for a bug, so tests
+        // can check that a panic closes only its own connection.
+        #[allow(clippy::panic)]
+        Command::DebugPanic => panic!("debug_panic: a test asked for a panic"),
         Command::MetaGet { get, reply, value } => meta::get(ctx, &get, &reply, value, out),
         Command::MetaSet { set, reply } => meta::set(ctx, &set, &reply, out),
         Command::MetaTooLarge { key, swallow, .. } => {

@@ -8,7 +8,8 @@
 //! against its [`strata_store::Worker`] handle — no request crosses threads.
 //! Beside them: the clock thread, the snapshot and log-writer threads
 //! (`--snapshot-dir`, `--durability`) and the metrics responder
-//! (`--metrics-listen`).
+//! (`--metrics-listen`). Once the ports are open: the pid file and the
+//! switch away from root (`process`).
 
 pub mod auth;
 mod binary;
@@ -22,6 +23,7 @@ mod latency;
 mod listen;
 mod meta;
 mod metrics;
+mod process;
 mod replies;
 pub mod snapshot;
 mod stats;
@@ -37,13 +39,24 @@ use std::time::{Duration, Instant};
 
 use mio::{Events, Interest, Poll, Token, Waker};
 use parking_lot::Mutex;
-use signal_hook::consts::{SIGINT, SIGTERM};
+use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM, SIGUSR1};
 use signal_hook_mio::v1_0::Signals;
 use strata_store::Store;
 
 pub use auth::{AuthError, Credentials};
 pub use config::{IoBackend, Protocol, ServerConfig};
+pub use process::PrivilegeError;
 pub use snapshot::{Loaded, SnapshotConfig};
+
+/// What changes the log level when a client sends `verbosity N` (set once
+/// by the binary, which owns logging).
+pub(crate) static VERBOSITY_HOOK: std::sync::OnceLock<Box<dyn Fn(u32) + Send + Sync>> = std::sync::OnceLock::new();
+
+/// Lets `verbosity N` change the log level while serving: `set` gets N
+/// (0 to 2, as `-v` counts). The first call wins.
+pub fn on_verbosity(set: Box<dyn Fn(u32) + Send + Sync>) {
+    let _ = VERBOSITY_HOOK.set(set);
+}
 
 /// Errors that stop the server from starting or running.
 #[derive(Debug, thiserror::Error)]
@@ -54,6 +67,10 @@ pub enum ServerError {
     BadAddress(String),
     #[error("i/o error: {0}")]
     Io(#[from] io::Error),
+    #[error("could not write the pid file {path}: {source}")]
+    PidFile { path: String, source: io::Error },
+    #[error(transparent)]
+    Privileges(#[from] process::PrivilegeError),
 }
 
 /// A connection's entry in `stats conns`.
@@ -164,12 +181,25 @@ pub fn run(cfg: ServerConfig, store: Arc<Store>) -> Result<(), ServerError> {
         ),
         None => None,
     };
+    // Bound: now the pid file, then the switch away from root.
+    let _pid_file = match &cfg.pid_file {
+        Some(path) => Some(
+            process::PidFile::create(path)
+                .map_err(|source| ServerError::PidFile { path: path.display().to_string(), source })?,
+        ),
+        None => None,
+    };
+    process::drop_privileges(cfg.user.as_deref())?;
     let mut poll = Poll::new()?;
     for (i, l) in listeners.iter_mut().enumerate() {
         poll.registry().register(l, Token(LISTENER_BASE + i), Interest::READABLE)?;
         tracing::info!(addr = %l.name(), "listening");
     }
-    let mut signals = Signals::new([SIGTERM, SIGINT])?;
+    // memcached's: SIGTERM and SIGINT stop, SIGUSR1 stops gracefully (all
+    // three finish what connections sent and save the snapshot), SIGHUP
+    // reloads the proxy's configuration there and does nothing here (its
+    // default would end the process).
+    let mut signals = Signals::new([SIGTERM, SIGINT, SIGUSR1, SIGHUP])?;
     poll.registry().register(&mut signals, SIGNALS, Interest::READABLE)?;
     let acceptor = Arc::new(Waker::new(poll.registry(), ACCEPTOR_WAKE)?);
 
@@ -220,9 +250,22 @@ pub fn run(cfg: ServerConfig, store: Arc<Store>) -> Result<(), ServerError> {
 
     let ticker = {
         let sh = shared.clone();
+        // With -o idle_timeout the workers look for idle connections once
+        // a second; a worker with nothing to do is woken for it.
+        let idle_wakes = (sh.cfg.idle_timeout > 0).then(|| wakes.clone());
+        // Ticks to the next look (a countdown: rust-version 1.80 has no
+        // `is_multiple_of`).
+        let mut ticks = 10u32;
         std::thread::Builder::new().name("clock".into()).spawn(move || {
             while !sh.shutdown.load(Relaxed) {
                 sh.store.clock().tick();
+                ticks -= 1;
+                if ticks == 0 {
+                    ticks = 10;
+                    if let Some(w) = &idle_wakes {
+                        w.iter().for_each(|w| w.wake());
+                    }
+                }
                 if let Some(snaps) = &sh.snapshots {
                     snaps.keep_lease(sh.store.epoch());
                     snaps.snapshot_if_log_grew((sh.store.memory_limit() as u64).max(64 << 20));
@@ -269,6 +312,10 @@ pub fn run(cfg: ServerConfig, store: Arc<Store>) -> Result<(), ServerError> {
             match ev.token() {
                 SIGNALS => {
                     for sig in signals.pending() {
+                        if sig == SIGHUP {
+                            tracing::info!("SIGHUP: nothing to reload");
+                            continue;
+                        }
                         tracing::info!(signal = sig, "shutting down");
                         shared.shutdown.store(true, Relaxed);
                     }
@@ -286,6 +333,7 @@ pub fn run(cfg: ServerConfig, store: Arc<Store>) -> Result<(), ServerError> {
                                 }
                                 shared.curr_conns.fetch_add(1, Relaxed);
                                 shared.total_conns.fetch_add(1, Relaxed);
+                                tracing::debug!(peer = %stream.peer_name(), "connection accepted");
                                 next_id += 1;
                                 let info = Arc::new(ConnInfo {
                                     fd: stream.fd(),

@@ -61,6 +61,10 @@ pub(crate) struct WorkerStats {
     /// Connections closed for [`crate::dispatch::MAX_AUTH_FAILURES`] failed
     /// attempts in a row.
     pub auth_closed: AtomicU64,
+    /// Connections closed by `-o idle_timeout` (memcached's `idle_kicks`).
+    pub idle_kicks: AtomicU64,
+    /// Connections closed because serving them panicked.
+    pub panics: AtomicU64,
     pub bytes_read: AtomicU64,
     pub bytes_written: AtomicU64,
     /// Request latency by command family (with `--metrics-listen`).
@@ -125,6 +129,7 @@ pub(crate) fn command(shared: &Shared, args: Tokens<'_>) -> Reply {
                 }
                 w.store_contended.store(0, Relaxed);
                 w.auth_closed.store(0, Relaxed);
+                w.idle_kicks.store(0, Relaxed);
             }
             shared.total_conns.store(0, Relaxed);
             shared.rejected_conns.store(0, Relaxed);
@@ -208,6 +213,16 @@ fn general(shared: &Shared) -> Snapshot {
     s.counter("strata_segments_evicted", "Segments freed by evicting live items.", st.segments_evicted);
     s.counter("strata_segments_reclaimed", "Segments freed without evicting.", st.segments_reclaimed);
     s.counter("strata_items_reinserted", "Items copied forward by eviction or the cleaner.", st.reinserted);
+    s.counter(
+        "idle_kicks",
+        "Connections closed for going -o idle_timeout seconds without a request.",
+        sum(shared, |w| &w.idle_kicks),
+    );
+    s.counter(
+        "strata_worker_panics",
+        "Connections closed because serving them panicked (a bug: the log has it).",
+        sum(shared, |w| &w.panics),
+    );
     s.counter(
         "strata_auth_closed",
         "Connections closed after repeated failed authentication attempts.",
@@ -416,6 +431,11 @@ fn settings(shared: &Shared) -> Snapshot {
     s.info("udpport", "UDP port (always 0).", 0u64);
     s.info("inter", "Listen addresses (-l).", c.listen.join(","));
     s.info("verbosity", "Log level (-v, verbosity).", shared.verbosity.load(Relaxed));
+    s.info(
+        "idle_timeout",
+        "Seconds a connection may go without completing a request (0: no limit).",
+        shared.cfg.idle_timeout,
+    );
     s.info("evictions", "on unless -M.", if sc.evictions { "on" } else { "off" });
     let socket = c.unix_socket.as_ref().map_or("NULL".into(), |p| p.display().to_string());
     s.info("domain_socket", "Unix socket path (-s).", socket);

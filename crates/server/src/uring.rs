@@ -200,6 +200,7 @@ pub(crate) fn run(
     };
     let mut again: Vec<usize> = Vec::new();
     let mut cqes: Vec<Cqe> = Vec::new();
+    let mut last_sweep = shared.store.clock().now();
 
     while !shared.shutdown.load(Relaxed) {
         if !lp.wake_armed {
@@ -241,12 +242,18 @@ pub(crate) fn run(
                 }
             }
         }
+        if shared.cfg.idle_timeout > 0 {
+            lp.close_idle(&stats, &mut last_sweep);
+        }
         let mut ctx = Ctx { shared: &shared, store: &mut store, stats: &stats };
         let ready = std::mem::take(&mut lp.ready);
         lp.read_ahead(&ready, &ctx);
         for &i in &ready {
-            if lp.serve(i, &mut ctx, ready.len() == 1) {
-                again.push(i);
+            let alone = ready.len() == 1;
+            match crate::worker::contain(&stats, || lp.serve(i, &mut ctx, alone)) {
+                Some(true) => again.push(i),
+                Some(false) => {}
+                None => lp.close(i),
             }
             lp.note_held(i);
             lp.note_parked(i);
@@ -374,6 +381,23 @@ impl Loop<'_> {
             if !s.held && s.conn.held_for_durability() {
                 s.held = true;
                 self.held.push(i);
+            }
+        }
+    }
+
+    /// Once a second with `-o idle_timeout`: closes the connections that
+    /// went that long without completing a request.
+    fn close_idle(&mut self, stats: &WorkerStats, last_sweep: &mut u32) {
+        let now = self.shared.store.clock().now();
+        if now == *last_sweep {
+            return;
+        }
+        *last_sweep = now;
+        let timeout = self.shared.cfg.idle_timeout;
+        for i in 0..self.slots.len() {
+            if self.slots[i].as_ref().is_some_and(|s| !s.closing && s.conn.idle(now, timeout)) {
+                crate::core::inc(&stats.idle_kicks);
+                self.close(i);
             }
         }
     }

@@ -93,6 +93,7 @@ pub(crate) fn run(
     let w = wake.clone();
     let async_reads = store.enable_async_flash(Box::new(move || w.wake()));
     let mut parked = Parked::default();
+    let mut last_sweep = shared.store.clock().now();
     let mut slots: Vec<Option<Slot>> = Vec::new();
     let mut free: Vec<usize> = Vec::new();
     let mut events = Events::with_capacity(1024);
@@ -162,6 +163,23 @@ pub(crate) fn run(
                 }
             }
         }
+        if shared.cfg.idle_timeout > 0 {
+            let now = shared.store.clock().now();
+            if now != last_sweep {
+                last_sweep = now;
+                for (i, s) in slots.iter_mut().enumerate() {
+                    if !s.as_ref().is_some_and(|s| s.conn.idle(now, shared.cfg.idle_timeout)) {
+                        continue;
+                    }
+                    if let Some(mut s) = s.take() {
+                        let _ = poll.registry().deregister(&mut s.stream);
+                        close(&shared, s.id);
+                        crate::core::inc(&stats.idle_kicks);
+                        free.push(i);
+                    }
+                }
+            }
+        }
         // After the wake-up counter was drained above: a read that
         // finished since wrote it again, so the next poll returns for it.
         if async_reads {
@@ -177,7 +195,8 @@ pub(crate) fn run(
             let Some(Some(slot)) = slots.get_mut(i) else { continue };
             slot.queued = false;
             let mut ctx = Ctx { shared: &shared, store: &mut store, stats: &stats };
-            match slot.conn.service(&mut slot.stream, &mut ctx) {
+            let served = contain(&stats, || slot.conn.service(&mut slot.stream, &mut ctx));
+            match served.unwrap_or(Status::Close) {
                 Status::Open { more } => {
                     if more {
                         slot.queued = true;
@@ -231,6 +250,26 @@ impl Parked {
             for i in self.by_read.remove(&addr).unwrap_or_default() {
                 wake(i, addr);
             }
+        }
+    }
+}
+
+/// Runs `serve` for one connection; a panic in it (a bug) is logged and
+/// counted, and `None` says to close that connection only: its worker, its
+/// other connections and the process go on. Locks are released on the
+/// way out (parking_lot's do not poison), so the store stays usable.
+pub(crate) fn contain<T>(stats: &WorkerStats, serve: impl FnOnce() -> T) -> Option<T> {
+    match std::panic::catch_unwind(std::panic::AssertUnwindSafe(serve)) {
+        Ok(t) => Some(t),
+        Err(e) => {
+            let what = e
+                .downcast_ref::<&str>()
+                .map(|s| s.to_string())
+                .or_else(|| e.downcast_ref::<String>().cloned())
+                .unwrap_or_default();
+            tracing::error!(panic = %what, "serving a connection panicked: closing it, the server goes on");
+            crate::core::inc(&stats.panics);
+            None
         }
     }
 }

@@ -63,6 +63,28 @@ impl Arena {
         self.seg_size
     }
 
+    /// Asks the kernel to back the arena with transparent huge pages
+    /// (memcached's `-L`): fewer TLB misses for a large cache.
+    pub fn advise_huge_pages(&self) -> std::io::Result<()> {
+        if cfg!(miri) {
+            return Ok(());
+        }
+        let page = 2 << 20;
+        let start = (self.base.as_ptr() as usize).next_multiple_of(page);
+        let end = (self.base.as_ptr() as usize + self.layout.size()) / page * page;
+        if end <= start {
+            return Ok(());
+        }
+        // SAFETY: the range lies inside this allocation; MADV_HUGEPAGE
+        // changes how pages are backed, never their contents.
+        let rc = unsafe { libc::madvise(start as *mut libc::c_void, end - start, libc::MADV_HUGEPAGE) };
+        if rc == 0 {
+            Ok(())
+        } else {
+            Err(std::io::Error::last_os_error())
+        }
+    }
+
     fn ptr(&self, seg: u32, off: usize, len: usize) -> *mut u8 {
         // A bad location is a bug in the store; refusing it keeps it from
         // becoming memory corruption.

@@ -218,6 +218,12 @@ impl Store {
         }
     }
 
+    /// Backs item memory with transparent huge pages where the kernel can
+    /// (`-L`).
+    pub fn advise_huge_pages(&self) -> std::io::Result<()> {
+        self.arena.advise_huge_pages()
+    }
+
     /// The compression codec, with compression on: the server starts its
     /// trainer thread and reports its stats.
     pub fn codec(&self) -> Option<&Arc<Codec>> {

@@ -12,8 +12,35 @@ use strata_store::Config as StoreConfig;
 
 /// Strata: a memcached-compatible cache server.
 #[derive(Debug, Parser)]
-#[command(name = "strata", version, disable_version_flag = true, about)]
+#[command(name = "strata", version, disable_version_flag = true, about, args_override_self = true)]
 pub struct Args {
+    /// Read flags from a memcached configuration file first (Debian's
+    /// /etc/memcached.conf format: one flag per line, # comments,
+    /// `logfile PATH`); flags on the command line come after its
+    #[arg(long = "config", value_name = "FILE")]
+    #[allow(dead_code)] // Expanded before parsing (conffile.rs): declared for --help.
+    config: Option<PathBuf>,
+
+    /// Run in the background (the working directory is kept)
+    #[arg(short = 'd', long = "daemon")]
+    pub daemon: bool,
+
+    /// Started as root: switch to this user once the ports are open
+    #[arg(short = 'u', long = "user")]
+    user: Option<String>,
+
+    /// Write the process id to this file once listening (removed at exit)
+    #[arg(short = 'P', long = "pidfile")]
+    pid_file: Option<PathBuf>,
+
+    /// Lock all paged memory (mlockall), as memcached
+    #[arg(short = 'k', long = "lock-memory")]
+    pub lock_memory: bool,
+
+    /// Ask for transparent huge pages for item memory (madvise)
+    #[arg(short = 'L', long = "enable-largepages")]
+    pub large_pages: bool,
+
     /// TCP port to listen on
     #[arg(short = 'p', long = "port", default_value_t = 11211)]
     port: u16,
@@ -87,6 +114,7 @@ pub struct Args {
     /// compression=on|off, compression_level=1..19, compression_min_size=BYTES,
     /// compression_min_saving=PERCENT, compression_dict_size=BYTES, compression_train_bytes=BYTES,
     /// compression_sample=N, compression_retrain_drop=PERCENT (README, "Compression");
+    /// idle_timeout=SECONDS (close connections that complete no request for that long);
     /// ext_path=PATH:SIZE (repeatable), ext_item_size=BYTES, ext_wbuf_size=MB, ext_page_size=MB,
     /// ext_recache_rate=N, ext_threads=N (README, "Flash tier")
     #[arg(short = 'o', long = "extended", action = ArgAction::Append)]
@@ -146,7 +174,7 @@ pub struct Args {
     #[arg(short = 'V', long = "version", action = ArgAction::Version)]
     version: Option<bool>,
 
-    /// Enable the debug_advance_clock command (for tests only)
+    /// Enable the test-only commands debug_advance_clock and debug_panic
     #[arg(long = "enable-debug-clock", hide = true)]
     enable_debug_clock: bool,
 
@@ -245,6 +273,7 @@ impl Args {
         let mut compression = COMPRESSION_DEFAULT;
         let mut zcfg = strata_compress::Config::default();
         let mut ext = crate::ext::ExtOptions::default();
+        let mut idle_timeout = 0;
         for opt in self.extended.iter().flat_map(|o| o.split(',')).filter(|o| !o.is_empty()) {
             let (k, v) = opt.split_once('=').unwrap_or((opt, ""));
             match k {
@@ -284,6 +313,7 @@ impl Args {
                         _ => return Err(format!("invalid compression {v:?} (on or off)")),
                     }
                 }
+                "idle_timeout" => idle_timeout = number(k, v)?,
                 "compression_level" => zcfg.level = number(k, v)?,
                 "compression_min_size" => zcfg.min_size = parse_size(v)?,
                 "compression_min_saving" => zcfg.min_saving_percent = number(k, v)?,
@@ -410,6 +440,9 @@ impl Args {
         let server = ServerConfig {
             snapshot,
             metrics_listen: self.metrics_listen,
+            user: self.user,
+            pid_file: self.pid_file,
+            idle_timeout,
             port: self.port,
             listen,
             unix_socket: self.unix_socket,
@@ -473,6 +506,21 @@ mod tests {
         assert_eq!((sv.max_conns, sv.threads), (7, 3));
         let (_, sv) = parse(&["--port=99", "--listen=0.0.0.0"]).unwrap_or_else(|e| panic!("{e}"));
         assert_eq!((sv.port, sv.listen.as_slice()), (99, &["0.0.0.0".to_string()][..]));
+    }
+
+    #[test]
+    fn operational_flags() {
+        let (_, sv) = parse(&["-u", "memcache", "-P", "/run/m.pid", "-o", "idle_timeout=30", "-d", "-k", "-L"])
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(sv.user.as_deref(), Some("memcache"));
+        assert_eq!(sv.pid_file, Some(PathBuf::from("/run/m.pid")));
+        assert_eq!(sv.idle_timeout, 30);
+        assert!(parse(&["-o", "idle_timeout=soon"]).is_err());
+        // A configuration file's flags come first: the command line's win.
+        let (st, sv) = parse(&["-m", "32", "-p", "1", "-p", "2", "-m", "16"]).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!((st.memory_limit, sv.port), (16 << 20, 2));
+        let (_, sv) = parse(&["-l", "127.0.0.1", "-l", "::1"]).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(sv.listen.len(), 2, "-l adds up");
     }
 
     #[test]

@@ -3,6 +3,7 @@
 //! `shutdown`. Owns no protocol or storage logic.
 
 mod cli;
+mod conffile;
 mod ext;
 mod warm;
 
@@ -28,19 +29,88 @@ fn fixed_malloc_thresholds() {
     }
 }
 
-fn main() -> ExitCode {
-    let args = cli::Args::parse();
-    let level = match args.verbose {
+/// memcached's `-k`: every page locked in RAM as it is touched. With
+/// `MCL_ONFAULT`, so the item memory reserved up front is not all faulted
+/// in at once.
+fn lock_memory() {
+    // SAFETY: mlockall takes flags only.
+    let rc = unsafe { libc::mlockall(libc::MCL_CURRENT | libc::MCL_FUTURE | libc::MCL_ONFAULT) };
+    if rc != 0 {
+        // memcached goes on too.
+        tracing::warn!(error = %std::io::Error::last_os_error(), "-k: could not lock memory (mlockall)");
+    }
+}
+
+/// memcached's `-d`: into the background, detached from the terminal, its
+/// standard streams on /dev/null (the log then goes nowhere unless the
+/// configuration file names a `logfile`). Unlike memcached, the working
+/// directory is kept, so relative paths in the flags still mean the same.
+/// Runs before any thread is started: only the calling thread survives a
+/// fork.
+fn daemonize() -> std::io::Result<()> {
+    // SAFETY: no other thread exists yet (see above).
+    if unsafe { libc::daemon(1, 0) } != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// The log level `-v` (or `verbosity N`) counts to.
+fn level_of(verbose: u32) -> &'static str {
+    match verbose {
         0 => "info",
         1 => "debug",
         _ => "trace",
+    }
+}
+
+fn main() -> ExitCode {
+    let mut conf = None;
+    let args = match conffile::expand(std::env::args_os().collect()) {
+        Ok(Some((argv, c))) => {
+            conf = Some(c);
+            cli::Args::parse_from(argv)
+        }
+        Ok(None) => cli::Args::parse(),
+        Err(msg) => {
+            eprintln!("strata: {msg}");
+            return ExitCode::from(64);
+        }
     };
-    tracing_subscriber::fmt()
-        .with_env_filter(tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| level.into()))
-        .with_writer(std::io::stderr)
-        .with_target(false)
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-        .init();
+    let level = level_of(u32::from(args.verbose));
+    let logfile = conf.as_ref().and_then(|c| c.logfile.as_ref());
+    let log: Box<dyn Fn() -> Box<dyn std::io::Write> + Send + Sync> = match logfile {
+        None => Box::new(|| Box::new(std::io::stderr())),
+        Some(path) => match std::fs::OpenOptions::new().create(true).append(true).open(path) {
+            Ok(f) => {
+                let f = std::sync::Arc::new(f);
+                Box::new(move || Box::new(LogFile(f.clone())))
+            }
+            Err(e) => {
+                eprintln!("strata: logfile {}: {e}", path.display());
+                return ExitCode::from(73);
+            }
+        },
+    };
+    {
+        use tracing_subscriber::prelude::*;
+        use tracing_subscriber::{fmt, reload, EnvFilter};
+        let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| level.into());
+        let (filter, handle) = reload::Layer::new(filter);
+        let ansi = logfile.is_none() && std::io::IsTerminal::is_terminal(&std::io::stderr());
+        tracing_subscriber::registry()
+            .with(filter)
+            .with(fmt::layer().with_writer(log).with_target(false).with_ansi(ansi))
+            .init();
+        // `verbosity N` from a client sets the level as -v would.
+        strata_server::on_verbosity(Box::new(move |v| {
+            let _ = handle.reload(EnvFilter::new(level_of(v)));
+        }));
+    }
+    if let Some(c) = conf.as_ref().filter(|c| !c.ignored.is_empty()) {
+        tracing::warn!(lines = ?c.ignored, "--config: lines that are neither a flag nor `logfile` were ignored");
+    }
+    let (daemon, lock, huge) = (args.daemon, args.lock_memory, args.large_pages);
     let (store_cfg, mut server_cfg) = match args.into_configs() {
         Ok(c) => c,
         Err(msg) => {
@@ -48,6 +118,15 @@ fn main() -> ExitCode {
             return ExitCode::from(64);
         }
     };
+    if daemon {
+        if let Err(e) = daemonize() {
+            eprintln!("strata: -d: {e}");
+            return ExitCode::from(71);
+        }
+    }
+    if lock {
+        lock_memory();
+    }
     let threads = server_cfg.threads;
     let store = match warm::start(store_cfg, server_cfg.snapshot.as_mut(), threads) {
         Ok(s) => s,
@@ -64,6 +143,11 @@ fn main() -> ExitCode {
             return ExitCode::from(73);
         }
     };
+    if huge {
+        if let Err(e) = store.advise_huge_pages() {
+            tracing::warn!(error = %e, "-L: no transparent huge pages for item memory");
+        }
+    }
     if let Some(codec) = store.codec() {
         fixed_malloc_thresholds();
         // Dictionaries are trained off the request path; without the
@@ -78,5 +162,17 @@ fn main() -> ExitCode {
             eprintln!("strata: {e}");
             ExitCode::from(71)
         }
+    }
+}
+
+/// The configuration file's `logfile`, shared by every thread's writer.
+struct LogFile(std::sync::Arc<std::fs::File>);
+
+impl std::io::Write for LogFile {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        (&*self.0).write(buf)
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        (&*self.0).flush()
     }
 }

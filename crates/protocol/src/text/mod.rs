@@ -131,6 +131,10 @@ pub enum Command<'a> {
     DebugAdvanceClock {
         seconds: u32,
     },
+    /// `debug_panic`: only with [`Config::debug_clock`]; the server panics
+    /// serving it, which tests use to check that a panic costs only its
+    /// connection.
+    DebugPanic,
     /// `mg`; `value` is the `v` flag.
     MetaGet {
         get: ops::Get<'a>,
@@ -369,6 +373,7 @@ pub fn parse<'a>(buf: &'a [u8], config: &Config) -> Parse<'a> {
         b"snapshot" if l.ntokens == 2 => done(Command::Snapshot, false, consumed),
         b"stats" => done(Command::Stats { args: Tokens(l.after_command) }, false, consumed),
         b"debug_advance_clock" if config.debug_clock => admin::parse_debug_clock(&l, consumed),
+        b"debug_panic" if config.debug_clock && l.ntokens == 2 => done(Command::DebugPanic, false, consumed),
         b"mg" => meta::get::parse(&l, consumed),
         b"ms" => meta::set::parse(&l, buf, consumed, config),
         b"md" => meta::delete::parse(&l, consumed),

@@ -161,6 +161,11 @@ fn debug_clock_only_when_enabled() {
         parse(b"debug_advance_clock 5\r\n", &c),
         Parse::Done { request: Request { command: Command::DebugAdvanceClock { seconds: 5 }, .. }, .. }
     ));
+    assert_eq!(cmd(b"debug_panic\r\n").0, Command::Error(ClientError::Error));
+    assert!(matches!(
+        parse(b"debug_panic\r\n", &c),
+        Parse::Done { request: Request { command: Command::DebugPanic, .. }, .. }
+    ));
 }
 
 proptest! {

@@ -1,0 +1,110 @@
+//! The process's side facing the operating system once the ports are open:
+//! the pid file (`-P`) and dropping root's privileges (`-u`), in the order
+//! memcached uses (both after binding, so a pid file under `/run` and a
+//! port below 1024 still work for a server started as root).
+
+use std::ffi::CString;
+use std::io;
+use std::path::{Path, PathBuf};
+
+/// A pid file that is removed when this is dropped (a clean exit).
+#[derive(Debug)]
+pub(crate) struct PidFile(PathBuf);
+
+impl PidFile {
+    /// Writes this process's id to `path`, replacing the file.
+    pub fn create(path: &Path) -> io::Result<PidFile> {
+        std::fs::write(path, format!("{}\n", std::process::id()))?;
+        Ok(PidFile(path.to_path_buf()))
+    }
+}
+
+impl Drop for PidFile {
+    fn drop(&mut self) {
+        // After dropping privileges the directory may not let us: as
+        // memcached, the file then stays (the init system cleans up).
+        if let Err(e) = std::fs::remove_file(&self.0) {
+            tracing::warn!(path = %self.0.display(), error = %e, "could not remove the pid file");
+        }
+    }
+}
+
+/// Why `-u` could not be applied.
+#[derive(Debug, thiserror::Error)]
+pub enum PrivilegeError {
+    #[error("can't find the user {0} to switch to")]
+    NoSuchUser(String),
+    #[error("failed to assume the identity of user {user}: {source}")]
+    Switch { user: String, source: io::Error },
+}
+
+/// As memcached: started as root, switches to `user` (its groups, then
+/// its group and user ids); started as another user, `-u` changes nothing.
+/// Started as root without `-u`, memcached refuses to run; strata warns
+/// and goes on, so `cargo run --release` in a root container still works.
+pub(crate) fn drop_privileges(user: Option<&str>) -> Result<(), PrivilegeError> {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        return Ok(());
+    }
+    let Some(user) = user else {
+        tracing::warn!("running as root without -u: memcached would refuse to; consider -u USER");
+        return Ok(());
+    };
+    let no_user = || PrivilegeError::NoSuchUser(user.to_string());
+    let name = CString::new(user).map_err(|_| no_user())?;
+    // SAFETY: `passwd` is plain data; all-zero is a valid value to fill.
+    let mut pwd: libc::passwd = unsafe { std::mem::zeroed() };
+    let mut buf = vec![0 as libc::c_char; 16 << 10];
+    let mut found: *mut libc::passwd = std::ptr::null_mut();
+    // SAFETY: every pointer is to live memory of the stated length; the
+    // strings `pwd` points at live in `buf`, which outlives their use here.
+    let rc = unsafe { libc::getpwnam_r(name.as_ptr(), &mut pwd, buf.as_mut_ptr(), buf.len(), &mut found) };
+    if rc != 0 || found.is_null() {
+        return Err(no_user());
+    }
+    let fail = |source| PrivilegeError::Switch { user: user.to_string(), source };
+    // SAFETY: plain system calls on ids read above; groups first, since
+    // they can no longer be changed once the user id is not root.
+    unsafe {
+        if libc::initgroups(name.as_ptr(), pwd.pw_gid) != 0 {
+            return Err(fail(io::Error::last_os_error()));
+        }
+        if libc::setgid(pwd.pw_gid) != 0 {
+            return Err(fail(io::Error::last_os_error()));
+        }
+        if libc::setuid(pwd.pw_uid) != 0 {
+            return Err(fail(io::Error::last_os_error()));
+        }
+    }
+    tracing::info!(user, "switched to user");
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_pid_file_holds_the_pid_and_goes_with_its_owner() {
+        let dir = std::env::temp_dir().join(format!("strata-pid-test-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap_or_else(|e| panic!("{e}"));
+        let path = dir.join("strata.pid");
+        let pid = PidFile::create(&path).unwrap_or_else(|e| panic!("{e}"));
+        let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(text, format!("{}\n", std::process::id()));
+        drop(pid);
+        assert!(!path.exists());
+        let _ = std::fs::remove_dir(&dir);
+    }
+
+    #[test]
+    fn an_unknown_user_is_refused() {
+        // SAFETY: geteuid has no preconditions.
+        if unsafe { libc::geteuid() } != 0 {
+            assert!(drop_privileges(Some("no-such-user-strata")).is_ok(), "-u is ignored when not root");
+            return;
+        }
+        assert!(matches!(drop_privileges(Some("no-such-user-strata")), Err(PrivilegeError::NoSuchUser(_))));
+    }
+}

@@ -1,0 +1,187 @@
+"""The process as an init system runs it: memcached's -P (pid file), -u
+(switch user after binding), -d (daemonize), Debian's configuration file
+(--config), -o idle_timeout, and a panic that costs only its connection.
+The -P, -u and -d checks hold against memcached too (WIRE_TARGET=memcached).
+"""
+
+import os
+import signal
+import subprocess
+import time
+
+import pytest
+
+from harness import Server, free_port
+from wirelib import expect, run_binary, server_binary, stats, target, wait_for_tcp
+
+NOBODY = 65534
+
+
+def wait_for(cond, timeout=10.0, what="condition"):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if cond():
+            return
+        time.sleep(0.02)
+    raise AssertionError(f"{what} not reached after {timeout}s")
+
+
+def uid_of(pid):
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("Uid:"):
+                return int(line.split()[1])
+    raise AssertionError("no Uid line")
+
+
+def alive(pid):
+    try:
+        os.kill(pid, 0)
+        return True
+    except ProcessLookupError:
+        return False
+
+
+def test_pid_file_is_written_once_listening_and_removed_at_exit(make_server, tmp_path):
+    pid_file = tmp_path / "server.pid"
+    srv = make_server(["-P", str(pid_file)])
+    assert pid_file.read_text() == f"{srv.pid()}\n"
+    assert srv.stop() == 0
+    if target() == "strata":
+        # memcached leaves it to the init system when it cannot; strata
+        # (still root here) removes it.
+        assert not pid_file.exists()
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root")
+def test_u_switches_user_after_binding(make_server):
+    srv = make_server(["-u", "nobody"])
+    assert uid_of(srv.pid()) == NOBODY
+    c = srv.connect()
+    expect(c, b"set k 0 0 1\r\nv\r\nget k\r\n", b"STORED\r\nVALUE k 0 1\r\nv\r\nEND\r\n")
+
+
+@pytest.mark.strata_only
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root")
+def test_u_with_an_unknown_user_refuses_to_start():
+    r = run_binary(["-p", "0", "-u", "no-such-user-strata"])
+    assert r.returncode != 0 and b"can't find the user no-such-user-strata" in r.stderr
+
+
+def test_d_runs_in_the_background(tmp_path):
+    port = free_port()
+    pid_file = tmp_path / "daemon.pid"
+    cmd = [server_binary(), "-d", "-p", str(port), "-l", "127.0.0.1", "-P", str(pid_file)]
+    if target() == "memcached":
+        cmd += ["-U", "0", "-u", "root"]
+    # The command returns once the daemon is detached.
+    r = subprocess.run(cmd, capture_output=True, timeout=10)
+    assert r.returncode == 0, r.stderr
+    c = wait_for_tcp("127.0.0.1", port)
+    wait_for(pid_file.exists, what="the pid file")
+    pid = int(pid_file.read_text())
+    try:
+        assert pid != os.getpid()
+        with open(f"/proc/{pid}/stat") as f:
+            # Field 6: its session id, its own (setsid) and not ours.
+            assert int(f.read().rsplit(")", 1)[1].split()[3]) == pid
+        expect(c, b"set k 0 0 1\r\nv\r\nget k\r\n", b"STORED\r\nVALUE k 0 1\r\nv\r\nEND\r\n")
+    finally:
+        os.kill(pid, signal.SIGTERM)
+        wait_for(lambda: not alive(pid), what="the daemon's exit")
+
+
+@pytest.mark.strata_only
+def test_debians_configuration_file(make_server, tmp_path):
+    """The file Debian ships (trimmed), pointed at from the command line."""
+    pid_file = tmp_path / "memcached.pid"
+    log = tmp_path / "memcached.log"
+    port = free_port()
+    conf = tmp_path / "memcached.conf"
+    conf.write_text(
+        "# memcached default config file\n"
+        "\n"
+        f"logfile {log}\n"
+        "# -v\n"
+        "-m 48\n"
+        f"-p {port}\n"
+        "-l 127.0.0.1\n"
+        "# -c 1024\n"
+        "-c 77\n"
+        f"-P {pid_file}\n"
+        "-o idle_timeout=600\n"
+    )
+    srv = make_server(["--config", str(conf)], port=port, listen=False)
+    c = wait_for_tcp("127.0.0.1", port)
+    s = stats(c)
+    assert (s["limit_maxbytes"], s["max_connections"]) == (str(48 << 20), "77")
+    assert stats(c, "settings")["idle_timeout"] == "600"
+    assert pid_file.read_text() == f"{srv.pid()}\n"
+    wait_for(lambda: log.exists() and b"listening" in log.read_bytes(), what="the log in the logfile")
+    # The command line comes after the file: its flags win.
+    port2 = free_port()
+    srv2 = make_server(["--config", str(conf), "-p", str(port2), "-m", "16", "-P", str(tmp_path / "2.pid")],
+                       port=port2, listen=False)
+    c2 = wait_for_tcp("127.0.0.1", port2)
+    assert stats(c2)["limit_maxbytes"] == str(16 << 20)
+    srv2.stop()
+    r = run_binary(["--config", str(tmp_path / "missing.conf")])
+    assert r.returncode == 64 and b"missing.conf" in r.stderr
+
+
+@pytest.mark.strata_only
+def test_idle_timeout_closes_idle_and_trickling_connections(make_server):
+    srv = make_server(["-o", "idle_timeout=5", "--enable-debug-clock"])
+    idle, trickling, busy = srv.connect(), srv.connect(), srv.connect()
+    # A value that began to arrive and stopped.
+    trickling.send(b"set k 0 0 10\r\nabc")
+    expect(busy, b"debug_advance_clock 6\r\n", b"OK\r\n")
+    # The workers look once a second.
+    for c in (idle, trickling):
+        c.sock.settimeout(5)
+        assert c.sock.recv(100) == b"", "closed"
+    expect(busy, b"get k\r\n", b"END\r\n")
+    assert stats(busy)["idle_kicks"] == "2"
+
+
+@pytest.mark.strata_only
+def test_verbosity_changes_the_log_level_while_serving(make_server):
+    srv = make_server()
+    srv.connect().sock.close()
+    c = srv.connect()
+    expect(c, b"verbosity 1\r\n", b"OK\r\n")
+    srv.connect().sock.close()
+    expect(c, b"verbosity 0\r\n", b"OK\r\n")
+    srv.connect().sock.close()
+    expect(c, b"version\r\n", b"VERSION " + stats(c)["version"].encode() + b"\r\n")
+    srv.proc.send_signal(signal.SIGTERM)
+    srv.proc.wait(10)
+    log = srv.proc.stderr.read()
+    assert log.count(b"connection accepted") == 1, log
+
+
+def test_sighup_is_ignored_and_sigusr1_stops_gracefully(make_server):
+    srv = make_server()
+    c = srv.connect()
+    expect(c, b"set k 0 0 1\r\nv\r\n", b"STORED\r\n")
+    os.kill(srv.pid(), signal.SIGHUP)
+    expect(c, b"get k\r\n", b"VALUE k 0 1\r\nv\r\nEND\r\n")
+    assert srv.proc.poll() is None
+    os.kill(srv.pid(), signal.SIGUSR1)
+    assert srv.proc.wait(10) == 0
+
+
+@pytest.mark.strata_only
+def test_a_panic_closes_only_its_connection(make_server):
+    srv = make_server(["--enable-debug-clock", "-t", "1"])
+    other = srv.connect()
+    expect(other, b"set k 0 0 1\r\nv\r\n", b"STORED\r\n")
+    victim = srv.connect()
+    victim.send(b"debug_panic\r\n")
+    victim.sock.settimeout(5)
+    assert victim.sock.recv(100) == b"", "its connection is closed"
+    # The same worker serves on, for old and new connections.
+    expect(other, b"get k\r\n", b"VALUE k 0 1\r\nv\r\nEND\r\n")
+    expect(srv.connect(), b"get k\r\n", b"VALUE k 0 1\r\nv\r\nEND\r\n")
+    assert stats(other)["strata_worker_panics"] == "1"
+    assert srv.proc.poll() is None
