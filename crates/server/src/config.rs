@@ -83,6 +83,9 @@ pub struct ServerConfig {
     /// `-o idle_timeout=`: seconds a connection may go without completing
     /// a request before it is closed (0: never).
     pub idle_timeout: u32,
+    /// `-o read_buf_mem_limit=`: bytes of unread replies across all
+    /// connections beyond each one's allowance (0: no limit).
+    pub reply_budget: usize,
 }
 
 impl Default for ServerConfig {
@@ -115,6 +118,7 @@ impl Default for ServerConfig {
             user: None,
             pid_file: None,
             idle_timeout: 0,
+            reply_budget: 64 << 20,
         }
     }
 }

@@ -46,7 +46,7 @@ use crate::replies::Replies;
 use crate::transport::Transport;
 use crate::{ConnInfo, ConnState};
 
-const INITIAL_BUF: usize = 16 * 1024;
+const INITIAL_BUF: usize = crate::bufpool::BUF_SIZE;
 
 /// Keys read ahead per look at the buffer (see [`Conn::read_ahead`]): a
 /// 16-deep pipeline or a 16-key multi-get twice over.
@@ -169,7 +169,10 @@ impl Limits {
 pub(crate) struct Conn {
     pub info: Arc<ConnInfo>,
     /// Read buffer: bytes `[rpos, filled)` are unparsed. Its length is its
-    /// capacity, zeroed once, so reads never re-initialise memory.
+    /// capacity, zeroed once, so reads never re-initialise memory. Empty
+    /// while the connection has no unparsed bytes: borrowed from the
+    /// worker's pool when bytes arrive and given back once they are used
+    /// (`bufpool.rs`), so an idle connection holds no buffer.
     rbuf: Vec<u8>,
     rpos: usize,
     filled: usize,
@@ -203,16 +206,25 @@ pub(crate) struct Conn {
     /// When its last request completed (or it was accepted), in the
     /// store clock's seconds: `-o idle_timeout` measures from here.
     last_request: u32,
+    /// Its unread reply bytes charged to the server-wide budget
+    /// ([`crate::ReplyBudget`]); given back when it closes.
+    charged: usize,
+}
+
+impl Drop for Conn {
+    fn drop(&mut self) {
+        self.info.replies.charge(self.charged, 0);
+    }
 }
 
 impl Conn {
     pub fn new(info: Arc<ConnInfo>) -> Conn {
         Conn {
-            rbuf: vec![0; INITIAL_BUF],
+            rbuf: Vec::new(),
             rpos: 0,
             filled: 0,
             hinted: 0,
-            replies: Replies::with_capacity(INITIAL_BUF),
+            replies: Replies::default(),
             phase: Phase::Ready,
             input: Input::Open,
             proto: Proto::Undecided,
@@ -225,6 +237,7 @@ impl Conn {
             retry: None,
             park_t0: None,
             last_request: info.last_cmd.load(std::sync::atomic::Ordering::Relaxed),
+            charged: 0,
             info,
         }
     }
@@ -382,7 +395,7 @@ impl Conn {
     /// requests (the epoll path stops reading in the same cases).
     pub fn pause_reading(&mut self, ctx: &dispatch::Ctx<'_>) -> bool {
         self.phase == Phase::Closing
-            || self.replies.pending() >= ctx.shared.cfg.max_output
+            || self.held_back(ctx.shared.cfg.max_output)
             || self.filled - self.rpos >= INITIAL_BUF
     }
 
@@ -404,9 +417,17 @@ impl Conn {
         ctx.count_traffic(std::mem::take(&mut self.bytes_read), std::mem::take(&mut self.bytes_written));
     }
 
-    /// Replies are below the back-pressure limit again.
+    /// Replies are below the back-pressure limit again (its own, and its
+    /// share of the server-wide budget).
     pub fn below_reply_limit(&mut self, ctx: &dispatch::Ctx<'_>) -> bool {
-        self.replies.pending() < ctx.shared.cfg.max_output
+        !self.held_back(ctx.shared.cfg.max_output)
+    }
+
+    /// Whether its unread replies stop it from running requests: its own
+    /// limit (`max_output`), or the server-wide budget while that is spent.
+    fn held_back(&mut self, max_output: usize) -> bool {
+        let pending = self.replies.pending();
+        pending >= max_output || self.info.replies.holds_back(pending)
     }
 
     /// Writes as much of the replies as `t` takes.
@@ -421,6 +442,9 @@ impl Conn {
     /// requests is served, not grown, which keeps pipelining clients at the
     /// initial buffer size.
     fn make_room(&mut self, want: usize, limit: usize) -> bool {
+        if self.rbuf.is_empty() {
+            self.rbuf = crate::bufpool::take_read();
+        }
         if self.rpos == self.filled {
             self.rpos = 0;
             self.filled = 0;
@@ -486,7 +510,8 @@ impl Conn {
         if self.flush(t).is_err() {
             return Status::Close;
         }
-        if self.replies.pending() >= limits.max_output {
+        if self.held_back(limits.max_output) {
+            self.charge();
             return Status::Open { more: false };
         }
         let mut drained = true;
@@ -544,7 +569,7 @@ impl Conn {
         }
         // With replies still queued the socket is full: its writable edge
         // will wake us. Otherwise come back if work was left.
-        let more = !parked && (stalled || !drained) && self.replies.pending() < limits.max_output;
+        let more = !parked && (stalled || !drained) && !self.held_back(limits.max_output);
         Status::Open { more }
     }
 
@@ -558,7 +583,7 @@ impl Conn {
         let mut served = 0;
         let mut stalled = false;
         let mut read = false;
-        if self.replies.pending() >= limits.max_output {
+        if self.held_back(limits.max_output) {
             // Nothing runs until the replies drain; whatever is buffered
             // (or a multi-get part way) waits for that.
             stalled = true;
@@ -573,7 +598,7 @@ impl Conn {
         if self.settle(ctx) {
             return Advance::Close;
         }
-        let more = stalled && self.replies.pending() < limits.max_output;
+        let more = stalled && !self.held_back(limits.max_output);
         Advance::Open { more, read, held: stalled && !more }
     }
 
@@ -603,7 +628,7 @@ impl Conn {
                 return Served::Need(0);
             }
             if *served >= limits.reqs_per_event
-                || self.replies.pending() >= limits.max_output
+                || self.held_back(limits.max_output)
                 || self.replies.waiting() >= MAX_WAITING_REPLIES
             {
                 return Served::Stalled;
@@ -704,6 +729,12 @@ impl Conn {
         ctx.store.prefetch_flash(&keys[..n]);
     }
 
+    /// Brings its charge to the reply budget up to date.
+    fn charge(&mut self) {
+        let pending = self.replies.pending();
+        self.charged = self.info.replies.charge(self.charged, pending);
+    }
+
     /// What `stats conns` shows it doing.
     fn state(&self) -> ConnState {
         match self.phase {
@@ -714,16 +745,18 @@ impl Conn {
     }
 
     /// Reports the connection's state and traffic; true once it is done:
-    /// its last reply is out after `quit` or end of input. Gives back an
-    /// idle oversized read buffer.
+    /// its last reply is out after `quit` or end of input. Gives its read
+    /// buffer back once everything in it is used.
     fn settle(&mut self, ctx: &mut dispatch::Ctx<'_>) -> bool {
         ctx.touch_conn(&self.info, self.state());
         self.report_traffic(ctx);
+        self.charge();
         if self.done() {
             return true;
         }
-        if self.rpos == self.filled && self.rbuf.len() > INITIAL_BUF * 4 {
-            self.rbuf = vec![0; INITIAL_BUF];
+        self.replies.release_idle();
+        if self.rpos == self.filled && !self.rbuf.is_empty() {
+            crate::bufpool::give_read(std::mem::take(&mut self.rbuf));
             self.rpos = 0;
             self.filled = 0;
             self.hinted = 0;

@@ -33,6 +33,7 @@ impl Fixture {
         let poll = mio::Poll::new().unwrap_or_else(|e| panic!("{e}"));
         let acceptor = Arc::new(mio::Waker::new(poll.registry(), mio::Token(0)).unwrap_or_else(|e| panic!("{e}")));
         let stats = Arc::new(WorkerStats::default());
+        let budget = Arc::new(crate::ReplyBudget { limit: cfg.reply_budget, ..Default::default() });
         let shared = Arc::new(Shared {
             detail: crate::detail::Detail::new(cfg.prefix_delimiter, cfg.detail_enabled),
             cfg,
@@ -42,6 +43,7 @@ impl Fixture {
             total_conns: AtomicU64::new(0),
             rejected_conns: AtomicU64::new(0),
             verbosity: AtomicU32::new(0),
+            replies: budget,
             started: std::time::Instant::now(),
             workers: vec![stats.clone()],
             conns: parking_lot::Mutex::new(Default::default()),
@@ -65,6 +67,7 @@ impl Fixture {
             listen_addr: "test".into(),
             last_cmd: AtomicU32::new(0),
             state: AtomicU32::new(0),
+            replies: self.shared.replies.clone(),
         };
         Conn::new(Arc::new(info))
     }

@@ -74,7 +74,9 @@ pub(crate) fn execute(ctx: &mut Ctx<'_>, req: Request<'_>, out: &mut Vec<u8>, re
             let start = out.len();
             let max_output = ctx.shared.cfg.max_output;
             loop {
-                if out.len() >= max_output && pos > 0 {
+                // Its own reply limit, or the server-wide budget while it
+                // is spent: the rest waits until the client reads.
+                if pos > 0 && (out.len() >= max_output || ctx.shared.replies.holds_back(out.len())) {
                     return Outcome::Resume(pos);
                 }
                 match keys.next_from(pos) {

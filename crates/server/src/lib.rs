@@ -13,6 +13,7 @@
 
 pub mod auth;
 mod binary;
+mod bufpool;
 mod bufring;
 pub mod config;
 mod conn;
@@ -82,6 +83,50 @@ pub(crate) struct ConnInfo {
     pub last_cmd: AtomicU32,
     /// A [`ConnState`], as its `u32`.
     pub state: AtomicU32,
+    /// Reply bytes queued across every connection beyond each one's
+    /// allowance ([`ReplyBudget`]), shared by all connections.
+    pub replies: Arc<ReplyBudget>,
+}
+
+/// The server-wide budget for queued replies (`-o read_buf_mem_limit`):
+/// each connection may queue [`ReplyBudget::ALLOWANCE`] bytes of replies its
+/// client has not read; what it queues beyond that is charged here, and
+/// while the charges reach the limit, connections holding more than their
+/// allowance stop running requests (the largest holders, as their clients
+/// are the ones not reading) until their clients read. A client that never
+/// reads can so hold its allowance and a share of the limit, never more.
+#[derive(Debug, Default)]
+pub(crate) struct ReplyBudget {
+    charged: AtomicUsize,
+    /// Bytes; 0: no limit.
+    pub limit: usize,
+}
+
+impl ReplyBudget {
+    /// Unread reply bytes a connection keeps without a charge.
+    pub const ALLOWANCE: usize = 64 << 10;
+
+    /// Whether a connection with `pending` unsent reply bytes must stop
+    /// running requests for now.
+    pub fn holds_back(&self, pending: usize) -> bool {
+        self.limit != 0 && pending >= Self::ALLOWANCE && self.charged.load(Relaxed) >= self.limit
+    }
+
+    /// Moves a connection's charge from `was` to what `pending` calls for;
+    /// returns the new charge.
+    pub fn charge(&self, was: usize, pending: usize) -> usize {
+        let now = pending.saturating_sub(Self::ALLOWANCE);
+        if now > was {
+            self.charged.fetch_add(now - was, Relaxed);
+        } else if now < was {
+            self.charged.fetch_sub(was - now, Relaxed);
+        }
+        now
+    }
+
+    pub fn charged(&self) -> usize {
+        self.charged.load(Relaxed)
+    }
 }
 
 /// What `stats conns` shows a connection doing, in memcached's words.
@@ -123,6 +168,8 @@ pub(crate) struct Shared {
     pub total_conns: AtomicU64,
     pub rejected_conns: AtomicU64,
     pub verbosity: AtomicU32,
+    /// Queued replies across connections (`-o read_buf_mem_limit`).
+    pub replies: Arc<ReplyBudget>,
     pub started: Instant,
     pub workers: Vec<Arc<stats::WorkerStats>>,
     pub conns: Mutex<BTreeMap<u64, Arc<ConnInfo>>>,
@@ -209,6 +256,7 @@ pub fn run(cfg: ServerConfig, store: Arc<Store>) -> Result<(), ServerError> {
     let workers_stats: Vec<_> = (0..threads).map(|_| Arc::new(stats::WorkerStats::default())).collect();
     let shared = Arc::new(Shared {
         verbosity: AtomicU32::new(cfg.verbosity),
+        replies: Arc::new(ReplyBudget { limit: cfg.reply_budget, ..ReplyBudget::default() }),
         detail: detail::Detail::new(cfg.prefix_delimiter, cfg.detail_enabled),
         listeners: listeners.iter().map(|l| (l.fd(), l.name())).collect(),
         cfg,
@@ -341,6 +389,7 @@ pub fn run(cfg: ServerConfig, store: Arc<Store>) -> Result<(), ServerError> {
                                     listen_addr: l.name(),
                                     last_cmd: AtomicU32::new(shared.store.clock().now()),
                                     state: AtomicU32::new(0),
+                                    replies: shared.replies.clone(),
                                 });
                                 shared.conns.lock().insert(next_id, info.clone());
                                 let (tx, wake) = &workers[next % workers.len()];

@@ -16,18 +16,15 @@
 //!
 //! io_uring sends from a second buffer (`inflight`) that a send in flight
 //! owns: new replies go to `ready` meanwhile, so the bytes the kernel reads
-//! never move. Every byte not yet sent counts toward back-pressure
+//! never move. Both are borrowed from the worker's pool when a reply is
+//! written and given back once sent (`bufpool.rs`): an idle connection
+//! holds neither. Every byte not yet sent counts toward back-pressure
 //! ([`Replies::pending`]), waiting slots' queued replies included.
 
 use std::collections::VecDeque;
 use std::io;
 
 use crate::transport::Transport;
-
-/// Buffers above this size are given back once emptied.
-const SHRINK_ABOVE: usize = 64 * 1024;
-/// The size they shrink to.
-const SHRINK_TO: usize = 16 * 1024;
 
 /// A reply waiting for its bytes; [`Replies::fill`] completes it.
 ///
@@ -61,14 +58,13 @@ pub(crate) struct Replies {
 }
 
 impl Replies {
-    pub fn with_capacity(n: usize) -> Replies {
-        Replies { ready: Vec::with_capacity(n), ..Replies::default() }
-    }
-
     /// Where the next reply's bytes go: the sendable buffer, or, behind a
     /// waiting slot, the queue after it.
     pub fn buf(&mut self) -> &mut Vec<u8> {
         if self.behind.is_empty() {
+            if self.ready.capacity() == 0 {
+                self.ready = crate::bufpool::take_write();
+            }
             return &mut self.ready;
         }
         if !matches!(self.behind.back(), Some(Part::Ready(_))) {
@@ -141,6 +137,19 @@ impl Replies {
         self.behind_bytes = self.behind.iter().map(|p| if let Part::Ready(b) = p { b.len() } else { 0 }).sum();
     }
 
+    /// Gives the buffers back to the pool if nothing in them is left to
+    /// send (a request with no reply took one): an idle connection holds
+    /// none. A send in flight owns a non-empty `inflight`, never touched here.
+    pub fn release_idle(&mut self) {
+        if self.behind.is_empty() && self.rpos == self.ready.len() && self.ready.capacity() != 0 {
+            self.rpos = 0;
+            crate::bufpool::give_write(std::mem::take(&mut self.ready));
+        }
+        if self.inflight.is_empty() && self.inflight.capacity() != 0 {
+            crate::bufpool::give_write(std::mem::take(&mut self.inflight));
+        }
+    }
+
     /// Slots still waiting.
     pub fn waiting(&self) -> usize {
         self.waiting
@@ -201,15 +210,13 @@ impl Replies {
     pub fn sent(&mut self, n: usize) {
         self.ipos = (self.ipos + n).min(self.inflight.len());
         if self.ipos == self.inflight.len() {
-            self.inflight.clear();
+            // All sent: the buffers go back to the pool (one that grew for
+            // a large reply is freed).
             self.ipos = 0;
-            if self.inflight.capacity() > SHRINK_ABOVE {
-                self.inflight.shrink_to(SHRINK_TO);
-            }
-            if self.rpos == self.ready.len() && self.ready.capacity() > SHRINK_ABOVE {
-                self.ready.clear();
+            crate::bufpool::give_write(std::mem::take(&mut self.inflight));
+            if self.rpos == self.ready.len() && self.ready.capacity() != 0 {
                 self.rpos = 0;
-                self.ready.shrink_to(SHRINK_TO);
+                crate::bufpool::give_write(std::mem::take(&mut self.ready));
             }
         }
     }

@@ -213,6 +213,11 @@ fn general(shared: &Shared) -> Snapshot {
     s.counter("strata_segments_evicted", "Segments freed by evicting live items.", st.segments_evicted);
     s.counter("strata_segments_reclaimed", "Segments freed without evicting.", st.segments_reclaimed);
     s.counter("strata_items_reinserted", "Items copied forward by eviction or the cleaner.", st.reinserted);
+    s.gauge(
+        "strata_reply_bytes_charged",
+        "Unread reply bytes beyond each connection's 64 KiB, counted against -o read_buf_mem_limit.",
+        shared.replies.charged(),
+    );
     s.counter(
         "idle_kicks",
         "Connections closed for going -o idle_timeout seconds without a request.",
@@ -431,6 +436,11 @@ fn settings(shared: &Shared) -> Snapshot {
     s.info("udpport", "UDP port (always 0).", 0u64);
     s.info("inter", "Listen addresses (-l).", c.listen.join(","));
     s.info("verbosity", "Log level (-v, verbosity).", shared.verbosity.load(Relaxed));
+    s.info(
+        "read_buf_mem_limit",
+        "Bytes of unread replies across connections beyond each one's 64 KiB (0: no limit).",
+        shared.replies.limit,
+    );
     s.info(
         "idle_timeout",
         "Seconds a connection may go without completing a request (0: no limit).",

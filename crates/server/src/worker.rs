@@ -277,4 +277,5 @@ pub(crate) fn contain<T>(stats: &WorkerStats, serve: impl FnOnce() -> T) -> Opti
 pub(crate) fn close(shared: &Shared, id: u64) {
     shared.conns.lock().remove(&id);
     shared.curr_conns.fetch_sub(1, Relaxed);
+    crate::bufpool::note_closed();
 }

@@ -114,7 +114,8 @@ pub struct Args {
     /// compression=on|off, compression_level=1..19, compression_min_size=BYTES,
     /// compression_min_saving=PERCENT, compression_dict_size=BYTES, compression_train_bytes=BYTES,
     /// compression_sample=N, compression_retrain_drop=PERCENT (README, "Compression");
-    /// idle_timeout=SECONDS (close connections that complete no request for that long);
+    /// idle_timeout=SECONDS (close connections that complete no request for that long),
+    /// read_buf_mem_limit=MB (unread replies across connections; 0: no limit);
     /// ext_path=PATH:SIZE (repeatable), ext_item_size=BYTES, ext_wbuf_size=MB, ext_page_size=MB,
     /// ext_recache_rate=N, ext_threads=N (README, "Flash tier")
     #[arg(short = 'o', long = "extended", action = ArgAction::Append)]
@@ -196,6 +197,13 @@ pub struct Args {
 /// otherwise (the measurements behind the choice: docs/benchmarks.md).
 const COMPRESSION_DEFAULT: bool = false;
 
+/// Unread replies across connections, beyond each one's 64 KiB, unless
+/// `-o read_buf_mem_limit` says otherwise: a quarter of `-m`, at least
+/// 32 MiB. (memcached has no limit by default.)
+fn reply_budget_default(memory_limit: usize) -> usize {
+    (memory_limit / 4).max(32 << 20)
+}
+
 /// Whether `--durability` asks for anything but off (checked fully later).
 fn durability_requested(v: &str) -> bool {
     v != "off"
@@ -274,6 +282,7 @@ impl Args {
         let mut zcfg = strata_compress::Config::default();
         let mut ext = crate::ext::ExtOptions::default();
         let mut idle_timeout = 0;
+        let mut read_buf_mem_limit: Option<usize> = None;
         for opt in self.extended.iter().flat_map(|o| o.split(',')).filter(|o| !o.is_empty()) {
             let (k, v) = opt.split_once('=').unwrap_or((opt, ""));
             match k {
@@ -314,6 +323,7 @@ impl Args {
                     }
                 }
                 "idle_timeout" => idle_timeout = number(k, v)?,
+                "read_buf_mem_limit" => read_buf_mem_limit = Some(number(k, v)?),
                 "compression_level" => zcfg.level = number(k, v)?,
                 "compression_min_size" => zcfg.min_size = parse_size(v)?,
                 "compression_min_saving" => zcfg.min_saving_percent = number(k, v)?,
@@ -443,6 +453,8 @@ impl Args {
             user: self.user,
             pid_file: self.pid_file,
             idle_timeout,
+            reply_budget: read_buf_mem_limit
+                .map_or_else(|| reply_budget_default(memory_limit), |mb| mb.saturating_mul(1 << 20)),
             port: self.port,
             listen,
             unix_socket: self.unix_socket,
