@@ -16,8 +16,8 @@ use std::cell::RefCell;
 pub(crate) const BUF_SIZE: usize = 16 * 1024;
 
 /// Buffers of each kind a worker keeps for reuse: enough for the
-/// connections one turn serves, 2 MiB per worker at most.
-const POOL_MAX: usize = 64;
+/// connections one turn serves, 4 MiB of each kind per worker at most.
+const POOL_MAX: usize = 256;
 
 thread_local! {
     /// Read buffers: `len() == BUF_SIZE`, contents stale (initialised once).
