@@ -346,6 +346,8 @@ pub fn run(cfg: ServerConfig, store: Arc<Store>) -> Result<(), ServerError> {
         None => None,
     };
 
+    // Listening, workers running: a `Type=notify` unit is started.
+    process::notify(&format!("READY=1\nMAINPID={}", std::process::id()));
     let mut events = Events::with_capacity(256);
     let mut next = 0usize;
     let mut next_id = 0u64;
@@ -418,6 +420,7 @@ pub fn run(cfg: ServerConfig, store: Arc<Store>) -> Result<(), ServerError> {
     }
 
     shared.shutdown.store(true, Relaxed);
+    process::notify("STOPPING=1");
     for (_, wake) in &workers {
         wake.wake();
     }

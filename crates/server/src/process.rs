@@ -1,7 +1,8 @@
 //! The process's side facing the operating system once the ports are open:
 //! the pid file (`-P`) and dropping root's privileges (`-u`), in the order
 //! memcached uses (both after binding, so a pid file under `/run` and a
-//! port below 1024 still work for a server started as root).
+//! port below 1024 still work for a server started as root), and telling
+//! systemd it is ready (`Type=notify`).
 
 use std::ffi::CString;
 use std::io;
@@ -79,6 +80,30 @@ pub(crate) fn drop_privileges(user: Option<&str>) -> Result<(), PrivilegeError> 
     }
     tracing::info!(user, "switched to user");
     Ok(())
+}
+
+/// Tells the service manager how the server stands (`READY=1` once it
+/// serves, `STOPPING=1` when it stops): systemd's `sd_notify` protocol, a
+/// datagram to the unix socket `$NOTIFY_SOCKET` names (`@` for Linux's
+/// abstract namespace). Without the variable, nothing is sent; a failure is
+/// logged, never fatal.
+pub(crate) fn notify(state: &str) {
+    let Some(path) = std::env::var_os("NOTIFY_SOCKET") else { return };
+    let send = || -> io::Result<()> {
+        use std::os::linux::net::SocketAddrExt;
+        use std::os::unix::net::{SocketAddr, UnixDatagram};
+        let sock = UnixDatagram::unbound()?;
+        let bytes = std::os::unix::ffi::OsStrExt::as_bytes(path.as_os_str());
+        let addr = match bytes.strip_prefix(b"@") {
+            Some(name) => SocketAddr::from_abstract_name(name)?,
+            None => SocketAddr::from_pathname(&path)?,
+        };
+        sock.send_to_addr(state.as_bytes(), &addr)?;
+        Ok(())
+    };
+    if let Err(e) = send() {
+        tracing::warn!(error = %e, "could not notify the service manager ($NOTIFY_SOCKET)");
+    }
 }
 
 #[cfg(test)]

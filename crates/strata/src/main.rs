@@ -118,7 +118,13 @@ fn main() -> ExitCode {
             return ExitCode::from(64);
         }
     };
-    if daemon {
+    // Under systemd (a `Type=notify` unit) the process it started must stay
+    // the service's main process: Debian's memcached.conf has -d.
+    let under_systemd = std::env::var_os("NOTIFY_SOCKET").is_some();
+    if daemon && under_systemd {
+        tracing::info!("-d ignored: started by systemd ($NOTIFY_SOCKET), strata stays in the foreground");
+    }
+    if daemon && !under_systemd {
         if let Err(e) = daemonize() {
             eprintln!("strata: -d: {e}");
             return ExitCode::from(71);

@@ -1,0 +1,98 @@
+"""Packaging: the systemd unit (dist/strata.service, checked with
+systemd-analyze), the readiness notification it relies on (Type=notify:
+READY=1 once listening, STOPPING=1 at the end), the example configuration
+file (dist/memcached.conf), and the Dockerfile (built only where a docker
+daemon runs).
+"""
+
+import os
+import shutil
+import socket
+import subprocess
+
+import pytest
+
+from harness import ROOT, STRATA_BIN, free_port
+from wirelib import expect, stats, wait_for_tcp
+
+pytestmark = pytest.mark.strata_only
+
+DIST = os.path.join(ROOT, "dist")
+
+
+def test_systemd_is_told_when_strata_is_ready_and_when_it_stops(make_server, tmp_path):
+    path = str(tmp_path / "notify")
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+    sock.bind(path)
+    sock.settimeout(10)
+    # -d as in Debian's file: under systemd it is ignored (the process
+    # systemd started must stay its main process).
+    srv = make_server(["-d"], env={**os.environ, "NOTIFY_SOCKET": path})
+    msg = sock.recv(1024).decode()
+    assert msg == f"READY=1\nMAINPID={srv.pid()}"
+    expect(srv.connect(), b"version\r\n", b"VERSION " + stats(srv.connect())["version"].encode() + b"\r\n")
+    srv.stop()
+    assert sock.recv(1024) == b"STOPPING=1"
+
+
+def test_the_abstract_socket_namespace_works_too(make_server):
+    name = f"strata-test-{os.getpid()}"
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+    sock.bind("\0" + name)
+    sock.settimeout(10)
+    srv = make_server(env={**os.environ, "NOTIFY_SOCKET": "@" + name})
+    assert sock.recv(1024).startswith(b"READY=1\n")
+    srv.stop()
+
+
+@pytest.mark.skipif(shutil.which("systemd-analyze") is None, reason="systemd-analyze not installed")
+def test_the_unit_file_verifies(tmp_path):
+    with open(os.path.join(DIST, "strata.service")) as f:
+        unit = f.read()
+    assert "Type=notify" in unit
+    # systemd-analyze checks that ExecStart's binary exists: point it at
+    # the one just built.
+    unit = unit.replace("/usr/local/bin/strata", STRATA_BIN)
+    (tmp_path / "strata.service").write_text(unit)
+    r = subprocess.run(["systemd-analyze", "verify", str(tmp_path / "strata.service")],
+                       capture_output=True, timeout=60)
+    out = (r.stdout + r.stderr).decode()
+    assert r.returncode == 0, out
+    assert "Unknown" not in out and "Invalid" not in out, out
+
+
+def test_the_example_configuration_file_starts_a_server(make_server, tmp_path):
+    with open(os.path.join(DIST, "memcached.conf")) as f:
+        conf = f.read()
+    # Its user and pid file need root and /run/memcached; the rest as is.
+    conf = conf.replace("-u memcache", "").replace("/run/memcached/memcached.pid", str(tmp_path / "pid"))
+    (tmp_path / "memcached.conf").write_text(conf)
+    port = free_port()
+    make_server(["--config", str(tmp_path / "memcached.conf"), "-p", str(port)], port=port, listen=False)
+    c = wait_for_tcp("127.0.0.1", port)
+    s = stats(c)
+    assert (s["limit_maxbytes"], s["max_connections"]) == (str(64 << 20), "1024")
+    assert (tmp_path / "pid").exists()
+
+
+def docker_works():
+    if shutil.which("docker") is None:
+        return False
+    return subprocess.run(["docker", "info"], capture_output=True, timeout=30).returncode == 0
+
+
+@pytest.mark.skipif(not docker_works(), reason="no docker daemon here")
+def test_the_docker_image_builds_and_serves():
+    tag = "strata-test:latest"
+    subprocess.run(["docker", "build", "-t", tag, ROOT], check=True, timeout=1800)
+    port = free_port()
+    run = subprocess.run(["docker", "run", "-d", "--rm", "-p", f"127.0.0.1:{port}:11211", tag],
+                         capture_output=True, check=True, timeout=60)
+    cid = run.stdout.decode().strip()
+    try:
+        c = wait_for_tcp("127.0.0.1", port, timeout=30)
+        expect(c, b"set k 0 0 1\r\nv\r\nget k\r\n", b"STORED\r\nVALUE k 0 1\r\nv\r\nEND\r\n")
+        user = subprocess.run(["docker", "exec", cid, "id", "-u"], capture_output=True, timeout=30)
+        assert user.stdout.strip() != b"0", "runs as a non-root user"
+    finally:
+        subprocess.run(["docker", "stop", cid], capture_output=True, timeout=60)
