@@ -160,6 +160,12 @@ def test_verbosity_changes_the_log_level_while_serving(make_server):
     assert log.count(b"connection accepted") == 1, log
 
 
+def test_memcached_tuning_options_start_unchanged(make_server):
+    srv = make_server(["-o", "modern,maxconns_fast,slab_reassign,slab_automove=1,lru_crawler,lru_maintainer,"
+                             "hash_algorithm=murmur3,no_inline_ascii_resp"])
+    expect(srv.connect(), b"set k 0 0 1\r\nv\r\nget k\r\n", b"STORED\r\nVALUE k 0 1\r\nv\r\nEND\r\n")
+
+
 def test_sighup_is_ignored_and_sigusr1_stops_gracefully(make_server):
     srv = make_server()
     c = srv.connect()

@@ -193,6 +193,50 @@ pub struct Args {
     debug_flash_async: bool,
 }
 
+/// memcached's `-o` options that tune machinery strata does not have (its
+/// slab classes, LRU threads, logger buffers) or name what strata always
+/// does (`maxconns_fast`, `modern`): accepted with a note in the log, so
+/// a memcached command line starts unchanged. A misspelt option is still
+/// an error.
+const MEMCACHED_TUNING: &[&str] = &[
+    "modern",
+    "no_modern",
+    "maxconns_fast",
+    "no_maxconns_fast",
+    "slab_reassign",
+    "no_slab_reassign",
+    "slab_automove",
+    "no_slab_automove",
+    "slab_automove_ratio",
+    "slab_automove_window",
+    "slab_chunk_max",
+    "slab_sizes",
+    "tail_repair_time",
+    "hash_algorithm",
+    "lru_crawler",
+    "no_lru_crawler",
+    "lru_crawler_sleep",
+    "lru_crawler_tocrawl",
+    "lru_maintainer",
+    "no_lru_maintainer",
+    "lru_segmented",
+    "hot_lru_pct",
+    "warm_lru_pct",
+    "hot_max_factor",
+    "warm_max_factor",
+    "temporary_ttl",
+    "watcher_logbuf_size",
+    "worker_logbuf_size",
+    "track_sizes",
+    "inline_ascii_resp",
+    "no_inline_ascii_resp",
+    "no_chunked_items",
+    "no_hashexpand",
+    "resp_obj_mem_limit",
+    "drop_privileges",
+    "no_drop_privileges",
+];
+
 /// Whether values are stored compressed unless `-o compression=` says
 /// otherwise (the measurements behind the choice: docs/benchmarks.md).
 const COMPRESSION_DEFAULT: bool = false;
@@ -332,6 +376,11 @@ impl Args {
                 "compression_sample" => zcfg.sample_one_in = number(k, v)?,
                 "compression_retrain_drop" => zcfg.retrain_drop_percent = number(k, v)?,
                 _ if ext.take(k, v)? => {}
+                _ if MEMCACHED_TUNING.contains(&k) => {
+                    // Over the connection limit strata always answers and
+                    // closes at once: memcached's maxconns_fast.
+                    tracing::info!("-o {k}: accepted for memcached compatibility, no effect here");
+                }
                 _ => return Err(format!("unknown extended option {k:?} (-o)")),
             }
         }
@@ -528,6 +577,12 @@ mod tests {
         assert_eq!(sv.pid_file, Some(PathBuf::from("/run/m.pid")));
         assert_eq!(sv.idle_timeout, 30);
         assert!(parse(&["-o", "idle_timeout=soon"]).is_err());
+        assert!(parse(&[
+            "-o",
+            "modern,maxconns_fast,slab_reassign,slab_automove=1,lru_crawler,hash_algorithm=murmur3"
+        ])
+        .is_ok());
+        assert!(parse(&["-o", "slab_reasign"]).is_err(), "a misspelt option is an error");
         // A configuration file's flags come first: the command line's win.
         let (st, sv) = parse(&["-m", "32", "-p", "1", "-p", "2", "-m", "16"]).unwrap_or_else(|e| panic!("{e}"));
         assert_eq!((st.memory_limit, sv.port), (16 << 20, 2));
