@@ -101,14 +101,6 @@ def drive(port, seed, duration, ops):
     ops.value = n
 
 
-def rss(pid):
-    with open(f"/proc/{pid}/status") as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) * 1024
-    return 0
-
-
 def svg(series, memory_mb, duration):
     """A plain SVG line plot of RSS (MiB) over time, one line per server."""
     w, h, pad = 720, 320, 50
@@ -169,7 +161,7 @@ def main():
         while any(pr.is_alive() for pr in procs.values()):
             t = time.monotonic() - t0
             for k, s in servers.items():
-                series[k].append((round(t, 1), rss(s.pid())))
+                series[k].append((round(t, 1), s.rss_bytes()))
             time.sleep(SAMPLE_EVERY)
         for pr in procs.values():
             pr.join()
