@@ -13,6 +13,7 @@
 //!    │ │ │ └─ incomplete ──────────► Waiting { need }  (more input makes it Ready)
 //!    │ │ └─── refused, data follows ► Swallowing { left } ─ left = 0 ─► Ready
 //!    │ └───── multi-get over the reply limit ► Resuming { at } ─ replies drain ─► Ready
+//!    │        (a read from flash to wait for ► Parked { at, addr } ─ read done ─► Resuming/Ready)
 //!    └─────── quit, fatal binary request ► Closing (only its replies are left)
 //! ```
 //!

@@ -29,8 +29,8 @@ use crate::transport::Transport;
 /// A reply waiting for its bytes; [`Replies::fill`] completes it.
 ///
 /// With `--durability always`, a change's reply waits in one until the
-/// change is on disk (`Conn::hold_for_durability`); the flash tier's reads
-/// will wait in them too (`../shared/DESIGN.md` §6).
+/// change is on disk (`Conn::hold_for_durability`). Reads from flash park
+/// their connection instead (`conn.rs`, `Phase::Parked`).
 #[derive(Debug, PartialEq, Eq)]
 pub(crate) struct Slot(u64);
 
