@@ -12,7 +12,7 @@ import time
 import pytest
 
 from harness import Server, free_port
-from wirelib import expect, run_binary, server_binary, stats, target, wait_for_tcp
+from wirelib import assert_in_sync, expect, run_binary, server_binary, stats, target, wait_for_tcp
 
 NOBODY = 65534
 
@@ -45,6 +45,9 @@ def alive(pid):
 def test_pid_file_is_written_once_listening_and_removed_at_exit(make_server, tmp_path):
     pid_file = tmp_path / "server.pid"
     srv = make_server(["-P", str(pid_file)])
+    # The harness sees the port listening as soon as it is bound; a reply
+    # proves the server went on past writing the file.
+    assert_in_sync(srv.connect())
     assert pid_file.read_text() == f"{srv.pid()}\n"
     assert srv.stop() == 0
     if target() == "strata":
@@ -56,9 +59,11 @@ def test_pid_file_is_written_once_listening_and_removed_at_exit(make_server, tmp
 @pytest.mark.skipif(os.geteuid() != 0, reason="needs root")
 def test_u_switches_user_after_binding(make_server):
     srv = make_server(["-u", "nobody"])
-    assert uid_of(srv.pid()) == NOBODY
+    # Served first: the port listens (and the harness goes on) before the
+    # switch, which comes after binding; a reply comes after it.
     c = srv.connect()
     expect(c, b"set k 0 0 1\r\nv\r\nget k\r\n", b"STORED\r\nVALUE k 0 1\r\nv\r\nEND\r\n")
+    assert uid_of(srv.pid()) == NOBODY
 
 
 @pytest.mark.strata_only
