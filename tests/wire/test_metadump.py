@@ -1,6 +1,8 @@
 """lru_crawler metadump and stats cachedump: a line of metadata per live item, memcached's
 format, streamed under back-pressure; and memcached-tool's dump (which is
 built on it) warming a second server, the migration recipe in docs.
+lru_crawler mgdump (memcached 1.6.28's: newer than Debian's 1.6.18, so
+strata only) and scripts/mgdump_copy.py, the other recipe.
 
 strata has one "slab class" (1), as stats items/slabs report; la= is when
 the item was written (strata keeps no last-access time per item).
@@ -9,6 +11,7 @@ the item was written (strata keeps no last-access time per item).
 import os
 import re
 import subprocess
+import sys
 import time
 
 import pytest
@@ -50,7 +53,7 @@ def test_lines_in_memcacheds_format(make_server):
     assert metadump(c, b"2") == []
     for bad in (b"0", b"abc", b"64"):
         expect(c, b"lru_crawler metadump " + bad + b"\r\n", b"BADCLASS invalid class id\r\n")
-    for bad in (b"lru_crawler metadump", b"lru_crawler metadump all extra", b"lru_crawler mgdump all"):
+    for bad in (b"lru_crawler metadump", b"lru_crawler metadump all extra", b"lru_crawler mgdump"):
         expect(c, bad + b"\r\n", b"ERROR\r\n")
     # Expired and flushed items are not listed.
     expect(c, b"flush_all\r\n", b"OK\r\n")
@@ -95,6 +98,58 @@ def test_memcached_tool_dump_warms_another_server(make_server):
     ttl = re.fullmatch(rb"VA 2 t(\d+)\r\n", line)
     assert ttl and 3590 <= int(ttl.group(1)) <= 3600, line
     assert read_line_or_partial(d) == b"hi\r\n"
+
+
+def mgdump(c, arg=b"all"):
+    c.send(b"lru_crawler mgdump " + arg + b"\r\n")
+    reply = read_until_end(c, terminator=b"EN\r\n", timeout=30)
+    return reply[: -len(b"EN\r\n")].split(b"\r\n")[:-1]
+
+
+@pytest.mark.strata_only
+def test_mgdump_lists_replayable_mg_commands(make_server):
+    c = make_server().connect()
+    expect(c, b"set a:1 0 0 1\r\nx\r\nset b 5 100 3\r\nabc\r\n", b"STORED\r\n" * 2)
+    # A key no text command could carry (a space) was stored through base64.
+    expect(c, b"ms c3AgY2U= 2 b\r\nhi\r\n", b"HD\r\n")
+    lines = mgdump(c)
+    assert sorted(lines) == [b"mg a:1", b"mg b", b"mg c3AgY2U= b"]
+    # Each line is a command: sent back with v, it fetches its item.
+    c.send(b"".join(line + b" v\r\n" for line in sorted(lines)))
+    assert read_until_end(c, terminator=b"hi\r\n") == b"VA 1\r\nx\r\nVA 3\r\nabc\r\nVA 2\r\nhi\r\n"
+    assert sorted(mgdump(c, b"hash")) == sorted(lines)
+    assert mgdump(c, b"2") == []
+    expect(c, b"lru_crawler mgdump 0\r\n", b"BADCLASS invalid class id\r\n")
+    expect(c, b"flush_all\r\n", b"OK\r\n")
+    assert mgdump(c) == []
+
+
+@pytest.mark.strata_only
+def test_mgdump_copy_warms_another_server(make_server):
+    src, dst = make_server(), make_server()
+    c = src.connect()
+    items = {b"user:%d" % i: (i % 7, os.urandom(i % 50 + 1)) for i in range(1200)}
+    c.send(b"".join(b"ms %s %d F%d q\r\n%s\r\n" % (k, len(v), f, v) for k, (f, v) in items.items()) + b"mn\r\n")
+    assert read_until_end(c, terminator=b"MN\r\n") == b"MN\r\n"
+    expect(c, b"ms dHRsIGtleQ== 2 b T3600\r\nhi\r\n", b"HD\r\n")
+    script = os.path.join(os.path.dirname(__file__), "..", "..", "scripts", "mgdump_copy.py")
+    r = subprocess.run(
+        [sys.executable, script, f"127.0.0.1:{src.port}", f"127.0.0.1:{dst.port}", "--batch", "500"],
+        capture_output=True, timeout=60,
+    )
+    assert r.returncode == 0, r.stderr
+    assert r.stderr == b"1201 keys listed, 1201 items copied\n"
+    d = dst.connect()
+    for k, (f, v) in items.items():
+        expect(d, b"mg %s f v\r\n" % k, b"VA %d f%d\r\n%s\r\n" % (len(v), f, v))
+    d.send(b"mg dHRsIGtleQ== b t v\r\n")
+    line = read_line_or_partial(d)
+    ttl = re.fullmatch(rb"VA 2 t(\d+)\r\n", line)
+    assert ttl and 3590 <= int(ttl.group(1)) <= 3600, line
+    assert read_line_or_partial(d) == b"hi\r\n"
+    # Nothing was given a time to live it did not have.
+    d.send(b"mg user:1 t\r\n")
+    assert read_line_or_partial(d) == b"HD t-1\r\n"
 
 
 def test_stats_cachedump(make_server):

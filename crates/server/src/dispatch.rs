@@ -186,7 +186,7 @@ pub(crate) fn execute(ctx: &mut Ctx<'_>, req: Request<'_>, out: &mut Vec<u8>, re
             };
             reply(out, msg);
         }
-        Command::Metadump { classes } => {
+        Command::Metadump { classes, mg } => {
             // strata's one "slab class" is 1, as `stats items` and `stats
             // slabs` report it; other valid ids are empty classes.
             if classes & (1 << 1) != 0 {
@@ -196,10 +196,14 @@ pub(crate) fn execute(ctx: &mut Ctx<'_>, req: Request<'_>, out: &mut Vec<u8>, re
                     if stripe > start && out.len() >= ctx.shared.cfg.max_output {
                         return Outcome::Resume(stripe);
                     }
-                    ctx.store.scan(stripe, |key, info| metadump_line(out, key, info, clock));
+                    if mg {
+                        ctx.store.scan(stripe, |key, _| mgdump_line(out, key));
+                    } else {
+                        ctx.store.scan(stripe, |key, info| metadump_line(out, key, info, clock));
+                    }
                 }
             }
-            out.extend_from_slice(r::END);
+            out.extend_from_slice(if mg { b"EN\r\n" } else { r::END });
         }
         Command::Quit => return Outcome::CloseAfterWrite,
         Command::Shutdown { mode } => {
@@ -320,6 +324,22 @@ fn metadump_line(out: &mut Vec<u8>, key: &[u8], info: &strata_store::Inspect, cl
         info.cas,
         info.size
     );
+}
+
+/// One `lru_crawler mgdump` line: an `mg` command that fetches the item,
+/// memcached 1.6's format. memcached base64-encodes the keys that were
+/// stored through base64 (`b`); strata does not keep how a key came, so it
+/// encodes the keys a text command could not carry (a space or control
+/// byte), and they read back the same with the `b` flag.
+fn mgdump_line(out: &mut Vec<u8>, key: &[u8]) {
+    out.extend_from_slice(b"mg ");
+    if key.iter().any(|&b| b <= b' ' || b == 0x7f) {
+        strata_protocol::meta::encode_key(key, out);
+        out.extend_from_slice(b" b\r\n");
+    } else {
+        out.extend_from_slice(key);
+        out.extend_from_slice(b"\r\n");
+    }
 }
 
 fn write_value(out: &mut Vec<u8>, it: strata_store::ItemView<'_>, cas: bool) {

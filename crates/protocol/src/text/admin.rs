@@ -1,6 +1,6 @@
 //! Server-wide commands: `flush_all [delay] [noreply]`, `verbosity <n>
-//! [noreply]`, `cache_memlimit <mb> [noreply]`, `lru_crawler metadump
-//! <all|hash|ids>`, `shutdown [graceful]`, and strata's own `snapshot`
+//! [noreply]`, `cache_memlimit <mb> [noreply]`, `lru_crawler
+//! metadump|mgdump <all|hash|ids>`, `shutdown [graceful]`, and strata's own `snapshot`
 //! (no arguments, parsed in `mod.rs`) and test-only `debug_advance_clock
 //! <seconds>`. (`version`, `quit` and `stats` need no
 //! argument parsing here.)
@@ -48,13 +48,15 @@ pub(super) fn parse_cache_memlimit<'a>(l: &Line<'a>, consumed: usize) -> Parse<'
 /// Highest slab class id memcached accepts (its `MAX_SLAB_CLASSES` - 1).
 const MAX_CLASS: u32 = 63;
 
-/// `lru_crawler metadump <all|hash|id[,id…]>`. memcached's other crawler
-/// subcommands tune its LRU crawler thread, which strata does not have:
-/// they stay unknown (`ERROR`).
+/// `lru_crawler metadump|mgdump <all|hash|id[,id…]>`. memcached's other
+/// crawler subcommands tune its LRU crawler thread, which strata does not
+/// have: they stay unknown (`ERROR`).
 pub(super) fn parse_lru_crawler<'a>(l: &Line<'a>, consumed: usize) -> Parse<'a> {
-    if l.ntokens != 4 || l.tokens[1] != b"metadump" {
-        return error(ClientError::Error, false, consumed);
-    }
+    let mg = match (l.ntokens, l.tokens.get(1).copied()) {
+        (4, Some(b"metadump")) => false,
+        (4, Some(b"mgdump")) => true,
+        _ => return error(ClientError::Error, false, consumed),
+    };
     let classes = match l.tokens[2] {
         b"all" | b"hash" => u64::MAX,
         ids => {
@@ -68,7 +70,7 @@ pub(super) fn parse_lru_crawler<'a>(l: &Line<'a>, consumed: usize) -> Parse<'a> 
             bits
         }
     };
-    done(Command::Metadump { classes }, false, consumed)
+    done(Command::Metadump { classes, mg }, false, consumed)
 }
 
 pub(super) fn parse_shutdown<'a>(l: &Line<'a>, consumed: usize) -> Parse<'a> {

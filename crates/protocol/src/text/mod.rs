@@ -108,11 +108,13 @@ pub enum Command<'a> {
     CacheMemlimit {
         megabytes: u32,
     },
-    /// `lru_crawler metadump all|hash|<class ids>`: a line of metadata per
-    /// item. `classes` is a bitmap of the slab class ids asked for (1–63;
-    /// `all` and `hash` ask for every class).
+    /// `lru_crawler metadump|mgdump all|hash|<class ids>`: a line per item,
+    /// of metadata (`metadump`) or an `mg <key>` command (`mgdump`).
+    /// `classes` is a bitmap of the slab class ids asked for (1–63; `all`
+    /// and `hash` ask for every class).
     Metadump {
         classes: u64,
+        mg: bool,
     },
     Quit,
     /// `shutdown` with its optional mode token (checked by the server, after

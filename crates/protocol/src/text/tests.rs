@@ -120,9 +120,14 @@ fn flush_all_forms() {
 
 #[test]
 fn lru_crawler_metadump_forms() {
-    assert_eq!(cmd(b"lru_crawler metadump all\r\n").0, Command::Metadump { classes: u64::MAX });
-    assert_eq!(cmd(b"lru_crawler metadump hash\r\n").0, Command::Metadump { classes: u64::MAX });
-    assert_eq!(cmd(b"lru_crawler metadump 1,2,63\r\n").0, Command::Metadump { classes: 1 << 1 | 1 << 2 | 1 << 63 });
+    assert_eq!(cmd(b"lru_crawler metadump all\r\n").0, Command::Metadump { classes: u64::MAX, mg: false });
+    assert_eq!(cmd(b"lru_crawler metadump hash\r\n").0, Command::Metadump { classes: u64::MAX, mg: false });
+    assert_eq!(
+        cmd(b"lru_crawler metadump 1,2,63\r\n").0,
+        Command::Metadump { classes: 1 << 1 | 1 << 2 | 1 << 63, mg: false }
+    );
+    assert_eq!(cmd(b"lru_crawler mgdump all\r\n").0, Command::Metadump { classes: u64::MAX, mg: true });
+    assert_eq!(cmd(b"lru_crawler mgdump 1\r\n").0, Command::Metadump { classes: 1 << 1, mg: true });
     for bad in [&b"0"[..], b"64", b"abc", b"1,", b"1,x"] {
         let line = [&b"lru_crawler metadump "[..], bad, b"\r\n"].concat();
         assert_eq!(cmd(&line).0, Command::Error(ClientError::BadClass), "{bad:?}");
