@@ -6,7 +6,7 @@ import time
 import pytest
 
 from harness import target
-from wirelib import assert_flag_settings, assert_in_sync, assert_stats_shape, expect, read_until_end, stats, stored
+from wirelib import advance_clock, assert_flag_settings, assert_in_sync, assert_stats_shape, expect, read_until_end, stats, stored
 
 GENERAL_FIELDS = [
     "pid", "uptime", "time", "version", "pointer_size", "rusage_user", "rusage_system",
@@ -18,6 +18,7 @@ GENERAL_FIELDS = [
     "cas_misses", "cas_hits", "cas_badval", "touch_hits", "touch_misses",
     "bytes_read", "bytes_written", "limit_maxbytes", "accepting_conns", "threads",
     "bytes", "curr_items", "total_items", "evictions", "reclaimed",
+    "conn_yields", "hash_is_expanding", "slab_global_page_pool", "expired_unfetched", "evicted_unfetched",
 ]
 
 COUNTERS = [
@@ -317,3 +318,81 @@ def test_total_malloced_stays_within_the_memory_limit(make_server):
         stored(c, b"k%d" % i, b"v" * 1000)
     malloced = int(stats(c, "slabs")["total_malloced"])
     assert 0 < malloced <= int(stats(c)["limit_maxbytes"]) == 64 << 20
+
+
+def class_sum(group, field):
+    """A per-class field summed over the classes (memcached spreads items
+    over slab classes; strata has one)."""
+    return sum(int(v) for k, v in group.items() if k.split(":")[-1] == field)
+
+
+def test_conn_yields_counts_turns_given_up_at_r(make_server):
+    c = make_server(["-R", "2"]).connect()
+    stored(c, "k", b"v")
+    c.send(b"get k\r\n" * 40)
+    assert read_until_end(c, terminator=b"END\r\n" * 40).count(b"VALUE") == 40
+    assert int(stats(c)["conn_yields"]) >= 1
+
+
+def test_eviction_detail_in_stats_and_stats_items(make_server):
+    c = make_server(["-m", "8"]).connect()
+    value = b"x" * 10000
+    # Every item has an expiry time and none is read: each eviction is of an
+    # unfetched item with a non-zero expiry.
+    c.send(b"".join(b"set k%d 0 1000 %d noreply\r\n%s\r\n" % (i, len(value), value) for i in range(3000)))
+    assert_in_sync(c)
+    g, items = stats(c), stats(c, "items")
+    evicted = int(g["evictions"])
+    assert evicted > 0
+    assert int(g["evicted_unfetched"]) == evicted
+    assert class_sum(items, "evicted") == evicted
+    assert class_sum(items, "evicted_nonzero") == evicted
+    assert class_sum(items, "evicted_unfetched") == evicted
+    assert class_sum(items, "outofmemory") == 0
+    assert class_sum(items, "mem_requested") > 0
+    for field in ("age", "evicted_time", "expired_unfetched", "reclaimed", "number"):
+        assert any(k.endswith(":" + field) for k in items), field
+
+
+@pytest.mark.strata_only
+def test_items_age_is_the_oldest_items(make_server):
+    c = make_server(["--enable-debug-clock"]).connect()
+    stored(c, "old", b"v")
+    advance_clock(c, 100)
+    stored(c, "new", b"v")
+    assert 100 <= int(stats(c, "items")["items:1:age"]) <= 101
+
+
+def test_per_class_counters_in_stats_slabs(make_server):
+    c = make_server().connect()
+    stored(c, "k", b"1")
+    expect(c, b"get k\r\nincr k 1\r\ndecr k 1\r\ntouch k 0\r\ndelete k\r\n",
+           b"VALUE k 0 1\r\n1\r\nEND\r\n2\r\n1\r\nTOUCHED\r\nDELETED\r\n")
+    slabs = stats(c, "slabs")
+    counts = {f: class_sum(slabs, f) for f in ("get_hits", "cmd_set", "incr_hits", "decr_hits", "touch_hits",
+                                                "delete_hits", "cas_hits", "cas_badval")}
+    assert counts == {"get_hits": 1, "cmd_set": 1, "incr_hits": 1, "decr_hits": 1, "touch_hits": 1,
+                      "delete_hits": 1, "cas_hits": 0, "cas_badval": 0}
+
+
+def test_x_refuses_the_key_dumps(make_server):
+    c = make_server(["-X"]).connect()
+    stored(c, "k", b"v")
+    expect(c, b"stats cachedump 1 1\r\n", b"CLIENT_ERROR stats cachedump not allowed\r\n")
+    expect(c, b"lru_crawler metadump all\r\n", b"ERROR metadump not allowed\r\n")
+    assert stats(c, "settings")["dump_enabled"] == "no"
+    assert_in_sync(c)
+
+
+@pytest.mark.strata_only
+def test_x_refuses_mgdump(make_server):
+    c = make_server(["-X"]).connect()
+    expect(c, b"lru_crawler mgdump all\r\n", b"ERROR key dump not allowed\r\n")
+
+
+def test_settings_name_the_machinery(sconn):
+    s = stats(sconn, "settings")
+    assert (s["dump_enabled"], s["maxconns_fast"]) == ("yes", "yes")
+    if target() == "strata":
+        assert (s["lru_crawler"], s["slab_reassign"], s["slab_automove"], s["track_sizes"]) == ("no", "no", "0", "no")
+        assert s["hash_algorithm"] == "ahash"

@@ -47,6 +47,9 @@ pub struct ServerConfig {
     pub shutdown_enabled: bool,
     /// `-F` clears this: `flush_all` is refused.
     pub flush_enabled: bool,
+    /// `-X` clears this: the key dumps (`stats cachedump`, `lru_crawler
+    /// metadump` and `mgdump`) are refused.
+    pub dump_enabled: bool,
     /// `-v` count.
     pub verbosity: u32,
     /// `-I`.
@@ -101,6 +104,7 @@ impl Default for ServerConfig {
             reqs_per_event: 20,
             shutdown_enabled: false,
             flush_enabled: true,
+            dump_enabled: true,
             verbosity: 0,
             item_size_max: 1 << 20,
             max_get_line: 1 << 20,

@@ -628,10 +628,12 @@ impl Conn {
                 self.phase = Phase::Waiting { need: 0 };
                 return Served::Need(0);
             }
-            if *served >= limits.reqs_per_event
-                || self.held_back(limits.max_output)
-                || self.replies.waiting() >= MAX_WAITING_REPLIES
-            {
+            if *served >= limits.reqs_per_event {
+                // memcached's conn_yields: -R sent it to the back of the line.
+                crate::core::inc(&ctx.stats.conn_yields);
+                return Served::Stalled;
+            }
+            if self.held_back(limits.max_output) || self.replies.waiting() >= MAX_WAITING_REPLIES {
                 return Served::Stalled;
             }
             if self.rpos >= self.hinted {

@@ -186,6 +186,14 @@ pub(crate) fn execute(ctx: &mut Ctx<'_>, req: Request<'_>, out: &mut Vec<u8>, re
             };
             reply(out, msg);
         }
+        Command::Metadump { mg, .. } if !ctx.shared.cfg.dump_enabled => {
+            // memcached's wording for each.
+            out.extend_from_slice(if mg {
+                b"ERROR key dump not allowed\r\n"
+            } else {
+                b"ERROR metadump not allowed\r\n"
+            })
+        }
         Command::Metadump { classes, mg } => {
             // strata's one "slab class" is 1, as `stats items` and `stats
             // slabs` report it; other valid ids are empty classes.
@@ -218,7 +226,13 @@ pub(crate) fn execute(ctx: &mut Ctx<'_>, req: Request<'_>, out: &mut Vec<u8>, re
                 out.extend_from_slice(b"CLIENT_ERROR invalid shutdown mode\r\n");
             }
         }
-        Command::Stats { args } if args.iter().next() == Some(b"cachedump") => cachedump(ctx, args, out),
+        Command::Stats { args } if args.iter().next() == Some(b"cachedump") => {
+            if ctx.shared.cfg.dump_enabled {
+                cachedump(ctx, args, out)
+            } else {
+                out.extend_from_slice(b"CLIENT_ERROR stats cachedump not allowed\r\n")
+            }
+        }
         Command::Stats { args } => strata_protocol::stats::text(out, &stats::command(ctx.shared, args)),
         Command::Snapshot => out.extend_from_slice(match ctx.shared.snapshots.as_ref().map(|s| s.request()) {
             Some(Ok(())) => r::OK,

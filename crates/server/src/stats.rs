@@ -65,6 +65,8 @@ pub(crate) struct WorkerStats {
     pub idle_kicks: AtomicU64,
     /// Connections closed because serving them panicked.
     pub panics: AtomicU64,
+    /// Turns a connection ended at `-R` requests with more to do.
+    pub conn_yields: AtomicU64,
     pub bytes_read: AtomicU64,
     pub bytes_written: AtomicU64,
     /// Request latency by command family (with `--metrics-listen`).
@@ -130,6 +132,7 @@ pub(crate) fn command(shared: &Shared, args: Tokens<'_>) -> Reply {
                 w.store_contended.store(0, Relaxed);
                 w.auth_closed.store(0, Relaxed);
                 w.idle_kicks.store(0, Relaxed);
+                w.conn_yields.store(0, Relaxed);
             }
             shared.total_conns.store(0, Relaxed);
             shared.rejected_conns.store(0, Relaxed);
@@ -200,11 +203,26 @@ fn general(shared: &Shared) -> Snapshot {
     s.gauge("limit_maxbytes", "Memory limit in bytes (-m, or cache_memlimit).", st.memory_limit);
     s.gauge("accepting_conns", "1 while the listeners accept connections.", 1u64);
     s.info("threads", "Worker threads (-t).", shared.cfg.threads);
+    s.counter(
+        "conn_yields",
+        "Times a connection gave up its turn at -R requests with more to do.",
+        sum(shared, |w| &w.conn_yields),
+    );
     s.gauge("hash_power_level", "log2 of the index's buckets now.", st.hash_power);
     s.gauge("hash_bytes", "Bytes of the index.", st.index_bytes);
+    // A stripe of the index grows at once, under its lock: never midway
+    // when stats can look.
+    s.gauge("hash_is_expanding", "Always 0: the index grows a stripe at a time, under its lock.", 0u64);
+    s.gauge(
+        "slab_global_page_pool",
+        "Free segments, not yet holding items (memcached's pages in no class).",
+        st.segments_free,
+    );
     s.gauge("bytes", "Bytes of the items stored (header, key, value).", st.bytes);
     s.gauge("curr_items", "Items stored.", st.curr_items);
     s.counter("total_items", "Items stored since start.", st.total_items);
+    s.counter("expired_unfetched", "Expired items reclaimed that were never read.", st.expired_unfetched);
+    s.counter("evicted_unfetched", "Evicted items that were never read.", st.evicted_unfetched);
     s.counter("evictions", "Live items evicted to free memory.", st.evictions);
     s.counter("reclaimed", "Expired items whose memory was reused.", st.expired_unlinked);
     s.info("strata_segment_size", "Bytes per segment.", st.segment_size);
@@ -470,6 +488,14 @@ fn settings(shared: &Shared) -> Snapshot {
     s.info("item_size_max", "Largest item in bytes (-I).", c.item_size_max);
     s.info("hashpower_init", "log2 of the index's buckets at start.", shared.store.hash_power());
     s.info("flush_enabled", "no with -F.", yes_no(c.flush_enabled));
+    s.info("dump_enabled", "no with -X: key dumps (cachedump, metadump, mgdump) refused.", yes_no(c.dump_enabled));
+    s.info("maxconns_fast", "Always yes: a connection over -c is told so and closed at once.", "yes");
+    s.info("hash_algorithm", "The key hash (memcached: murmur3 or jenkins; strata: aHash, seeded at start).", "ahash");
+    s.info("lru_crawler", "Always no: expired items are reclaimed by segment.", "no");
+    s.info("lru_maintainer_thread", "Always no: strata has no LRU queues to maintain.", "no");
+    s.info("slab_reassign", "Always no: segments serve items of every size.", "no");
+    s.info("slab_automove", "Always 0: segments serve items of every size.", 0u64);
+    s.info("track_sizes", "Always no (stats sizes: disabled).", "no");
     s.info("segment_size", "Bytes per segment.", sc.segment_size);
     if let Some(sn) = &c.snapshot {
         s.info(
@@ -527,11 +553,26 @@ fn items(shared: &Shared) -> Snapshot {
     let mut s = Snapshot::default();
     if st.curr_items > 0 {
         s.gauge("items:1:number", "Items stored.", st.curr_items);
+        s.gauge("items:1:age", "Seconds since the oldest item in memory was written.", shared.store.oldest_age());
+        s.gauge("items:1:mem_requested", "Bytes of the items stored.", st.bytes);
         s.counter("items:1:evicted", "Live items evicted.", st.evictions);
+        s.counter("items:1:evicted_nonzero", "Evicted items that had an expiry time.", st.evicted_nonzero);
+        s.gauge("items:1:evicted_time", "Seconds the item evicted last had been stored.", st.evicted_age);
+        s.counter(
+            "items:1:outofmemory",
+            "Writes refused because no memory could be freed.",
+            sum(shared, |w| &w.store_no_memory),
+        );
         s.counter("items:1:reclaimed", "Expired items whose memory was reused.", st.expired_unlinked);
+        s.counter("items:1:expired_unfetched", "Expired items reclaimed that were never read.", st.expired_unfetched);
+        s.counter("items:1:evicted_unfetched", "Evicted items that were never read.", st.evicted_unfetched);
     }
     s
 }
+
+/// The per-class counters of memcached's `stats slabs`, in its order.
+const SLAB_COUNTERS: [&str; 8] =
+    ["get_hits", "cmd_set", "delete_hits", "incr_hits", "decr_hits", "cas_hits", "cas_badval", "touch_hits"];
 
 fn slabs(shared: &Shared) -> Snapshot {
     let st = shared.store.stats();
@@ -547,7 +588,14 @@ fn slabs(shared: &Shared) -> Snapshot {
         s.gauge("1:total_chunks", "Segments in use.", used);
         s.gauge("1:used_chunks", "Segments in use.", used);
         s.gauge("1:free_chunks", "Always 0.", 0u64);
+        s.gauge("1:free_chunks_end", "Always 0.", 0u64);
         s.gauge("1:mem_requested", "Bytes of the items stored.", st.bytes);
+        // One class: its counters are the server's.
+        for name in SLAB_COUNTERS {
+            if let Some(&(_, help, f)) = WORKER_FIELDS.iter().find(|(n, _, _)| n == &name) {
+                s.counter(format!("1:{name}"), help, sum(shared, f));
+            }
+        }
     }
     s.gauge("active_slabs", "1 once a segment is in use.", u64::from(used > 0));
     s.gauge("total_malloced", "Bytes of the segments in use.", used * st.segment_size);

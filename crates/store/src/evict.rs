@@ -55,7 +55,7 @@ use crate::image::Queue;
 use crate::index::{slot, Loc};
 use crate::item::{encoded_len, state, write_head, Fields};
 use crate::segments::{Active, NEVER};
-use crate::store::{add, bump, Store};
+use crate::store::{add, bump, Counters, Store};
 use crate::types::StoreError;
 
 /// The share of sealed segments the queue of new writes may hold before
@@ -524,8 +524,9 @@ impl Store {
                     }
                     return;
                 }
+                let gone = self.item_at(s).map(|it| (it.state(), it.expiry()));
                 self.unlink(&mut st, loc.bucket, pos, s);
-                bump(&c.evictions);
+                self.note_evicted(&c, s, gone, now);
                 return;
             }
             if !expired && how == Clear::Evict && self.flash_eligible(&it) {
@@ -539,15 +540,33 @@ impl Store {
                 cleared.evicted = true;
                 return;
             }
+            let gone = Some((it.state(), it.expiry()));
             self.unlink(&mut st, loc.bucket, pos, s);
             if expired {
                 bump(&c.expired_unlinked);
+                if slot::freq(s) == 0 && it.state() & state::FETCHED == 0 {
+                    bump(&c.expired_unfetched);
+                }
             } else {
-                bump(&c.evictions);
+                self.note_evicted(&c, s, gone, now);
                 cleared.evicted = true;
             }
             return;
         }
+    }
+
+    /// Counts an item evicted from memory, with memcached's detail.
+    /// `gone` is its state bits and expiry time, read before unlinking.
+    fn note_evicted(&self, c: &Counters, s: u64, gone: Option<(u8, u32)>, now: u32) {
+        bump(&c.evictions);
+        let Some((bits, expiry)) = gone else { return };
+        if slot::freq(s) == 0 && bits & state::FETCHED == 0 {
+            bump(&c.evicted_unfetched);
+        }
+        if expiry != 0 {
+            bump(&c.evicted_nonzero);
+        }
+        self.evicted_age.store(now.saturating_sub(self.written_at(s)), Relaxed);
     }
 
     /// Seals the worker's target for `q` (if any) and takes a fresh one,

@@ -133,6 +133,14 @@ impl Store {
     }
 
     /// When the item at slot `s` was written.
+    /// Seconds since the earliest write in a segment still holding items
+    /// (memcached's `age` of a class: its oldest item); 0 when empty.
+    pub fn oldest_age(&self) -> u32 {
+        let earliest =
+            self.segs.iter().filter(|m| m.live_items.load(Relaxed) > 0).filter_map(|m| m.times.lock().earliest()).min();
+        earliest.map_or(0, |t| self.clock.now().saturating_sub(t))
+    }
+
     pub(crate) fn written_at(&self, s: u64) -> u32 {
         let m = &self.segs[slot::seg(s) as usize];
         m.times.lock().time_at(self.byte_off(s) as u32).unwrap_or(0)

@@ -47,6 +47,11 @@ pub(crate) struct Counters {
     pub get_flushed: AtomicU64,
     pub flushed_unlinked: AtomicU64,
     pub evictions: AtomicU64,
+    /// memcached's eviction detail: evicted items never read, and those
+    /// that had an expiry time; expired items reclaimed unread.
+    pub evicted_unfetched: AtomicU64,
+    pub evicted_nonzero: AtomicU64,
+    pub expired_unfetched: AtomicU64,
     pub expired_unlinked: AtomicU64,
     pub reinserted: AtomicU64,
     pub segments_evicted: AtomicU64,
@@ -110,6 +115,10 @@ pub struct Store {
     /// With the flash tier and `ext_threads` > 0: the threads that read
     /// from flash for workers that ask ([`Worker::enable_async_flash`]).
     pub(crate) aio: Option<crate::aio::Pool>,
+    /// Seconds the item evicted last had been stored (memcached's
+    /// `evicted_time`, which is since its last access: strata keeps no
+    /// access time).
+    pub(crate) evicted_age: AtomicU32,
 }
 
 impl Store {
@@ -182,6 +191,7 @@ impl Store {
             flush_at: AtomicU32::new(0),
             flush_lock: Mutex::new(()),
             counters: Mutex::new(Vec::new()),
+            evicted_age: AtomicU32::new(0),
             workers: AtomicUsize::new(0),
             codec,
             journal: std::sync::OnceLock::new(),
@@ -513,6 +523,9 @@ impl Store {
             s.get_expired += c.get_expired.load(Relaxed);
             s.get_flushed += c.get_flushed.load(Relaxed);
             s.evictions += c.evictions.load(Relaxed);
+            s.evicted_unfetched += c.evicted_unfetched.load(Relaxed);
+            s.evicted_nonzero += c.evicted_nonzero.load(Relaxed);
+            s.expired_unfetched += c.expired_unfetched.load(Relaxed);
             s.expired_unlinked += c.expired_unlinked.load(Relaxed);
             s.reinserted += c.reinserted.load(Relaxed);
             s.segments_evicted += c.segments_evicted.load(Relaxed);
@@ -527,6 +540,7 @@ impl Store {
         s.compression = self.codec.as_ref().map(|c| c.stats());
         s.flash = self.flash_stats();
         s.dead_bytes = self.dead_bytes() as u64;
+        s.evicted_age = self.evicted_age.load(Relaxed);
         s
     }
 
@@ -545,6 +559,9 @@ impl Store {
                 &c.get_expired,
                 &c.get_flushed,
                 &c.evictions,
+                &c.evicted_unfetched,
+                &c.evicted_nonzero,
+                &c.expired_unfetched,
                 &c.expired_unlinked,
                 &c.reinserted,
                 &c.bytes_stored,

@@ -35,6 +35,12 @@ impl TimeLog {
         self.marks.clear();
     }
 
+    /// The earliest time noted (items copied forward keep theirs, so not
+    /// necessarily the first mark).
+    pub fn earliest(&self) -> Option<u32> {
+        self.marks.iter().map(|&m| time_of(m)).min()
+    }
+
     /// Records that the item at `off` (at or after every earlier mark) was
     /// written at `time`.
     pub fn note(&mut self, off: u32, time: u32) {

@@ -364,6 +364,13 @@ pub struct StoreStats {
     pub bytes: u64,
     pub total_items: u64,
     pub evictions: u64,
+    /// Evicted items never read; evicted items that had an expiry time;
+    /// expired items reclaimed by eviction or the cleaner never read.
+    pub evicted_unfetched: u64,
+    pub evicted_nonzero: u64,
+    pub expired_unfetched: u64,
+    /// Seconds the item evicted last had been stored.
+    pub evicted_age: u32,
     pub expired_unlinked: u64,
     pub reinserted: u64,
     pub segments_evicted: u64,

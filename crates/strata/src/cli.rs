@@ -93,6 +93,11 @@ pub struct Args {
     #[arg(short = 'F', long = "disable-flush-all")]
     disable_flush_all: bool,
 
+    /// Disable the key dumps: stats cachedump, lru_crawler metadump and
+    /// mgdump
+    #[arg(short = 'X', long = "disable-dumping")]
+    disable_dumping: bool,
+
     /// Delimiter between a key's prefix and the rest, for stats detail
     /// (default ':'); giving it turns stats detail on, as in memcached
     #[arg(short = 'D', long = "prefix-delimiter")]
@@ -514,6 +519,7 @@ impl Args {
             reqs_per_event: self.max_reqs_per_event.max(1),
             shutdown_enabled: self.enable_shutdown,
             flush_enabled: !self.disable_flush_all,
+            dump_enabled: !self.disable_dumping,
             verbosity: u32::from(self.verbose),
             item_size_max,
             max_get_line,
