@@ -334,6 +334,7 @@ def test_conn_yields_counts_turns_given_up_at_r(make_server):
     assert int(stats(c)["conn_yields"]) >= 1
 
 
+@pytest.mark.not_over_flash("items go to flash rather than being evicted")
 def test_eviction_detail_in_stats_and_stats_items(make_server):
     c = make_server(["-m", "8"]).connect()
     value = b"x" * 10000
@@ -355,6 +356,7 @@ def test_eviction_detail_in_stats_and_stats_items(make_server):
 
 
 @pytest.mark.strata_only
+@pytest.mark.not_over_flash("age is of the items in memory, and over flash every item is written out at once")
 def test_items_age_is_the_oldest_items(make_server):
     c = make_server(["--enable-debug-clock"]).connect()
     stored(c, "old", b"v")

@@ -139,7 +139,7 @@ pub(crate) fn execute(ctx: &mut Ctx<'_>, req: Request<'_>, auth: &mut Auth, out:
         Command::TooLarge { mode, key, swallow } => {
             // memcached: a binary SET drops the old item, with a CAS or not.
             ctx.shared.detail.record_set(key);
-            ctx.refuse_too_large(key, mode == ops::Mode::Set);
+            ctx.refuse_too_large(key, crate::core::store_cmd(mode, false), mode == ops::Mode::Set);
             response::error(out, h, Status::TooLarge);
             return Outcome::Swallow(swallow);
         }

@@ -50,6 +50,8 @@ pub struct ServerConfig {
     /// `-X` clears this: the key dumps (`stats cachedump`, `lru_crawler
     /// metadump` and `mgdump`) are refused.
     pub dump_enabled: bool,
+    /// `-W` clears this: `watch` is refused.
+    pub watch_enabled: bool,
     /// `-v` count.
     pub verbosity: u32,
     /// `-I`.
@@ -105,6 +107,7 @@ impl Default for ServerConfig {
             shutdown_enabled: false,
             flush_enabled: true,
             dump_enabled: true,
+            watch_enabled: true,
             verbosity: 0,
             item_size_max: 1 << 20,
             max_get_line: 1 << 20,

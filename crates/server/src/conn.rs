@@ -86,6 +86,9 @@ enum Phase {
     /// store's token for it); it runs again once that is done, from key
     /// position `at` for a multi-get whose earlier keys are answered.
     Parked { at: Option<usize>, addr: u64 },
+    /// After `watch`: input is no longer read as commands (memcached stops
+    /// reading it); event lines are sent until the client closes.
+    Watching,
 }
 
 /// How much input may still come.
@@ -210,6 +213,10 @@ pub(crate) struct Conn {
     /// Its unread reply bytes charged to the server-wide budget
     /// ([`crate::ReplyBudget`]); given back when it closes.
     charged: usize,
+    /// After `watch`: its registration, and whether the worker has yet
+    /// to be told ([`Conn::take_watch`]).
+    watch: Option<crate::watch::WatchHandle>,
+    watch_new: bool,
 }
 
 impl Drop for Conn {
@@ -239,6 +246,8 @@ impl Conn {
             park_t0: None,
             last_request: info.last_cmd.load(std::sync::atomic::Ordering::Relaxed),
             charged: 0,
+            watch: None,
+            watch_new: false,
             info,
         }
     }
@@ -247,7 +256,17 @@ impl Conn {
     /// (`-o idle_timeout`): idle, or trickling a request too slowly. A
     /// request waiting for a read from flash is not the client's delay.
     pub fn idle(&self, now: u32, timeout: u32) -> bool {
-        !matches!(self.phase, Phase::Parked { .. }) && now.saturating_sub(self.last_request) >= timeout
+        !matches!(self.phase, Phase::Parked { .. } | Phase::Watching)
+            && now.saturating_sub(self.last_request) >= timeout
+    }
+
+    /// The watcher this connection just became, once: the worker serves
+    /// it again whenever lines arrive for it.
+    pub fn take_watch(&mut self) -> Option<Arc<crate::watch::Watcher>> {
+        if !std::mem::take(&mut self.watch_new) {
+            return None;
+        }
+        self.watch.as_ref().map(|h| h.watcher.clone())
     }
 
     /// The flash read this connection just parked for, once: the worker
@@ -337,7 +356,7 @@ impl Conn {
     /// give it something to do.
     fn starved(&self) -> bool {
         match self.phase {
-            Phase::Waiting { .. } => true,
+            Phase::Waiting { .. } | Phase::Watching => true,
             Phase::Swallowing { .. } => self.rpos == self.filled,
             _ => false,
         }
@@ -607,6 +626,7 @@ impl Conn {
     /// request budget or the reply limit is reached, or the connection is
     /// to close.
     fn serve_buffered(&mut self, ctx: &mut dispatch::Ctx<'_>, limits: &Limits, served: &mut usize) -> Served {
+        ctx.fd = self.info.fd;
         loop {
             match self.phase {
                 // After `quit` nothing more is read, even if its earlier
@@ -622,6 +642,17 @@ impl Conn {
                     self.phase = Phase::Ready;
                 }
                 Phase::Parked { .. } => return Served::Parked,
+                Phase::Watching => {
+                    self.rpos = self.filled;
+                    // Lines wait in the watcher (which skips what does not
+                    // fit) while the client is slow to read.
+                    if !self.held_back(limits.max_output) {
+                        if let Some(h) = &self.watch {
+                            h.watcher.take(self.replies.buf());
+                        }
+                    }
+                    return Served::Need(0);
+                }
                 Phase::Ready | Phase::Waiting { .. } | Phase::Resuming { .. } => {}
             }
             if self.rpos == self.filled {
@@ -688,6 +719,13 @@ impl Conn {
                             self.rpos += consumed;
                             self.phase = Phase::Closing;
                             return Served::Finished;
+                        }
+                        Outcome::Watch(watcher) => {
+                            self.rpos += consumed;
+                            self.phase = Phase::Watching;
+                            let watchers = ctx.shared.watchers.clone();
+                            self.watch = Some(crate::watch::WatchHandle { watchers, watcher });
+                            self.watch_new = true;
                         }
                     }
                 }

@@ -36,6 +36,7 @@ impl Fixture {
         let budget = Arc::new(crate::ReplyBudget { limit: cfg.reply_budget, ..Default::default() });
         let shared = Arc::new(Shared {
             detail: crate::detail::Detail::new(cfg.prefix_delimiter, cfg.detail_enabled),
+            watchers: Arc::default(),
             cfg,
             store: store.clone(),
             shutdown: AtomicBool::new(false),
@@ -57,7 +58,7 @@ impl Fixture {
     }
 
     fn ctx(&mut self) -> Ctx<'_> {
-        Ctx { shared: &self.shared, store: &mut self.store, stats: &self.stats }
+        Ctx { shared: &self.shared, store: &mut self.store, stats: &self.stats, fd: -1 }
     }
 
     fn conn(&self) -> Conn {
@@ -68,6 +69,7 @@ impl Fixture {
             last_cmd: AtomicU32::new(0),
             state: AtomicU32::new(0),
             replies: self.shared.replies.clone(),
+            kicked: std::sync::atomic::AtomicBool::new(false),
         };
         Conn::new(Arc::new(info))
     }

@@ -13,6 +13,24 @@ use strata_store::{
 };
 
 use crate::dispatch::Ctx;
+use crate::watch;
+
+/// memcached's name for a storage command, in `watch` lines.
+pub(crate) fn store_cmd(mode: ops::Mode, cas: bool) -> &'static str {
+    match mode {
+        ops::Mode::Set if cas => "cas",
+        ops::Mode::Set => "set",
+        ops::Mode::Add => "add",
+        ops::Mode::Replace => "replace",
+        ops::Mode::Append => "append",
+        ops::Mode::Prepend => "prepend",
+    }
+}
+
+/// A key as memcached's logs and dumps show it: URI-escaped.
+pub(crate) fn uri(key: &[u8]) -> percent_encoding::PercentEncode<'_> {
+    percent_encoding::percent_encode(key, crate::dispatch::KEY_ESCAPE)
+}
 
 pub(crate) fn inc(c: &AtomicU64) {
     c.store(c.load(Relaxed) + 1, Relaxed);
@@ -49,6 +67,12 @@ impl Ctx<'_> {
         // fails to decompress is a miss. (A value on flash will come back as
         // a Fetch too, to be read into a reply slot while the connection
         // goes on; see `replies.rs`.)
+        // The value's length, for `watch fetchers`.
+        let size = std::cell::Cell::new(0);
+        let f = |it: ItemView<'_>| {
+            size.set(it.value.len());
+            f(it)
+        };
         let mut f = Some(f);
         let res = match self.store.find(op.key.as_bytes(), &opts, |it| f.take().map(|f| f(it))) {
             Ok(Found::Read(r)) => Ok(r),
@@ -63,6 +87,18 @@ impl Ctx<'_> {
         }
         self.count_contention(&res);
         let hit = matches!(res, Ok(Some(_)));
+        if self.shared.watchers.wants(watch::FETCHERS) {
+            let (status, clsid) = if hit { ("found", 1) } else { ("not_found", 0) };
+            self.shared.watchers.log(
+                watch::FETCHERS,
+                format_args!(
+                    "type=item_get key={} status={status} clsid={clsid} cfd={} size={}",
+                    uri(op.key.as_bytes()),
+                    self.fd,
+                    size.get()
+                ),
+            );
+        }
         // memcached counts a touching read (touch, gat, mg T) as a touch only;
         // mg counts its misses as gets.
         match (r.touch.is_some(), hit) {
@@ -101,6 +137,20 @@ impl Ctx<'_> {
             return r;
         }
         inc(&s.cmd_set);
+        if self.shared.watchers.wants(watch::MUTATIONS) {
+            let status = match &r {
+                Ok(st) => match st.outcome {
+                    StoreOutcome::Stored => "stored",
+                    StoreOutcome::NotStored => "not_stored",
+                    StoreOutcome::Exists => "exists",
+                    StoreOutcome::NotFound => "not_found",
+                },
+                Err(StoreError::TooLarge) => "too_large",
+                Err(_) => "no_memory",
+            };
+            let cmd = store_cmd(op.mode, op.compare.is_some());
+            self.log_store(op.key.as_bytes(), status, cmd, w.expiry, op.data.len());
+        }
         match &r {
             Ok(st) if op.compare.is_some() && op.mode == ops::Mode::Set => match st.outcome {
                 StoreOutcome::Stored => inc(&s.cas_hits),
@@ -112,6 +162,20 @@ impl Ctx<'_> {
             Err(e) => self.count_error(e),
         }
         r
+    }
+
+    /// A `watch mutations` line (memcached's `item_store`): `expiry` is
+    /// server-relative (0: none), shown as seconds left.
+    fn log_store(&self, key: &[u8], status: &str, cmd: &str, expiry: u32, size: usize) {
+        let ttl = if expiry == 0 { 0 } else { expiry.saturating_sub(self.shared.store.clock().now()) };
+        self.shared.watchers.log(
+            watch::MUTATIONS,
+            format_args!(
+                "type=item_store key={} status={status} cmd={cmd} ttl={ttl} clsid=1 cfd={} size={size}",
+                uri(key),
+                self.fd
+            ),
+        );
     }
 
     /// Counts a failed write under its cause: out of memory and too large
@@ -140,8 +204,11 @@ impl Ctx<'_> {
     /// the old value (`drop_old`) when the write was a plain set, so a stale
     /// version cannot outlive the write meant to replace it; which writes
     /// count as one differs by protocol, so the executors decide.
-    pub fn refuse_too_large(&mut self, key: &[u8], drop_old: bool) {
+    pub fn refuse_too_large(&mut self, key: &[u8], cmd: &str, drop_old: bool) {
         inc(&self.stats.store_too_large);
+        if self.shared.watchers.wants(watch::MUTATIONS) {
+            self.log_store(key, "too_large", cmd, 0, 0);
+        }
         if drop_old {
             // The refused data is being discarded: this request cannot wait
             // for a read from flash and run again.

@@ -21,6 +21,9 @@ pub(crate) struct Ctx<'a> {
     pub shared: &'a Shared,
     pub store: &'a mut Worker,
     pub stats: &'a WorkerStats,
+    /// The descriptor of the connection being served (`cfd` in `watch`
+    /// lines); set by the connection.
+    pub fd: i32,
 }
 
 impl Ctx<'_> {
@@ -56,6 +59,8 @@ pub(crate) enum Outcome {
     /// Discard this many bytes of input (data of a refused value).
     Swallow(usize),
     CloseAfterWrite,
+    /// `watch`: from now on the connection receives event lines.
+    Watch(std::sync::Arc<crate::watch::Watcher>),
 }
 
 /// Runs one request, appending its reply (if any) to `out`.
@@ -132,7 +137,7 @@ pub(crate) fn execute(ctx: &mut Ctx<'_>, req: Request<'_>, out: &mut Vec<u8>, re
         Command::TooLarge { mode, cas, key, swallow } => {
             // memcached: only NREAD_SET (not cas) drops the old item.
             ctx.shared.detail.record_set(key);
-            ctx.refuse_too_large(key, mode == ops::Mode::Set && !cas);
+            ctx.refuse_too_large(key, crate::core::store_cmd(mode, cas), mode == ops::Mode::Set && !cas);
             reply(out, r::TOO_LARGE);
             return Outcome::Swallow(swallow);
         }
@@ -224,6 +229,31 @@ pub(crate) fn execute(ctx: &mut Ctx<'_>, req: Request<'_>, out: &mut Vec<u8>, re
                 return Outcome::CloseAfterWrite;
             } else {
                 out.extend_from_slice(b"CLIENT_ERROR invalid shutdown mode\r\n");
+            }
+        }
+        Command::Watch { args } => {
+            if !ctx.shared.cfg.watch_enabled {
+                out.extend_from_slice(b"CLIENT_ERROR watch commands not allowed\r\n");
+                return Outcome::Continue;
+            }
+            let mut kinds = 0;
+            for name in args.iter() {
+                match crate::watch::kind(name) {
+                    Some(k) => kinds |= k,
+                    None => {
+                        out.extend_from_slice(r::ERROR);
+                        return Outcome::Continue;
+                    }
+                }
+            }
+            // memcached's default: fetchers.
+            let kinds = if kinds == 0 { crate::watch::FETCHERS } else { kinds };
+            match ctx.shared.watchers.add(kinds) {
+                Some(w) => {
+                    out.extend_from_slice(r::OK);
+                    return Outcome::Watch(w);
+                }
+                None => out.extend_from_slice(b"WATCHER_TOO_MANY log watcher limit reached\r\n"),
             }
         }
         Command::Stats { args } if args.iter().next() == Some(b"cachedump") => {
@@ -319,7 +349,7 @@ fn cachedump(ctx: &mut Ctx<'_>, args: strata_protocol::text::Tokens<'_>, out: &m
 
 /// Bytes memcached's metadump leaves as they are in a key: RFC 3986's
 /// unreserved characters.
-const KEY_ESCAPE: &percent_encoding::AsciiSet =
+pub(crate) const KEY_ESCAPE: &percent_encoding::AsciiSet =
     &percent_encoding::NON_ALPHANUMERIC.remove(b'-').remove(b'.').remove(b'_').remove(b'~');
 
 /// One `lru_crawler metadump` line, memcached's format (ended by `\n`, not
@@ -333,7 +363,7 @@ fn metadump_line(out: &mut Vec<u8>, key: &[u8], info: &strata_store::Inspect, cl
     let _ = writeln!(
         out,
         "key={} exp={exp} la={} cas={} fetch={fetch} cls=1 size={}",
-        percent_encoding::percent_encode(key, KEY_ESCAPE),
+        crate::core::uri(key),
         clock.unix_time(info.written),
         info.cas,
         info.size

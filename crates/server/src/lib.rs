@@ -30,6 +30,7 @@ pub mod snapshot;
 mod stats;
 mod transport;
 mod uring;
+mod watch;
 mod worker;
 
 use std::collections::BTreeMap;
@@ -86,6 +87,8 @@ pub(crate) struct ConnInfo {
     /// Reply bytes queued across every connection beyond each one's
     /// allowance ([`ReplyBudget`]), shared by all connections.
     pub replies: Arc<ReplyBudget>,
+    /// Closed by `-o idle_timeout` (the reason `watch connevents` gives).
+    pub kicked: AtomicBool,
 }
 
 /// The server-wide budget for queued replies (`-o read_buf_mem_limit`):
@@ -177,6 +180,8 @@ pub(crate) struct Shared {
     pub acceptor: Arc<Waker>,
     /// `stats detail`'s per-prefix counts.
     pub detail: detail::Detail,
+    /// `watch`'s connections and counters.
+    pub watchers: Arc<watch::Watchers>,
     /// Bumped to ask every worker to seal its active segments (a snapshot
     /// is starting); each notes the last request it carried out.
     pub seal_gen: AtomicU64,
@@ -254,10 +259,28 @@ pub fn run(cfg: ServerConfig, store: Arc<Store>) -> Result<(), ServerError> {
     let wakes = (0..threads).map(|_| worker::Wake::new().map(Arc::new)).collect::<io::Result<Vec<_>>>()?;
     let snapshots = cfg.snapshot.clone().map(|c| Arc::new(snapshot::Snapshots::new(c)));
     let workers_stats: Vec<_> = (0..threads).map(|_| Arc::new(stats::WorkerStats::default())).collect();
+    let watchers: Arc<watch::Watchers> = Arc::default();
+    let w = watchers.clone();
+    store.on_evict(Box::new(move |e| {
+        if w.wants(watch::EVICTIONS) {
+            w.log(
+                watch::EVICTIONS,
+                format_args!(
+                    "type=eviction key={} fetch={} ttl={} la={} clsid=1 size={}",
+                    core::uri(e.key),
+                    if e.fetched { "yes" } else { "no" },
+                    e.ttl,
+                    e.age,
+                    e.size
+                ),
+            );
+        }
+    }));
     let shared = Arc::new(Shared {
         verbosity: AtomicU32::new(cfg.verbosity),
         replies: Arc::new(ReplyBudget { limit: cfg.reply_budget, ..ReplyBudget::default() }),
         detail: detail::Detail::new(cfg.prefix_delimiter, cfg.detail_enabled),
+        watchers,
         listeners: listeners.iter().map(|l| (l.fd(), l.name())).collect(),
         cfg,
         store,
@@ -392,7 +415,18 @@ pub fn run(cfg: ServerConfig, store: Arc<Store>) -> Result<(), ServerError> {
                                     last_cmd: AtomicU32::new(shared.store.clock().now()),
                                     state: AtomicU32::new(0),
                                     replies: shared.replies.clone(),
+                                    kicked: AtomicBool::new(false),
                                 });
+                                if shared.watchers.wants(watch::CONNEVENTS) {
+                                    let (rip, rport, transport) = watch::endpoint(&info.addr);
+                                    shared.watchers.log(
+                                        watch::CONNEVENTS,
+                                        format_args!(
+                                            "type=conn_new rip={rip} rport={rport} transport={transport} cfd={}",
+                                            info.fd
+                                        ),
+                                    );
+                                }
                                 shared.conns.lock().insert(next_id, info.clone());
                                 let (tx, wake) = &workers[next % workers.len()];
                                 next += 1;

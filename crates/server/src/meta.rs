@@ -62,7 +62,7 @@ pub(crate) fn set(ctx: &mut Ctx<'_>, op: &ops::Set<'_>, rep: &Reply<'_>, out: &m
 
 pub(crate) fn too_large(ctx: &mut Ctx<'_>, key: &[u8], out: &mut Vec<u8>) {
     // memcached drops the old item whatever the ms mode.
-    ctx.refuse_too_large(key, true);
+    ctx.refuse_too_large(key, "set", true);
     out.extend_from_slice(r::TOO_LARGE);
 }
 

@@ -221,6 +221,11 @@ fn general(shared: &Shared) -> Snapshot {
     s.gauge("bytes", "Bytes of the items stored (header, key, value).", st.bytes);
     s.gauge("curr_items", "Items stored.", st.curr_items);
     s.counter("total_items", "Items stored since start.", st.total_items);
+    let w = &shared.watchers;
+    s.counter("log_worker_written", "Events logged for watch.", w.written.load(Relaxed));
+    s.counter("log_watcher_skipped", "Event lines lost to watchers too slow to read them.", w.skipped.load(Relaxed));
+    s.counter("log_watcher_sent", "Event lines handed to watchers.", w.sent.load(Relaxed));
+    s.gauge("log_watchers", "Connections in watch.", w.count());
     s.counter("expired_unfetched", "Expired items reclaimed that were never read.", st.expired_unfetched);
     s.counter("evicted_unfetched", "Evicted items that were never read.", st.evicted_unfetched);
     s.counter("evictions", "Live items evicted to free memory.", st.evictions);
@@ -496,6 +501,7 @@ fn settings(shared: &Shared) -> Snapshot {
     s.info("slab_reassign", "Always no: segments serve items of every size.", "no");
     s.info("slab_automove", "Always 0: segments serve items of every size.", 0u64);
     s.info("track_sizes", "Always no (stats sizes: disabled).", "no");
+    s.info("watcher_logbuf_size", "Bytes of lines a watcher may have waiting.", crate::watch::WATCHER_BUF);
     s.info("segment_size", "Bytes per segment.", sc.segment_size);
     if let Some(sn) = &c.snapshot {
         s.info(

@@ -119,6 +119,10 @@ struct Loop<'a> {
     held: Vec<usize>,
     /// Connections waiting for reads from flash.
     parked: Parked,
+    /// Its watching connections (`watch.rs`).
+    watching: crate::watch::WatchList,
+    /// Its wake-up, which watchers use.
+    wake: Arc<crate::worker::Wake>,
     /// Completions reaped early to make room for submissions.
     backlog: Vec<Cqe>,
     /// The eventfd read lands here; boxed so the address stays put.
@@ -193,6 +197,8 @@ pub(crate) fn run(
         ready: Vec::new(),
         held: Vec::new(),
         parked: Parked::default(),
+        watching: crate::watch::WatchList::default(),
+        wake: wake.clone(),
         backlog: Vec::new(),
         wake_buf: ManuallyDrop::new(Box::new(0u64)),
         wake_armed: false,
@@ -245,7 +251,8 @@ pub(crate) fn run(
         if shared.cfg.idle_timeout > 0 {
             lp.close_idle(&stats, &mut last_sweep);
         }
-        let mut ctx = Ctx { shared: &shared, store: &mut store, stats: &stats };
+        lp.watch_due();
+        let mut ctx = Ctx { shared: &shared, store: &mut store, stats: &stats, fd: -1 };
         let ready = std::mem::take(&mut lp.ready);
         lp.read_ahead(&ready, &ctx);
         for &i in &ready {
@@ -257,6 +264,9 @@ pub(crate) fn run(
             }
             lp.note_held(i);
             lp.note_parked(i);
+            if lp.note_watch(i) {
+                again.push(i);
+            }
         }
         lp.ready = ready;
     }
@@ -395,7 +405,8 @@ impl Loop<'_> {
         *last_sweep = now;
         let timeout = self.shared.cfg.idle_timeout;
         for i in 0..self.slots.len() {
-            if self.slots[i].as_ref().is_some_and(|s| !s.closing && s.conn.idle(now, timeout)) {
+            if let Some(s) = self.slots[i].as_ref().filter(|s| !s.closing && s.conn.idle(now, timeout)) {
+                s.conn.info.kicked.store(true, Relaxed);
                 crate::core::inc(&stats.idle_kicks);
                 self.close(i);
             }
@@ -413,6 +424,21 @@ impl Loop<'_> {
             }
         });
         self.parked = parked;
+    }
+
+    /// Marks the watching connections that have lines waiting.
+    fn watch_due(&mut self) {
+        let mut watching = std::mem::take(&mut self.watching);
+        watching.due(|i| self.mark(i));
+        self.watching = watching;
+    }
+
+    /// Puts slot `i` on the watch list if it just sent `watch`; true if
+    /// lines already wait for it.
+    fn note_watch(&mut self, i: usize) -> bool {
+        let Some(Some(s)) = self.slots.get_mut(i) else { return false };
+        let Some(w) = s.conn.take_watch() else { return false };
+        self.watching.attach(i, w, &self.wake)
     }
 
     /// Notes the read slot `i` parked for, if it just did.

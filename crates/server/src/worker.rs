@@ -19,7 +19,7 @@ use crate::conn::{Conn, Status};
 use crate::dispatch::Ctx;
 use crate::listen::Stream;
 use crate::stats::WorkerStats;
-use crate::{ConnInfo, Shared};
+use crate::{watch, ConnInfo, Shared};
 
 pub(crate) const WAKE: Token = Token(usize::MAX);
 
@@ -93,6 +93,7 @@ pub(crate) fn run(
     let w = wake.clone();
     let async_reads = store.enable_async_flash(Box::new(move || w.wake()));
     let mut parked = Parked::default();
+    let mut watching = watch::WatchList::default();
     let mut last_sweep = shared.store.clock().now();
     let mut slots: Vec<Option<Slot>> = Vec::new();
     let mut free: Vec<usize> = Vec::new();
@@ -173,6 +174,7 @@ pub(crate) fn run(
                     }
                     if let Some(mut s) = s.take() {
                         let _ = poll.registry().deregister(&mut s.stream);
+                        s.conn.info.kicked.store(true, Relaxed);
                         close(&shared, s.id);
                         crate::core::inc(&stats.idle_kicks);
                         free.push(i);
@@ -191,10 +193,18 @@ pub(crate) fn run(
                 }
             });
         }
+        watching.due(|i| {
+            if let Some(Some(s)) = slots.get_mut(i) {
+                if !s.queued {
+                    s.queued = true;
+                    ready.push(i);
+                }
+            }
+        });
         for &i in &ready {
             let Some(Some(slot)) = slots.get_mut(i) else { continue };
             slot.queued = false;
-            let mut ctx = Ctx { shared: &shared, store: &mut store, stats: &stats };
+            let mut ctx = Ctx { shared: &shared, store: &mut store, stats: &stats, fd: -1 };
             let served = contain(&stats, || slot.conn.service(&mut slot.stream, &mut ctx));
             match served.unwrap_or(Status::Close) {
                 Status::Open { more } => {
@@ -208,6 +218,12 @@ pub(crate) fn run(
                     }
                     if let Some(addr) = slot.conn.take_park() {
                         parked.wait(addr, i);
+                    }
+                    if let Some(w) = slot.conn.take_watch() {
+                        if watching.attach(i, w, &wake) && !slot.queued {
+                            slot.queued = true;
+                            again.push(i);
+                        }
                     }
                 }
                 Status::Close => {
@@ -275,7 +291,18 @@ pub(crate) fn contain<T>(stats: &WorkerStats, serve: impl FnOnce() -> T) -> Opti
 }
 
 pub(crate) fn close(shared: &Shared, id: u64) {
-    shared.conns.lock().remove(&id);
+    let info = shared.conns.lock().remove(&id);
+    if let Some(info) = info.filter(|_| shared.watchers.wants(watch::CONNEVENTS)) {
+        let (rip, rport, transport) = watch::endpoint(&info.addr);
+        let reason = if info.kicked.load(Relaxed) { "idle_timeout" } else { "normal" };
+        shared.watchers.log(
+            watch::CONNEVENTS,
+            format_args!(
+                "type=conn_close rip={rip} rport={rport} transport={transport} reason={reason} cfd={}",
+                info.fd
+            ),
+        );
+    }
     shared.curr_conns.fetch_sub(1, Relaxed);
     crate::bufpool::note_closed();
 }

@@ -524,7 +524,10 @@ impl Store {
                     }
                     return;
                 }
-                let gone = self.item_at(s).map(|it| (it.state(), it.expiry()));
+                let gone = self.item_at(s).map(|it| {
+                    self.tell_evicted(s, &it, now);
+                    (it.state(), it.expiry())
+                });
                 self.unlink(&mut st, loc.bucket, pos, s);
                 self.note_evicted(&c, s, gone, now);
                 return;
@@ -541,6 +544,9 @@ impl Store {
                 return;
             }
             let gone = Some((it.state(), it.expiry()));
+            if !expired {
+                self.tell_evicted(s, &it, now);
+            }
             self.unlink(&mut st, loc.bucket, pos, s);
             if expired {
                 bump(&c.expired_unlinked);
@@ -553,6 +559,19 @@ impl Store {
             }
             return;
         }
+    }
+
+    /// Tells the eviction hook (`watch evictions`), if there is one.
+    fn tell_evicted(&self, s: u64, it: &crate::item::Item<'_>, now: u32) {
+        let Some(hook) = self.evict_hook.get() else { return };
+        let expiry = it.expiry();
+        hook(&crate::store::Evicted {
+            key: it.key(),
+            fetched: slot::freq(s) > 0 || it.state() & state::FETCHED != 0,
+            ttl: if expiry == 0 { -1 } else { i64::from(expiry) - i64::from(now) },
+            age: now.saturating_sub(self.written_at(s)),
+            size: it.value().len(),
+        });
     }
 
     /// Counts an item evicted from memory, with memcached's detail.

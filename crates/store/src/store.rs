@@ -119,6 +119,25 @@ pub struct Store {
     /// `evicted_time`, which is since its last access: strata keeps no
     /// access time).
     pub(crate) evicted_age: AtomicU32,
+    /// Told of each item evicted from memory (`watch evictions`).
+    pub(crate) evict_hook: std::sync::OnceLock<EvictHook>,
+}
+
+/// What [`Store::on_evict`] is told.
+pub type EvictHook = Box<dyn Fn(&Evicted<'_>) + Send + Sync>;
+
+/// An item evicted from memory to make room.
+#[derive(Debug)]
+pub struct Evicted<'a> {
+    pub key: &'a [u8],
+    /// It had been read.
+    pub fetched: bool,
+    /// Seconds it had left to live (-1: no expiry time).
+    pub ttl: i64,
+    /// Seconds since it was written (strata keeps no access time).
+    pub age: u32,
+    /// Bytes of its value as stored.
+    pub size: usize,
 }
 
 impl Store {
@@ -192,6 +211,7 @@ impl Store {
             flush_lock: Mutex::new(()),
             counters: Mutex::new(Vec::new()),
             evicted_age: AtomicU32::new(0),
+            evict_hook: std::sync::OnceLock::new(),
             workers: AtomicUsize::new(0),
             codec,
             journal: std::sync::OnceLock::new(),
@@ -549,6 +569,13 @@ impl Store {
     #[cfg(test)]
     pub(crate) fn evictions(&self) -> u64 {
         self.counters.lock().iter().map(|c| c.evictions.load(Relaxed)).sum()
+    }
+
+    /// Sets what is told of each item evicted from memory (once; later
+    /// calls are ignored). Called on the evicting worker, under the item's
+    /// bucket lock: it must be quick and must not touch the store.
+    pub fn on_evict(&self, hook: EvictHook) {
+        let _ = self.evict_hook.set(hook);
     }
 
     /// Zeroes the counters `stats reset` resets.

@@ -98,6 +98,10 @@ pub struct Args {
     #[arg(short = 'X', long = "disable-dumping")]
     disable_dumping: bool,
 
+    /// Disable the watch command (live event logs)
+    #[arg(short = 'W', long = "disable-watch")]
+    disable_watch: bool,
+
     /// Delimiter between a key's prefix and the rest, for stats detail
     /// (default ':'); giving it turns stats detail on, as in memcached
     #[arg(short = 'D', long = "prefix-delimiter")]
@@ -520,6 +524,7 @@ impl Args {
             shutdown_enabled: self.enable_shutdown,
             flush_enabled: !self.disable_flush_all,
             dump_enabled: !self.disable_dumping,
+            watch_enabled: !self.disable_watch,
             verbosity: u32::from(self.verbose),
             item_size_max,
             max_get_line,

@@ -126,6 +126,11 @@ pub enum Command<'a> {
     Stats {
         args: Tokens<'a>,
     },
+    /// `watch` with its argument tokens, the event kinds (the server owns
+    /// them).
+    Watch {
+        args: Tokens<'a>,
+    },
     /// `snapshot`: strata's own; writes a snapshot in the background
     /// (with `--snapshot-dir`).
     Snapshot,
@@ -374,6 +379,7 @@ pub fn parse<'a>(buf: &'a [u8], config: &Config) -> Parse<'a> {
         b"shutdown" => admin::parse_shutdown(&l, consumed),
         b"snapshot" if l.ntokens == 2 => done(Command::Snapshot, false, consumed),
         b"stats" => done(Command::Stats { args: Tokens(l.after_command) }, false, consumed),
+        b"watch" => done(Command::Watch { args: Tokens(l.after_command) }, false, consumed),
         b"debug_advance_clock" if config.debug_clock => admin::parse_debug_clock(&l, consumed),
         b"debug_panic" if config.debug_clock && l.ntokens == 2 => done(Command::DebugPanic, false, consumed),
         b"mg" => meta::get::parse(&l, consumed),

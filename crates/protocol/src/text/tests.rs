@@ -119,6 +119,17 @@ fn flush_all_forms() {
 }
 
 #[test]
+fn watch_keeps_its_arguments_for_the_server() {
+    match cmd(b"watch fetchers mutations\r\n").0 {
+        Command::Watch { args } => {
+            assert_eq!(args.iter().collect::<Vec<_>>(), vec![&b"fetchers"[..], b"mutations"]);
+        }
+        other => panic!("{other:?}"),
+    }
+    assert!(matches!(cmd(b"watch\r\n").0, Command::Watch { args } if args.iter().next().is_none()));
+}
+
+#[test]
 fn lru_crawler_metadump_forms() {
     assert_eq!(cmd(b"lru_crawler metadump all\r\n").0, Command::Metadump { classes: u64::MAX, mg: false });
     assert_eq!(cmd(b"lru_crawler metadump hash\r\n").0, Command::Metadump { classes: u64::MAX, mg: false });
