@@ -49,13 +49,6 @@ def test_bad_command_line_exits_nonzero_with_message(args):
     assert r.stderr.strip() != b""
 
 
-@pytest.mark.strata_only
-def test_udp_port_is_refused_with_clear_message():
-    r = run_binary(["-U", "11211", "-l", "127.0.0.1", "-p", str(free_port())])
-    assert r.returncode != 0
-    assert b"udp" in r.stderr.lower()
-
-
 def test_udp_port_zero_is_accepted(make_server):
     srv = make_server(["-U", "0"])
     c = srv.connect(timeout=READ_TIMEOUT)

@@ -29,6 +29,8 @@ pub enum IoBackend {
 pub struct ServerConfig {
     /// `-p`: TCP port for addresses given without one.
     pub port: u16,
+    /// `-U`: UDP port on the same addresses (0: no UDP, the default).
+    pub udp_port: u16,
     /// `-l`: addresses to listen on (`host`, `host:port`, `[v6]:port`).
     pub listen: Vec<String>,
     /// `-s`: a unix socket path; when set, no TCP listener is opened.
@@ -96,6 +98,7 @@ pub struct ServerConfig {
 impl Default for ServerConfig {
     fn default() -> Self {
         ServerConfig {
+            udp_port: 0,
             port: 11211,
             listen: vec!["127.0.0.1".into()],
             unix_socket: None,

@@ -29,6 +29,7 @@ mod replies;
 pub mod snapshot;
 mod stats;
 mod transport;
+mod udp;
 mod uring;
 mod watch;
 mod worker;
@@ -227,6 +228,7 @@ const ACCEPTOR_WAKE: Token = Token(usize::MAX - 2);
 /// connection is closed and every thread has stopped.
 pub fn run(cfg: ServerConfig, store: Arc<Store>) -> Result<(), ServerError> {
     let mut listeners = listen::bind(&cfg)?;
+    let udp_sockets = listen::bind_udp(&cfg)?;
     let metrics_listener = match &cfg.metrics_listen {
         Some(addr) => Some(
             metrics::bind(addr).map_err(|source| ServerError::Listen { addr: format!("metrics {addr}"), source })?,
@@ -258,7 +260,9 @@ pub fn run(cfg: ServerConfig, store: Arc<Store>) -> Result<(), ServerError> {
     let threads = cfg.threads.max(1);
     let wakes = (0..threads).map(|_| worker::Wake::new().map(Arc::new)).collect::<io::Result<Vec<_>>>()?;
     let snapshots = cfg.snapshot.clone().map(|c| Arc::new(snapshot::Snapshots::new(c)));
-    let workers_stats: Vec<_> = (0..threads).map(|_| Arc::new(stats::WorkerStats::default())).collect();
+    // The workers', then each UDP thread's.
+    let workers_stats: Vec<_> =
+        (0..threads + udp_sockets.len()).map(|_| Arc::new(stats::WorkerStats::default())).collect();
     let watchers: Arc<watch::Watchers> = Arc::default();
     let w = watchers.clone();
     store.on_evict(Box::new(move |e| {
@@ -317,6 +321,14 @@ pub fn run(cfg: ServerConfig, store: Arc<Store>) -> Result<(), ServerError> {
             Backend::Epoll(poll) => worker::run(sh, stats, poll, w, rx),
         })?);
         workers.push((tx, wake));
+    }
+
+    for (i, (sock, name)) in udp_sockets.into_iter().enumerate() {
+        tracing::info!(addr = %name, "listening");
+        let sh = shared.clone();
+        let stats = shared.workers[threads + i].clone();
+        handles
+            .push(std::thread::Builder::new().name(format!("udp-{i}")).spawn(move || udp::run(sh, stats, sock, name))?);
     }
 
     let ticker = {

@@ -127,6 +127,32 @@ pub(crate) fn bind(cfg: &ServerConfig) -> Result<Vec<Listener>, ServerError> {
     Ok(out)
 }
 
+/// The UDP sockets of `-U`: one on each `-l` address, at the UDP port
+/// (none with `-s`, as memcached).
+pub(crate) fn bind_udp(cfg: &ServerConfig) -> Result<Vec<(std::net::UdpSocket, String)>, ServerError> {
+    if cfg.udp_port == 0 || cfg.unix_socket.is_some() {
+        return Ok(Vec::new());
+    }
+    let mut out = Vec::new();
+    for entry in cfg.listen.iter().flat_map(|l| l.split(',')).map(str::trim).filter(|e| !e.is_empty()) {
+        for mut addr in resolve(entry, cfg.udp_port)? {
+            addr.set_port(cfg.udp_port);
+            let name = format!("udp:{addr}");
+            let err = |source| ServerError::Listen { addr: name.clone(), source };
+            let sock = Socket::new(Domain::for_address(addr), Type::DGRAM, None).map_err(err)?;
+            sock.set_reuse_address(true).map_err(err)?;
+            if addr.is_ipv6() {
+                sock.set_only_v6(true).map_err(err)?;
+            }
+            sock.bind(&addr.into()).map_err(err)?;
+            let std: std::net::UdpSocket = sock.into();
+            let name = format!("udp:{}", std.local_addr().map_err(err)?);
+            out.push((std, name));
+        }
+    }
+    Ok(out)
+}
+
 /// A client connection's byte stream.
 pub(crate) enum Stream {
     Tcp(TcpStream),

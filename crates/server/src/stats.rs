@@ -456,7 +456,7 @@ fn settings(shared: &Shared) -> Snapshot {
     s.info("maxbytes", "Memory limit in bytes.", shared.store.memory_limit());
     s.info("maxconns", "Connection limit (-c).", c.max_conns);
     s.info("tcpport", "TCP port (-p; 0 with -s).", if c.unix_socket.is_some() { 0 } else { u32::from(c.port) });
-    s.info("udpport", "UDP port (always 0).", 0u64);
+    s.info("udpport", "UDP port (-U; 0: no UDP).", u32::from(c.udp_port));
     s.info("inter", "Listen addresses (-l).", c.listen.join(","));
     s.info("verbosity", "Log level (-v, verbosity).", shared.verbosity.load(Relaxed));
     s.info(

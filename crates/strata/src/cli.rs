@@ -45,7 +45,8 @@ pub struct Args {
     #[arg(short = 'p', long = "port", default_value_t = 11211)]
     port: u16,
 
-    /// UDP port: only 0 (off) is accepted; strata does not serve UDP
+    /// UDP port on the -l addresses, memcached's UDP frame protocol (0:
+    /// off, the default)
     #[arg(short = 'U', long = "udp-port", default_value_t = 0)]
     udp_port: u16,
 
@@ -295,12 +296,6 @@ fn memory_reserve(limit: usize) -> usize {
 
 impl Args {
     pub fn into_configs(self) -> Result<(StoreConfig, ServerConfig), String> {
-        if self.udp_port != 0 {
-            return Err(format!(
-                "UDP is not offered (-U {}); strata serves TCP and unix sockets only. Use -U 0.",
-                self.udp_port
-            ));
-        }
         let item_size_max = parse_size(&self.max_item_size)?;
         if item_size_max < 1024 {
             return Err("item size limit (-I) cannot be less than 1024 bytes".into());
@@ -514,6 +509,7 @@ impl Args {
             reply_budget: read_buf_mem_limit
                 .map_or_else(|| reply_budget_default(memory_limit), |mb| mb.saturating_mul(1 << 20)),
             port: self.port,
+            udp_port: self.udp_port,
             listen,
             unix_socket: self.unix_socket,
             unix_mask,
