@@ -3,6 +3,7 @@
 #   make test         everything, in order (what CI runs through .ci/run)
 #   make deps         apt packages (if missing) + Python venv (if requirements changed)
 #                     + compat/node's npm packages (if package-lock.json changed)
+#                     + compat/java's jars (if pom.xml changed)
 #   make build        cargo build --release
 #   make lint         cargo fmt --check + cargo clippy -D warnings
 #   make unit         cargo test --release --workspace
@@ -37,10 +38,12 @@ PYTEST := $(VENV)/bin/pytest
 PYTEST_FLAGS ?= -q --timeout=300
 REQUIREMENTS := requirements-test.txt
 REQ_STAMP := $(VENV)/.requirements-test.installed
-APT_PACKAGES := memcached libmemcached-tools redis-server nodejs npm sasl2-bin prometheus systemd nutcracker libmemcached-dev zlib1g-dev php-cli php-memcached
+APT_PACKAGES := memcached libmemcached-tools redis-server nodejs npm sasl2-bin prometheus systemd nutcracker libmemcached-dev zlib1g-dev php-cli php-memcached default-jdk-headless maven
 NODE_DIR := compat/node
 NODE_LOCK := $(NODE_DIR)/package-lock.json
 NODE_STAMP := $(NODE_DIR)/node_modules/.installed
+JAVA_DIR := compat/java
+JAVA_STAMP := $(JAVA_DIR)/lib/.installed
 CONCURRENCY_SECS ?= 20
 FUZZ_SECS ?= 300
 FUZZ_TARGET ?= binary_decoder
@@ -50,13 +53,13 @@ WIRE_DIR := $(wildcard tests/wire)
 # Server-facing stages need the release binary, unless they run against memcached.
 SERVER_DEPS := deps $(if $(filter memcached,$(WIRE_TARGET)),,build)
 
-.PHONY: bench test deps apt venv node build lint fmt clippy unit pytest wire wire-epoll wire-flash compat \
+.PHONY: bench test deps apt venv node java build lint fmt clippy unit pytest wire wire-epoll wire-flash compat \
         memccapable capacity concurrency clean-venv fuzz fuzz-all fuzz-check miri miri-setup
 
 test: deps build lint unit miri pytest wire-epoll wire-flash memccapable capacity concurrency
 	@echo "==> make test: all stages passed"
 
-deps: apt venv node
+deps: apt venv node java
 
 apt:
 	@missing=""; \
@@ -89,6 +92,16 @@ node:
 	  echo "==> npm ci --prefix $(NODE_DIR)"; \
 	  npm ci --prefix $(NODE_DIR) --no-audit --no-fund; \
 	  touch $(NODE_STAMP); \
+	fi
+
+# spymemcached and xmemcached for compat/test_java_clients.py, copied from
+# Maven Central into compat/java/lib whenever compat/java/pom.xml changes.
+java:
+	@if [ $(JAVA_DIR)/pom.xml -nt $(JAVA_STAMP) ]; then \
+	  echo "==> mvn dependency:copy-dependencies ($(JAVA_DIR))"; \
+	  rm -rf $(JAVA_DIR)/lib; \
+	  mvn -q -B -Dstyle.color=never -f $(JAVA_DIR)/pom.xml dependency:copy-dependencies; \
+	  touch $(JAVA_STAMP); \
 	fi
 
 build:
