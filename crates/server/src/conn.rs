@@ -260,6 +260,15 @@ impl Conn {
             && now.saturating_sub(self.last_request) >= timeout
     }
 
+    /// Nothing of it is under way: no request partly received or partly
+    /// run, no reply unsent. A graceful stop closes such connections and
+    /// lets the others finish.
+    pub fn quiescent(&mut self) -> bool {
+        self.rpos == self.filled
+            && matches!(self.phase, Phase::Ready | Phase::Waiting { .. } | Phase::Watching | Phase::Closing)
+            && self.replies.is_empty()
+    }
+
     /// The watcher this connection just became, once: the worker serves
     /// it again whenever lines arrive for it.
     pub fn take_watch(&mut self) -> Option<Arc<crate::watch::Watcher>> {

@@ -223,8 +223,12 @@ pub(crate) fn execute(ctx: &mut Ctx<'_>, req: Request<'_>, out: &mut Vec<u8>, re
             if !ctx.shared.cfg.shutdown_enabled {
                 out.extend_from_slice(r::SHUTDOWN_DISABLED);
             } else if mode.is_none() || mode == Some(b"graceful") {
-                tracing::info!("shutdown requested by a client");
-                ctx.shared.shutdown.store(true, Relaxed);
+                tracing::info!(graceful = mode.is_some(), "shutdown requested by a client");
+                if mode.is_some() {
+                    ctx.shared.draining.store(true, Relaxed);
+                } else {
+                    ctx.shared.shutdown.store(true, Relaxed);
+                }
                 let _ = ctx.shared.acceptor.wake();
                 return Outcome::CloseAfterWrite;
             } else {

@@ -168,6 +168,10 @@ pub(crate) struct Shared {
     pub cfg: ServerConfig,
     pub store: Arc<Store>,
     pub shutdown: AtomicBool,
+    /// A graceful stop (`shutdown graceful`, SIGUSR1): no new connections;
+    /// each open one is closed once nothing of it is under way, for at
+    /// most [`DRAIN_LIMIT`]; then the stop is as `shutdown`'s.
+    pub draining: AtomicBool,
     pub curr_conns: AtomicUsize,
     pub total_conns: AtomicU64,
     pub rejected_conns: AtomicU64,
@@ -261,6 +265,9 @@ impl AtLimit {
     }
 }
 
+/// The longest a graceful stop waits for connections to finish.
+pub const DRAIN_LIMIT: Duration = Duration::from_secs(10);
+
 const LISTENER_BASE: usize = 0;
 const SIGNALS: Token = Token(usize::MAX - 1);
 const ACCEPTOR_WAKE: Token = Token(usize::MAX - 2);
@@ -330,6 +337,7 @@ pub fn run(cfg: ServerConfig, store: Arc<Store>) -> Result<(), ServerError> {
         cfg,
         store,
         shutdown: AtomicBool::new(false),
+        draining: AtomicBool::new(false),
         curr_conns: AtomicUsize::new(0),
         total_conns: AtomicU64::new(0),
         rejected_conns: AtomicU64::new(0),
@@ -428,8 +436,27 @@ pub fn run(cfg: ServerConfig, store: Arc<Store>) -> Result<(), ServerError> {
     let mut next = 0usize;
     let mut next_id = 0u64;
     let mut at_limit = AtLimit::default();
+    let mut drain_until = None;
     while !shared.shutdown.load(Relaxed) {
-        if let Err(e) = poll.poll(&mut events, None) {
+        if shared.draining.load(Relaxed) {
+            let until = *drain_until.get_or_insert_with(|| {
+                // Not one more connection: the listeners close, so the
+                // kernel refuses new ones rather than queueing them.
+                for l in listeners.iter_mut() {
+                    let _ = poll.registry().deregister(l);
+                }
+                listeners.clear();
+                for (_, wake) in &workers {
+                    wake.wake();
+                }
+                Instant::now() + DRAIN_LIMIT
+            });
+            if shared.curr_conns.load(Relaxed) == 0 || Instant::now() >= until {
+                break;
+            }
+        }
+        let timeout = drain_until.map(|_| Duration::from_millis(20));
+        if let Err(e) = poll.poll(&mut events, timeout) {
             if e.kind() == io::ErrorKind::Interrupted {
                 continue;
             }
@@ -441,6 +468,11 @@ pub fn run(cfg: ServerConfig, store: Arc<Store>) -> Result<(), ServerError> {
                     for sig in signals.pending() {
                         if sig == SIGHUP {
                             tracing::info!("SIGHUP: nothing to reload");
+                            continue;
+                        }
+                        if sig == SIGUSR1 {
+                            tracing::info!("SIGUSR1: stopping gracefully");
+                            shared.draining.store(true, Relaxed);
                             continue;
                         }
                         tracing::info!(signal = sig, "shutting down");

@@ -201,7 +201,11 @@ fn general(shared: &Shared) -> Snapshot {
     s.counter("get_expired", "Reads that found the item expired.", st.get_expired);
     s.counter("get_flushed", "Reads that found the item invalidated by flush_all.", st.get_flushed);
     s.gauge("limit_maxbytes", "Memory limit in bytes (-m, or cache_memlimit).", st.memory_limit);
-    s.gauge("accepting_conns", "1 while the listeners accept connections.", 1u64);
+    s.gauge(
+        "accepting_conns",
+        "1 while the listeners accept connections (0 in a graceful stop).",
+        u64::from(!shared.draining.load(Relaxed)),
+    );
     s.info("threads", "Worker threads (-t).", shared.cfg.threads);
     s.counter(
         "conn_yields",

@@ -269,6 +269,9 @@ pub(crate) fn run(
             }
         }
         lp.ready = ready;
+        if shared.draining.load(Relaxed) {
+            lp.close_quiescent();
+        }
     }
     lp.shutdown();
 }
@@ -424,6 +427,15 @@ impl Loop<'_> {
             }
         });
         self.parked = parked;
+    }
+
+    /// A graceful stop: closes the connections with nothing under way.
+    fn close_quiescent(&mut self) {
+        for i in 0..self.slots.len() {
+            if self.slots[i].as_mut().is_some_and(|s| !s.closing && !s.send && s.conn.quiescent()) {
+                self.close(i);
+            }
+        }
     }
 
     /// Marks the watching connections that have lines waiting.

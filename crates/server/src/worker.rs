@@ -235,6 +235,17 @@ pub(crate) fn run(
                 }
             }
         }
+        if shared.draining.load(Relaxed) {
+            for (i, s) in slots.iter_mut().enumerate() {
+                if s.as_mut().is_some_and(|s| s.conn.quiescent()) {
+                    if let Some(mut s) = s.take() {
+                        let _ = poll.registry().deregister(&mut s.stream);
+                        close(&shared, s.id);
+                        free.push(i);
+                    }
+                }
+            }
+        }
     }
     for mut s in slots.into_iter().flatten() {
         let _ = poll.registry().deregister(&mut s.stream);
