@@ -40,6 +40,7 @@ impl Fixture {
             cfg,
             store: store.clone(),
             shutdown: AtomicBool::new(false),
+            draining: AtomicBool::new(false),
             curr_conns: AtomicUsize::new(0),
             total_conns: AtomicU64::new(0),
             rejected_conns: AtomicU64::new(0),
