@@ -38,7 +38,7 @@ PYTEST := $(VENV)/bin/pytest
 PYTEST_FLAGS ?= -q --timeout=300
 REQUIREMENTS := requirements-test.txt
 REQ_STAMP := $(VENV)/.requirements-test.installed
-APT_PACKAGES := memcached libmemcached-tools redis-server nodejs npm sasl2-bin prometheus systemd nutcracker libmemcached-dev zlib1g-dev php-cli php-memcached default-jdk-headless maven
+APT_PACKAGES := memcached openssl libmemcached-tools redis-server nodejs npm sasl2-bin prometheus systemd nutcracker libmemcached-dev zlib1g-dev php-cli php-memcached default-jdk-headless maven
 NODE_DIR := compat/node
 NODE_LOCK := $(NODE_DIR)/package-lock.json
 NODE_STAMP := $(NODE_DIR)/node_modules/.installed

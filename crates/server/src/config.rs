@@ -31,6 +31,9 @@ pub struct ServerConfig {
     pub port: u16,
     /// `-U`: UDP port on the same addresses (0: no UDP, the default).
     pub udp_port: u16,
+    /// `-Z` and the `ssl_*` options: TCP listeners speak TLS (but those
+    /// given as `notls:ADDR`).
+    pub tls: Option<crate::tls::TlsSettings>,
     /// `-l`: addresses to listen on (`host`, `host:port`, `[v6]:port`).
     pub listen: Vec<String>,
     /// `-s`: a unix socket path; when set, no TCP listener is opened.
@@ -99,6 +102,7 @@ impl Default for ServerConfig {
     fn default() -> Self {
         ServerConfig {
             udp_port: 0,
+            tls: None,
             port: 11211,
             listen: vec!["127.0.0.1".into()],
             unix_socket: None,

@@ -37,6 +37,7 @@ impl Fixture {
         let shared = Arc::new(Shared {
             detail: crate::detail::Detail::new(cfg.prefix_delimiter, cfg.detail_enabled),
             watchers: Arc::default(),
+            tls: None,
             cfg,
             store: store.clone(),
             shutdown: AtomicBool::new(false),

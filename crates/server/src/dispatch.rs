@@ -235,6 +235,17 @@ pub(crate) fn execute(ctx: &mut Ctx<'_>, req: Request<'_>, out: &mut Vec<u8>, re
                 out.extend_from_slice(b"CLIENT_ERROR invalid shutdown mode\r\n");
             }
         }
+        Command::RefreshCerts => match &ctx.shared.tls {
+            // memcached's replies, errors included (its text, then ours).
+            None => out.extend_from_slice(b"Error TLS not enabled\r\n"),
+            Some(tls) => match tls.refresh() {
+                Ok(()) => reply(out, r::OK),
+                Err(e) => {
+                    tracing::warn!(error = %e, "refresh_certs failed; the old certificates stay");
+                    out.extend_from_slice(format!("Error loading the certificate chain: {e}\r\n").as_bytes());
+                }
+            },
+        },
         Command::Watch { args } => {
             if !ctx.shared.cfg.watch_enabled {
                 out.extend_from_slice(b"CLIENT_ERROR watch commands not allowed\r\n");

@@ -28,6 +28,7 @@ mod process;
 mod replies;
 pub mod snapshot;
 mod stats;
+mod tls;
 mod transport;
 mod udp;
 mod uring;
@@ -50,6 +51,7 @@ pub use auth::{AuthError, Credentials};
 pub use config::{IoBackend, Protocol, ServerConfig};
 pub use process::PrivilegeError;
 pub use snapshot::{Loaded, SnapshotConfig};
+pub use tls::{MinVersion, TlsError, TlsSettings};
 
 /// What changes the log level when a client sends `verbosity N` (set once
 /// by the binary, which owns logging).
@@ -74,6 +76,10 @@ pub enum ServerError {
     PidFile { path: String, source: io::Error },
     #[error(transparent)]
     Privileges(#[from] process::PrivilegeError),
+    #[error("TLS: {0}")]
+    Tls(#[from] TlsError),
+    #[error("TLS connections are served by the epoll loop: -Z cannot go with -o io=uring")]
+    TlsNeedsEpoll,
 }
 
 /// A connection's entry in `stats conns`.
@@ -187,6 +193,8 @@ pub(crate) struct Shared {
     pub detail: detail::Detail,
     /// `watch`'s connections and counters.
     pub watchers: Arc<watch::Watchers>,
+    /// With `-Z`: the configuration new TLS connections get.
+    pub tls: Option<tls::Tls>,
     /// Bumped to ask every worker to seal its active segments (a snapshot
     /// is starting); each notes the last request it carried out.
     pub seal_gen: AtomicU64,
@@ -214,7 +222,8 @@ impl Backend {
 }
 
 fn backend(cfg: &ServerConfig, wake: &worker::Wake) -> io::Result<Backend> {
-    if cfg.io != IoBackend::Epoll {
+    // TLS runs on the epoll loop only (docs/protocol.md, "TLS").
+    if cfg.io != IoBackend::Epoll && cfg.tls.is_none() {
         match uring::ring(cfg.max_conns) {
             Ok(ring) => return Ok(Backend::Uring(Box::new(ring))),
             Err(e) if cfg.io == IoBackend::Uring => return Err(e),
@@ -275,6 +284,10 @@ const ACCEPTOR_WAKE: Token = Token(usize::MAX - 2);
 /// Runs the server until SIGTERM, SIGINT or `shutdown`. Returns once every
 /// connection is closed and every thread has stopped.
 pub fn run(cfg: ServerConfig, store: Arc<Store>) -> Result<(), ServerError> {
+    if cfg.tls.is_some() && cfg.io == IoBackend::Uring {
+        return Err(ServerError::TlsNeedsEpoll);
+    }
+    let tls = cfg.tls.clone().map(tls::Tls::new).transpose()?;
     let mut listeners = listen::bind(&cfg)?;
     let udp_sockets = listen::bind_udp(&cfg)?;
     let metrics_listener = match &cfg.metrics_listen {
@@ -333,6 +346,7 @@ pub fn run(cfg: ServerConfig, store: Arc<Store>) -> Result<(), ServerError> {
         replies: Arc::new(ReplyBudget { limit: cfg.reply_budget, ..ReplyBudget::default() }),
         detail: detail::Detail::new(cfg.prefix_delimiter, cfg.detail_enabled),
         watchers,
+        tls,
         listeners: listeners.iter().map(|l| (l.fd(), l.name())).collect(),
         cfg,
         store,
@@ -485,6 +499,16 @@ pub fn run(cfg: ServerConfig, store: Arc<Store>) -> Result<(), ServerError> {
                     loop {
                         match l.accept() {
                             Ok(mut stream) => {
+                                let tls = match (&shared.tls, l.tls()) {
+                                    (Some(t), true) => match t.accept() {
+                                        Ok(c) => Some(c),
+                                        Err(e) => {
+                                            tracing::warn!(error = %e, "TLS connection refused");
+                                            continue;
+                                        }
+                                    },
+                                    _ => None,
+                                };
                                 if at_limit.full(&shared, &workers) {
                                     shared.rejected_conns.fetch_add(1, Relaxed);
                                     stream.reject(strata_protocol::reply::text::TOO_MANY_CONNECTIONS);
@@ -516,7 +540,7 @@ pub fn run(cfg: ServerConfig, store: Arc<Store>) -> Result<(), ServerError> {
                                 shared.conns.lock().insert(next_id, info.clone());
                                 let (tx, wake) = &workers[next % workers.len()];
                                 next += 1;
-                                if tx.send(worker::NewConn { id: next_id, stream, info }).is_ok() {
+                                if tx.send(worker::NewConn { id: next_id, stream, info, tls }).is_ok() {
                                     wake.wake();
                                 } else {
                                     // That worker has stopped (the server is

@@ -15,27 +15,33 @@ use socket2::{Domain, Socket, Type};
 use crate::{ServerConfig, ServerError};
 
 pub(crate) enum Listener {
-    Tcp(TcpListener, String),
+    /// With whether its connections speak TLS (`-Z`, unless `notls:`).
+    Tcp(TcpListener, String, bool),
     Unix(UnixListener, String),
 }
 
 impl Listener {
     pub fn name(&self) -> String {
         match self {
-            Listener::Tcp(_, n) | Listener::Unix(_, n) => n.clone(),
+            Listener::Tcp(_, n, _) | Listener::Unix(_, n) => n.clone(),
         }
     }
 
     pub fn fd(&self) -> i32 {
         match self {
-            Listener::Tcp(l, _) => l.as_raw_fd(),
+            Listener::Tcp(l, _, _) => l.as_raw_fd(),
             Listener::Unix(l, _) => l.as_raw_fd(),
         }
     }
 
+    /// Its connections speak TLS.
+    pub fn tls(&self) -> bool {
+        matches!(self, Listener::Tcp(_, _, true))
+    }
+
     pub fn accept(&mut self) -> io::Result<Stream> {
         match self {
-            Listener::Tcp(l, _) => {
+            Listener::Tcp(l, _, _) => {
                 let (s, _) = l.accept()?;
                 // Replies are flushed once per batch, so Nagle only adds delay.
                 let _ = s.set_nodelay(true);
@@ -49,19 +55,19 @@ impl Listener {
 impl Source for Listener {
     fn register(&mut self, r: &Registry, t: Token, i: Interest) -> io::Result<()> {
         match self {
-            Listener::Tcp(l, _) => l.register(r, t, i),
+            Listener::Tcp(l, _, _) => l.register(r, t, i),
             Listener::Unix(l, _) => l.register(r, t, i),
         }
     }
     fn reregister(&mut self, r: &Registry, t: Token, i: Interest) -> io::Result<()> {
         match self {
-            Listener::Tcp(l, _) => l.reregister(r, t, i),
+            Listener::Tcp(l, _, _) => l.reregister(r, t, i),
             Listener::Unix(l, _) => l.reregister(r, t, i),
         }
     }
     fn deregister(&mut self, r: &Registry) -> io::Result<()> {
         match self {
-            Listener::Tcp(l, _) => l.deregister(r),
+            Listener::Tcp(l, _, _) => l.deregister(r),
             Listener::Unix(l, _) => l.deregister(r),
         }
     }
@@ -105,6 +111,11 @@ pub(crate) fn bind(cfg: &ServerConfig) -> Result<Vec<Listener>, ServerError> {
     }
     let mut out = Vec::new();
     for entry in cfg.listen.iter().flat_map(|l| l.split(',')).map(str::trim).filter(|e| !e.is_empty()) {
+        // memcached's prefix for a plain listener among TLS ones.
+        let (entry, tls) = match entry.strip_prefix("notls:") {
+            Some(rest) => (rest, false),
+            None => (entry, cfg.tls.is_some()),
+        };
         for addr in resolve(entry, cfg.port)? {
             let name = format!("tcp:{addr}");
             let err = |source| ServerError::Listen { addr: name.clone(), source };
@@ -118,7 +129,7 @@ pub(crate) fn bind(cfg: &ServerConfig) -> Result<Vec<Listener>, ServerError> {
             sock.set_nonblocking(true).map_err(err)?;
             let std: std::net::TcpListener = sock.into();
             let name = format!("tcp:{}", std.local_addr().map_err(err)?);
-            out.push(Listener::Tcp(TcpListener::from_std(std), name));
+            out.push(Listener::Tcp(TcpListener::from_std(std), name, tls));
         }
     }
     if out.is_empty() {
@@ -135,6 +146,7 @@ pub(crate) fn bind_udp(cfg: &ServerConfig) -> Result<Vec<(std::net::UdpSocket, S
     }
     let mut out = Vec::new();
     for entry in cfg.listen.iter().flat_map(|l| l.split(',')).map(str::trim).filter(|e| !e.is_empty()) {
+        let entry = entry.strip_prefix("notls:").unwrap_or(entry);
         for mut addr in resolve(entry, cfg.udp_port)? {
             addr.set_port(cfg.udp_port);
             let name = format!("udp:{addr}");

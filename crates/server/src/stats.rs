@@ -279,6 +279,12 @@ fn general(shared: &Shared) -> Snapshot {
     s.gauge("strata_dead_bytes", "Dead bytes in sealed segments now.", st.dead_bytes);
     let contended = sum(shared, |w| &w.store_contended);
     s.counter("strata_store_contended", "Operations that lost the race for an item too often.", contended);
+    if let Some(tls) = &shared.tls {
+        s.counter("ssl_handshake_errors", "TLS handshakes that failed.", tls.handshake_errors.load(Relaxed));
+        let loaded = i64::try_from(tls.loaded_at.load(Relaxed)).unwrap_or(i64::MAX);
+        let since = clock.unix_now().saturating_sub(loaded).max(0);
+        s.gauge("time_since_server_cert_refresh", "Seconds since the certificates were loaded.", since);
+    }
     compression(&mut s, &st);
     flash(&mut s, &st);
     snapshots(&mut s, shared);
@@ -505,6 +511,28 @@ fn settings(shared: &Shared) -> Snapshot {
     s.info("slab_reassign", "Always no: segments serve items of every size.", "no");
     s.info("slab_automove", "Always 0: segments serve items of every size.", 0u64);
     s.info("track_sizes", "Always no (stats sizes: disabled).", "no");
+    let tls = c.tls.as_ref();
+    let path = |p: Option<&std::path::PathBuf>| p.map_or("NULL".to_string(), |p| p.display().to_string());
+    s.info("ssl_enabled", "TLS on the TCP listeners (-Z).", yes_no(tls.is_some()));
+    s.info("ssl_chain_cert", "Certificate chain (PEM).", path(tls.map(|t| &t.chain_cert)));
+    s.info("ssl_key", "Private key (PEM).", path(tls.and_then(|t| t.key.as_ref())));
+    s.info(
+        "ssl_verify_mode",
+        "Client certificates: 0 none, 1 asked, 2 and 3 required.",
+        tls.map_or(0, |t| u32::from(t.verify_mode)),
+    );
+    s.info("ssl_keyformat", "1: PEM.", 1u64);
+    s.info(
+        "ssl_ciphers",
+        "TLS 1.2 suites offered (NULL: all rustls has).",
+        tls.and_then(|t| t.ciphers.clone()).unwrap_or_else(|| "NULL".into()),
+    );
+    s.info("ssl_ca_cert", "Roots for client certificates (PEM).", path(tls.and_then(|t| t.ca_cert.as_ref())));
+    let min = match tls.map(|t| t.min_version) {
+        Some(crate::tls::MinVersion::Tls13) => "tlsv1.3",
+        _ => "tlsv1.2",
+    };
+    s.info("ssl_min_version", "Lowest TLS version offered.", min);
     s.info("watcher_logbuf_size", "Bytes of lines a watcher may have waiting.", crate::watch::WATCHER_BUF);
     s.info("segment_size", "Bytes per segment.", sc.segment_size);
     if let Some(sn) = &c.snapshot {

@@ -8,11 +8,12 @@
 //!   handed in as [`Received`], and replies leave from the connection's
 //!   send buffer (`Conn::next_send`), or through the socket's own `write`
 //!   when a turn sends at once.
-//! - A TLS transport (rustls) wraps either: it reads ciphertext from the
-//!   socket (or from `Received`) and gives plaintext to `read`, and
+//! - TLS (`tls.rs`, rustls) wraps the socket on the epoll loop: it reads
+//!   ciphertext from the socket and gives plaintext to `read`, and
 //!   encrypts what `write` is given. The connection never sees ciphertext,
 //!   so back-pressure and buffer limits apply to the plaintext it handles
-//!   (TLS adds its own bounded record buffers).
+//!   (TLS adds its own bounded record buffers). The io_uring loop does not
+//!   carry TLS: with `-Z` the workers run epoll.
 //! - Unit tests drive a connection through a fake transport that injects
 //!   short writes, `EAGAIN`, resets and half-closes (`conn.rs`).
 

@@ -472,6 +472,12 @@ impl Loop<'_> {
     }
 
     fn adopt(&mut self, nc: NewConn) {
+        if nc.tls.is_some() {
+            // `backend` never runs this loop with TLS configured.
+            tracing::error!("a TLS connection reached the io_uring loop: closed");
+            close(self.shared, nc.id);
+            return;
+        }
         let i = self.free.pop().unwrap_or_else(|| {
             self.slots.push(None);
             self.slots.len() - 1

@@ -62,6 +62,8 @@ pub(crate) struct NewConn {
     pub id: u64,
     pub stream: Stream,
     pub info: Arc<ConnInfo>,
+    /// Its TLS state, from a TLS listener.
+    pub tls: Option<Box<rustls::ServerConnection>>,
 }
 
 struct Slot {
@@ -70,9 +72,35 @@ struct Slot {
     /// On the worker's list of connections whose replies wait for the
     /// durability log.
     held: bool,
-    /// The socket, which is the connection's transport on this loop.
+    /// The socket, which is the connection's transport on this loop
+    /// (below TLS, with `tls`).
     stream: Stream,
+    tls: Option<Box<rustls::ServerConnection>>,
     queued: bool,
+}
+
+impl Slot {
+    /// Serves the connection through its transport: the socket, or TLS
+    /// over it (sending first what TLS has ready: a writable socket is
+    /// the only wake-up for records that did not fit before).
+    fn service(&mut self, ctx: &mut Ctx<'_>, errors: &std::sync::atomic::AtomicU64) -> Status {
+        match &mut self.tls {
+            None => self.conn.service(&mut self.stream, ctx),
+            Some(tls) => {
+                let mut t = crate::tls::TlsIo { sock: &mut self.stream, tls, errors };
+                if t.flush().is_err() {
+                    return Status::Close;
+                }
+                let status = self.conn.service(&mut t, ctx);
+                if status == Status::Close {
+                    t.close();
+                } else if t.flush().is_err() {
+                    return Status::Close;
+                }
+                status
+            }
+        }
+    }
 }
 
 /// An epoll instance watching `wake`, for [`run`].
@@ -141,14 +169,14 @@ pub(crate) fn run(
                         slots.push(None);
                         slots.len() - 1
                     });
-                    let (conn, mut stream) = (Conn::new(nc.info), nc.stream);
+                    let (conn, mut stream, tls) = (Conn::new(nc.info), nc.stream, nc.tls);
                     let interest = Interest::READABLE | Interest::WRITABLE;
                     if poll.registry().register(&mut stream, Token(i), interest).is_err() {
                         close(&shared, nc.id);
                         free.push(i);
                         continue;
                     }
-                    slots[i] = Some(Slot { id: nc.id, conn, stream, queued: true, held: false });
+                    slots[i] = Some(Slot { id: nc.id, conn, stream, tls, queued: true, held: false });
                     ready.push(i);
                 }
             } else {
@@ -205,7 +233,9 @@ pub(crate) fn run(
             let Some(Some(slot)) = slots.get_mut(i) else { continue };
             slot.queued = false;
             let mut ctx = Ctx { shared: &shared, store: &mut store, stats: &stats, fd: -1 };
-            let served = contain(&stats, || slot.conn.service(&mut slot.stream, &mut ctx));
+            let no_errors = std::sync::atomic::AtomicU64::new(0);
+            let errors = shared.tls.as_ref().map_or(&no_errors, |t| &t.handshake_errors);
+            let served = contain(&stats, || slot.service(&mut ctx, errors));
             match served.unwrap_or(Status::Close) {
                 Status::Open { more } => {
                     if more {

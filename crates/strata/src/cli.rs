@@ -103,6 +103,11 @@ pub struct Args {
     #[arg(short = 'W', long = "disable-watch")]
     disable_watch: bool,
 
+    /// Enable TLS on the TCP listeners (but those given as -l notls:ADDR);
+    /// needs -o ssl_chain_cert=FILE
+    #[arg(short = 'Z', long = "enable-ssl")]
+    enable_ssl: bool,
+
     /// Delimiter between a key's prefix and the rest, for stats detail
     /// (default ':'); giving it turns stats detail on, as in memcached
     #[arg(short = 'D', long = "prefix-delimiter")]
@@ -247,6 +252,77 @@ const MEMCACHED_TUNING: &[&str] = &[
     "no_drop_privileges",
 ];
 
+/// memcached's `ssl_*` options (used with `-Z`).
+#[derive(Default)]
+struct TlsOptions {
+    chain_cert: Option<std::path::PathBuf>,
+    key: Option<std::path::PathBuf>,
+    ca_cert: Option<std::path::PathBuf>,
+    verify_mode: u8,
+    min_version: Option<strata_server::MinVersion>,
+    ciphers: Option<String>,
+}
+
+impl TlsOptions {
+    /// Takes `-o k=v` if it is a TLS option.
+    fn take(&mut self, k: &str, v: &str) -> Result<bool, String> {
+        match k {
+            "ssl_chain_cert" => self.chain_cert = Some(v.into()),
+            "ssl_key" => self.key = Some(v.into()),
+            "ssl_ca_cert" => self.ca_cert = Some(v.into()),
+            "ssl_verify_mode" => {
+                self.verify_mode = v
+                    .parse()
+                    .ok()
+                    .filter(|m| *m <= 3)
+                    .ok_or_else(|| format!("invalid ssl_verify_mode {v:?} (0 to 3)"))?
+            }
+            "ssl_min_version" => {
+                // memcached's numbers: 0 TLS 1.0, 1 TLS 1.1, 2 TLS 1.2, 3
+                // TLS 1.3; its names are taken too.
+                self.min_version = Some(match v {
+                    "2" | "tlsv1.2" => strata_server::MinVersion::Tls12,
+                    "3" | "tlsv1.3" => strata_server::MinVersion::Tls13,
+                    "0" | "1" | "tlsv1" | "tlsv1.0" | "tlsv1.1" => {
+                        tracing::info!(
+                            "-o ssl_min_version={v}: rustls offers TLS 1.2 and 1.3 only; 1.2 is the minimum"
+                        );
+                        strata_server::MinVersion::Tls12
+                    }
+                    _ => return Err(format!("invalid ssl_min_version {v:?} (0 to 3)")),
+                })
+            }
+            "ssl_ciphers" => self.ciphers = Some(v.to_string()),
+            "ssl_keyformat" => {
+                // memcached: 1 is PEM (OpenSSL's SSL_FILETYPE_PEM).
+                if !matches!(v, "1" | "PEM" | "pem") {
+                    return Err(format!("ssl_keyformat {v:?}: only PEM keys are read"));
+                }
+            }
+            "ssl_wbuf_size" | "ssl_session_cache" | "ssl_kernel_tls" => {
+                tracing::info!("-o {k}: accepted for memcached compatibility, no effect here");
+            }
+            _ => return Ok(false),
+        }
+        Ok(true)
+    }
+
+    fn settings(self, enabled: bool) -> Result<Option<strata_server::TlsSettings>, String> {
+        if !enabled {
+            return Ok(None);
+        }
+        let chain_cert = self.chain_cert.ok_or("-Z needs -o ssl_chain_cert=FILE (and ssl_key=FILE)")?;
+        Ok(Some(strata_server::TlsSettings {
+            chain_cert,
+            key: self.key,
+            ca_cert: self.ca_cert,
+            verify_mode: self.verify_mode,
+            min_version: self.min_version.unwrap_or(strata_server::MinVersion::Tls12),
+            ciphers: self.ciphers,
+        }))
+    }
+}
+
 /// Whether values are stored compressed unless `-o compression=` says
 /// otherwise (the measurements behind the choice: docs/benchmarks.md).
 const COMPRESSION_DEFAULT: bool = false;
@@ -331,6 +407,7 @@ impl Args {
         let mut ext = crate::ext::ExtOptions::default();
         let mut idle_timeout = 0;
         let mut read_buf_mem_limit: Option<usize> = None;
+        let mut tls = TlsOptions::default();
         for opt in self.extended.iter().flat_map(|o| o.split(',')).filter(|o| !o.is_empty()) {
             let (k, v) = opt.split_once('=').unwrap_or((opt, ""));
             match k {
@@ -379,6 +456,7 @@ impl Args {
                 "compression_train_bytes" => zcfg.train_bytes = parse_size(v)?,
                 "compression_sample" => zcfg.sample_one_in = number(k, v)?,
                 "compression_retrain_drop" => zcfg.retrain_drop_percent = number(k, v)?,
+                _ if tls.take(k, v)? => {}
                 _ if ext.take(k, v)? => {}
                 _ if MEMCACHED_TUNING.contains(&k) => {
                     // Over the connection limit strata always answers and
@@ -500,7 +578,9 @@ impl Args {
             recovered: Default::default(),
             lock: None,
         });
+        let tls = tls.settings(self.enable_ssl)?;
         let server = ServerConfig {
+            tls,
             snapshot,
             metrics_listen: self.metrics_listen,
             user: self.user,

@@ -126,6 +126,8 @@ pub enum Command<'a> {
     Stats {
         args: Tokens<'a>,
     },
+    /// `refresh_certs [noreply]`: load the TLS certificates again.
+    RefreshCerts,
     /// `watch` with its argument tokens, the event kinds (the server owns
     /// them).
     Watch {
@@ -380,6 +382,7 @@ pub fn parse<'a>(buf: &'a [u8], config: &Config) -> Parse<'a> {
         b"snapshot" if l.ntokens == 2 => done(Command::Snapshot, false, consumed),
         b"stats" => done(Command::Stats { args: Tokens(l.after_command) }, false, consumed),
         b"watch" => done(Command::Watch { args: Tokens(l.after_command) }, false, consumed),
+        b"refresh_certs" if l.count_is(2, 3) => done(Command::RefreshCerts, l.noreply(), consumed),
         b"debug_advance_clock" if config.debug_clock => admin::parse_debug_clock(&l, consumed),
         b"debug_panic" if config.debug_clock && l.ntokens == 2 => done(Command::DebugPanic, false, consumed),
         b"mg" => meta::get::parse(&l, consumed),

@@ -119,6 +119,13 @@ fn flush_all_forms() {
 }
 
 #[test]
+fn refresh_certs_forms() {
+    assert_eq!(cmd(b"refresh_certs\r\n"), (Command::RefreshCerts, false, 15));
+    assert_eq!(cmd(b"refresh_certs noreply\r\n").0, Command::RefreshCerts);
+    assert!(cmd(b"refresh_certs noreply\r\n").1);
+}
+
+#[test]
 fn watch_keeps_its_arguments_for_the_server() {
     match cmd(b"watch fetchers mutations\r\n").0 {
         Command::Watch { args } => {
