@@ -6,7 +6,7 @@
 //! to requests in order and parsed by [`crate::proto`].
 
 use std::collections::VecDeque;
-use std::io::{self, Read, Write};
+use std::io;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 use std::time::{Duration, Instant};
@@ -14,6 +14,7 @@ use std::time::{Duration, Instant};
 use hdrhistogram::Histogram;
 use mio::net::TcpStream;
 use mio::{Events, Interest, Poll, Token};
+use rustls::ClientConfig;
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 
@@ -136,7 +137,7 @@ struct Pending {
 }
 
 struct Conn {
-    stream: TcpStream,
+    stream: crate::tls::Stream,
     wbuf: Vec<u8>,
     wpos: usize,
     rbuf: Vec<u8>,
@@ -222,6 +223,7 @@ impl Conn {
 
     /// Writes what it can without blocking.
     fn flush(&mut self) -> io::Result<()> {
+        self.stream.flush_tls()?;
         while self.wpos < self.wbuf.len() {
             match self.stream.write(&self.wbuf[self.wpos..]) {
                 Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
@@ -287,7 +289,13 @@ const DRAIN: Duration = Duration::from_secs(10);
 
 /// Runs `conns` connections to `addr` until the plan stops; `seed` makes the
 /// thread's request stream reproducible.
-pub fn run_thread(plan: &Plan<'_>, addr: SocketAddr, conns: usize, seed: u64) -> Result<Totals, DriverError> {
+pub fn run_thread(
+    plan: &Plan<'_>,
+    addr: SocketAddr,
+    tls: Option<&std::sync::Arc<ClientConfig>>,
+    conns: usize,
+    seed: u64,
+) -> Result<Totals, DriverError> {
     let mut t = Totals::new();
     let mut rng = SmallRng::seed_from_u64(seed);
     let poll_err = |source| DriverError::Connect { addr, source };
@@ -300,8 +308,10 @@ pub fn run_thread(plan: &Plan<'_>, addr: SocketAddr, conns: usize, seed: u64) ->
         let std = std::net::TcpStream::connect(addr).map_err(poll_err)?;
         std.set_nodelay(true).map_err(poll_err)?;
         std.set_nonblocking(true).map_err(poll_err)?;
-        let mut stream = TcpStream::from_std(std);
-        poll.registry().register(&mut stream, Token(i), Interest::READABLE | Interest::WRITABLE).map_err(poll_err)?;
+        let mut stream = crate::tls::Stream::new(TcpStream::from_std(std), tls, addr).map_err(poll_err)?;
+        poll.registry()
+            .register(stream.socket(), Token(i), Interest::READABLE | Interest::WRITABLE)
+            .map_err(poll_err)?;
         // Stagger open-loop schedules across the connections.
         let offset = interval.map(|d| d.mul_f64(i as f64 / conns.max(1) as f64)).unwrap_or_default();
         list.push(Conn {

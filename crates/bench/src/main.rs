@@ -16,6 +16,7 @@ mod gen;
 mod proto;
 mod report;
 mod server;
+mod tls;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -65,6 +66,10 @@ struct Common {
     memcached_bin: PathBuf,
     #[arg(long, default_value = "redis-server")]
     redis_bin: PathBuf,
+    /// Serve over TLS: strata and memcached start with -Z and a certificate
+    /// made for the run (openssl); the load connections use rustls.
+    #[arg(long)]
+    tls: bool,
     /// Write <name>.json, <name>.md and charts here.
     #[arg(long)]
     out: Option<PathBuf>,
@@ -280,6 +285,10 @@ fn measure(
         threads: scenario.server_threads,
         redis_io_threads: scenario.redis_io_threads,
     };
+    let tls = match common.tls {
+        true => Some(tls::TlsFiles::generate().map_err(|e| BenchError::Other(format!("--tls: {e}")))?),
+        false => None,
+    };
     let started_unix =
         std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
     let mut runs = Vec::new();
@@ -300,7 +309,7 @@ fn measure(
                 // Each measurement gets a fresh server: no state carried over.
                 let target = match common.addr {
                     Some(addr) => Target::external(kind, addr, common.pid),
-                    None => Target::start(kind, &bins, settings)?,
+                    None => Target::start(kind, &bins, settings, tls.as_ref())?,
                 };
                 let label = match common.repeat {
                     1 => format!("{}/{} {kind}", scenario.name, w.name),
@@ -387,7 +396,7 @@ fn phase(
             .map(|i| {
                 let conns = w.connections / threads + usize::from(i < w.connections % threads);
                 let seed = w.seed.wrapping_mul(1_000_003).wrapping_add(i as u64);
-                s.spawn(move || driver::run_thread(plan, target.addr, conns, seed))
+                s.spawn(move || driver::run_thread(plan, target.addr, target.tls.as_ref(), conns, seed))
             })
             .collect();
         let mut last_check = Instant::now();

@@ -23,6 +23,8 @@ pub enum ServerError {
     Exited { cmd: String, status: String, stderr: String },
     #[error("{0} did not accept connections within 10 s")]
     NotReady(String),
+    #[error("--tls: {0} is not started with TLS here (strata and memcached are)")]
+    NoTls(String),
     #[error("asking {addr} for stats: {source}")]
     Stats { addr: SocketAddr, source: std::io::Error },
 }
@@ -65,6 +67,8 @@ pub struct Target {
     pub pid: Option<u32>,
     pub version: String,
     pub command: String,
+    /// With `--tls`: how the load connections speak to it.
+    pub tls: Option<std::sync::Arc<rustls::ClientConfig>>,
     child: Option<Child>,
 }
 
@@ -98,7 +102,12 @@ fn first_line(cmd: &PathBuf, arg: &str) -> String {
 
 impl Target {
     /// Starts `kind` on a free loopback port and waits until it accepts.
-    pub fn start(kind: ServerKind, bins: &Binaries, s: Settings) -> Result<Target, ServerError> {
+    pub fn start(
+        kind: ServerKind,
+        bins: &Binaries,
+        s: Settings,
+        tls: Option<&crate::tls::TlsFiles>,
+    ) -> Result<Target, ServerError> {
         let port = free_port().map_err(|source| ServerError::Spawn { cmd: kind.to_string(), source })?;
         let (bin, args, version) = match kind {
             ServerKind::Strata | ServerKind::StrataZstd => {
@@ -170,6 +179,16 @@ impl Target {
                 (&bins.redis, a, first_line(&bins.redis, "--version"))
             }
         };
+        let mut args = args;
+        let client_tls = match tls {
+            None => None,
+            Some(_) if kind == ServerKind::Redis => return Err(ServerError::NoTls(kind.to_string())),
+            Some(files) => {
+                args.extend(files.server_args());
+                let cmd = kind.to_string();
+                Some(files.client_config().map_err(|source| ServerError::Spawn { cmd, source })?)
+            }
+        };
         let command = format!("{} {}", bin.display(), args.join(" "));
         let mut child = Command::new(bin)
             .args(&args)
@@ -199,12 +218,12 @@ impl Target {
             std::thread::sleep(Duration::from_millis(20));
         }
         let pid = Some(child.id());
-        Ok(Target { kind, addr, pid, version, command, child: Some(child) })
+        Ok(Target { kind, addr, pid, version, command, tls: client_tls, child: Some(child) })
     }
 
     /// A server someone else runs; `pid` (if given) lets CPU and RSS be read.
     pub fn external(kind: ServerKind, addr: SocketAddr, pid: Option<u32>) -> Target {
-        Target { kind, addr, pid, version: "external".into(), command: String::new(), child: None }
+        Target { kind, addr, pid, version: "external".into(), command: String::new(), tls: None, child: None }
     }
 
     /// CPU time used so far (all threads), from `/proc/<pid>/stat`.
