@@ -20,10 +20,6 @@ from pymemcache.client.base import Client
 from harness import free_port, target
 from wirelib import stats, wait_for_tcp
 
-pytestmark = pytest.mark.skipif(
-    os.environ.get("STRATA_IO") == "uring", reason="TLS is served by the epoll loop (-o io=uring refuses -Z)"
-)
-
 
 def openssl(*args, cwd):
     subprocess.run(["openssl", *args], cwd=cwd, check=True, capture_output=True)
@@ -128,11 +124,13 @@ def test_a_plain_client_on_a_tls_port_gets_no_reply(make_server, certs):
     except ConnectionResetError:
         pass
     assert b"VERSION" not in got
-    # The server goes on, and counts the failed handshake.
+    # The server goes on, and counts the failed handshake (memcached's count
+    # did not always move here).
     deadline = time.monotonic() + 3
-    while int(tls_stats(srv.port, ctx)["ssl_handshake_errors"]) <= before:
+    while target() == "strata" and int(tls_stats(srv.port, ctx)["ssl_handshake_errors"]) <= before:
         assert time.monotonic() < deadline
         time.sleep(0.05)
+    assert tls_stats(srv.port, ctx)["ssl_handshake_errors"].isdigit()
 
 
 def test_notls_listener_beside_a_tls_one(make_server, certs):
@@ -248,5 +246,38 @@ def test_unusable_tls_settings_refuse_to_start(certs):
     assert r.returncode != 0 and b"ssl_ca_cert" in r.stderr
     r = run_binary(["-p", str(free_port()), *tls_args(certs, extra=",ssl_ciphers=RC4-MD5")])
     assert r.returncode != 0 and b"ssl_ciphers" in r.stderr
-    r = run_binary(["-p", str(free_port()), *tls_args(certs, extra=",io=uring")])
-    assert r.returncode != 0 and b"epoll" in r.stderr
+
+
+def test_replies_to_requests_before_a_half_close_arrive_then_the_connection_closes(make_server, certs):
+    srv = make_server(tls_args(certs))
+    s = tls_conn(srv.port, context(certs))
+    assert ask(s, b"set k 0 0 5\r\nhello\r\n") == b"STORED\r\n"
+    s.sendall(b"get k\r\n" * 50)
+    # TCP's half-close, no close_notify (SSLSocket.shutdown would drop TLS).
+    socket.socket.shutdown(s, socket.SHUT_WR)
+    got = b""
+    while True:
+        try:
+            chunk = s.recv(65536)
+        except (ssl.SSLError, ConnectionResetError):
+            break
+        if not chunk:
+            break
+        got += chunk
+    assert got == b"VALUE k 0 5\r\nhello\r\nEND\r\n" * 50
+
+
+def test_quit_over_tls(make_server, certs):
+    srv = make_server(tls_args(certs))
+    s = tls_conn(srv.port, context(certs))
+    s.sendall(b"set k 0 0 1\r\nv\r\nget k\r\nquit\r\n")
+    got = b""
+    while True:
+        try:
+            chunk = s.recv(65536)
+        except (ssl.SSLError, ConnectionResetError):
+            break
+        if not chunk:
+            break
+        got += chunk
+    assert got == b"STORED\r\nVALUE k 0 1\r\nv\r\nEND\r\n"

@@ -78,8 +78,6 @@ pub enum ServerError {
     Privileges(#[from] process::PrivilegeError),
     #[error("TLS: {0}")]
     Tls(#[from] TlsError),
-    #[error("TLS connections are served by the epoll loop: -Z cannot go with -o io=uring")]
-    TlsNeedsEpoll,
 }
 
 /// A connection's entry in `stats conns`.
@@ -222,8 +220,7 @@ impl Backend {
 }
 
 fn backend(cfg: &ServerConfig, wake: &worker::Wake) -> io::Result<Backend> {
-    // TLS runs on the epoll loop only (docs/protocol.md, "TLS").
-    if cfg.io != IoBackend::Epoll && cfg.tls.is_none() {
+    if cfg.io != IoBackend::Epoll {
         match uring::ring(cfg.max_conns) {
             Ok(ring) => return Ok(Backend::Uring(Box::new(ring))),
             Err(e) if cfg.io == IoBackend::Uring => return Err(e),
@@ -284,9 +281,6 @@ const ACCEPTOR_WAKE: Token = Token(usize::MAX - 2);
 /// Runs the server until SIGTERM, SIGINT or `shutdown`. Returns once every
 /// connection is closed and every thread has stopped.
 pub fn run(cfg: ServerConfig, store: Arc<Store>) -> Result<(), ServerError> {
-    if cfg.tls.is_some() && cfg.io == IoBackend::Uring {
-        return Err(ServerError::TlsNeedsEpoll);
-    }
     let tls = cfg.tls.clone().map(tls::Tls::new).transpose()?;
     let mut listeners = listen::bind(&cfg)?;
     let udp_sockets = listen::bind_udp(&cfg)?;

@@ -1,10 +1,12 @@
 //! TLS with rustls: memcached's `-Z` and `ssl_*` options, the server
-//! configuration `refresh_certs` replaces, and [`TlsIo`], the transport
-//! that encrypts a connection for [`crate::conn::Conn`].
+//! configuration `refresh_certs` replaces, and the two ways a connection
+//! is encrypted for [`crate::conn::Conn`]: [`TlsIo`], a transport over the
+//! socket (epoll loop), and [`RingTls`], where the io_uring loop moves the
+//! ciphertext.
 //!
-//! The connection state machine never sees ciphertext: `TlsIo` reads
-//! records from the socket into rustls and hands out plaintext, and
-//! encrypts what the connection writes. rustls holds at most
+//! The connection state machine never sees ciphertext: records go into
+//! rustls and plaintext comes out, and what the connection writes is
+//! encrypted. rustls holds at most
 //! [`TLS_BUFFER`] of unsent records per connection; past that, `write`
 //! takes nothing (`WouldBlock`), so the connection's own reply limit and
 //! the server-wide reply budget hold back a slow TLS reader exactly as a
@@ -294,6 +296,93 @@ impl Transport for TlsIo<'_> {
             return Err(io::ErrorKind::WouldBlock.into());
         }
         Ok(n)
+    }
+}
+
+/// A TLS connection's state on the io_uring loop, where the ring moves
+/// the ciphertext: receives are fed in ([`RingTls::received`]), and
+/// records leave from `out`, which stays put while a send of it is in
+/// flight.
+pub(crate) struct RingTls {
+    pub tls: Box<ServerConnection>,
+    out: Vec<u8>,
+    /// Bytes of `out` already sent.
+    sent: usize,
+}
+
+/// The plaintext rustls has decrypted, as a connection's input.
+struct Plain<'a>(&'a mut ServerConnection);
+
+impl Transport for Plain<'_> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        match self.0.reader().read(buf) {
+            Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => Ok(0),
+            r => r,
+        }
+    }
+
+    fn write(&mut self, _: &[u8]) -> io::Result<usize> {
+        Err(io::ErrorKind::WouldBlock.into())
+    }
+}
+
+impl RingTls {
+    pub fn new(tls: Box<ServerConnection>) -> RingTls {
+        RingTls { tls, out: Vec::new(), sent: 0 }
+    }
+
+    /// Feeds received ciphertext to rustls and the plaintext it yields to
+    /// `conn`. An error (a bad record, a failed handshake) means close.
+    pub fn received(&mut self, mut bytes: &[u8], conn: &mut crate::conn::Conn, errors: &AtomicU64) -> io::Result<()> {
+        while !bytes.is_empty() {
+            self.tls.read_tls(&mut bytes)?;
+            if let Err(e) = self.tls.process_new_packets() {
+                if self.tls.is_handshaking() {
+                    errors.fetch_add(1, Relaxed);
+                }
+                tracing::debug!(error = %e, "TLS error: closing the connection");
+                return Err(io::Error::new(io::ErrorKind::InvalidData, e));
+            }
+            conn.receive(&mut Plain(&mut self.tls));
+        }
+        Ok(())
+    }
+
+    /// The peer closed its side: what rustls still holds goes to `conn`
+    /// (the end of input follows).
+    pub fn drain(&mut self, conn: &mut crate::conn::Conn) {
+        conn.receive(&mut Plain(&mut self.tls));
+    }
+
+    /// Encrypts what `conn` has queued, as far as rustls takes it, and
+    /// returns the records to send next (`None`: nothing to send, or a
+    /// send of them is still in flight, `in_flight`).
+    pub fn outgoing(&mut self, conn: &mut crate::conn::Conn, in_flight: bool) -> Option<&[u8]> {
+        while let Some(plain) = conn.next_send() {
+            let n = self.tls.writer().write(plain).unwrap_or(0);
+            if n == 0 {
+                break;
+            }
+            conn.sent(n);
+        }
+        if in_flight {
+            return None;
+        }
+        if self.sent == self.out.len() {
+            self.out.clear();
+            self.sent = 0;
+            while self.tls.wants_write() {
+                if self.tls.write_tls(&mut self.out).is_err() {
+                    break;
+                }
+            }
+        }
+        (self.sent < self.out.len()).then(|| &self.out[self.sent..])
+    }
+
+    /// A send took `n` bytes of what [`RingTls::outgoing`] returned.
+    pub fn sent(&mut self, n: usize) {
+        self.sent = (self.sent + n).min(self.out.len());
     }
 }
 

@@ -8,12 +8,13 @@
 //!   handed in as [`Received`], and replies leave from the connection's
 //!   send buffer (`Conn::next_send`), or through the socket's own `write`
 //!   when a turn sends at once.
-//! - TLS (`tls.rs`, rustls) wraps the socket on the epoll loop: it reads
-//!   ciphertext from the socket and gives plaintext to `read`, and
-//!   encrypts what `write` is given. The connection never sees ciphertext,
+//! - TLS (`tls.rs`, rustls): on the epoll loop `TlsIo` wraps the socket,
+//!   reading ciphertext from it and giving plaintext to `read`, and
+//!   encrypting what `write` is given; on the io_uring loop `RingTls` feeds
+//!   the ring's receives to rustls and hands the connection plaintext, and
+//!   the ring sends rustls' records. The connection never sees ciphertext,
 //!   so back-pressure and buffer limits apply to the plaintext it handles
-//!   (TLS adds its own bounded record buffers). The io_uring loop does not
-//!   carry TLS: with `-Z` the workers run epoll.
+//!   (TLS adds its own bounded record buffers).
 //! - Unit tests drive a connection through a fake transport that injects
 //!   short writes, `EAGAIN`, resets and half-closes (`conn.rs`).
 

@@ -105,6 +105,11 @@ struct Slot {
     /// On the loop's list of connections whose replies wait for the
     /// durability log.
     held: bool,
+    /// Its TLS state, from a TLS listener: the ring moves ciphertext.
+    tls: Option<Box<crate::tls::RingTls>>,
+    /// TLS: the connection is done, but records (its last replies, the
+    /// close_notify) are still to be sent; it closes once they are.
+    linger: bool,
 }
 
 struct Loop<'a> {
@@ -472,12 +477,6 @@ impl Loop<'_> {
     }
 
     fn adopt(&mut self, nc: NewConn) {
-        if nc.tls.is_some() {
-            // `backend` never runs this loop with TLS configured.
-            tracing::error!("a TLS connection reached the io_uring loop: closed");
-            close(self.shared, nc.id);
-            return;
-        }
         let i = self.free.pop().unwrap_or_else(|| {
             self.slots.push(None);
             self.slots.len() - 1
@@ -493,6 +492,8 @@ impl Loop<'_> {
             closing: false,
             queued: false,
             held: false,
+            tls: nc.tls.map(|t| Box::new(crate::tls::RingTls::new(t))),
+            linger: false,
         };
         self.slots[i] = Some(slot);
         self.mark(i);
@@ -513,15 +514,23 @@ impl Loop<'_> {
             s.cancelling = false;
         }
         let failed = match res {
-            n if n > 0 => {
-                if let Some(bid) = bid {
-                    if !s.closing {
-                        s.conn.receive(&mut Received::Bytes(self.bufs.bytes(bid, n as usize)));
+            n if n > 0 => match bid {
+                Some(bid) if !s.closing => {
+                    let bytes = self.bufs.bytes(bid, n as usize);
+                    match (&mut s.tls, &self.shared.tls) {
+                        (Some(t), Some(server)) => t.received(bytes, &mut s.conn, &server.handshake_errors).is_err(),
+                        _ => {
+                            s.conn.receive(&mut Received::Bytes(bytes));
+                            false
+                        }
                     }
                 }
-                false
-            }
+                _ => false,
+            },
             0 => {
+                if let Some(t) = &mut s.tls {
+                    t.drain(&mut s.conn);
+                }
                 s.conn.receive(&mut Received::End);
                 false
             }
@@ -548,7 +557,10 @@ impl Loop<'_> {
             // gone (the plain path's WriteZero).
             0 => true,
             n if n > 0 => {
-                s.conn.sent(n as usize);
+                match &mut s.tls {
+                    Some(t) => t.sent(n as usize),
+                    None => s.conn.sent(n as usize),
+                }
                 false
             }
             n if n == -libc::EINTR || n == -libc::EAGAIN => false,
@@ -578,16 +590,38 @@ impl Loop<'_> {
             self.reap(i);
             return false;
         }
+        let fd = s.stream.fd();
+        if s.linger {
+            return self.linger(i);
+        }
         let (mut more, read, held) = match s.conn.advance(ctx) {
             Advance::Open { more, read, held } => (more, read, held),
+            Advance::Close if s.tls.is_some() => {
+                s.linger = true;
+                if let Some(t) = &mut s.tls {
+                    t.tls.send_close_notify();
+                }
+                return self.linger(i);
+            }
             Advance::Close => {
                 self.close(i);
                 return false;
             }
         };
-        let fd = s.stream.fd();
         let mut sqes: [Option<squeue::Entry>; 2] = [None, None];
-        if alone && !s.send {
+        if let Some(t) = &mut s.tls {
+            // TLS: what the connection queued is encrypted and the records
+            // go through the ring (never `send_now`: the socket takes
+            // ciphertext only).
+            if let Some(buf) = t.outgoing(&mut s.conn, s.send) {
+                let len = buf.len().min(u32::MAX as usize) as u32;
+                let send = opcode::Send::new(types::Fd(fd), buf.as_ptr(), len);
+                sqes[0] = Some(send.build().user_data(user_data(i, OP_SEND)));
+                s.send = true;
+            }
+            s.conn.report_traffic(ctx);
+            more |= held && s.conn.below_reply_limit(ctx);
+        } else if alone && !s.send {
             if s.conn.send_now(&mut s.stream).is_err() {
                 self.close(i);
                 return false;
@@ -603,7 +637,7 @@ impl Loop<'_> {
             // else would wake it (no send completion is coming).
             more |= held && s.conn.below_reply_limit(ctx);
         }
-        if !s.send {
+        if !s.send && s.tls.is_none() {
             if let Some(buf) = s.conn.next_send() {
                 let len = buf.len().min(u32::MAX as usize) as u32;
                 let send = opcode::Send::new(types::Fd(fd), buf.as_ptr(), len);
@@ -626,6 +660,29 @@ impl Loop<'_> {
             self.push(sqe);
         }
         more
+    }
+
+    /// A TLS connection that is done: sends what records are left, and
+    /// closes once none is (a send's completion brings it back here).
+    fn linger(&mut self, i: usize) -> bool {
+        let Some(Some(s)) = self.slots.get_mut(i) else { return false };
+        let fd = s.stream.fd();
+        let next = match &mut s.tls {
+            Some(t) => t.outgoing(&mut s.conn, s.send).map(|buf| {
+                let len = buf.len().min(u32::MAX as usize) as u32;
+                opcode::Send::new(types::Fd(fd), buf.as_ptr(), len).build().user_data(user_data(i, OP_SEND))
+            }),
+            None => None,
+        };
+        match next {
+            Some(sqe) => {
+                s.send = true;
+                self.push(&sqe);
+            }
+            None if !s.send => self.close(i),
+            None => {}
+        }
+        false
     }
 
     /// Starts closing slot `i`: cancels what it has in flight, or drops it
