@@ -14,9 +14,9 @@ use std::time::{Duration, Instant};
 use hdrhistogram::Histogram;
 use mio::net::TcpStream;
 use mio::{Events, Interest, Poll, Token};
-use rustls::ClientConfig;
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
+use rustls::ClientConfig;
 
 use crate::gen::{write_key, KeyChooser, Values};
 use crate::proto::{self, Kind, Protocol};

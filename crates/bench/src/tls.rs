@@ -42,20 +42,55 @@ impl TlsFiles {
         openssl(
             &dir,
             &[
-                "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", "ca.key", "-out", "ca.crt", "-days", "2",
-                "-subj", "/CN=strata-bench CA",
+                "req",
+                "-x509",
+                "-newkey",
+                "rsa:2048",
+                "-nodes",
+                "-keyout",
+                "ca.key",
+                "-out",
+                "ca.crt",
+                "-days",
+                "2",
+                "-subj",
+                "/CN=strata-bench CA",
             ],
         )?;
         openssl(
             &dir,
-            &["req", "-newkey", "rsa:2048", "-nodes", "-keyout", "server.key", "-out", "server.csr", "-subj", "/CN=127.0.0.1"],
+            &[
+                "req",
+                "-newkey",
+                "rsa:2048",
+                "-nodes",
+                "-keyout",
+                "server.key",
+                "-out",
+                "server.csr",
+                "-subj",
+                "/CN=127.0.0.1",
+            ],
         )?;
         std::fs::write(dir.join("server.ext"), "subjectAltName=IP:127.0.0.1\n")?;
         openssl(
             &dir,
             &[
-                "x509", "-req", "-in", "server.csr", "-CA", "ca.crt", "-CAkey", "ca.key", "-CAcreateserial", "-out",
-                "server.crt", "-days", "2", "-extfile", "server.ext",
+                "x509",
+                "-req",
+                "-in",
+                "server.csr",
+                "-CA",
+                "ca.crt",
+                "-CAkey",
+                "ca.key",
+                "-CAcreateserial",
+                "-out",
+                "server.crt",
+                "-days",
+                "2",
+                "-extfile",
+                "server.ext",
             ],
         )?;
         Ok(TlsFiles { chain: dir.join("server.crt"), key: dir.join("server.key"), ca: dir.join("ca.crt"), dir })
