@@ -335,7 +335,9 @@ impl RingTls {
     /// `conn`. An error (a bad record, a failed handshake) means close.
     pub fn received(&mut self, mut bytes: &[u8], conn: &mut crate::conn::Conn, errors: &AtomicU64) -> io::Result<()> {
         while !bytes.is_empty() {
-            self.tls.read_tls(&mut bytes)?;
+            if self.tls.read_tls(&mut bytes)? == 0 {
+                break;
+            }
             if let Err(e) = self.tls.process_new_packets() {
                 if self.tls.is_handshaking() {
                     errors.fetch_add(1, Relaxed);

@@ -267,7 +267,8 @@ pub(crate) fn run(
         }
         if shared.draining.load(Relaxed) {
             for (i, s) in slots.iter_mut().enumerate() {
-                if s.as_mut().is_some_and(|s| s.conn.quiescent()) {
+                // A TLS connection's records still unsent are under way too.
+                if s.as_mut().is_some_and(|s| s.conn.quiescent() && !s.tls.as_ref().is_some_and(|t| t.wants_write())) {
                     if let Some(mut s) = s.take() {
                         let _ = poll.registry().deregister(&mut s.stream);
                         close(&shared, s.id);

@@ -684,8 +684,15 @@ mod tests {
         assert!(parse_size("12x").is_err());
         assert!(parse(&["-I", "100"]).is_err());
         assert!(parse(&["-m", "1", "-I", "1m"]).is_err());
-        assert!(parse(&["-U", "11211"]).is_err());
-        assert!(parse(&["-U", "0"]).is_ok());
+        assert_eq!(parse(&["-U", "11211"]).map(|(_, sv)| sv.udp_port), Ok(11211));
+        assert_eq!(parse(&["-U", "0"]).map(|(_, sv)| sv.udp_port), Ok(0));
+        assert!(parse(&["-Z"]).is_err(), "TLS needs a certificate");
+        let (_, sv) = parse(&["-Z", "-o", "ssl_chain_cert=/c.pem,ssl_min_version=3,ssl_verify_mode=1"])
+            .unwrap_or_else(|e| panic!("{e}"));
+        let tls = sv.tls.unwrap_or_else(|| panic!("-Z"));
+        assert_eq!((tls.verify_mode, tls.min_version), (1, strata_server::MinVersion::Tls13));
+        assert!(parse(&["-o", "ssl_verify_mode=4"]).is_err());
+        assert!(parse(&["-o", "ssl_keyformat=DER"]).is_err());
         assert!(parse(&["-a", "999"]).is_err());
         assert!(parse(&["-o", "nonsense"]).is_err());
         let (st, _) = parse(&["-o", "compression=on,compression_level=5", "-o", "compression_min_size=1k"])
