@@ -10,6 +10,7 @@ framing rules are checked on their own.
 
 import socket
 import struct
+import time
 
 import pytest
 
@@ -133,3 +134,37 @@ def test_a_reply_over_64_datagrams_becomes_an_error(make_server):
     sock.connect(("127.0.0.1", port))
     assert reply(sock, b"get huge\r\n") == b"SERVER_ERROR reply too large for UDP\r\n"
     assert reply(sock, b"get small\r\n") == b"VALUE small 0 2\r\nok\r\nEND\r\n"
+
+
+@pytest.mark.strata_only
+@pytest.mark.not_over_flash("the snapshot and the durability log are tested in memory")
+def test_writes_over_udp_are_in_snapshots_and_wait_for_the_durability_log(make_server, tmp_path):
+    """The UDP thread seals its segments when a snapshot asks, like a
+    worker, so what it wrote is in the snapshot; with --durability always
+    its replies to changes come once the log has them."""
+    port = free_port()
+    args = ["-U", str(port), "--snapshot-dir", str(tmp_path), "-A"]
+    srv = make_server(args)
+    sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    sock.settimeout(0.5)
+    sock.connect(("127.0.0.1", port))
+    assert reply(sock, b"set viaudp 0 0 3\r\nabc\r\n") == b"STORED\r\n"
+    c = srv.connect()
+    expect(c, b"snapshot\r\n", b"OK\r\n")
+    deadline = time.monotonic() + 10
+    while stats(c)["snapshot_saves"] == "0":
+        assert time.monotonic() < deadline
+        time.sleep(0.02)
+    srv.proc.kill()
+    srv.proc.wait()
+    again = make_server(["--snapshot-dir", str(tmp_path)])
+    expect(again.connect(), b"get viaudp\r\n", b"VALUE viaudp 0 3\r\nabc\r\nEND\r\n")
+    again.stop()
+    port = free_port()
+    (tmp_path / "d").mkdir()
+    make_server(["-U", str(port), "--snapshot-dir", str(tmp_path / "d"), "--durability", "always"])
+    sock.close()
+    sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    sock.settimeout(2)
+    sock.connect(("127.0.0.1", port))
+    assert reply(sock, b"set durable 0 0 1\r\nv\r\n") == b"STORED\r\n"

@@ -133,9 +133,25 @@ pub(crate) fn serve(payload: &[u8], info: &Arc<ConnInfo>, ctx: &mut Ctx<'_>) -> 
             break;
         }
     }
+    // With `--durability always` the replies to changes wait until the log
+    // has them on disk, as on TCP; a datagram's wait is bounded (its
+    // replies are lost otherwise, as UDP may lose them anyway).
+    if let Some(wal) = &ctx.shared.durable_acks {
+        let deadline = std::time::Instant::now() + DURABLE_WAIT;
+        while conn.held_for_durability() && std::time::Instant::now() < deadline {
+            if conn.release_durable(wal) {
+                let _ = conn.service(&mut t, ctx);
+            } else {
+                std::thread::sleep(Duration::from_micros(200));
+            }
+        }
+    }
     conn.report_traffic(ctx);
     t.output
 }
+
+/// The longest a datagram's replies wait for the durability log.
+const DURABLE_WAIT: Duration = Duration::from_secs(2);
 
 /// Serves `sock` until the server stops: one thread, reading request
 /// datagrams and answering each to its sender.
@@ -157,6 +173,9 @@ pub(crate) fn run(shared: Arc<Shared>, stats: Arc<WorkerStats>, sock: UdpSocket,
     });
     let mut buf = vec![0u8; 64 << 10];
     while !shared.shutdown.load(Relaxed) {
+        // A snapshot waits for every worker to seal its segments, this
+        // thread's too (between datagrams, at least every 200 ms).
+        crate::snapshot::seal_if_asked(&shared, &stats, &mut store);
         let (n, peer): (usize, SocketAddr) = match sock.recv_from(&mut buf) {
             Ok(r) => r,
             Err(e) if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut) => continue,
