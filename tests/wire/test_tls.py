@@ -74,6 +74,19 @@ def ask(s, request, until=b"\r\n"):
     return buf
 
 
+def read_to_close(s):
+    """Everything the server sends until it closes the connection."""
+    got = b""
+    while True:
+        try:
+            chunk = s.recv(65536)
+        except (ssl.SSLError, ConnectionResetError):
+            return got
+        if not chunk:
+            return got
+        got += chunk
+
+
 def peer_cn(s):
     subject = dict(x[0] for x in s.getpeercert()["subject"])
     return subject["commonName"]
@@ -255,15 +268,7 @@ def test_replies_to_requests_before_a_half_close_arrive_then_the_connection_clos
     s.sendall(b"get k\r\n" * 50)
     # TCP's half-close, no close_notify (SSLSocket.shutdown would drop TLS).
     socket.socket.shutdown(s, socket.SHUT_WR)
-    got = b""
-    while True:
-        try:
-            chunk = s.recv(65536)
-        except (ssl.SSLError, ConnectionResetError):
-            break
-        if not chunk:
-            break
-        got += chunk
+    got = read_to_close(s)
     assert got == b"VALUE k 0 5\r\nhello\r\nEND\r\n" * 50
 
 
@@ -271,13 +276,5 @@ def test_quit_over_tls(make_server, certs):
     srv = make_server(tls_args(certs))
     s = tls_conn(srv.port, context(certs))
     s.sendall(b"set k 0 0 1\r\nv\r\nget k\r\nquit\r\n")
-    got = b""
-    while True:
-        try:
-            chunk = s.recv(65536)
-        except (ssl.SSLError, ConnectionResetError):
-            break
-        if not chunk:
-            break
-        got += chunk
+    got = read_to_close(s)
     assert got == b"STORED\r\nVALUE k 0 1\r\nv\r\nEND\r\n"
