@@ -110,13 +110,15 @@ def mgdump(c, arg=b"all"):
 def test_mgdump_lists_replayable_mg_commands(make_server):
     c = make_server().connect()
     expect(c, b"set a:1 0 0 1\r\nx\r\nset b 5 100 3\r\nabc\r\n", b"STORED\r\n" * 2)
-    # A key no text command could carry (a space) was stored through base64.
+    # A key no text command could carry (a space) was stored through base64,
+    # and so was a plain one ("plain"): both are listed in base64.
     expect(c, b"ms c3AgY2U= 2 b\r\nhi\r\n", b"HD\r\n")
+    expect(c, b"ms cGxhaW4= 1 b\r\np\r\n", b"HD\r\n")
     lines = mgdump(c)
-    assert sorted(lines) == [b"mg a:1", b"mg b", b"mg c3AgY2U= b"]
+    assert sorted(lines) == [b"mg a:1", b"mg b", b"mg c3AgY2U= b", b"mg cGxhaW4= b"]
     # Each line is a command: sent back with v, it fetches its item.
     c.send(b"".join(line + b" v\r\n" for line in sorted(lines)))
-    assert read_until_end(c, terminator=b"hi\r\n") == b"VA 1\r\nx\r\nVA 3\r\nabc\r\nVA 2\r\nhi\r\n"
+    assert read_until_end(c, terminator=b"p\r\n") == b"VA 1\r\nx\r\nVA 3\r\nabc\r\nVA 2\r\nhi\r\nVA 1\r\np\r\n"
     assert sorted(mgdump(c, b"hash")) == sorted(lines)
     assert mgdump(c, b"2") == []
     expect(c, b"lru_crawler mgdump 0\r\n", b"BADCLASS invalid class id\r\n")

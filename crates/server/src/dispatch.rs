@@ -210,7 +210,7 @@ pub(crate) fn execute(ctx: &mut Ctx<'_>, req: Request<'_>, out: &mut Vec<u8>, re
                         return Outcome::Resume(stripe);
                     }
                     if mg {
-                        ctx.store.scan(stripe, |key, _| mgdump_line(out, key));
+                        ctx.store.scan(stripe, |key, info| mgdump_line(out, key, info.binary_key));
                     } else {
                         ctx.store.scan(stripe, |key, info| metadump_line(out, key, info, clock));
                     }
@@ -386,13 +386,13 @@ fn metadump_line(out: &mut Vec<u8>, key: &[u8], info: &strata_store::Inspect, cl
 }
 
 /// One `lru_crawler mgdump` line: an `mg` command that fetches the item,
-/// memcached 1.6's format. memcached base64-encodes the keys that were
-/// stored through base64 (`b`); strata does not keep how a key came, so it
-/// encodes the keys a text command could not carry (a space or control
-/// byte), and they read back the same with the `b` flag.
-fn mgdump_line(out: &mut Vec<u8>, key: &[u8]) {
+/// memcached 1.6's format: base64 and ` b` for a key stored through base64
+/// (`binary`), as memcached; strata also encodes any other key a text
+/// command could not carry (a space or control byte, from the binary
+/// protocol), so that every line can be sent back.
+fn mgdump_line(out: &mut Vec<u8>, key: &[u8], binary: bool) {
     out.extend_from_slice(b"mg ");
-    if key.iter().any(|&b| b <= b' ' || b == 0x7f) {
+    if binary || key.iter().any(|&b| b <= b' ' || b == 0x7f) {
         strata_protocol::meta::encode_key(key, out);
         out.extend_from_slice(b" b\r\n");
     } else {
