@@ -319,22 +319,7 @@ pub fn run(cfg: ServerConfig, store: Arc<Store>) -> Result<(), ServerError> {
     let workers_stats: Vec<_> =
         (0..threads + udp_sockets.len()).map(|_| Arc::new(stats::WorkerStats::default())).collect();
     let watchers: Arc<watch::Watchers> = Arc::default();
-    let w = watchers.clone();
-    store.on_evict(Box::new(move |e| {
-        if w.wants(watch::EVICTIONS) {
-            w.log(
-                watch::EVICTIONS,
-                format_args!(
-                    "type=eviction key={} fetch={} ttl={} la={} clsid=1 size={}",
-                    core::uri(e.key),
-                    if e.fetched { "yes" } else { "no" },
-                    e.ttl,
-                    e.age,
-                    e.size
-                ),
-            );
-        }
-    }));
+    store.on_evict(watchers.clone());
     let shared = Arc::new(Shared {
         verbosity: AtomicU32::new(cfg.verbosity),
         replies: Arc::new(ReplyBudget { limit: cfg.reply_budget, ..ReplyBudget::default() }),

@@ -159,6 +159,28 @@ impl Watchers {
     }
 }
 
+/// `watch evictions`: the store tells of each item it evicts from memory
+/// while someone watches them.
+impl strata_store::EvictionWatcher for Watchers {
+    fn wanted(&self) -> bool {
+        self.wants(EVICTIONS)
+    }
+
+    fn evicted(&self, e: &strata_store::Evicted<'_>) {
+        self.log(
+            EVICTIONS,
+            format_args!(
+                "type=eviction key={} fetch={} ttl={} la={} clsid=1 size={}",
+                crate::core::uri(e.key),
+                if e.fetched { "yes" } else { "no" },
+                e.ttl,
+                e.age,
+                e.size
+            ),
+        );
+    }
+}
+
 impl Watcher {
     /// Queues a line; false if the buffer is full (the line is lost).
     fn push(&self, line: &[u8]) -> bool {

@@ -563,9 +563,9 @@ impl Store {
 
     /// Tells the eviction hook (`watch evictions`), if there is one.
     fn tell_evicted(&self, s: u64, it: &crate::item::Item<'_>, now: u32) {
-        let Some(hook) = self.evict_hook.get() else { return };
+        let Some(hook) = self.evict_hook.get().filter(|h| h.wanted()) else { return };
         let expiry = it.expiry();
-        hook(&crate::store::Evicted {
+        hook.evicted(&crate::store::Evicted {
             key: it.key(),
             fetched: slot::freq(s) > 0 || it.state() & state::FETCHED != 0,
             ttl: if expiry == 0 { -1 } else { i64::from(expiry) - i64::from(now) },

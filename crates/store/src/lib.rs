@@ -48,7 +48,7 @@ pub use image::{Queue, RestoreError, Restored, Sealed, SegmentImage, StoreImage}
 pub use index::hash_power_for;
 pub use journal::{Journal, ReplayError};
 pub use read::{Fetch, Found};
-pub use store::{EvictHook, Evicted, Store};
+pub use store::{Evicted, EvictionWatcher, Store};
 pub use tier::{FlashImage, FlashRestored};
 pub use types::{
     Arith, ArithOutcome, Config, ConfigError, Counted, Delete, DeleteOutcome, FlashStats, FlashTier, Inspect, ItemView,

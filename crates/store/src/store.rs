@@ -119,12 +119,20 @@ pub struct Store {
     /// `evicted_time`, which is since its last access: strata keeps no
     /// access time).
     pub(crate) evicted_age: AtomicU32,
-    /// Told of each item evicted from memory (`watch evictions`).
-    pub(crate) evict_hook: std::sync::OnceLock<EvictHook>,
+    /// Told of items evicted from memory while it wants them (`watch
+    /// evictions`).
+    pub(crate) evict_hook: std::sync::OnceLock<Arc<dyn EvictionWatcher>>,
 }
 
-/// What [`Store::on_evict`] is told.
-pub type EvictHook = Box<dyn Fn(&Evicted<'_>) + Send + Sync>;
+/// Who is told of evictions ([`Store::on_evict`]).
+pub trait EvictionWatcher: Send + Sync {
+    /// Whether it wants them now: asked first, so an eviction costs one
+    /// check while nobody watches.
+    fn wanted(&self) -> bool;
+    /// Called on the evicting worker, under the item's bucket lock: it
+    /// must be quick and must not touch the store.
+    fn evicted(&self, e: &Evicted<'_>);
+}
 
 /// An item evicted from memory to make room.
 #[derive(Debug)]
@@ -571,11 +579,10 @@ impl Store {
         self.counters.lock().iter().map(|c| c.evictions.load(Relaxed)).sum()
     }
 
-    /// Sets what is told of each item evicted from memory (once; later
-    /// calls are ignored). Called on the evicting worker, under the item's
-    /// bucket lock: it must be quick and must not touch the store.
-    pub fn on_evict(&self, hook: EvictHook) {
-        let _ = self.evict_hook.set(hook);
+    /// Sets who is told of items evicted from memory (once; later calls
+    /// are ignored).
+    pub fn on_evict(&self, watcher: Arc<dyn EvictionWatcher>) {
+        let _ = self.evict_hook.set(watcher);
     }
 
     /// Zeroes the counters `stats reset` resets.
