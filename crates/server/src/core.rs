@@ -61,18 +61,18 @@ impl Ctx<'_> {
             new_cas: r.new_cas,
             written: r.last_access,
         };
-        // The store's two-phase read: a small value in RAM is handed to `f`
-        // under its bucket lock; a large or compressed one comes back as a
-        // Fetch, read (and decompressed) here without the lock; one that
-        // fails to decompress is a miss. (A value on flash will come back as
-        // a Fetch too, to be read into a reply slot while the connection
-        // goes on; see `replies.rs`.)
         // The value's length, for `watch fetchers`.
         let size = std::cell::Cell::new(0);
         let f = |it: ItemView<'_>| {
             size.set(it.value.len());
             f(it)
         };
+        // The store's two-phase read: a small value in RAM is handed to `f`
+        // under its bucket lock; a large or compressed one comes back as a
+        // Fetch, read (and decompressed) here without the lock; one that
+        // fails to decompress is a miss. (A value on flash that is not in
+        // the page cache is read by the I/O threads: the store answers
+        // `Pending` and the connection parks, `conn.rs`.)
         let mut f = Some(f);
         let res = match self.store.find(op.key.as_bytes(), &opts, |it| f.take().map(|f| f(it))) {
             Ok(Found::Read(r)) => Ok(r),

@@ -110,21 +110,11 @@ pub(crate) fn bind(cfg: &ServerConfig) -> Result<Vec<Listener>, ServerError> {
         return Ok(vec![Listener::Unix(UnixListener::from_std(l), name)]);
     }
     let mut out = Vec::new();
-    for entry in cfg.listen.iter().flat_map(|l| l.split(',')).map(str::trim).filter(|e| !e.is_empty()) {
-        // memcached's prefix for a plain listener among TLS ones.
-        let (entry, tls) = match entry.strip_prefix("notls:") {
-            Some(rest) => (rest, false),
-            None => (entry, cfg.tls.is_some()),
-        };
+    for (entry, tls) in entries(cfg) {
         for addr in resolve(entry, cfg.port)? {
             let name = format!("tcp:{addr}");
             let err = |source| ServerError::Listen { addr: name.clone(), source };
-            let sock = Socket::new(Domain::for_address(addr), Type::STREAM, None).map_err(err)?;
-            sock.set_reuse_address(true).map_err(err)?;
-            if addr.is_ipv6() {
-                sock.set_only_v6(true).map_err(err)?;
-            }
-            sock.bind(&addr.into()).map_err(err)?;
+            let sock = bound(addr, Type::STREAM).map_err(err)?;
             sock.listen(cfg.backlog).map_err(err)?;
             sock.set_nonblocking(true).map_err(err)?;
             let std: std::net::TcpListener = sock.into();
@@ -145,24 +135,41 @@ pub(crate) fn bind_udp(cfg: &ServerConfig) -> Result<Vec<(std::net::UdpSocket, S
         return Ok(Vec::new());
     }
     let mut out = Vec::new();
-    for entry in cfg.listen.iter().flat_map(|l| l.split(',')).map(str::trim).filter(|e| !e.is_empty()) {
-        let entry = entry.strip_prefix("notls:").unwrap_or(entry);
+    for (entry, _) in entries(cfg) {
         for mut addr in resolve(entry, cfg.udp_port)? {
             addr.set_port(cfg.udp_port);
             let name = format!("udp:{addr}");
             let err = |source| ServerError::Listen { addr: name.clone(), source };
-            let sock = Socket::new(Domain::for_address(addr), Type::DGRAM, None).map_err(err)?;
-            sock.set_reuse_address(true).map_err(err)?;
-            if addr.is_ipv6() {
-                sock.set_only_v6(true).map_err(err)?;
-            }
-            sock.bind(&addr.into()).map_err(err)?;
-            let std: std::net::UdpSocket = sock.into();
+            let std: std::net::UdpSocket = bound(addr, Type::DGRAM).map_err(err)?.into();
             let name = format!("udp:{}", std.local_addr().map_err(err)?);
             out.push((std, name));
         }
     }
     Ok(out)
+}
+
+/// The `-l` entries, each with whether its TCP listener speaks TLS: with
+/// `-Z`, all but those given with memcached's `notls:` prefix.
+fn entries(cfg: &ServerConfig) -> impl Iterator<Item = (&str, bool)> {
+    let tls = cfg.tls.is_some();
+    cfg.listen.iter().flat_map(|l| l.split(',')).map(str::trim).filter(|e| !e.is_empty()).map(move |e| {
+        match e.strip_prefix("notls:") {
+            Some(rest) => (rest, false),
+            None => (e, tls),
+        }
+    })
+}
+
+/// A socket of type `ty` bound to `addr`, with address reuse (and only
+/// IPv6 on an IPv6 address, so `::` and `0.0.0.0` can both be given).
+fn bound(addr: SocketAddr, ty: Type) -> io::Result<Socket> {
+    let sock = Socket::new(Domain::for_address(addr), ty, None)?;
+    sock.set_reuse_address(true)?;
+    if addr.is_ipv6() {
+        sock.set_only_v6(true)?;
+    }
+    sock.bind(&addr.into())?;
+    Ok(sock)
 }
 
 /// A client connection's byte stream.

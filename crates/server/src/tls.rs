@@ -63,8 +63,6 @@ pub struct TlsSettings {
 /// `refresh_certs`).
 #[derive(Debug, thiserror::Error)]
 pub enum TlsError {
-    #[error("-Z needs -o ssl_chain_cert=FILE")]
-    NoChain,
     #[error("{what} {path}: {source}")]
     Pem { what: &'static str, path: String, source: rustls_pki_types::pem::Error },
     #[error("no certificate in {0}")]

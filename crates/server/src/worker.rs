@@ -83,10 +83,14 @@ impl Slot {
     /// Serves the connection through its transport: the socket, or TLS
     /// over it (sending first what TLS has ready: a writable socket is
     /// the only wake-up for records that did not fit before).
-    fn service(&mut self, ctx: &mut Ctx<'_>, errors: &std::sync::atomic::AtomicU64) -> Status {
-        match &mut self.tls {
-            None => self.conn.service(&mut self.stream, ctx),
-            Some(tls) => {
+    fn service(&mut self, ctx: &mut Ctx<'_>) -> Status {
+        let shared = ctx.shared;
+        match (&mut self.tls, &shared.tls) {
+            (None, _) => self.conn.service(&mut self.stream, ctx),
+            // Only a TLS listener makes a TLS connection.
+            (Some(_), None) => Status::Close,
+            (Some(tls), Some(server)) => {
+                let errors = &server.handshake_errors;
                 let mut t = crate::tls::TlsIo { sock: &mut self.stream, tls, errors };
                 if t.flush().is_err() {
                     return Status::Close;
@@ -233,9 +237,7 @@ pub(crate) fn run(
             let Some(Some(slot)) = slots.get_mut(i) else { continue };
             slot.queued = false;
             let mut ctx = Ctx { shared: &shared, store: &mut store, stats: &stats, fd: -1 };
-            let no_errors = std::sync::atomic::AtomicU64::new(0);
-            let errors = shared.tls.as_ref().map_or(&no_errors, |t| &t.handshake_errors);
-            let served = contain(&stats, || slot.service(&mut ctx, errors));
+            let served = contain(&stats, || slot.service(&mut ctx));
             match served.unwrap_or(Status::Close) {
                 Status::Open { more } => {
                     if more {
