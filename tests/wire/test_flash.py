@@ -219,6 +219,25 @@ def test_options_as_memcached_spells_them(tmp_path):
     assert r.returncode == 64 and b"--durability does not work with -o ext_path" in r.stderr
 
 
+def test_two_servers_never_share_a_flash_file(make_server, tmp_path):
+    path = tmp_path / "flash"
+    srv = start(make_server, path)
+    c = srv.connect()
+    fill(c)
+    # A second server on the same file (another size too) refuses to
+    # start, as on a snapshot another server holds, and leaves it as it is.
+    r = run_binary(["-l", "127.0.0.1", "-p", "0", "-m", "8", "-o", f"ext_path={path}:128M"])
+    assert r.returncode == 73, r.stderr
+    assert f"ext_path {path}: another process uses it as its flash file".encode() in r.stderr, r.stderr
+    assert os.path.getsize(path) == 64 << 20
+    for i in range(0, N, 997):
+        expect(c, b"get key:%d\r\n" % i, b"VALUE key:%d %d %d\r\n%s\r\nEND\r\n" % (i, i, len(value(i)), value(i)))
+    c.close()
+    assert srv.stop() == 0
+    # The lock goes with the process.
+    start(make_server, path).stop()
+
+
 def test_options_with_no_meaning_here_are_accepted(make_server, tmp_path):
     srv = make_server(["-m", "8", "-o", f"ext_path={tmp_path}/f:64M,ext_threads=3,ext_recache_rate=2000,"
                        "ext_item_size=100,ext_wbuf_size=2,ext_page_size=4,ext_io_depth=8,ext_max_frag=0.5"])

@@ -80,11 +80,18 @@ pub fn write_all_at(d: &dyn Device, mut buf: &[u8], mut off: u64) -> io::Result<
 pub struct FileDevice {
     file: File,
     len: u64,
+    locked: bool,
 }
 
 impl FileDevice {
+    /// Opens `path` for this process alone: an exclusive `flock` on it is
+    /// held as long as the device is open, and a path another process
+    /// holds is refused with `ErrorKind::WouldBlock`, before anything
+    /// (its size included) is changed. Two servers writing one flash file
+    /// would overwrite each other's regions under their own generations.
     pub fn open(path: &Path, size: u64) -> io::Result<FileDevice> {
         let file = OpenOptions::new().read(true).write(true).create(true).truncate(false).open(path)?;
+        let locked = lock(&file)?;
         let meta = file.metadata()?;
         let len = if meta.file_type().is_block_device() {
             let end = std::io::Seek::seek(&mut &file, std::io::SeekFrom::End(0))?;
@@ -97,7 +104,33 @@ impl FileDevice {
             }
             size
         };
-        Ok(FileDevice { file, len })
+        Ok(FileDevice { file, len, locked })
+    }
+
+    /// Whether this process holds the path's lock: false where the file
+    /// system has no `flock` (a second server there is not refused).
+    pub fn locked(&self) -> bool {
+        self.locked
+    }
+}
+
+/// `flock(LOCK_EX | LOCK_NB)` on `file`: true if taken, an error if another
+/// open file holds it, false if the file system cannot lock. `flock`
+/// rather than `fcntl` locks: they belong to the open file, so they
+/// survive `-d`'s fork into the child that keeps the descriptor, and a
+/// second open of the path in this same process is refused too.
+fn lock(file: &File) -> io::Result<bool> {
+    use std::os::fd::AsRawFd;
+    // SAFETY: flock takes the descriptor of a file open for the call.
+    if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } == 0 {
+        return Ok(true);
+    }
+    let e = io::Error::last_os_error();
+    match e.raw_os_error() {
+        Some(libc::EWOULDBLOCK) => {
+            Err(io::Error::new(io::ErrorKind::WouldBlock, format!("another process uses it as its flash file ({e})")))
+        }
+        _ => Ok(false),
     }
 }
 
@@ -234,6 +267,20 @@ mod tests {
         read_exact_at(&d, &mut buf, 4096).unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(&buf, b"hello");
         assert!(read_exact_at(&d, &mut buf, (1 << 20) - 2).is_err(), "reads past the end fail");
+    }
+
+    #[test]
+    fn a_file_is_opened_by_one_device_at_a_time() {
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let path = dir.path().join("flash");
+        let d = FileDevice::open(&path, 1 << 20).unwrap_or_else(|e| panic!("{e}"));
+        assert!(d.locked());
+        let again = FileDevice::open(&path, 2 << 20).err().unwrap_or_else(|| panic!("opened twice"));
+        assert_eq!(again.kind(), io::ErrorKind::WouldBlock);
+        assert!(again.to_string().contains("another process uses it"), "{again}");
+        assert_eq!(std::fs::metadata(&path).map(|m| m.len()).ok(), Some(1 << 20), "left as it was");
+        drop(d);
+        FileDevice::open(&path, 1 << 20).unwrap_or_else(|e| panic!("the lock goes with the device: {e}"));
     }
 
     #[test]

@@ -254,7 +254,16 @@ impl Flash {
         let mut head = self.head.lock();
         let mut kept = Vec::with_capacity(cp.regions.len());
         for (i, (r, &(end, gen))) in self.regions.iter().zip(&cp.regions).enumerate() {
-            let keep = gen != 0 && end <= self.region_size && self.disk_generation(i as u32) == Some(gen);
+            let on_disk = self.disk_generation(i as u32);
+            let keep = gen != 0 && end <= self.region_size && on_disk == Some(gen);
+            // Each region's generation in RAM is its header's again: the
+            // next checkpoint saves it, and the restore after that keeps
+            // only regions whose header names the saved one. `new` gave
+            // region 0 a fresh generation for a head starting there; the
+            // head now goes on after the checkpoint's instead, so that
+            // generation is never written, and a snapshot taken before any
+            // write would otherwise lose region 0 on the next restart.
+            r.gen.store(on_disk.unwrap_or(0), Release);
             r.end.store(if keep { end } else { 0 }, Release);
             r.live.store(0, Relaxed);
             kept.push(keep);
@@ -654,6 +663,35 @@ mod tests {
         assert!(fl.disk_generation(0) > Some(cp.regions[2].1));
         let other = Checkpoint { region_size: 2 << 20, ..cp };
         assert!(fl.restore(&other).is_none());
+    }
+
+    #[test]
+    fn a_restart_without_writes_checkpoints_what_it_restored() {
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let mut big = Vec::new();
+        for _ in 0..300 {
+            record::encode(&mut big, 8, 1, 2, 3000, |d| d.fill(7));
+        }
+        let first = {
+            let fl = flash(&dir, 4 << 20);
+            let mut w = fl.writer();
+            for _ in 0..3 {
+                let a = at(w.reserve(big.len()));
+                w.write(a, &big, 1).unwrap_or_else(|e| panic!("{e}"));
+            }
+            drop(w);
+            fl.checkpoint()
+        };
+        // Two clean restarts, nothing written in between: each one's
+        // checkpoint is the one it restored, and keeps every region.
+        let mut cp = first.clone();
+        for restart in 0..2 {
+            let fl = flash(&dir, 4 << 20);
+            let kept = fl.restore(&cp).unwrap_or_else(|| panic!("same layout"));
+            assert_eq!(kept, vec![true, true, true, false], "restart {restart}");
+            cp = fl.checkpoint();
+            assert_eq!(cp, first, "restart {restart}");
+        }
     }
 
     #[test]

@@ -10,6 +10,30 @@ use strata_persist::Durability;
 use strata_server::{Credentials, IoBackend, Loaded, Protocol, ServerConfig, SnapshotConfig};
 use strata_store::Config as StoreConfig;
 
+/// Why the flags give no configuration.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    /// Invalid or conflicting flags, or a path that cannot be used.
+    #[error("{0}")]
+    Usage(String),
+    /// A file the flags name is another running server's (its flash
+    /// file): refused as a snapshot another server holds is.
+    #[error("{0}")]
+    InUse(String),
+}
+
+impl From<String> for ConfigError {
+    fn from(msg: String) -> ConfigError {
+        ConfigError::Usage(msg)
+    }
+}
+
+impl From<&str> for ConfigError {
+    fn from(msg: &str) -> ConfigError {
+        ConfigError::Usage(msg.to_string())
+    }
+}
+
 /// Strata: a memcached-compatible cache server.
 #[derive(Debug, Parser)]
 #[command(name = "strata", version, disable_version_flag = true, about, args_override_self = true)]
@@ -371,7 +395,7 @@ fn memory_reserve(limit: usize) -> usize {
 }
 
 impl Args {
-    pub fn into_configs(self) -> Result<(StoreConfig, ServerConfig), String> {
+    pub fn into_configs(self) -> Result<(StoreConfig, ServerConfig), ConfigError> {
         let item_size_max = parse_size(&self.max_item_size)?;
         if item_size_max < 1024 {
             return Err("item size limit (-I) cannot be less than 1024 bytes".into());
@@ -430,7 +454,7 @@ impl Args {
                         "auto" => IoBackend::Auto,
                         "uring" | "io_uring" => IoBackend::Uring,
                         "epoll" => IoBackend::Epoll,
-                        _ => return Err(format!("invalid io {v:?} (auto, uring or epoll)")),
+                        _ => return Err(format!("invalid io {v:?} (auto, uring or epoll)").into()),
                     }
                 }
                 "io_buffers" => {
@@ -444,7 +468,7 @@ impl Args {
                     compression = match v {
                         "on" | "1" | "yes" => true,
                         "off" | "0" | "no" => false,
-                        _ => return Err(format!("invalid compression {v:?} (on or off)")),
+                        _ => return Err(format!("invalid compression {v:?} (on or off)").into()),
                     }
                 }
                 "idle_timeout" => idle_timeout = number(k, v)?,
@@ -463,7 +487,7 @@ impl Args {
                     // closes at once: memcached's maxconns_fast.
                     tracing::info!("-o {k}: accepted for memcached compatibility, no effect here");
                 }
-                _ => return Err(format!("unknown extended option {k:?} (-o)")),
+                _ => return Err(format!("unknown extended option {k:?} (-o)").into()),
             }
         }
         zcfg.validate().map_err(|e| e.to_string())?;
@@ -509,7 +533,7 @@ impl Args {
             "auto" => Protocol::Auto,
             "ascii" => Protocol::Ascii,
             "binary" => Protocol::Binary,
-            other => return Err(format!("invalid protocol {other:?} (-B auto, ascii or binary)")),
+            other => return Err(format!("invalid protocol {other:?} (-B auto, ascii or binary)").into()),
         };
         let sasl = match (self.enable_sasl, &self.sasl_pwdb) {
             (false, _) => None,
@@ -555,7 +579,7 @@ impl Args {
             "off" => Durability::Off,
             "interval" => Durability::Interval,
             "always" => Durability::Always,
-            other => return Err(format!("invalid durability {other:?} (off, interval or always)")),
+            other => return Err(format!("invalid durability {other:?} (off, interval or always)").into()),
         };
         if snapshot_file.is_none() && (self.snapshot_interval != 0 || self.snapshot_strict) {
             return Err("--snapshot-interval and --snapshot-strict need --snapshot-dir (or -e)".into());
@@ -625,7 +649,7 @@ mod tests {
     fn parse(args: &[&str]) -> Result<(StoreConfig, ServerConfig), String> {
         let mut v = vec!["strata"];
         v.extend_from_slice(args);
-        Args::try_parse_from(v).map_err(|e| e.to_string())?.into_configs()
+        Args::try_parse_from(v).map_err(|e| e.to_string())?.into_configs().map_err(|e| e.to_string())
     }
 
     #[test]

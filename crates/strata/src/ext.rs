@@ -8,6 +8,8 @@ use std::sync::Arc;
 use strata_flash::{Device, FileDevice, Flash};
 use strata_store::FlashTier;
 
+use crate::cli::ConfigError;
+
 /// What the `ext_*` options said.
 #[derive(Debug, Default)]
 pub struct ExtOptions {
@@ -103,7 +105,10 @@ impl ExtOptions {
     }
 
     /// Opens the paths and builds the tier for items up to `item_size_max`.
-    pub fn open(&self, item_size_max: usize) -> Result<Option<FlashTier>, String> {
+    /// A path another process has open as its flash file is refused
+    /// ([`ConfigError::InUse`]); this process holds each path's lock for
+    /// as long as the tier lives (the process's life).
+    pub fn open(&self, item_size_max: usize) -> Result<Option<FlashTier>, ConfigError> {
         if self.paths.is_empty() {
             if self.item_size.is_some() || self.wbuf_mib.is_some() || self.page_mib.is_some() {
                 tracing::info!("ext_* options without ext_path: the flash tier is off");
@@ -117,7 +122,7 @@ impl ExtOptions {
         let least = ((2 * (item_size_max as u64 + 64)).div_ceil(1 << 20)).max(1);
         let page_mib = match self.page_mib {
             Some(p) if p < least => {
-                return Err(format!("ext_page_size {p} is too small for -I (at least {least} MB)"));
+                return Err(format!("ext_page_size {p} is too small for -I (at least {least} MB)").into());
             }
             Some(p) => p,
             None => ((total / 16) >> 20).clamp(least, 64.max(least)),
@@ -127,11 +132,24 @@ impl ExtOptions {
         let wbuf = ((self.wbuf_mib.unwrap_or(4) << 20) as usize).min((page_mib << 19) as usize);
         let mut devices: Vec<Arc<dyn Device>> = Vec::new();
         for (path, size) in &self.paths {
-            let d = FileDevice::open(path, *size).map_err(|e| format!("ext_path {}: {e}", path.display()))?;
+            let d = FileDevice::open(path, *size).map_err(|e| {
+                let msg = format!("ext_path {}: {e}", path.display());
+                if e.kind() == std::io::ErrorKind::WouldBlock {
+                    ConfigError::InUse(msg)
+                } else {
+                    ConfigError::Usage(msg)
+                }
+            })?;
+            if !d.locked() {
+                tracing::warn!(
+                    path = %path.display(),
+                    "ext_path: the file system cannot lock the flash file; nothing stops a second server using it"
+                );
+            }
             devices.push(Arc::new(d));
         }
         let cfg = strata_flash::Config { region_size: page_mib << 20, max_record: item_size_max + 64 };
-        let log = Flash::new(&cfg, devices).map_err(|e| format!("ext_path: {e}"))?;
+        let log = Flash::new(&cfg, devices).map_err(|e| ConfigError::Usage(format!("ext_path: {e}")))?;
         tracing::info!(
             "flash tier: {} region(s) of {page_mib} MiB on {} path(s), {} bytes",
             log.regions(),

@@ -113,9 +113,14 @@ fn main() -> ExitCode {
     let (daemon, lock, huge) = (args.daemon, args.lock_memory, args.large_pages);
     let (store_cfg, mut server_cfg) = match args.into_configs() {
         Ok(c) => c,
-        Err(msg) => {
+        Err(cli::ConfigError::Usage(msg)) => {
             eprintln!("strata: {msg}");
             return ExitCode::from(64);
+        }
+        // EX_CANTCREAT, as for a snapshot another server holds.
+        Err(cli::ConfigError::InUse(msg)) => {
+            eprintln!("strata: {msg}");
+            return ExitCode::from(73);
         }
     };
     // Under systemd (a `Type=notify` unit) the process it started must stay
