@@ -72,8 +72,9 @@
 //! ```
 //!
 //! All integers little-endian. Every record is checked on its own: a body
-//! whose CRC fails loses that record only; a record header whose CRC fails
-//! (its length cannot be trusted) ends the readable part of the file.
+//! whose CRC fails loses that record only; after a record header whose CRC
+//! fails (its length cannot be trusted) the loader resumes at the next
+//! offset that holds a whole record header.
 
 /// The first 8 bytes of every snapshot.
 pub const MAGIC: [u8; 8] = *b"STRATASN";

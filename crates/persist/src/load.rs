@@ -6,9 +6,12 @@
 //! when the snapshot holds more segments than the memory limit takes, the
 //! oldest are left out (records are in copy order, oldest epoch first).
 //! Then each segment is read, checked against its CRC and restored
-//! ([`Store::restore`]). A damaged segment is dropped and counted; a
-//! damaged record header or a truncated file ends the readable part, and
-//! what came before it loads. Nothing unchecked is ever served.
+//! ([`Store::restore`]). A damaged segment is dropped and counted (its CRC
+//! is checked even when its fields say it is dropped whole, so damage to
+//! them is seen); after a damaged record header the walk resumes at the
+//! next whole header (each has its own CRC); a truncated file ends the
+//! readable part, and what came before it loads. Nothing unchecked is
+//! ever served.
 
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
@@ -160,8 +163,21 @@ pub fn load(
         });
         let rec = if read { Record::decode(&rb).ok() } else { None };
         let Some(rec) = rec.filter(|r| at + (RECORD_LEN as u64) + u64::from(r.len) <= file_len) else {
-            report.truncated = true;
-            break;
+            // A damaged header's length cannot be trusted: look for the
+            // next whole record header (its own CRC says so) and go on
+            // from there, counting what lay between as one damaged record.
+            match resync(&*f, at + 1, file_len) {
+                Some(next) => {
+                    tracing::warn!(path = %path.display(), at, skipped = next - at, "snapshot: damaged record header, resumed at the next whole record");
+                    report.damaged_segments += 1;
+                    at = next;
+                    continue;
+                }
+                None => {
+                    report.truncated = true;
+                    break;
+                }
+            }
         };
         let body_at = at + RECORD_LEN as u64;
         at = body_at + u64::from(rec.len);
@@ -258,7 +274,9 @@ pub fn load(
                 // the fixed part and lists) is checked before anything links.
                 let bytes_at = r.at + u64::from(r.len) - bytes_len as u64;
                 let mut crc = crc32c::crc32c(&lists);
-                let restored = store.restore_with(&img, bytes_len, &mut |dst| {
+                let mut checked = false;
+                let mut restored = store.restore_with(&img, bytes_len, &mut |dst| {
+                    checked = true;
                     let read = read_exact_at(&*f, dst, bytes_at).unwrap_or_else(|e| {
                         tracing::warn!(path = %path.display(), at = bytes_at, error = %e, "snapshot read failed");
                         false
@@ -266,6 +284,12 @@ pub fn load(
                     crc = crc32c::crc32c_append(crc, dst);
                     read && crc == r.crc
                 });
+                // A segment dropped whole (expired, flushed, nothing live)
+                // is not read into memory; its CRC is checked all the same,
+                // so that damage to the fields that decided it is seen.
+                if !checked && restored.is_ok() && !record_crc_ok(&*f, bytes_at, bytes_len, crc, r.crc) {
+                    restored = Err(RestoreError::Rejected);
+                }
                 match restored {
                     Ok(x) => {
                         // Without a footer the epochs may have gone past the
@@ -357,6 +381,50 @@ fn load_flash(
     report.flash_items = restored.items;
     report.flash_dropped = restored.dropped;
     Ok(())
+}
+
+/// Whether the `len` bytes at `at`, appended to a CRC begun as `crc`,
+/// give `want`.
+fn record_crc_ok(f: &dyn ReadFile, mut at: u64, len: usize, mut crc: u32, want: u32) -> bool {
+    let mut buf = vec![0u8; len.min(1 << 20)];
+    let mut left = len;
+    while left > 0 {
+        let n = left.min(buf.len());
+        if !read_exact_at(f, &mut buf[..n], at).unwrap_or(false) {
+            return false;
+        }
+        crc = crc32c::crc32c_append(crc, &buf[..n]);
+        at += n as u64;
+        left -= n;
+    }
+    crc == want
+}
+
+/// The offset of the first whole record header at or after `from` (its
+/// own CRC holds and its body fits in the file), read in 1 MiB windows.
+fn resync(f: &dyn ReadFile, from: u64, file_len: u64) -> Option<u64> {
+    const WINDOW: usize = 1 << 20;
+    let mut buf = vec![0u8; WINDOW + RECORD_LEN];
+    let mut base = from;
+    while base + RECORD_LEN as u64 <= file_len {
+        let n = ((file_len - base) as usize).min(buf.len());
+        if !read_exact_at(f, &mut buf[..n], base).unwrap_or(false) {
+            return None;
+        }
+        for i in 0..=n - RECORD_LEN {
+            let mut rb = [0u8; RECORD_LEN];
+            rb.copy_from_slice(&buf[i..i + RECORD_LEN]);
+            if let Ok(rec) = Record::decode(&rb) {
+                let at = base + i as u64;
+                if at + RECORD_LEN as u64 + u64::from(rec.len) <= file_len {
+                    return Some(at);
+                }
+            }
+        }
+        // Windows overlap by a header's length less one byte.
+        base += (n - RECORD_LEN + 1) as u64;
+    }
+    None
 }
 
 /// Reads a record's body into `body`; false if its CRC fails.

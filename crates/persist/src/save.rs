@@ -9,6 +9,10 @@
 //! cleaner) meanwhile, until a pass finds nothing new or [`MAX_PASSES`] are
 //! done. Memory grows by one segment's copy at a time, plus the pins.
 //!
+//! Every segment sealed when the snapshot begins, or sealed while it runs,
+//! is held until copied: the cleaner cannot move its items out of the
+//! snapshot's reach (`strata_store` image.rs, "Holds").
+//!
 //! **What a snapshot holds.** Each item is as it was when its segment was
 //! copied, and records are in the order they were copied, so when a key is
 //! live in two records the later one is the newer (the loader keeps it).
@@ -109,7 +113,11 @@ pub fn save(
     let f = backend.create_bulk(&tmp).map_err(|e| SnapshotError::io("create", &tmp, e))?;
     let mut out = Out { f, bytes: 0, path: &tmp };
     let mut dicts = 0u64;
+    // Held before the log switches, so that nothing logged in the files
+    // this snapshot replaces can be moved out of its reach.
+    store.hold_for_snapshot();
     let result = write_body(store, &mut out, saver, &mut dicts);
+    store.release_snapshot();
     // The dictionaries' references are given back whatever happened.
     store.release_dicts(dicts);
     let finish = result.and_then(|mut report| {

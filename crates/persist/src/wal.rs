@@ -221,6 +221,9 @@ impl Wal {
     /// position returned is never reached.
     pub fn append(&self, op: Op, parts: &[&[u8]]) -> u64 {
         if self.failed() {
+            // Wakes the workers, so that whoever waits on this position
+            // hears of the failure now rather than at the next record.
+            self.notify();
             return u64::MAX;
         }
         let len: usize = parts.iter().map(|p| p.len()).sum();
@@ -267,20 +270,48 @@ impl Wal {
     }
 
     /// Switches to a new file, after writing what is pending to the old
-    /// one; returns the new file's number. Records appended before this
-    /// returns are in the old file.
+    /// one, fdatasynced; returns the new file's number. Every record
+    /// appended before this was called is in an old file; records appended
+    /// while it runs may be in either.
     pub fn rotate(&self) -> Result<u64, SnapshotError> {
-        let mut p = self.pending.lock();
+        // Lock order: `current`, then `pending` (as the writer thread):
+        // the writer takes a buffer and writes it under `current`, so no
+        // buffer taken before the switch can land in the new file after
+        // it, and `durable` never covers records still in the writer's hands.
         let mut cur = self.current.lock();
-        let buf = std::mem::take(&mut p.buf);
-        let end = p.appended;
+        let (buf, end) = {
+            let mut p = self.pending.lock();
+            (std::mem::take(&mut p.buf), p.appended)
+        };
         self.write_out(&mut cur, &buf, end, true)?;
         let n = cur.n + 1;
-        cur.f = create_log(&*self.backend, &log_path(&self.file, n))?;
+        cur.f = create_log(&*self.backend, &log_path(&self.file, n)).inspect_err(|_| self.fail())?;
         cur.n = n;
-        drop(cur);
-        drop(p);
         Ok(n)
+    }
+
+    /// Marks the log stopped (a file that cannot be written or made).
+    fn fail(&self) {
+        if !self.failed.swap(true, AcqRel) {
+            tracing::error!("durability log failed: writes are refused until restart");
+        }
+        self.notify();
+    }
+
+    /// Waits until everything appended so far is on disk (the log is
+    /// written and fdatasynced by the writer thread, or here if it is
+    /// idle). False if the log failed.
+    pub fn sync_now(&self) -> bool {
+        let (_, end) = self.appended();
+        if self.durable() >= end {
+            return !self.failed();
+        }
+        let mut cur = self.current.lock();
+        let (buf, end) = {
+            let mut p = self.pending.lock();
+            (std::mem::take(&mut p.buf), p.appended)
+        };
+        self.write_out(&mut cur, &buf, end, true).is_ok()
     }
 
     fn write_out(&self, cur: &mut Current, buf: &[u8], end: u64, sync: bool) -> Result<(), SnapshotError> {
@@ -303,10 +334,10 @@ impl Wal {
                 Ok(())
             }
             Err(e) => {
-                if !self.failed.swap(true, AcqRel) {
-                    tracing::error!(error = %e, "durability log failed: writes are no longer durable");
+                if !self.failed.load(Acquire) {
+                    tracing::error!(error = %e, "durability log cannot be written");
                 }
-                self.notify();
+                self.fail();
                 Err(e)
             }
         }
@@ -317,7 +348,7 @@ impl Wal {
         let mut spare = Vec::with_capacity(1 << 20);
         let mut last_sync = Instant::now();
         while !self.stop.load(Acquire) && !self.failed() {
-            let (buf, end) = {
+            {
                 let mut p = self.pending.lock();
                 if p.buf.is_empty() {
                     let wait = match self.mode {
@@ -329,6 +360,11 @@ impl Wal {
                 if self.mode == Durability::Interval && p.buf.is_empty() && last_sync.elapsed().as_secs() < 1 {
                     continue;
                 }
+            }
+            // The buffer is taken under `current` (see `rotate`).
+            let mut cur = self.current.lock();
+            let (buf, end) = {
+                let mut p = self.pending.lock();
                 spare.clear();
                 std::mem::swap(&mut p.buf, &mut spare);
                 (std::mem::take(&mut spare), p.appended)
@@ -342,7 +378,6 @@ impl Wal {
                 spare = buf;
                 continue;
             }
-            let mut cur = self.current.lock();
             let _ = self.write_out(&mut cur, &buf, end, sync);
             drop(cur);
             if sync {
@@ -364,10 +399,11 @@ impl Wal {
     /// Writes and syncs whatever is pending (at shutdown, after the
     /// writer thread has stopped).
     pub fn flush(&self) -> Result<(), SnapshotError> {
-        let mut p = self.pending.lock();
         let mut cur = self.current.lock();
-        let buf = std::mem::take(&mut p.buf);
-        let end = p.appended;
+        let (buf, end) = {
+            let mut p = self.pending.lock();
+            (std::mem::take(&mut p.buf), p.appended)
+        };
         self.write_out(&mut cur, &buf, end, true)
     }
 }
@@ -451,6 +487,10 @@ fn read_at(
 ) -> bool {
     const WINDOW: u64 = 4 << 20;
     let end = at + dst.len() as u64;
+    if end > len {
+        // The file ends inside what was asked for: a torn tail.
+        return false;
+    }
     if at < *chunk_at || end > *chunk_at + chunk.len() as u64 {
         let size = (dst.len() as u64).max(WINDOW).min(len - at);
         chunk.clear();

@@ -371,3 +371,95 @@ fn a_restored_cache_snapshots_and_restores_again() {
     let (_s3, mut w3, _) = restart(&snap(&dir), &OsBackend, 8 << 20, 5);
     assert_eq!(check_all(&mut w3, &want), want.len());
 }
+
+#[test]
+fn a_zeroed_segment_epoch_is_damage_not_a_silent_drop() {
+    let (dir, bytes, want) = saved();
+    // The first record is a segment; its body starts with the epoch, which
+    // zeroed says "before the last flush": dropped whole, and (before the
+    // fix) never checked against its CRC.
+    let mut b = bytes.clone();
+    let body = HEADER_LEN + RECORD_LEN;
+    b[body..body + 8].fill(0);
+    std::fs::write(snap(&dir), &b).unwrap_or_else(|e| panic!("{e}"));
+    let (_s, mut w, r) = restart(&snap(&dir), &OsBackend, 8 << 20, 1);
+    assert_eq!(r.damaged_segments, 1, "{r:?}");
+    assert!(r.damaged());
+    let found = check_all(&mut w, &want);
+    assert!(found > want.len() / 2 && found < want.len(), "{found}");
+    let s = Store::new(cfg(8 << 20), Arc::new(Clock::manual(T0))).unwrap_or_else(|e| panic!("{e}"));
+    assert!(matches!(load(&s, &OsBackend, &snap(&dir), 1, 0, true), Err(SnapshotError::Damaged(_))));
+}
+
+#[test]
+fn a_damaged_record_header_loses_that_record_only() {
+    let (dir, bytes, want) = saved();
+    for at in [HEADER_LEN, HEADER_LEN + 4, HEADER_LEN + 13] {
+        let mut b = bytes.clone();
+        b[at] ^= 0x40;
+        std::fs::write(snap(&dir), &b).unwrap_or_else(|e| panic!("{e}"));
+        let (_s, mut w, r) = restart(&snap(&dir), &OsBackend, 8 << 20, 1);
+        assert_eq!((r.damaged_segments, r.truncated, r.complete), (1, false, true), "flip at {at}: {r:?}");
+        let found = check_all(&mut w, &want);
+        assert!(found > want.len() * 3 / 4 && found < want.len(), "flip at {at}: {found} of {}", want.len());
+    }
+}
+
+/// A saver that writes while the snapshot copies, as clients do: every
+/// segment record it hears of, it stores a batch of new keys, so writers
+/// need segments and the cleaner looks for victims among those the
+/// snapshot has not copied yet.
+struct Busy<'a> {
+    w: &'a mut Worker,
+    n: usize,
+}
+
+impl strata_persist::Saver for Busy<'_> {
+    fn seal(&mut self) {
+        self.w.seal_active();
+    }
+
+    fn progress(&mut self, _bytes: u64) {
+        // Enough to need several segments per record copied, not so much
+        // that eviction (a legitimate loss) begins.
+        for _ in 0..100 {
+            if self.n >= 60_000 {
+                return;
+            }
+            let k = format!("during:{}", self.n);
+            self.n += 1;
+            let _ = self.w.set(SetOp::Set, k.as_bytes(), 0, 0, &[b'd'; 900]);
+        }
+    }
+}
+
+#[test]
+fn items_the_cleaner_would_move_during_a_snapshot_are_in_it() {
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let (s, mut w) = store_at(cfg(64 << 20), Clock::manual(T0));
+    // Many small sealed segments: each is at most a quarter live, so the
+    // cleaner takes it first when a writer needs memory.
+    let mut want = Items::new();
+    for i in 0..600 {
+        let k = format!("before:{i}").into_bytes();
+        let v = vec![b'a' + (i % 26) as u8; 500];
+        assert_eq!(w.set(SetOp::Set, &k, i, 0, &v), Ok(StoreOutcome::Stored));
+        let cas = get(&mut w, &k).map_or(0, |g| g.2);
+        want.insert(k, (v, i, cas));
+        // The younger segments hold fewer items: the cleaner, which takes
+        // the least live first, reaches them before the snapshot, which
+        // copies the oldest first.
+        if (i < 300 && i % 10 == 9) || (i >= 300 && i % 2 == 1) {
+            w.seal_active();
+        }
+    }
+    let mut busy = Busy { w: &mut w, n: 0 };
+    save(&s, &OsBackend, &snap(&dir), &mut busy).unwrap_or_else(|e| panic!("save: {e}"));
+    assert!(busy.n > 0);
+    assert_eq!(s.held_segments(), 0, "the snapshot's holds end with it");
+    drop(w);
+    assert_eq!(s.stats().evictions, 0, "nothing was evicted");
+    let (_s2, mut w2, r) = restart(&snap(&dir), &OsBackend, 64 << 20, 1);
+    assert!(!r.damaged(), "{r:?}");
+    assert_eq!(check_all(&mut w2, &want), want.len(), "every item live when the snapshot began is in it");
+}

@@ -145,7 +145,11 @@ impl Snapshots {
         let mut last = self.last.lock();
         match r {
             Ok(report) => {
-                if report.log_seq > 0 {
+                // Records appended while the snapshot ran (items eviction
+                // moved out of its reach among them) are on disk before
+                // the files it replaces go.
+                let synced = self.cfg.wal.as_ref().is_none_or(|w| w.sync_now());
+                if report.log_seq > 0 && synced {
                     // The snapshot holds the effect of every earlier file.
                     strata_persist::wal::trim_before(&self.backend, &self.cfg.file, report.log_seq);
                 }

@@ -161,7 +161,16 @@ struct Cleared {
 impl Store {
     /// Seals a worker's full segment onto a queue.
     pub(crate) fn seal(&self, seg: u32, q: Queue) {
-        self.evict.lock().queue(q).push_back(seg);
+        let mut ev = self.evict.lock();
+        if self.snapshotting.load(Relaxed) {
+            self.segs[seg as usize].held.store(true, Relaxed);
+        }
+        ev.queue(q).push_back(seg);
+    }
+
+    /// Whether the running snapshot still has to copy `s`.
+    pub(crate) fn is_held(&self, s: u32) -> bool {
+        self.segs[s as usize].held.load(Relaxed)
     }
 
     /// Dead bytes in sealed segment `s`: written but no longer linked (all
@@ -188,7 +197,7 @@ impl Store {
         for (q, queue) in [(Queue::Small, &ev.small), (Queue::Main, &ev.main)] {
             for &s in queue {
                 survey.dead += self.dead_bytes_of(s, now);
-                if self.is_pinned(s) {
+                if self.is_pinned(s) || self.is_held(s) {
                     continue;
                 }
                 let need = self.copy_need(s, now);
@@ -495,6 +504,14 @@ impl Store {
                     st.set(pos, moved);
                     self.unaccount(&mut st, s);
                     self.account(&mut st, moved);
+                    if self.is_held(victim) {
+                        // Eviction copied a read item out of a segment the
+                        // running snapshot has not copied, into one it may
+                        // not copy: the log gets the item again, so that a
+                        // recovery that trusts the snapshot for everything
+                        // logged before it still has it (`image.rs`, "Holds").
+                        self.journal_item(moved);
+                    }
                     bump(&c.reinserted);
                     cleared.bytes_copied += len as u64;
                     return;

@@ -23,6 +23,18 @@
 //! While pinned, a segment is skipped by eviction and the cleaner
 //! (`evict.rs`), which take the next candidate instead; a copy costs a
 //! bucket lock per item, as eviction does.
+//!
+//! **Holds.** A snapshot lists the sealed segments and copies them one by
+//! one; meanwhile the cleaner would move a listed segment's live items
+//! into a copy target that is not sealed, and so in no image: the snapshot
+//! would miss items that were live when it started (with a durability
+//! log, items whose log records it then deletes). So from
+//! [`Store::hold_for_snapshot`] to [`Store::release_snapshot`] every
+//! sealed segment, and every segment sealed meanwhile, is *held* until it
+//! is copied: the cleaner does not pick it. Eviction still may (memory
+//! must be found, and an evicted item is gone from the cache anyway); the
+//! read items it copies forward out of a held segment are journaled again,
+//! so the durability log keeps them.
 
 use std::sync::atomic::Ordering::*;
 
@@ -220,8 +232,34 @@ impl Store {
             scan = next;
         }
         out.bytes.resize(end, 0);
+        self.segs[seg as usize].held.store(false, Relaxed);
         self.unpin(seg);
         true
+    }
+
+    /// A snapshot begins: holds every sealed segment, and every one sealed
+    /// from now on, until it is copied ([`Store::image`]) or the snapshot
+    /// ends (see "Holds" in the module doc).
+    pub fn hold_for_snapshot(&self) {
+        let ev = self.evict.lock();
+        self.snapshotting.store(true, Relaxed);
+        for &s in ev.small.iter().chain(ev.main.iter()) {
+            self.segs[s as usize].held.store(true, Relaxed);
+        }
+    }
+
+    /// The snapshot ended (written or failed): nothing is held any more.
+    pub fn release_snapshot(&self) {
+        let _ev = self.evict.lock();
+        self.snapshotting.store(false, Relaxed);
+        for m in self.segs.iter() {
+            m.held.store(false, Relaxed);
+        }
+    }
+
+    /// Segments held for the running snapshot and not copied yet.
+    pub fn held_segments(&self) -> usize {
+        self.segs.iter().filter(|m| m.held.load(Relaxed)).count()
     }
 }
 

@@ -63,6 +63,9 @@ pub(crate) struct SegMeta {
     pub(crate) dicts: AtomicU64,
     /// Its pages may be resident: written since it was last released.
     pub(crate) paged: std::sync::atomic::AtomicBool,
+    /// Held for the snapshot being taken, which has not copied it yet: the
+    /// cleaner leaves it alone (`image.rs`, "Holds").
+    pub(crate) held: std::sync::atomic::AtomicBool,
 }
 
 impl Store {
@@ -87,6 +90,7 @@ impl Store {
         m.max_expire.store(0, Relaxed);
         m.epoch.store(self.epoch.fetch_add(1, Relaxed) + 1, Relaxed);
         m.last_mark.store(0, Relaxed);
+        m.held.store(false, Relaxed);
         m.times.lock().clear();
     }
 

@@ -122,6 +122,9 @@ pub struct Store {
     /// Told of items evicted from memory while it wants them (`watch
     /// evictions`).
     pub(crate) evict_hook: std::sync::OnceLock<Arc<dyn EvictionWatcher>>,
+    /// A snapshot is being taken: segments sealed now are held for it
+    /// (see `image.rs`, "Holds").
+    pub(crate) snapshotting: std::sync::atomic::AtomicBool,
 }
 
 /// Who is told of evictions ([`Store::on_evict`]).
@@ -220,6 +223,7 @@ impl Store {
             counters: Mutex::new(Vec::new()),
             evicted_age: AtomicU32::new(0),
             evict_hook: std::sync::OnceLock::new(),
+            snapshotting: std::sync::atomic::AtomicBool::new(false),
             workers: AtomicUsize::new(0),
             codec,
             journal: std::sync::OnceLock::new(),
