@@ -266,7 +266,9 @@ def test_kill_9_during_a_snapshot_loads_the_old_or_the_new_one_whole(tmp_path):
         loaded = gen
     srv.stop()
     print("kill -9 outcomes", outcomes)
-    assert sum(outcomes.values()) == 22, outcomes
+    # Kills landed both before a save was whole (the old one loaded) and
+    # after: the test saw the seam it is about.
+    assert outcomes["old"] > 0 and outcomes["new"] > 0, outcomes
 
 
 def test_cas_after_a_crash_never_repeats_one_handed_out_before(tmp_path):
@@ -388,20 +390,51 @@ def test_a_smaller_memory_limit_loads_what_fits(tmp_path):
         srv.stop()
 
 
-def test_an_unwritable_place_or_a_full_disk_fails_the_snapshot_not_the_server(tmp_path):
-    # A "directory" that is a file: nothing can be created in it.
+def test_a_missing_snapshot_dir_is_made_and_an_unusable_one_refuses_the_start(tmp_path):
+    # Issue 30: a missing directory used to start, serve, and lose the whole
+    # cache at SIGTERM. It is made now, as systemd's StateDirectory= would.
+    path = tmp_path / "state" / "strata"
+    srv = start(path)
+    c = srv.connect()
+    expect(c, b"set k 0 0 1\r\nv\r\n", b"STORED\r\n")
+    srv = restart(srv, path)
+    try:
+        expect(srv.connect(), b"get k\r\n", b"VALUE k 0 1\r\nv\r\nEND\r\n")
+    finally:
+        srv.stop()
+    # A "directory" that is a file: nothing can be created in it, so
+    # nothing written could be kept: the server refuses to start.
     blocker = tmp_path / "file"
     blocker.write_bytes(b"")
-    srv = start(blocker / "sub")
+    from harness import STRATA_BIN
+
+    r = subprocess.run([STRATA_BIN, "-p", "0", "--snapshot-dir", str(blocker / "sub")], capture_output=True, timeout=20)
+    assert r.returncode == 73, r.stderr
+    assert b"cannot create the snapshot directory" in r.stderr, r.stderr
+
+
+def test_a_failed_shutdown_save_exits_non_zero(tmp_path):
+    # Issue 30: SIGTERM exited 0 when its save failed; a supervisor must see it.
+    small = tmp_path / "small"
+    small.mkdir()
+    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=256k", "tmpfs", str(small)]).returncode != 0:
+        pytest.skip("cannot mount a small tmpfs here (needs root)")
+    srv = None
     try:
+        srv = start(small)
         c = srv.connect()
-        expect(c, b"set k 0 0 1\r\nv\r\n", b"STORED\r\n")
-        expect(c, b"snapshot\r\n", b"OK\r\n")
-        s = wait_saved(c, 1)
-        assert (s["snapshot_save_errors"], s["snapshot_last_result"]) == ("1", "failed")
-        expect(c, b"get k\r\n", b"VALUE k 0 1\r\nv\r\nEND\r\n")
+        c.send(b"".join(b"set big%d 0 0 1000 noreply\r\n%s\r\n" % (i, b"z" * 1000) for i in range(1000)))
+        expect(c, b"mn\r\n", b"MN\r\n")
+        code = srv.stop(signal.SIGTERM)
+        srv = None
+        assert code not in (0, None), code
     finally:
-        assert srv.stop() == 0
+        if srv is not None:
+            srv.stop(signal.SIGKILL)
+        subprocess.run(["umount", "-l", str(small)])
+
+
+def test_a_full_disk_fails_the_snapshot_not_the_server(tmp_path):
     small = tmp_path / "small"
     small.mkdir()
     if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=256k", "tmpfs", str(small)]).returncode != 0:

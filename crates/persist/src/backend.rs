@@ -26,6 +26,8 @@ pub trait Backend: Send + Sync + std::fmt::Debug {
     /// Makes a rename in `dir` durable.
     fn sync_dir(&self, dir: &Path) -> io::Result<()>;
     fn remove(&self, path: &Path) -> io::Result<()>;
+    /// The names of the files in `dir` (a missing directory has none).
+    fn list(&self, dir: &Path) -> io::Result<Vec<std::ffi::OsString>>;
 }
 
 /// A file being written from the start, sequentially.
@@ -216,6 +218,14 @@ impl Backend for OsBackend {
     fn remove(&self, path: &Path) -> io::Result<()> {
         std::fs::remove_file(path)
     }
+
+    fn list(&self, dir: &Path) -> io::Result<Vec<std::ffi::OsString>> {
+        match std::fs::read_dir(dir) {
+            Ok(rd) => rd.map(|e| e.map(|e| e.file_name())).collect(),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(Vec::new()),
+            Err(e) => Err(e),
+        }
+    }
 }
 
 /// Which faults a [`FaultBackend`] injects, to files open or opened later.
@@ -355,6 +365,10 @@ impl<B: Backend> Backend for FaultBackend<B> {
 
     fn remove(&self, path: &Path) -> io::Result<()> {
         self.inner.remove(path)
+    }
+
+    fn list(&self, dir: &Path) -> io::Result<Vec<std::ffi::OsString>> {
+        self.inner.list(dir)
     }
 }
 

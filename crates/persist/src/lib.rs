@@ -19,6 +19,7 @@ pub mod format;
 pub mod lease;
 pub mod load;
 pub mod save;
+pub mod simfs;
 pub mod wal;
 
 use std::io;
@@ -28,7 +29,8 @@ use std::time::Instant;
 pub use backend::{Backend, FaultBackend, Faults, OsBackend};
 pub use lease::EpochLease;
 pub use load::{check_settings, load, read_footer, read_header, LoadReport};
-pub use save::{save, SaveReport, Saver};
+pub use save::{checkpoint, save, SaveReport, Saver};
+pub use simfs::SimFs;
 pub use wal::{Durability, Recovery, Wal, WalJournal};
 
 /// The snapshot's file name in a `--snapshot-dir`.

@@ -134,6 +134,26 @@ pub fn save(
     finish
 }
 
+/// A snapshot that replaces the durability log written before it: saves,
+/// makes the log durable up to now (records appended while the snapshot
+/// ran, items eviction moved out of its reach among them), and only then
+/// deletes the log files the snapshot holds the effect of. This is what the
+/// server's snapshot thread and the crash simulator both run.
+pub fn checkpoint(
+    store: &Store,
+    backend: &dyn Backend,
+    file: &Path,
+    wal: Option<&crate::Wal>,
+    saver: &mut dyn Saver,
+) -> Result<SaveReport, SnapshotError> {
+    let report = save(store, backend, file, saver)?;
+    let synced = wal.is_none_or(|w| w.sync_now());
+    if report.log_seq > 0 && synced {
+        crate::wal::trim_before(backend, file, report.log_seq);
+    }
+    Ok(report)
+}
+
 fn write_body(
     store: &Store,
     out: &mut Out<'_>,

@@ -107,25 +107,25 @@ pub fn log_path(file: &Path, n: u64) -> PathBuf {
 /// holds their effect is on disk). Best effort: a file left behind is only
 /// replayed again, which changes nothing.
 pub fn trim_before(backend: &dyn Backend, file: &Path, n: u64) {
-    for (k, path) in log_files(file) {
+    for (k, path) in log_files(backend, file) {
         if k < n {
             let _ = backend.remove(&path);
         }
     }
 }
 
-/// The log files beside `file`, by number, ascending.
-pub fn log_files(file: &Path) -> Vec<(u64, PathBuf)> {
+/// The log files beside `file`, by number, ascending (none if the
+/// directory cannot be read).
+pub fn log_files(backend: &dyn Backend, file: &Path) -> Vec<(u64, PathBuf)> {
     let dir = crate::dir_of(file);
     let prefix = format!("{}.log.", file.file_name().map(|f| f.to_string_lossy().into_owned()).unwrap_or_default());
-    let mut out: Vec<(u64, PathBuf)> = std::fs::read_dir(&dir)
+    let mut out: Vec<(u64, PathBuf)> = backend
+        .list(&dir)
+        .unwrap_or_default()
         .into_iter()
-        .flatten()
-        .flatten()
-        .filter_map(|e| {
-            let name = e.file_name().to_string_lossy().into_owned();
-            let n = name.strip_prefix(&prefix)?.parse::<u64>().ok()?;
-            Some((n, e.path()))
+        .filter_map(|name| {
+            let n = name.to_string_lossy().strip_prefix(&prefix)?.parse::<u64>().ok()?;
+            Some((n, dir.join(name)))
         })
         .collect();
     out.sort();
@@ -529,7 +529,7 @@ pub fn replay(
     w: &mut strata_store::Worker,
 ) -> Result<Recovery, SnapshotError> {
     let mut r = Recovery::default();
-    for (n, path) in log_files(file) {
+    for (n, path) in log_files(backend, file) {
         r.last = r.last.max(n);
         if n < from {
             continue;
@@ -608,6 +608,10 @@ impl strata_store::Journal for WalJournal {
 
     fn flush_at(&self, at: u32) -> u64 {
         self.0.append(Op::FlushAt, &[&at.to_le_bytes()])
+    }
+
+    fn failed(&self) -> bool {
+        self.0.failed()
     }
 }
 

@@ -87,9 +87,9 @@ fn a_torn_tail_reads_its_whole_records_and_rotation_trims() {
     std::fs::write(&p1, &flipped).unwrap_or_else(|e| panic!("{e}"));
     let (records, torn) = read_all(&OsBackend, &p1);
     assert!(torn && records.len() < 10);
-    assert_eq!(log_files(&snap(&dir)).len(), 2);
+    assert_eq!(log_files(&OsBackend, &snap(&dir)).len(), 2);
     strata_persist::wal::trim_before(&OsBackend, &snap(&dir), 2);
-    let left: Vec<u64> = log_files(&snap(&dir)).into_iter().map(|(n, _)| n).collect();
+    let left: Vec<u64> = log_files(&OsBackend, &snap(&dir)).into_iter().map(|(n, _)| n).collect();
     assert_eq!(left, vec![2]);
 }
 
@@ -291,7 +291,7 @@ fn rotation_never_calls_durable_what_the_writer_has_not_written() {
                     if i % 25 == 0 {
                         // Called durable: it is in a file now.
                         let want = [&[t][..], &i.to_le_bytes()].concat();
-                        let on_disk = log_files(&snap(dir)).iter().any(|(_, path)| {
+                        let on_disk = log_files(&OsBackend, &snap(dir)).iter().any(|(_, path)| {
                             let mut hit = false;
                             let _ = read_log(&OsBackend, path, &mut |e| hit |= e.payload == want);
                             hit
@@ -308,7 +308,7 @@ fn rotation_never_calls_durable_what_the_writer_has_not_written() {
     writer.join().unwrap_or_else(|_| panic!("writer"));
     let mut next = [0u32; 4];
     let mut total = 0;
-    for (_, path) in log_files(&snap(&dir)) {
+    for (_, path) in log_files(&OsBackend, &snap(&dir)) {
         let (records, torn) = read_all(&OsBackend, &path);
         assert!(!torn);
         for (_, p) in records {

@@ -16,6 +16,8 @@ pub mod text {
     pub const OUT_OF_MEMORY_STORING: &[u8] = b"SERVER_ERROR out of memory storing object\r\n";
     pub const OUT_OF_MEMORY: &[u8] = b"SERVER_ERROR out of memory\r\n";
     pub const TOO_LARGE: &[u8] = b"SERVER_ERROR object too large for cache\r\n";
+    /// A change refused because `--durability`'s log cannot be written.
+    pub const LOG_FAILED: &[u8] = b"SERVER_ERROR durability log failed\r\n";
     pub const SHUTDOWN_DISABLED: &[u8] = b"ERROR: shutdown not enabled\r\n";
     pub const FLUSH_DISABLED: &[u8] = b"CLIENT_ERROR flush_all not allowed\r\n";
     pub const TOO_MANY_CONNECTIONS: &[u8] = b"ERROR Too many open connections\r\n";

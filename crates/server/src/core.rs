@@ -188,7 +188,7 @@ impl Ctx<'_> {
             StoreError::OutOfMemory => inc(&s.store_no_memory),
             // The store settles flash items itself: OnFlash never gets here.
             StoreError::Contended | StoreError::OnFlash => inc(&s.store_contended),
-            StoreError::Pending => {}
+            StoreError::Pending | StoreError::NotLogged => {}
         }
     }
 

@@ -109,6 +109,13 @@ pub(crate) fn execute(ctx: &mut Ctx<'_>, req: Request<'_>, out: &mut Vec<u8>, re
                             // read from flash (the connection parks).
                             return Outcome::Resume(pos);
                         }
+                        if let Err(StoreError::NotLogged) = hit {
+                            // gat with the durability log down: the touch
+                            // cannot be kept, so nothing is answered but that.
+                            out.truncate(start);
+                            out.extend_from_slice(r::LOG_FAILED);
+                            break;
+                        }
                         pos = next;
                         ctx.shared.detail.record_get(key, matches!(hit, Ok(Some(()))));
                     }
@@ -131,6 +138,7 @@ pub(crate) fn execute(ctx: &mut Ctx<'_>, req: Request<'_>, out: &mut Vec<u8>, re
                     },
                 ),
                 Err(StoreError::TooLarge) => reply(out, r::TOO_LARGE),
+                Err(StoreError::NotLogged) => reply(out, r::LOG_FAILED),
                 Err(_) => reply(out, r::OUT_OF_MEMORY_STORING),
             }
         }
@@ -148,6 +156,7 @@ pub(crate) fn execute(ctx: &mut Ctx<'_>, req: Request<'_>, out: &mut Vec<u8>, re
             }
             match r {
                 Ok(DeleteOutcome::Deleted) => reply(out, r::DELETED),
+                Err(StoreError::NotLogged) => reply(out, r::LOG_FAILED),
                 _ => reply(out, r::NOT_FOUND),
             }
         }
@@ -159,11 +168,13 @@ pub(crate) fn execute(ctx: &mut Ctx<'_>, req: Request<'_>, out: &mut Vec<u8>, re
             }
             Ok(Counted { outcome: ArithOutcome::NonNumeric, .. }) => reply(out, r::NON_NUMERIC),
             Ok(_) => reply(out, r::NOT_FOUND),
+            Err(StoreError::NotLogged) => reply(out, r::LOG_FAILED),
             Err(_) => reply(out, r::OUT_OF_MEMORY),
         },
         Command::Touch(get) => match ctx.get(&get, |_| ()) {
             Ok(Some(())) => reply(out, r::TOUCHED),
             Ok(None) => reply(out, r::NOT_FOUND),
+            Err(StoreError::NotLogged) => reply(out, r::LOG_FAILED),
             Err(_) => reply(out, r::OUT_OF_MEMORY),
         },
         Command::FlushAll { delay } => reply(out, if ctx.flush_all(delay) { r::OK } else { r::FLUSH_DISABLED }),

@@ -78,6 +78,11 @@ pub enum ServerError {
     Privileges(#[from] process::PrivilegeError),
     #[error("TLS: {0}")]
     Tls(#[from] TlsError),
+    /// The snapshot at shutdown (or the durability log's last write)
+    /// failed: what the cache held is not kept, and a supervisor must hear
+    /// of it (a non-zero exit).
+    #[error("stopped without keeping the cache: {0}")]
+    NotKept(String),
 }
 
 /// A connection's entry in `stats conns`.
@@ -559,6 +564,7 @@ pub fn run(cfg: ServerConfig, store: Arc<Store>) -> Result<(), ServerError> {
     if let Some(path) = &shared.cfg.unix_socket {
         let _ = std::fs::remove_file(path);
     }
+    let mut kept: Result<(), String> = Ok(());
     if let Some(snaps) = &snapshots {
         snapshot::stop(snaps);
         if let Some(t) = snapshotter {
@@ -571,12 +577,19 @@ pub fn run(cfg: ServerConfig, store: Arc<Store>) -> Result<(), ServerError> {
             }
             if let Err(e) = wal.flush() {
                 tracing::error!(error = %e, "durability log: the last writes could not be written");
+                kept = Err(format!("durability log: {e}"));
             }
         }
         // The workers are gone and sealed everything they wrote: one pass
         // copies the whole cache. The port is already closed.
-        snaps.save(&shared, &mut snapshot::AtShutdown(&shared));
+        if let Err(e) = snaps.save(&shared, &mut snapshot::AtShutdown(&shared)) {
+            kept = Err(format!("snapshot: {e}"));
+        }
         snaps.keep_lease(shared.store.epoch());
+    }
+    if let Err(why) = kept {
+        tracing::error!("stopped without keeping the cache: {why}");
+        return Err(ServerError::NotKept(why));
     }
     tracing::info!("stopped");
     Ok(())

@@ -13,6 +13,7 @@ use crate::dispatch::Ctx;
 fn store_error(out: &mut Vec<u8>, e: StoreError) {
     out.extend_from_slice(match e {
         StoreError::TooLarge => r::TOO_LARGE,
+        StoreError::NotLogged => r::LOG_FAILED,
         _ => r::OUT_OF_MEMORY_STORING,
     });
 }
@@ -80,6 +81,7 @@ pub(crate) fn arith(ctx: &mut Ctx<'_>, op: &ops::Arith<'_>, rep: &Reply<'_>, val
     let now = ctx.shared.store.clock().now();
     let c = match ctx.arith(op) {
         Ok(c) => c,
+        Err(StoreError::NotLogged) => return out.extend_from_slice(r::LOG_FAILED),
         Err(_) => return out.extend_from_slice(r::OUT_OF_MEMORY),
     };
     let k = op.key.as_bytes();

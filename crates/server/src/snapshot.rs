@@ -137,22 +137,17 @@ impl Snapshots {
         }
     }
 
-    /// Takes one snapshot; `saver` asks the workers to seal first.
-    pub fn save(&self, shared: &Shared, saver: &mut dyn Saver) {
+    /// Takes one snapshot; `saver` asks the workers to seal first. The
+    /// error is logged and counted here; it is returned for the shutdown
+    /// save, whose failure the process's exit reports.
+    pub fn save(&self, shared: &Shared, saver: &mut dyn Saver) -> Result<(), strata_persist::SnapshotError> {
         self.running.store(true, Relaxed);
         tracing::info!(file = %self.cfg.file.display(), "snapshot started");
-        let r = strata_persist::save(&shared.store, &self.backend, &self.cfg.file, saver);
+        let r =
+            strata_persist::checkpoint(&shared.store, &self.backend, &self.cfg.file, self.cfg.wal.as_deref(), saver);
         let mut last = self.last.lock();
         match r {
             Ok(report) => {
-                // Records appended while the snapshot ran (items eviction
-                // moved out of its reach among them) are on disk before
-                // the files it replaces go.
-                let synced = self.cfg.wal.as_ref().is_none_or(|w| w.sync_now());
-                if report.log_seq > 0 && synced {
-                    // The snapshot holds the effect of every earlier file.
-                    strata_persist::wal::trim_before(&self.backend, &self.cfg.file, report.log_seq);
-                }
                 if let Some(wal) = &self.cfg.wal {
                     self.log_bytes_at_snapshot.store(wal.bytes.load(Relaxed), Relaxed);
                 }
@@ -168,7 +163,7 @@ impl Snapshots {
                 last.ok = true;
                 last.report = report;
             }
-            Err(e) => {
+            Err(ref e) => {
                 tracing::error!(error = %e, "snapshot failed; the previous one is kept");
                 last.errors += 1;
                 last.ok = false;
@@ -176,6 +171,7 @@ impl Snapshots {
         }
         drop(last);
         self.running.store(false, Relaxed);
+        r.map(|_| ())
     }
 }
 
@@ -204,7 +200,8 @@ pub(crate) fn run(shared: Arc<Shared>, snaps: Arc<Snapshots>, wakes: Vec<Arc<Wak
             *p = false;
         }
         let mut saver = Online { shared: &shared, wakes: &wakes, started: Instant::now(), idle: true };
-        snaps.save(&shared, &mut saver);
+        // A failure is logged and in `stats`; the next one may succeed.
+        let _ = snaps.save(&shared, &mut saver);
         if !saver.idle {
             background_priority();
         }
@@ -275,7 +272,7 @@ pub(crate) fn begin_log(shared: &Shared) -> u64 {
         // No log this run, but one replayed at start: a snapshot holds its
         // effect, so its files can go once the snapshot is written (else a
         // later durable run would replay them over newer data).
-        let last = strata_persist::wal::log_files(&snaps.cfg.file).last().map_or(0, |(n, _)| *n);
+        let last = strata_persist::wal::log_files(&snaps.backend, &snaps.cfg.file).last().map_or(0, |(n, _)| *n);
         return if last == 0 { 0 } else { last + 1 };
     };
     match wal.rotate() {

@@ -36,6 +36,11 @@ pub trait Journal: Send + Sync {
     fn flush(&self) -> u64;
     /// `flush_all` with a delay, due at this time.
     fn flush_at(&self, at: u32) -> u64;
+    /// The journal cannot be written any more: changes are refused
+    /// ([`StoreError::NotLogged`]) rather than made and lost.
+    fn failed(&self) -> bool {
+        false
+    }
 }
 
 /// Why a journaled item could not be replayed.
@@ -55,6 +60,14 @@ impl Store {
 
     pub(crate) fn journal(&self) -> Option<&dyn Journal> {
         self.journal.get().map(|j| &**j)
+    }
+
+    /// Refuses a change the journal could not keep.
+    pub(crate) fn check_journal(&self) -> Result<(), StoreError> {
+        match self.journal() {
+            Some(j) if j.failed() => Err(StoreError::NotLogged),
+            _ => Ok(()),
+        }
     }
 
     /// Journals the item linked at slot `s` (under its bucket lock).

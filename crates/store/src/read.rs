@@ -146,6 +146,9 @@ impl Worker {
         opts: &ReadOpts,
         f: impl FnOnce(ItemView<'_>) -> R,
     ) -> Result<Found<R>, StoreError> {
+        if opts.touch.is_some() || opts.vivify.is_some() {
+            self.store.check_journal()?;
+        }
         // `f` runs at most once: a round that stops at a flash slot stops
         // before it.
         let mut f = Some(f);
@@ -259,9 +262,10 @@ impl Worker {
             }
             if let Some(e) = touch {
                 st.set_expiry(s, header, e);
-                if let Some(j) = st.journal() {
-                    self.journaled = self.journaled.max(j.touch(key, e));
-                }
+                // The whole item, not the new expiry alone: a recovery
+                // that finds the item expired by then (in the snapshot, or
+                // in an earlier record) must bring it back as touched.
+                self.journaled = self.journaled.max(st.journal_item(s));
             }
             let freq = slot::freq(s);
             if opts.bump && freq < 15 {
@@ -371,6 +375,7 @@ impl Worker {
 
     /// Sets a new expiry; false if the key is missing.
     pub fn touch(&mut self, key: &[u8], expiry: u32) -> Result<bool, StoreError> {
+        self.store.check_journal()?;
         let opts = ReadOpts { touch: Some(expiry), ..ReadOpts::default() };
         Ok(self.read(key, &opts, |_| ())?.is_some())
     }

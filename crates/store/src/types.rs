@@ -29,6 +29,10 @@ pub enum StoreError {
     /// Only a worker with asynchronous reads on returns it.
     #[error("waiting for a read from flash")]
     Pending,
+    /// The durability log cannot be written (`--durability`): nothing was
+    /// changed, since the change could not be kept.
+    #[error("durability log failed")]
+    NotLogged,
 }
 
 /// Why a store could not be built or a setting changed: a configuration

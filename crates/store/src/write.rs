@@ -58,6 +58,7 @@ impl Worker {
 
     /// A storage request with the meta protocol's options.
     pub fn set_with(&mut self, w: &Write<'_>) -> Result<Stored, StoreError> {
+        self.store.check_journal()?;
         let r = self.with_flash(w.key, |wk| wk.set_once(w));
         if matches!(r, Ok(Stored { outcome: StoreOutcome::Stored, .. })) {
             self.flash_every_write(w.key);
@@ -193,6 +194,7 @@ impl Worker {
     /// A delete with the meta protocol's options: compare, or keep the item
     /// marked stale, or keep it with an empty value.
     pub fn delete_with(&mut self, key: &[u8], d: &Delete) -> Result<DeleteOutcome, StoreError> {
+        self.store.check_journal()?;
         self.with_flash(key, |w| w.delete_once(key, d))
     }
 
@@ -448,6 +450,7 @@ impl Worker {
 
     /// incr/decr with the meta protocol's options.
     pub fn arith_with(&mut self, key: &[u8], a: &Arith) -> Result<Counted, StoreError> {
+        self.store.check_journal()?;
         let r = self.with_flash(key, |w| w.arith_once(key, a));
         if matches!(r, Ok(Counted { outcome: ArithOutcome::Value(_), .. })) {
             self.flash_every_write(key);

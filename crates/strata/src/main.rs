@@ -149,7 +149,7 @@ fn main() -> ExitCode {
             eprintln!("strata: {e} (--snapshot-strict)");
             return ExitCode::from(65);
         }
-        Err(e @ (warm::StartError::Durability(_) | warm::StartError::Locked(_))) => {
+        Err(e @ (warm::StartError::Durability(_) | warm::StartError::Locked(_) | warm::StartError::Dir(_))) => {
             eprintln!("strata: {e}");
             return ExitCode::from(73);
         }

@@ -24,6 +24,9 @@ pub enum StartError {
     /// Another process uses the snapshot, or its lock file cannot be made.
     #[error("snapshot lock {0}")]
     Locked(String),
+    /// The snapshot's directory does not exist and cannot be made.
+    #[error("cannot create the snapshot directory {0}")]
+    Dir(String),
 }
 
 /// Builds the store, and loads the snapshot into it if there is one.
@@ -31,11 +34,17 @@ pub enum StartError {
 /// and the server starts empty (or with what was whole).
 pub fn start(cfg: Config, snap: Option<&mut SnapshotConfig>, workers: usize) -> Result<Arc<Store>, StartError> {
     let Some(snap) = snap else { return Ok(Store::new(cfg, Arc::new(Clock::system()))?) };
-    snap.lock = lock(&snap.file)?.map(Arc::new);
+    // A missing directory is made, as systemd's StateDirectory= would; one
+    // that cannot be made (or written: the lock file) refuses the start,
+    // rather than serving writes a shutdown then cannot keep.
+    if let Some(dir) = snap.file.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir).map_err(|e| StartError::Dir(format!("{}: {e}", dir.display())))?;
+    }
+    snap.lock = Some(Arc::new(lock(&snap.file)?));
     let (store, log_seq) = load_snapshot(cfg, snap, workers)?;
     // A log left by a durable run is replayed whatever this run's mode:
     // it holds acknowledged writes the snapshot may lack.
-    let logs = !strata_persist::wal::log_files(&snap.file).is_empty();
+    let logs = !strata_persist::wal::log_files(&OsBackend, &snap.file).is_empty();
     if snap.durability != Durability::Off || logs {
         recover(&store, snap, log_seq)?;
     }
@@ -44,24 +53,23 @@ pub fn start(cfg: Config, snap: Option<&mut SnapshotConfig>, workers: usize) -> 
 
 /// Locks `<file>.lock` for this process: a second server on the same
 /// snapshot would overwrite the first's snapshot and interleave logs. A
-/// place where no lock file can be made is reported and the server runs
-/// without one (its snapshots will fail and say so; it serves all the same).
-fn lock(file: &std::path::Path) -> Result<Option<std::fs::File>, StartError> {
+/// place where no lock file can be made cannot hold a snapshot either: the
+/// start is refused.
+fn lock(file: &std::path::Path) -> Result<std::fs::File, StartError> {
     use std::os::fd::AsRawFd;
     let path = strata_persist::with_suffix(file, ".lock");
-    let f = match std::fs::OpenOptions::new().create(true).truncate(false).write(true).open(&path) {
-        Ok(f) => f,
-        Err(e) => {
-            tracing::warn!(path = %path.display(), error = %e, "cannot create the snapshot lock file");
-            return Ok(None);
-        }
-    };
+    let f = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&path)
+        .map_err(|e| StartError::Locked(format!("{}: cannot create it: {e}", path.display())))?;
     // SAFETY: flock takes the descriptor of a file this function owns.
     if unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
         let e = std::io::Error::last_os_error();
         return Err(StartError::Locked(format!("{}: another process holds it ({e})", path.display())));
     }
-    Ok(Some(f))
+    Ok(f)
 }
 
 /// Replays the log written since the snapshot (all of it without one),
