@@ -28,6 +28,24 @@ pub trait Backend: Send + Sync + std::fmt::Debug {
     fn remove(&self, path: &Path) -> io::Result<()>;
     /// The names of the files in `dir` (a missing directory has none).
     fn list(&self, dir: &Path) -> io::Result<Vec<std::ffi::OsString>>;
+    /// Takes `path` (created if missing) for this process alone until the
+    /// [`Lock`] is dropped; `WouldBlock` if another holds it.
+    fn lock(&self, path: &Path) -> io::Result<Lock>;
+}
+
+/// A lock held while it lives (see [`Backend::lock`]).
+pub struct Lock(#[allow(dead_code)] Box<dyn std::any::Any + Send + Sync>);
+
+impl Lock {
+    pub fn new(held: impl std::any::Any + Send + Sync) -> Lock {
+        Lock(Box::new(held))
+    }
+}
+
+impl std::fmt::Debug for Lock {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Lock")
+    }
 }
 
 /// A file being written from the start, sequentially.
@@ -219,6 +237,17 @@ impl Backend for OsBackend {
         std::fs::remove_file(path)
     }
 
+    fn lock(&self, path: &Path) -> io::Result<Lock> {
+        use std::os::fd::AsRawFd;
+        let f = OpenOptions::new().create(true).truncate(false).write(true).open(path)?;
+        // SAFETY: flock takes the descriptor of a file this function owns;
+        // the lock lives as long as the file, which the Lock keeps.
+        if unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(Lock::new(f))
+    }
+
     fn list(&self, dir: &Path) -> io::Result<Vec<std::ffi::OsString>> {
         match std::fs::read_dir(dir) {
             Ok(rd) => rd.map(|e| e.map(|e| e.file_name())).collect(),
@@ -369,6 +398,10 @@ impl<B: Backend> Backend for FaultBackend<B> {
 
     fn list(&self, dir: &Path) -> io::Result<Vec<std::ffi::OsString>> {
         self.inner.list(dir)
+    }
+
+    fn lock(&self, path: &Path) -> io::Result<Lock> {
+        self.inner.lock(path)
     }
 }
 

@@ -36,7 +36,7 @@ pub struct SnapshotConfig {
     pub recovered: Recovery,
     /// The lock on `<file>.lock`, held while the process runs so that two
     /// servers never share a snapshot and its log.
-    pub lock: Option<Arc<std::fs::File>>,
+    pub lock: Option<Arc<strata_persist::backend::Lock>>,
 }
 
 /// The outcome of the load at start.

@@ -1,0 +1,209 @@
+//! Recovery at start: the one path from what is on disk to a store ready
+//! to serve, used by the server (`strata/warm.rs`) and the crash
+//! simulator alike, so the simulator tests what runs.
+//!
+//! In order: lock the snapshot (two servers on one snapshot would
+//! overwrite each other's and interleave logs); read the epoch lease and
+//! the snapshot's header; build the store on the timeline the snapshot
+//! continues; load it; replay every durability log file since it (a log
+//! left by a durable run is replayed whatever this run's mode: it holds
+//! acknowledged writes the snapshot may lack); with `--durability`, open
+//! the next log file and journal into it.
+//!
+//! What a crash can leave never fails this: a torn log tail, a damaged or
+//! half-written snapshot, a stale temporary file. What is whole loads;
+//! what is not is reported ([`Loaded`]) and, with `strict`, refused.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use strata_store::{Clock, Config, ConfigError, Store};
+
+use crate::backend::{Backend, Lock};
+use crate::wal::{Recovery, Wal, WalJournal};
+use crate::{Durability, EpochLease, LoadReport, SnapshotError};
+
+/// How a recovery runs.
+#[derive(Debug, Clone)]
+pub struct RecoverOpts {
+    /// Workers that will write (their reserve segments are left free).
+    pub workers: usize,
+    /// `--snapshot-strict`: any damage or mismatch refuses the start.
+    pub strict: bool,
+    pub durability: Durability,
+    /// The wall clock's unix time now; `None`: the system's (a real clock).
+    /// The simulator gives one, and gets a manual clock.
+    pub unix_now: Option<i64>,
+}
+
+/// What the snapshot load did.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub enum Loaded {
+    /// There was no snapshot.
+    #[default]
+    None,
+    /// Loaded; [`LoadReport::damaged`] says whether all of it.
+    Loaded(LoadReport),
+    /// Not loaded (a settings mismatch, an unreadable header or clock):
+    /// the store starts empty, the log replays over it.
+    Refused(String),
+}
+
+/// A store ready to serve, and how it came to be.
+pub struct Recovered {
+    pub store: Arc<Store>,
+    pub loaded: Loaded,
+    pub replayed: Recovery,
+    /// The log this run journals into (with `--durability interval|always`).
+    pub wal: Option<Arc<Wal>>,
+    /// Held for the life of the process.
+    pub lock: Lock,
+}
+
+/// Why a recovery cannot start the server.
+#[derive(Debug, thiserror::Error)]
+pub enum RecoverError {
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    /// Only with `strict`.
+    #[error("snapshot: {0}")]
+    Strict(String),
+    /// The durability log cannot be replayed, or (with `--durability`) no
+    /// new log file can be made: this run could not keep its promise.
+    #[error("durability log: {0}")]
+    Log(SnapshotError),
+    /// Another process holds the snapshot, or its lock file cannot be made.
+    #[error("snapshot lock {0}")]
+    Locked(String),
+}
+
+/// Brings the snapshot `file` and its log back into a new store built from
+/// `cfg` (see the module doc).
+pub fn recover(
+    backend: Arc<dyn Backend>,
+    file: &Path,
+    mut cfg: Config,
+    o: &RecoverOpts,
+) -> Result<Recovered, RecoverError> {
+    let lock_path = crate::with_suffix(file, ".lock");
+    let lock = backend.lock(&lock_path).map_err(|e| {
+        let why =
+            if e.kind() == std::io::ErrorKind::WouldBlock { "another process holds it" } else { "cannot lock it" };
+        RecoverError::Locked(format!("{}: {why} ({e})", lock_path.display()))
+    })?;
+    let mut loaded = Loaded::None;
+    let refuse = |loaded: &mut Loaded, why: String| {
+        if o.strict {
+            return Err(RecoverError::Strict(why));
+        }
+        tracing::warn!("snapshot not loaded: {why}; starting empty");
+        *loaded = Loaded::Refused(why);
+        Ok(())
+    };
+    let floor = EpochLease::read(&*backend, file).unwrap_or(0);
+    let header = match crate::read_header(&*backend, file) {
+        Ok(h) => h,
+        Err(e) => {
+            refuse(&mut loaded, format!("{}: {e}", file.display()))?;
+            None
+        }
+    };
+    let clock = header.and_then(|h| match o.unix_now {
+        Some(now) => Clock::resume_at(now, h.process_started, h.now, false),
+        None => Clock::resumed(h.process_started, h.now),
+    });
+    // An index sized for the snapshot's items up front (unless -o
+    // hashpower says otherwise) loads them without rehashing as it fills.
+    if let (Some(_), 0, Some(footer)) = (header, cfg.hash_power, crate::read_footer(&*backend, file)) {
+        cfg.hash_power = strata_store::hash_power_for(footer.items);
+    }
+    if header.is_some() && clock.is_none() {
+        refuse(&mut loaded, "its clock is in the future or more than a century old".into())?;
+    }
+    let fresh = || match o.unix_now {
+        Some(now) => Clock::manual(now),
+        None => Clock::system(),
+    };
+    let store = Store::new(cfg, Arc::new(clock.unwrap_or_else(fresh)))?;
+    // CAS values stay unique across a crash even when nothing is loaded.
+    store.resume(floor, 0, 0);
+    let mut log_seq = 0;
+    if let Some(h) = header.filter(|_| loaded == Loaded::None) {
+        match crate::check_settings(&h, &store) {
+            Err(e) => refuse(&mut loaded, e.to_string())?,
+            Ok(()) => {
+                tracing::info!(file = %file.display(), "loading snapshot");
+                match crate::load(&store, &*backend, file, o.workers, floor, o.strict) {
+                    Ok(r) => {
+                        report_load(&store, &r);
+                        log_seq = r.log_seq;
+                        loaded = Loaded::Loaded(r);
+                    }
+                    // A failed load may have restored part of the snapshot;
+                    // that part is correct (every segment is checked).
+                    Err(e) if o.strict => return Err(RecoverError::Strict(e.to_string())),
+                    Err(e) => {
+                        tracing::warn!(error = %e, "snapshot not loaded");
+                        loaded = Loaded::Refused(e.to_string());
+                    }
+                }
+            }
+        }
+    } else if header.is_none() && loaded == Loaded::None {
+        tracing::info!(file = %file.display(), "no snapshot to load");
+    }
+    let logs = !crate::wal::log_files(&*backend, file).is_empty();
+    let mut replayed = Recovery::default();
+    let mut wal = None;
+    if o.durability != Durability::Off || logs {
+        let mut w = store.worker();
+        replayed = crate::wal::replay(&*backend, file, log_seq, &mut w).map_err(RecoverError::Log)?;
+        drop(w);
+        if replayed.files > 0 {
+            tracing::info!(
+                files = replayed.files,
+                records = replayed.records,
+                skipped = replayed.skipped,
+                torn = replayed.torn,
+                "durability log replayed"
+            );
+        }
+        if o.durability != Durability::Off {
+            // Without a log this run could not keep its promise: it
+            // refuses to start rather than acknowledge writes it cannot
+            // make durable.
+            let opened =
+                Arc::new(Wal::open(backend.clone(), file, replayed.last + 1, o.durability).map_err(RecoverError::Log)?);
+            store.set_journal(Arc::new(WalJournal(opened.clone())));
+            wal = Some(opened);
+        }
+    }
+    Ok(Recovered { store, loaded, replayed, wal, lock })
+}
+
+fn report_load(store: &Store, r: &LoadReport) {
+    let age = store.clock().unix_now() - r.snapshot_unix;
+    tracing::info!(
+        items = r.items,
+        segments = r.segments,
+        dropped_items = r.dropped_items,
+        flash_items = r.flash_items,
+        flash_dropped = r.flash_dropped,
+        ms = r.duration.as_millis() as u64,
+        age_s = age,
+        "snapshot loaded"
+    );
+    if r.damaged() {
+        tracing::warn!(
+            damaged_segments = r.damaged_segments,
+            truncated = r.truncated,
+            "the snapshot was damaged: what was whole is loaded"
+        );
+    }
+    if r.skipped_segments > 0 {
+        tracing::warn!(
+            segments = r.skipped_segments,
+            "the memory limit holds less than the snapshot: the oldest segments were left out"
+        );
+    }
+}
