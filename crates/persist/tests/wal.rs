@@ -308,7 +308,7 @@ fn rotation_never_calls_durable_what_the_writer_has_not_written() {
     writer.join().unwrap_or_else(|_| panic!("writer"));
     let mut next = [0u32; 4];
     let mut total = 0;
-    for (_, path) in log_files(&OsBackend, &snap(&dir)) {
+    for (_, path) in log_files(&OsBackend, &snap(dir)) {
         let (records, torn) = read_all(&OsBackend, &path);
         assert!(!torn);
         for (_, p) in records {

@@ -10,7 +10,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use parking_lot::{Condvar, Mutex};
-use strata_persist::{Durability, EpochLease, OsBackend, Recovery, SaveReport, Saver, Wal};
+use strata_persist::backend::Backend;
+use strata_persist::{Durability, EpochLease, Recovery, SaveReport, Saver, Wal};
 
 use crate::stats::WorkerStats;
 use crate::worker::Wake;
@@ -37,6 +38,9 @@ pub struct SnapshotConfig {
     /// The lock on `<file>.lock`, held while the process runs so that two
     /// servers never share a snapshot and its log.
     pub lock: Option<Arc<strata_persist::backend::Lock>>,
+    /// Where the snapshot and its log are read and written (the files of
+    /// the operating system; tests may give another).
+    pub backend: Arc<dyn Backend>,
 }
 
 /// The outcome of the load at start.
@@ -71,7 +75,7 @@ pub(crate) struct Busy;
 /// Snapshot state every thread shares.
 pub(crate) struct Snapshots {
     pub cfg: SnapshotConfig,
-    backend: OsBackend,
+    backend: Arc<dyn Backend>,
     /// A snapshot was asked for and not yet begun.
     pending: Mutex<bool>,
     kick: Condvar,
@@ -87,8 +91,8 @@ impl Snapshots {
     pub fn new(cfg: SnapshotConfig) -> Snapshots {
         let lease = EpochLease::new(&cfg.file);
         Snapshots {
+            backend: cfg.backend.clone(),
             cfg,
-            backend: OsBackend,
             pending: Mutex::new(false),
             kick: Condvar::new(),
             running: AtomicBool::new(false),
@@ -127,7 +131,7 @@ impl Snapshots {
     pub fn keep_lease(&self, epoch: u64) {
         let mut g = self.lease.lock();
         let (lease, healthy) = &mut *g;
-        match lease.keep_ahead(&self.backend, epoch) {
+        match lease.keep_ahead(&*self.backend, epoch) {
             Ok(_) => *healthy = true,
             Err(e) if *healthy => {
                 *healthy = false;
@@ -144,7 +148,7 @@ impl Snapshots {
         self.running.store(true, Relaxed);
         tracing::info!(file = %self.cfg.file.display(), "snapshot started");
         let r =
-            strata_persist::checkpoint(&shared.store, &self.backend, &self.cfg.file, self.cfg.wal.as_deref(), saver);
+            strata_persist::checkpoint(&shared.store, &*self.backend, &self.cfg.file, self.cfg.wal.as_deref(), saver);
         let mut last = self.last.lock();
         match r {
             Ok(report) => {
@@ -272,7 +276,7 @@ pub(crate) fn begin_log(shared: &Shared) -> u64 {
         // No log this run, but one replayed at start: a snapshot holds its
         // effect, so its files can go once the snapshot is written (else a
         // later durable run would replay them over newer data).
-        let last = strata_persist::wal::log_files(&snaps.backend, &snaps.cfg.file).last().map_or(0, |(n, _)| *n);
+        let last = strata_persist::wal::log_files(&*snaps.backend, &snaps.cfg.file).last().map_or(0, |(n, _)| *n);
         return if last == 0 { 0 } else { last + 1 };
     };
     match wal.rotate() {

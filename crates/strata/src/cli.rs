@@ -601,6 +601,7 @@ impl Args {
             wal: None,
             recovered: Default::default(),
             lock: None,
+            backend: std::sync::Arc::new(strata_persist::OsBackend),
         });
         let tls = tls.settings(self.enable_ssl)?;
         let server = ServerConfig {

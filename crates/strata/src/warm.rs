@@ -7,7 +7,7 @@
 
 use std::sync::Arc;
 
-use strata_persist::{Loaded, OsBackend, RecoverError, RecoverOpts};
+use strata_persist::{Loaded, RecoverError, RecoverOpts};
 use strata_server::SnapshotConfig;
 use strata_store::{Clock, Config, ConfigError, Store};
 
@@ -42,7 +42,7 @@ pub fn start(cfg: Config, snap: Option<&mut SnapshotConfig>, workers: usize) -> 
         std::fs::create_dir_all(dir).map_err(|e| StartError::Dir(format!("{}: {e}", dir.display())))?;
     }
     let opts = RecoverOpts { workers, strict: snap.strict, durability: snap.durability, unix_now: None };
-    let r = strata_persist::recover(Arc::new(OsBackend), &snap.file, cfg, &opts).map_err(|e| match e {
+    let r = strata_persist::recover(snap.backend.clone(), &snap.file, cfg, &opts).map_err(|e| match e {
         RecoverError::Config(e) => StartError::Config(e),
         RecoverError::Strict(why) => StartError::Snapshot(why),
         RecoverError::Log(e) => StartError::Durability(e.to_string()),
