@@ -4,8 +4,9 @@
 //!
 //! What it keeps follows what POSIX promises and no more:
 //! - file contents are durable up to the last `sync` (fdatasync) of that
-//!   file; bytes written after it may be lost at a power loss, wholly or
-//!   from any byte on (a torn write), chosen by the seed;
+//!   file; bytes written after it may be lost at a power loss, wholly, from
+//!   any byte on (a torn write), or one 512-byte block of them (a later
+//!   block reached the disk, an earlier did not), chosen by the seed;
 //! - the directory (which names exist, renames, removals) is durable as of
 //!   the last `sync_dir`; after a power loss it reverts to that listing, and
 //!   a name created since is gone;
@@ -126,13 +127,22 @@ impl SimFs {
             // Files are written sequentially from their creation, so
             // what was written since the last sync is a tail.
             let tail = if d.current.starts_with(&d.durable) { d.current.len() - d.durable.len() } else { 0 };
-            let keep = match next() % 3 {
+            let pick = next() % 4;
+            let keep = match pick {
                 _ if tail == 0 => 0,
                 0 => 0,
-                1 => tail,
+                1 | 3 => tail,
                 _ => (next() % (tail as u64 + 1)) as usize,
             };
-            let now = if tail > 0 { d.current[..d.durable.len() + keep].to_vec() } else { d.durable.clone() };
+            let mut now = if tail > 0 { d.current[..d.durable.len() + keep].to_vec() } else { d.durable.clone() };
+            if pick == 3 && tail > 0 {
+                // A later block reached the disk and an earlier one did
+                // not: one 512-byte block of the tail reads as zeros.
+                let blocks = tail.div_ceil(512) as u64;
+                let at = d.durable.len() + (next() % blocks) as usize * 512;
+                let end = (at + 512).min(now.len());
+                now[at..end].fill(0);
+            }
             d.current = now.clone();
             d.durable = now;
         }
@@ -293,10 +303,14 @@ mod tests {
             }
             copy.power_loss(seed);
             let got = copy.read_all(&a).unwrap_or_default();
-            assert!(got.starts_with(b"hello") && b"hello world".starts_with(&got[..]), "{got:?}");
-            seen.insert(got.len());
+            let holed = got == b"hello\0\0\0\0\0\0";
+            assert!(got.starts_with(b"hello") && (b"hello world".starts_with(&got[..]) || holed), "{got:?}");
+            seen.insert((got.len(), holed));
         }
-        assert!(seen.contains(&5) && seen.contains(&11) && seen.len() > 2, "dropped, kept and torn: {seen:?}");
+        assert!(
+            seen.contains(&(5, false)) && seen.contains(&(11, false)) && seen.contains(&(11, true)) && seen.len() > 3,
+            "dropped, kept, torn and holed: {seen:?}"
+        );
     }
 
     #[test]

@@ -43,8 +43,14 @@
 //! every 10 ms and fdatasyncs once a second.
 //!
 //! **Failure.** If a write or fdatasync fails, the log stops: durability is
-//! reported lost (`stats`), and the writes waiting on it are not
-//! acknowledged (their connections are closed by the server).
+//! reported lost (`stats`), the writes waiting on it are not acknowledged
+//! (their connections are closed by the server), and later changes are
+//! refused before they are made (`WalJournal::failed`).
+//!
+//! **Reading back.** A record that is cut by the end of the file or fails
+//! its CRC (a crash mid-append, or damage) is skipped, and reading goes on
+//! at the next offset where a whole record begins: damage loses the
+//! damaged record, not the file's rest.
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::*};
@@ -419,9 +425,11 @@ pub struct Entry {
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Replayed {
     pub records: u64,
-    /// The file ended inside a record, or a record failed its CRC: the
-    /// rest of the file is not read (a crash mid-write leaves exactly this).
+    /// The file ended inside a record, or a record failed its CRC (a crash
+    /// mid-write leaves exactly this at the end).
     pub torn: bool,
+    /// Times reading went on at a whole record after damage.
+    pub resumed: u64,
 }
 
 /// Reads log file `path`, handing each whole record to `apply` in order.
@@ -441,39 +449,74 @@ pub fn read_log(backend: &dyn Backend, path: &Path, apply: &mut dyn FnMut(Entry)
     }
     let mut at = LOG_HEADER_LEN as u64;
     // Read in large chunks; records may span them.
-    let mut chunk = Vec::new();
-    let mut chunk_at = at;
-    loop {
-        if at == len {
-            break;
+    let mut r = Reader { f: &*f, chunk: Vec::new(), chunk_at: at, len };
+    while at < len {
+        if let Some((op, payload, next)) = r.record(at) {
+            apply(Entry { op, payload });
+            out.records += 1;
+            at = next;
+            continue;
         }
-        let mut head = [0u8; RECORD_HEAD];
-        if !read_at(&*f, &mut chunk, &mut chunk_at, at, &mut head, len) {
-            out.torn = true;
-            break;
+        // A torn tail (a crash mid-append) or damage: what follows may
+        // still hold whole records (damage in the middle of a file, or
+        // later blocks that reached the disk before earlier ones): go on
+        // at the next offset where one begins. Each carries its whole
+        // outcome, so a record after a gap is a state its key really had.
+        out.torn = true;
+        match (at + 1..len.saturating_sub(RECORD_HEAD as u64 - 1)).find(|&c| r.record_starts(c)) {
+            Some(c) => {
+                out.resumed += 1;
+                at = c;
+            }
+            None => break,
         }
-        let plen = u32::from_le_bytes([head[4], head[5], head[6], head[7]]) as u64;
-        let crc = u32::from_le_bytes([head[8], head[9], head[10], head[11]]);
-        if at + RECORD_HEAD as u64 + plen > len {
-            out.torn = true;
-            break;
-        }
-        let mut payload = vec![0u8; plen as usize];
-        if !read_at(&*f, &mut chunk, &mut chunk_at, at + RECORD_HEAD as u64, &mut payload, len) {
-            out.torn = true;
-            break;
-        }
-        let ok = crc32c::crc32c_append(crc32c::crc32c(&head[..8]), &payload) == crc;
-        let op = Op::from_u8(head[0]);
-        let (Some(op), true) = (op, ok) else {
-            out.torn = true;
-            break;
-        };
-        apply(Entry { op, payload });
-        out.records += 1;
-        at += RECORD_HEAD as u64 + plen;
     }
     Ok(out)
+}
+
+/// Reads records out of a log file through a 4 MiB window.
+struct Reader<'a> {
+    f: &'a dyn crate::backend::ReadFile,
+    chunk: Vec<u8>,
+    chunk_at: u64,
+    len: u64,
+}
+
+impl Reader<'_> {
+    /// The whole record at `at` (kind known, zero bytes zero, payload in
+    /// the file, CRC right), and where the next begins.
+    fn record(&mut self, at: u64) -> Option<(Op, Vec<u8>, u64)> {
+        let mut head = [0u8; RECORD_HEAD];
+        if !read_at(self.f, &mut self.chunk, &mut self.chunk_at, at, &mut head, self.len) {
+            return None;
+        }
+        let op = Op::from_u8(head[0]).filter(|_| head[1..4] == [0, 0, 0])?;
+        let plen = u64::from(u32::from_le_bytes([head[4], head[5], head[6], head[7]]));
+        let crc = u32::from_le_bytes([head[8], head[9], head[10], head[11]]);
+        if at + RECORD_HEAD as u64 + plen > self.len {
+            return None;
+        }
+        let mut payload = vec![0u8; plen as usize];
+        if !read_at(self.f, &mut self.chunk, &mut self.chunk_at, at + RECORD_HEAD as u64, &mut payload, self.len) {
+            return None;
+        }
+        (crc32c::crc32c_append(crc32c::crc32c(&head[..8]), &payload) == crc).then_some((
+            op,
+            payload,
+            at + RECORD_HEAD as u64 + plen,
+        ))
+    }
+
+    /// Whether a whole record begins at `at`: its first four bytes are
+    /// checked before its CRC is computed, so a scan over damage costs
+    /// about a byte compare per offset.
+    fn record_starts(&mut self, at: u64) -> bool {
+        let mut first = [0u8; 4];
+        if !read_at(self.f, &mut self.chunk, &mut self.chunk_at, at, &mut first, self.len) {
+            return false;
+        }
+        Op::from_u8(first[0]).is_some() && first[1..4] == [0, 0, 0] && self.record(at).is_some()
+    }
 }
 
 /// Copies `dst.len()` bytes at `at` out of the file through a 4 MiB window.

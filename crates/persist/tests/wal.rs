@@ -320,3 +320,24 @@ fn rotation_never_calls_durable_what_the_writer_has_not_written() {
     }
     assert_eq!(total, 1200);
 }
+
+#[test]
+fn damage_in_the_middle_of_a_log_loses_only_the_damaged_record() {
+    // Issue 30: one damaged record used to end the file's replay, losing
+    // every acknowledged record after it.
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let (bytes, ends) = small_log(&dir);
+    let path = log_path(&snap(&dir), 1);
+    for (i, w) in ends.windows(2).enumerate() {
+        for at in [w[0], w[0] + 4, w[0] + 9, w[1] - 1] {
+            let mut b = bytes.clone();
+            b[at] ^= 0x20;
+            std::fs::write(&path, &b).unwrap_or_else(|e| panic!("{e}"));
+            let (records, torn) = read_all(&OsBackend, &path);
+            let want: Vec<Vec<u8>> = (0..6usize).filter(|&j| j != i).map(|j| vec![j as u8; j * 3]).collect();
+            let got: Vec<Vec<u8>> = records.into_iter().map(|(_, p)| p).collect();
+            assert!(torn, "record {i}, byte {at}");
+            assert_eq!(got, want, "record {i}, byte {at}: every other record is read");
+        }
+    }
+}
