@@ -188,6 +188,63 @@ def test_always_loses_nothing_to_kill_9_while_snapshots_run(tmp_path):
     assert checked > 10 * CONNS
 
 
+class FastWriters:
+    """Four connections setting 300-byte values to fresh keys as fast as
+    they can; `acked[i]` lists connection i's acknowledged keys in order.
+    `stop()` ends them and raises what any of them met."""
+
+    def __init__(self, port, prefix):
+        self.port, self.prefix = port, prefix
+        self.halt = threading.Event()
+        self.acked = [[] for _ in range(4)]
+        self.errors = []
+        self.threads = [threading.Thread(target=self.write, args=(i,)) for i in range(4)]
+        for t in self.threads:
+            t.start()
+
+    def write(self, cid):
+        try:
+            s = socket.create_connection(("127.0.0.1", self.port), timeout=5)
+            f = s.makefile("rb")
+            n = 0
+            while not self.halt.is_set():
+                k = b"%s%d_%d" % (self.prefix, cid, n)
+                s.sendall(b"set %s 0 0 300\r\n%s\r\n" % (k, b"x" * 300))
+                line = f.readline()
+                if line != b"STORED\r\n":
+                    self.errors.append(line)
+                    return
+                self.acked[cid].append(k)
+                n += 1
+            s.close()
+        except OSError as e:
+            self.errors.append(e)
+
+    def stop(self):
+        self.halt.set()
+        for t in self.threads:
+            t.join(timeout=10)
+        assert not self.errors, self.errors
+
+
+def missing_keys(c, lists):
+    """The keys of `lists` the server does not hold (meta gets, 100 a batch)."""
+    missing = []
+    for keys in lists:
+        for i in range(0, len(keys), 100):
+            batch = keys[i:i + 100]
+            c.send(b"mg " + b" v\r\nmg ".join(batch) + b" v\r\nmn\r\n")
+            for k in batch:
+                line = read_line_or_partial(c)
+                if line.startswith(b"VA "):
+                    read_n(c, int(line.split()[1]) + 2)
+                else:
+                    assert line == b"EN\r\n", line
+                    missing.append(k)
+            assert read_line_or_partial(c) == b"MN\r\n"
+    return missing
+
+
 def test_always_keeps_what_was_acknowledged_before_the_snapshots_that_ran(tmp_path):
     """Issue 30's reproduction: writers as fast as they can with snapshots
     every 100 ms, writers stopped, the last snapshot finished, kill -9:
@@ -196,31 +253,7 @@ def test_always_keeps_what_was_acknowledged_before_the_snapshots_that_ran(tmp_pa
         d = tmp_path / str(rnd)
         d.mkdir()
         srv = start(d, "always")
-        stop = threading.Event()
-        acked = [[] for _ in range(4)]
-        errors = []
-
-        def writer(cid):
-            try:
-                s = socket.create_connection(("127.0.0.1", srv.port), timeout=5)
-                f = s.makefile("rb")
-                n = 0
-                while not stop.is_set():
-                    k = b"w%d_%d" % (cid, n)
-                    s.sendall(b"set %s 0 0 300\r\n%s\r\n" % (k, b"x" * 300))
-                    line = f.readline()
-                    if line != b"STORED\r\n":
-                        errors.append(line)
-                        return
-                    acked[cid].append(k)
-                    n += 1
-                s.close()
-            except OSError as e:
-                errors.append(e)
-
-        threads = [threading.Thread(target=writer, args=(i,)) for i in range(4)]
-        for t in threads:
-            t.start()
+        w = FastWriters(srv.port, b"w")
         c = srv.connect()
         t0 = time.monotonic()
         while time.monotonic() - t0 < 2.0:
@@ -228,32 +261,16 @@ def test_always_keeps_what_was_acknowledged_before_the_snapshots_that_ran(tmp_pa
             line = read_line_or_partial(c)
             assert line in (b"OK\r\n", b"SERVER_ERROR snapshot already in progress\r\n"), line
             time.sleep(0.1)
-        stop.set()
-        for t in threads:
-            t.join(timeout=10)
-        assert not errors, errors
+        w.stop()
         deadline = time.monotonic() + 20
         while stats(c)["snapshot_in_progress"] != "0":
             assert time.monotonic() < deadline
             time.sleep(0.02)
         srv.stop(signal.SIGKILL)
         srv = start(d, "always")
-        c = srv.connect()
-        missing = []
-        for keys in acked:
-            for i in range(0, len(keys), 100):
-                batch = keys[i:i + 100]
-                c.send(b"mg " + b" v\r\nmg ".join(batch) + b" v\r\nmn\r\n")
-                for k in batch:
-                    line = read_line_or_partial(c)
-                    if line.startswith(b"VA "):
-                        read_n(c, int(line.split()[1]) + 2)
-                    else:
-                        assert line == b"EN\r\n", line
-                        missing.append(k)
-                assert read_line_or_partial(c) == b"MN\r\n"
+        missing = missing_keys(srv.connect(), w.acked)
         srv.stop()
-        total = sum(len(a) for a in acked)
+        total = sum(len(a) for a in w.acked)
         assert total > 1000 and not missing, (rnd, total, len(missing), missing[:5])
 
 
@@ -283,36 +300,10 @@ def test_a_snapshot_holds_what_was_acknowledged_before_it_began(tmp_path):
         d = tmp_path / str(rnd)
         d.mkdir()
         srv = Server(["--snapshot-dir", str(d), "-t", "2"])
-        stop = threading.Event()
-        acked = [[] for _ in range(4)]
-        errors = []
-
-        def writer(cid):
-            try:
-                s = socket.create_connection(("127.0.0.1", srv.port), timeout=5)
-                f = s.makefile("rb")
-                n = 0
-                while not stop.is_set():
-                    k = b"o%d_%d" % (cid, n)
-                    s.sendall(b"set %s 0 0 300\r\n%s\r\n" % (k, b"y" * 300))
-                    line = f.readline()
-                    if line != b"STORED\r\n":
-                        errors.append(line)
-                        return
-                    acked[cid].append(k)
-                    n += 1
-                s.close()
-            except OSError as e:
-                errors.append(e)
-
-        threads = [threading.Thread(target=writer, args=(i,)) for i in range(4)]
-        for t in threads:
-            t.start()
+        w = FastWriters(srv.port, b"o")
         c = srv.connect()
         # Snapshots every 100 ms while the writers run, as an operator's
         # timer would; the last one asked for is the one checked.
-        saves = 0
-        before = []
         for _ in range(12):
             time.sleep(0.1)
             c.send(b"snapshot\r\n")
@@ -324,7 +315,7 @@ def test_a_snapshot_holds_what_was_acknowledged_before_it_began(tmp_path):
             s = stats(c)
             if s["snapshot_in_progress"] == "0":
                 saves = int(s["snapshot_saves"]) + int(s["snapshot_save_errors"])
-                before = [list(a) for a in acked]
+                before = [list(a) for a in w.acked]
                 c.send(b"snapshot\r\n")
                 if read_line_or_partial(c) == b"OK\r\n":
                     break
@@ -332,10 +323,7 @@ def test_a_snapshot_holds_what_was_acknowledged_before_it_began(tmp_path):
         # Writes go on while it copies, then stop (a snapshot thread that
         # only runs on idle cores would otherwise wait for them).
         time.sleep(0.5)
-        stop.set()
-        for t in threads:
-            t.join(timeout=10)
-        assert not errors, errors
+        w.stop()
         deadline = time.monotonic() + 60
         while True:
             s = stats(c)
@@ -346,20 +334,7 @@ def test_a_snapshot_holds_what_was_acknowledged_before_it_began(tmp_path):
             time.sleep(0.01)
         srv.stop(signal.SIGKILL)
         srv = Server(["--snapshot-dir", str(d), "-t", "2"])
-        c = srv.connect()
-        missing = []
-        for keys in before:
-            for i in range(0, len(keys), 100):
-                batch = keys[i:i + 100]
-                c.send(b"mg " + b" v\r\nmg ".join(batch) + b" v\r\nmn\r\n")
-                for k in batch:
-                    line = read_line_or_partial(c)
-                    if line.startswith(b"VA "):
-                        read_n(c, int(line.split()[1]) + 2)
-                    else:
-                        assert line == b"EN\r\n", line
-                        missing.append(k)
-                assert read_line_or_partial(c) == b"MN\r\n"
+        missing = missing_keys(srv.connect(), before)
         srv.stop()
         total = sum(len(a) for a in before)
         assert total > 500 and not missing, (rnd, total, len(missing), missing[:5])
