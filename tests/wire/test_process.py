@@ -144,7 +144,15 @@ def test_idle_timeout_closes_idle_and_trickling_connections(make_server):
     # The workers look once a second.
     for c in (idle, trickling):
         c.sock.settimeout(5)
-        assert c.sock.recv(100) == b"", "closed"
+        # The clock can move before the worker has read the trickled bytes
+        # (another connection asks for it): closed with them unread, the
+        # socket answers with a reset instead of an end of file. Closed
+        # either way.
+        try:
+            got = c.sock.recv(100)
+        except ConnectionResetError:
+            got = b""
+        assert got == b"", "closed"
     expect(busy, b"get k\r\n", b"END\r\n")
     assert stats(busy)["idle_kicks"] == "2"
 
