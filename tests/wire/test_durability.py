@@ -345,6 +345,11 @@ def test_interval_loses_at_most_a_second(tmp_path):
     assert checked > 5 * CONNS
 
 
+def test_interval_loses_at_most_a_second_while_snapshots_run(tmp_path):
+    checked, lost = run_trials(tmp_path, "interval", 8, allowed_loss_secs=1.0, snapshots=True)
+    assert checked > 8 * CONNS
+
+
 def test_every_protocol_change_is_durable(tmp_path):
     srv = start(tmp_path, "always")
     c = srv.connect()
