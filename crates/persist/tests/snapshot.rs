@@ -463,3 +463,48 @@ fn items_the_cleaner_would_move_during_a_snapshot_are_in_it() {
     assert!(!r.damaged(), "{r:?}");
     assert_eq!(check_all(&mut w2, &want), want.len(), "every item live when the snapshot began is in it");
 }
+
+/// Overwrites the odd keys of 600 with 1 KB values while a snapshot
+/// copies; counts writes refused.
+struct Overwriter<'a> {
+    w: &'a mut Worker,
+    n: u32,
+    refused: u32,
+}
+
+impl strata_persist::Saver for Overwriter<'_> {
+    fn seal(&mut self) {
+        self.w.seal_active();
+    }
+
+    fn progress(&mut self, _bytes: u64) {
+        // All of it before the snapshot has copied (and so released) more
+        // than its first segment.
+        if self.n > 0 {
+            return;
+        }
+        for k in (1..600u32).step_by(2) {
+            self.n += 1;
+            if self.w.set(SetOp::Set, format!("ow:{k}").as_bytes(), 0, 0, &[b'p'; 1000]).is_err() {
+                self.refused += 1;
+            }
+        }
+    }
+}
+
+#[test]
+fn a_snapshot_never_makes_a_write_fail_for_memory() {
+    // With -M nothing is evicted: overwrites live on the cleaner. While a
+    // snapshot holds every segment from it, a write that finds no other
+    // room cleans a held one (journaled again) rather than fail.
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let c = Config { evictions: false, ..cfg(1 << 20) };
+    let (s, mut w) = store_at(c, Clock::manual(T0));
+    // Every segment about half dead, none wholly: only cleaning makes room.
+    for k in (0..600u32).chain((0..600).step_by(2)) {
+        assert!(w.set(SetOp::Set, format!("ow:{k}").as_bytes(), 0, 0, &[b'o'; 1000]).is_ok(), "before: {k}");
+    }
+    let mut ow = Overwriter { w: &mut w, n: 0, refused: 0 };
+    save(&s, &OsBackend, &snap(&dir), &mut ow).unwrap_or_else(|e| panic!("save: {e}"));
+    assert_eq!((ow.n, ow.refused), (300, 0), "writes during the snapshot, refused");
+}

@@ -186,7 +186,7 @@ impl Store {
 
     /// Looks at every sealed segment: which is best to clean, and how many
     /// dead bytes they hold. Pinned segments are skipped.
-    fn survey(&self, ev: &Evict) -> Survey {
+    fn survey(&self, ev: &Evict, take_held: bool) -> Survey {
         let now = self.clock.now();
         let seg_size = self.arena.segment_size();
         let mut survey = Survey { best: None, best_need: 0, dead: 0 };
@@ -197,7 +197,7 @@ impl Store {
         for (q, queue) in [(Queue::Small, &ev.small), (Queue::Main, &ev.main)] {
             for &s in queue {
                 survey.dead += self.dead_bytes_of(s, now);
-                if self.is_pinned(s) || self.is_held(s) {
+                if self.is_pinned(s) || (self.is_held(s) && !take_held) {
                     continue;
                 }
                 let need = self.copy_need(s, now);
@@ -245,7 +245,7 @@ impl Store {
     /// Decides this allocation step (see the module doc for the order).
     fn step(&self, ev: &mut Evict, active: &Active) -> Option<Step> {
         let seg_size = self.arena.segment_size();
-        let survey = self.survey(ev);
+        let survey = self.survey(ev, active.take_held);
         // Worth cleaning only if it frees something, and only if its items
         // have somewhere to go: the worker's target, or one more from the
         // free list (a victim's items fit in one segment).
@@ -309,6 +309,19 @@ impl Store {
             active.force_out = true;
             let s = self.alloc_steps(active);
             active.force_out = false;
+            if let Some(s) = s {
+                return Ok(s);
+            }
+        }
+        // Only segments a running snapshot holds could be cleaned (with
+        // -M, nothing is evicted): a write is not refused for a snapshot.
+        // What the cleaner moves out of a held segment is journaled again
+        // (`clear_item`), so the durable modes keep it; a snapshot alone
+        // may miss it (docs/design.md, "Holds").
+        if self.snapshotting.load(Relaxed) {
+            active.take_held = true;
+            let s = self.alloc_steps(active);
+            active.take_held = false;
             if let Some(s) = s {
                 return Ok(s);
             }
@@ -505,11 +518,12 @@ impl Store {
                     self.unaccount(&mut st, s);
                     self.account(&mut st, moved);
                     if self.is_held(victim) {
-                        // Eviction copied a read item out of a segment the
-                        // running snapshot has not copied, into one it may
-                        // not copy: the log gets the item again, so that a
-                        // recovery that trusts the snapshot for everything
-                        // logged before it still has it (`image.rs`, "Holds").
+                        // Eviction (or the cleaner as a last resort) copied
+                        // an item out of a segment the running snapshot has
+                        // not copied, into one it may not copy: the log gets
+                        // the item again, so that a recovery that trusts the
+                        // snapshot for everything logged before it still has
+                        // it (`image.rs`, "Holds").
                         self.journal_item(moved);
                     }
                     bump(&c.reinserted);
@@ -621,7 +635,7 @@ impl Store {
     /// segments (what cleaning can win back before anything is evicted).
     pub(crate) fn dead_bytes(&self) -> usize {
         let ev = self.evict.lock();
-        self.survey(&ev).dead
+        self.survey(&ev, false).dead
     }
 
     /// Dead bytes, and whether the next allocation would clean rather than
@@ -630,7 +644,7 @@ impl Store {
     #[cfg(test)]
     pub(crate) fn worth_cleaning_now(&self) -> (usize, bool) {
         let ev = self.evict.lock();
-        let survey = self.survey(&ev);
+        let survey = self.survey(&ev, false);
         (survey.dead, self.worth_cleaning(&survey))
     }
 }

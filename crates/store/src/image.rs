@@ -31,9 +31,10 @@
 //! log, items whose log records it then deletes). So from
 //! [`Store::hold_for_snapshot`] to [`Store::release_snapshot`] every
 //! sealed segment, and every segment sealed meanwhile, is *held* until it
-//! is copied: the cleaner does not pick it. Eviction still may (memory
-//! must be found, and an evicted item is gone from the cache anyway); the
-//! read items it copies forward out of a held segment are journaled again,
+//! is copied: the cleaner does not pick it, unless a write would otherwise
+//! fail (with `-M`, where nothing is evicted). Eviction still may (memory
+//! must be found, and an evicted item is gone from the cache anyway). The
+//! items either copies forward out of a held segment are journaled again,
 //! so the durability log keeps them.
 
 use std::sync::atomic::Ordering::*;

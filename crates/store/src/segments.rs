@@ -276,6 +276,9 @@ pub(crate) struct Active {
     pub(crate) flash: crate::tier::FlashBatch,
     /// Eviction sends read items to flash too (see `alloc_segment`).
     pub(crate) force_out: bool,
+    /// The cleaner may take segments a running snapshot holds: the last
+    /// resort before a write fails (see `alloc_segment`).
+    pub(crate) take_held: bool,
 }
 
 impl Active {

@@ -247,6 +247,7 @@ impl Store {
             counters,
             flash: Default::default(),
             force_out: false,
+            take_held: false,
         };
         Worker {
             store: self.clone(),
