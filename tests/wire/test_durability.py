@@ -252,7 +252,8 @@ def test_always_keeps_what_was_acknowledged_before_the_snapshots_that_ran(tmp_pa
     for rnd in range(3):
         d = tmp_path / str(rnd)
         d.mkdir()
-        srv = start(d, "always")
+        # Room for every write: an evicted key is missing for a good reason.
+        srv = start(d, "always", "-m", "1024")
         w = FastWriters(srv.port, b"w")
         c = srv.connect()
         t0 = time.monotonic()
@@ -267,7 +268,7 @@ def test_always_keeps_what_was_acknowledged_before_the_snapshots_that_ran(tmp_pa
             assert time.monotonic() < deadline
             time.sleep(0.02)
         srv.stop(signal.SIGKILL)
-        srv = start(d, "always")
+        srv = start(d, "always", "-m", "1024")
         missing = missing_keys(srv.connect(), w.acked)
         srv.stop()
         total = sum(len(a) for a in w.acked)
@@ -299,7 +300,8 @@ def test_a_snapshot_holds_what_was_acknowledged_before_it_began(tmp_path):
     for rnd in range(4):
         d = tmp_path / str(rnd)
         d.mkdir()
-        srv = Server(["--snapshot-dir", str(d), "-t", "2"])
+        # Room for every write: an evicted key is missing for a good reason.
+        srv = Server(["--snapshot-dir", str(d), "-t", "2", "-m", "1024"])
         w = FastWriters(srv.port, b"o")
         c = srv.connect()
         # Snapshots every 100 ms while the writers run, as an operator's
@@ -333,7 +335,7 @@ def test_a_snapshot_holds_what_was_acknowledged_before_it_began(tmp_path):
             assert time.monotonic() < deadline, s
             time.sleep(0.01)
         srv.stop(signal.SIGKILL)
-        srv = Server(["--snapshot-dir", str(d), "-t", "2"])
+        srv = Server(["--snapshot-dir", str(d), "-t", "2", "-m", "1024"])
         missing = missing_keys(srv.connect(), before)
         srv.stop()
         total = sum(len(a) for a in before)
