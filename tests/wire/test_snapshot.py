@@ -7,6 +7,7 @@ warm restart (-e on tmpfs, SIGUSR1) is a different mechanism with other
 flags, so these tests run against strata only.
 """
 
+import contextlib
 import os
 import random
 import re
@@ -413,53 +414,53 @@ def test_a_missing_snapshot_dir_is_made_and_an_unusable_one_refuses_the_start(tm
     assert b"cannot create the snapshot directory" in r.stderr, r.stderr
 
 
-def test_a_failed_shutdown_save_exits_non_zero(tmp_path):
-    # Issue 30: SIGTERM exited 0 when its save failed; a supervisor must see it.
+@contextlib.contextmanager
+def small_tmpfs(tmp_path):
+    """A 256 KiB tmpfs: a disk that fills. Unmounted lazily at the end, so
+    a server a failed assertion left running never outlives the test."""
     small = tmp_path / "small"
     small.mkdir()
     if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=256k", "tmpfs", str(small)]).returncode != 0:
         pytest.skip("cannot mount a small tmpfs here (needs root)")
-    srv = None
     try:
-        srv = start(small)
-        c = srv.connect()
-        c.send(b"".join(b"set big%d 0 0 1000 noreply\r\n%s\r\n" % (i, b"z" * 1000) for i in range(1000)))
-        expect(c, b"mn\r\n", b"MN\r\n")
-        code = srv.stop(signal.SIGTERM)
-        srv = None
-        assert code not in (0, None), code
+        yield small
     finally:
-        if srv is not None:
-            srv.stop(signal.SIGKILL)
         subprocess.run(["umount", "-l", str(small)])
+
+
+def test_a_failed_shutdown_save_exits_non_zero(tmp_path):
+    # Issue 30: SIGTERM exited 0 when its save failed; a supervisor must see it.
+    with small_tmpfs(tmp_path) as small:
+        srv = start(small)
+        try:
+            c = srv.connect()
+            c.send(b"".join(b"set big%d 0 0 1000 noreply\r\n%s\r\n" % (i, b"z" * 1000) for i in range(1000)))
+            expect(c, b"mn\r\n", b"MN\r\n")
+        finally:
+            code = srv.stop(signal.SIGTERM)
+        assert code == 71, code
 
 
 def test_a_full_disk_fails_the_snapshot_not_the_server(tmp_path):
-    small = tmp_path / "small"
-    small.mkdir()
-    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=256k", "tmpfs", str(small)]).returncode != 0:
-        pytest.skip("cannot mount a small tmpfs here (needs root)")
-    srv = None
-    try:
-        srv = start(small)
-        c = srv.connect()
-        expect(c, b"set first 0 0 1\r\na\r\n", b"STORED\r\n")
-        expect(c, b"snapshot\r\n", b"OK\r\n")
-        assert wait_saved(c, 1)["snapshot_last_result"] == "ok"
-        c.send(b"".join(b"set big%d 0 0 1000 noreply\r\n%s\r\n" % (i, b"z" * 1000) for i in range(1000)))
-        expect(c, b"mn\r\n", b"MN\r\n")
-        expect(c, b"snapshot\r\n", b"OK\r\n")
-        s = wait_saved(c, 2)
-        assert s["snapshot_last_result"] == "failed"
-        assert not (small / "strata.snapshot.tmp").exists()
-        expect(c, b"get big999\r\n", b"VALUE big999 0 1000\r\n" + b"z" * 1000 + b"\r\nEND\r\n")
-        srv.stop(signal.SIGKILL)
-        # The earlier snapshot is whole and loads.
-        srv = start(small)
-        expect(srv.connect(), b"get first big0\r\n", b"VALUE first 0 1\r\na\r\nEND\r\n")
-    finally:
-        # A server still running (a failed assertion above) holds the
-        # mount busy; lazily unmounted, it never outlives the test.
-        if srv is not None:
+    with small_tmpfs(tmp_path) as small:
+        srv = None
+        try:
+            srv = start(small)
+            c = srv.connect()
+            expect(c, b"set first 0 0 1\r\na\r\n", b"STORED\r\n")
+            expect(c, b"snapshot\r\n", b"OK\r\n")
+            assert wait_saved(c, 1)["snapshot_last_result"] == "ok"
+            c.send(b"".join(b"set big%d 0 0 1000 noreply\r\n%s\r\n" % (i, b"z" * 1000) for i in range(1000)))
+            expect(c, b"mn\r\n", b"MN\r\n")
+            expect(c, b"snapshot\r\n", b"OK\r\n")
+            s = wait_saved(c, 2)
+            assert s["snapshot_last_result"] == "failed"
+            assert not (small / "strata.snapshot.tmp").exists()
+            expect(c, b"get big999\r\n", b"VALUE big999 0 1000\r\n" + b"z" * 1000 + b"\r\nEND\r\n")
             srv.stop(signal.SIGKILL)
-        subprocess.run(["umount", "-l", str(small)])
+            # The earlier snapshot is whole and loads.
+            srv = start(small)
+            expect(srv.connect(), b"get first big0\r\n", b"VALUE first 0 1\r\na\r\nEND\r\n")
+        finally:
+            if srv is not None:
+                srv.stop(signal.SIGKILL)

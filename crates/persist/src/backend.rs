@@ -28,6 +28,8 @@ pub trait Backend: Send + Sync + std::fmt::Debug {
     fn remove(&self, path: &Path) -> io::Result<()>;
     /// The names of the files in `dir` (a missing directory has none).
     fn list(&self, dir: &Path) -> io::Result<Vec<std::ffi::OsString>>;
+    /// Makes `dir` and its parents if missing.
+    fn make_dir(&self, dir: &Path) -> io::Result<()>;
     /// Takes `path` (created if missing) for this process alone until the
     /// [`Lock`] is dropped; `WouldBlock` if another holds it.
     fn lock(&self, path: &Path) -> io::Result<Lock>;
@@ -248,6 +250,10 @@ impl Backend for OsBackend {
         Ok(Lock::new(f))
     }
 
+    fn make_dir(&self, dir: &Path) -> io::Result<()> {
+        std::fs::create_dir_all(dir)
+    }
+
     fn list(&self, dir: &Path) -> io::Result<Vec<std::ffi::OsString>> {
         match std::fs::read_dir(dir) {
             Ok(rd) => rd.map(|e| e.map(|e| e.file_name())).collect(),
@@ -402,6 +408,10 @@ impl<B: Backend> Backend for FaultBackend<B> {
 
     fn lock(&self, path: &Path) -> io::Result<Lock> {
         self.inner.lock(path)
+    }
+
+    fn make_dir(&self, dir: &Path) -> io::Result<()> {
+        self.inner.make_dir(dir)
     }
 }
 

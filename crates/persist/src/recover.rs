@@ -2,7 +2,10 @@
 //! to serve, used by the server (`strata/warm.rs`) and the crash
 //! simulator alike, so the simulator tests what runs.
 //!
-//! In order: lock the snapshot (two servers on one snapshot would
+//! In order: make the snapshot's directory if it is missing (as systemd's
+//! `StateDirectory=` would; one that cannot be made refuses the start,
+//! rather than serve writes a shutdown then cannot keep); lock the
+//! snapshot (two servers on one snapshot would
 //! overwrite each other's and interleave logs); read the epoch lease and
 //! the snapshot's header; build the store on the timeline the snapshot
 //! continues; load it; replay every durability log file since it (a log
@@ -75,6 +78,9 @@ pub enum RecoverError {
     /// Another process holds the snapshot, or its lock file cannot be made.
     #[error("snapshot lock {0}")]
     Locked(String),
+    /// The snapshot's directory does not exist and cannot be made.
+    #[error("cannot create the snapshot directory {0}")]
+    Dir(String),
 }
 
 /// Brings the snapshot `file` and its log back into a new store built from
@@ -85,6 +91,8 @@ pub fn recover(
     mut cfg: Config,
     o: &RecoverOpts,
 ) -> Result<Recovered, RecoverError> {
+    let dir = crate::dir_of(file);
+    backend.make_dir(&dir).map_err(|e| RecoverError::Dir(format!("{}: {e}", dir.display())))?;
     let lock_path = crate::with_suffix(file, ".lock");
     let lock = backend.lock(&lock_path).map_err(|e| {
         let why =

@@ -19,7 +19,8 @@
 //! payloads
 //!  item      CAS u64, then the item as the store lays it out (crates/store/src/item.rs)
 //!  delete    the key
-//!  touch     expiry u32 (the timeline's seconds, 0 never), then the key
+//!  touch     expiry u32 (the timeline's seconds, 0 never), then the key;
+//!            read, no longer written (a touch is an item record now)
 //!  state     the item's state byte u8, then the key
 //!  flush     (none): everything written before it is invalid
 //!  flush at  when u32: a flush_all scheduled for then
@@ -291,7 +292,9 @@ impl Wal {
         };
         self.write_out(&mut cur, &buf, end, true)?;
         let n = cur.n + 1;
-        cur.f = create_log(&*self.backend, &log_path(&self.file, n)).inspect_err(|_| self.fail())?;
+        // A new file that cannot be made leaves the log appending to the
+        // old one: the snapshot then trims nothing (`begin_log`).
+        cur.f = create_log(&*self.backend, &log_path(&self.file, n))?;
         cur.n = n;
         Ok(n)
     }
@@ -428,8 +431,6 @@ pub struct Replayed {
     /// The file ended inside a record, or a record failed its CRC (a crash
     /// mid-write leaves exactly this at the end).
     pub torn: bool,
-    /// Times reading went on at a whole record after damage.
-    pub resumed: u64,
 }
 
 /// Reads log file `path`, handing each whole record to `apply` in order.
@@ -464,10 +465,7 @@ pub fn read_log(backend: &dyn Backend, path: &Path, apply: &mut dyn FnMut(Entry)
         // outcome, so a record after a gap is a state its key really had.
         out.torn = true;
         match (at + 1..len.saturating_sub(RECORD_HEAD as u64 - 1)).find(|&c| r.record_starts(c)) {
-            Some(c) => {
-                out.resumed += 1;
-                at = c;
-            }
+            Some(c) => at = c,
             None => break,
         }
     }
@@ -635,10 +633,6 @@ impl strata_store::Journal for WalJournal {
 
     fn delete(&self, key: &[u8]) -> u64 {
         self.0.append(Op::Delete, &[key])
-    }
-
-    fn touch(&self, key: &[u8], expiry: u32) -> u64 {
-        self.0.append(Op::Touch, &[&expiry.to_le_bytes(), key])
     }
 
     fn state(&self, key: &[u8], state: u8) -> u64 {

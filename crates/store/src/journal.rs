@@ -24,12 +24,12 @@ use crate::worker::Worker;
 /// returns the position the change reached, which only grows.
 pub trait Journal: Send + Sync {
     /// An item written (set, add, replace, cas, append, prepend, incr,
-    /// decr, a touch or stale mark that rewrote it): its CAS and its bytes
-    /// as laid out in a segment (`item.rs`).
+    /// decr, a stale mark that rewrote it) or touched (a new expiry is
+    /// journaled as the whole item: a recovery that finds the old item
+    /// expired must still bring it back): its CAS and its bytes as laid
+    /// out in a segment (`item.rs`).
     fn item(&self, cas: u64, item: &[u8]) -> u64;
     fn delete(&self, key: &[u8]) -> u64;
-    /// A new expiry, written in place.
-    fn touch(&self, key: &[u8], expiry: u32) -> u64;
     /// A new state byte, written in place (the recache token handed out).
     fn state(&self, key: &[u8], state: u8) -> u64;
     /// `flush_all` took effect.

@@ -375,7 +375,6 @@ impl Worker {
 
     /// Sets a new expiry; false if the key is missing.
     pub fn touch(&mut self, key: &[u8], expiry: u32) -> Result<bool, StoreError> {
-        self.store.check_journal()?;
         let opts = ReadOpts { touch: Some(expiry), ..ReadOpts::default() };
         Ok(self.read(key, &opts, |_| ())?.is_some())
     }

@@ -3,7 +3,7 @@
 //! memcached's warm restart does (a client that got misses from a
 //! half-loaded cache would send them all to its database). The work is
 //! `strata_persist::recover`'s, the same path the crash simulator tests;
-//! this module makes the directory and reports.
+//! this module reports what it did.
 
 use std::sync::Arc;
 
@@ -35,18 +35,13 @@ pub enum StartError {
 /// and the server starts empty (or with what was whole).
 pub fn start(cfg: Config, snap: Option<&mut SnapshotConfig>, workers: usize) -> Result<Arc<Store>, StartError> {
     let Some(snap) = snap else { return Ok(Store::new(cfg, Arc::new(Clock::system()))?) };
-    // A missing directory is made, as systemd's StateDirectory= would; one
-    // that cannot be made (or written: the lock file) refuses the start,
-    // rather than serving writes a shutdown then cannot keep.
-    if let Some(dir) = snap.file.parent().filter(|d| !d.as_os_str().is_empty()) {
-        std::fs::create_dir_all(dir).map_err(|e| StartError::Dir(format!("{}: {e}", dir.display())))?;
-    }
     let opts = RecoverOpts { workers, strict: snap.strict, durability: snap.durability, unix_now: None };
     let r = strata_persist::recover(snap.backend.clone(), &snap.file, cfg, &opts).map_err(|e| match e {
         RecoverError::Config(e) => StartError::Config(e),
         RecoverError::Strict(why) => StartError::Snapshot(why),
         RecoverError::Log(e) => StartError::Durability(e.to_string()),
         RecoverError::Locked(why) => StartError::Locked(why),
+        RecoverError::Dir(why) => StartError::Dir(why),
     })?;
     let l = &mut snap.loaded;
     match &r.loaded {
