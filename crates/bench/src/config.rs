@@ -29,6 +29,10 @@ pub enum KeyDist {
     Uniform,
     /// Zipf with this exponent (α); rank 1 is key 0.
     Zipf(f64),
+    /// Keys `0, 1, 2, …` in order, wrapping at the key count, one sequence
+    /// across all connections: with `ops` equal to `keys`, each key is
+    /// requested exactly once (e.g. read back what the warm-up wrote once).
+    Sequential,
 }
 
 impl FromStr for KeyDist {
@@ -36,8 +40,9 @@ impl FromStr for KeyDist {
     fn from_str(s: &str) -> Result<Self, String> {
         match s.split_once(':') {
             None if s == "uniform" => Ok(KeyDist::Uniform),
+            None if s == "sequential" => Ok(KeyDist::Sequential),
             Some(("zipf", a)) => a.parse().map(KeyDist::Zipf).map_err(|_| format!("bad zipf exponent {a:?}")),
-            _ => Err(format!("key distribution {s:?}: expected uniform or zipf:<alpha>")),
+            _ => Err(format!("key distribution {s:?}: expected uniform, sequential or zipf:<alpha>")),
         }
     }
 }
@@ -59,6 +64,7 @@ impl fmt::Display for KeyDist {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             KeyDist::Uniform => f.write_str("uniform"),
+            KeyDist::Sequential => f.write_str("sequential"),
             KeyDist::Zipf(a) => write!(f, "zipf:{a}"),
         }
     }
@@ -403,6 +409,8 @@ mod tests {
     fn knob_syntax() {
         assert_eq!("zipf:0.99".parse::<KeyDist>(), Ok(KeyDist::Zipf(0.99)));
         assert!("zipf".parse::<KeyDist>().is_err());
+        assert_eq!("sequential".parse::<KeyDist>(), Ok(KeyDist::Sequential));
+        assert_eq!(KeyDist::Sequential.to_string(), "sequential");
         assert_eq!("32-4000".parse::<ValueSize>(), Ok(ValueSize::Range(32, 4000)));
         assert_eq!("random:100-200".parse::<ValueSize>(), Ok(ValueSize::Random(100, 200)));
         assert_eq!(ValueSize::Random(100, 200).to_string(), "random:100-200");

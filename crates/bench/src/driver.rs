@@ -20,6 +20,7 @@ use rustls::ClientConfig;
 
 use crate::gen::{write_key, KeyChooser, Values};
 use crate::proto::{self, Kind, Protocol};
+use crate::report::{band_of, BANDS};
 
 /// Why a load thread stopped early.
 #[derive(Debug, thiserror::Error)]
@@ -93,8 +94,41 @@ pub struct Totals {
     pub hits: u64,
     pub misses: u64,
     pub errors: u64,
+    /// Single-key gets by the size of the key's value (see
+    /// [`crate::report::band_of`]); multi-key gets are not in these, their
+    /// replies do not say which keys hit.
+    pub bands: [Bytes; BANDS],
     /// Nanoseconds from when a request was due to its reply.
     pub latency: Histogram<u64>,
+}
+
+/// Gets and hits, and the value bytes they asked for and got; a miss
+/// counts the size the key's value would have had.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Bytes {
+    pub gets: u64,
+    pub hits: u64,
+    pub requested: u64,
+    pub hit: u64,
+}
+
+impl Bytes {
+    pub fn add(&mut self, o: &Bytes) {
+        self.gets += o.gets;
+        self.hits += o.hits;
+        self.requested += o.requested;
+        self.hit += o.hit;
+    }
+
+    /// Counts one single-key get of a `len`-byte value.
+    pub fn count(&mut self, len: usize, hit: bool) {
+        self.gets += 1;
+        self.requested += len as u64;
+        if hit {
+            self.hits += 1;
+            self.hit += len as u64;
+        }
+    }
 }
 
 impl Totals {
@@ -107,6 +141,7 @@ impl Totals {
             hits: 0,
             misses: 0,
             errors: 0,
+            bands: [Bytes::default(); BANDS],
             // 1 ns to 100 s at 3 significant figures; the bounds are valid.
             latency: Histogram::new_with_bounds(1, 100_000_000_000, 3).unwrap_or_else(|_| unreachable!()),
         }
@@ -120,6 +155,9 @@ impl Totals {
         self.hits += o.hits;
         self.misses += o.misses;
         self.errors += o.errors;
+        for (a, b) in self.bands.iter_mut().zip(&o.bands) {
+            a.add(b);
+        }
         let _ = self.latency.add(&o.latency);
     }
 }
@@ -168,10 +206,10 @@ impl Conn {
                 self.done = true;
                 break;
             }
-            let set = |this: &mut Conn, index: u64, rng: &mut SmallRng, key: &mut Vec<u8>| {
+            let set = |this: &mut Conn, index: u64, key: &mut Vec<u8>| {
                 key.clear();
                 write_key(key, index, plan.key_size);
-                proto::encode_set(plan.protocol, &mut this.wbuf, key, plan.values.value(index, rng));
+                proto::encode_set(plan.protocol, &mut this.wbuf, key, plan.values.value(index));
                 this.inflight.push_back(Pending { kind: Kind::Set, key: index, due });
             };
             let get = |this: &mut Conn, indices: &[u64]| {
@@ -185,7 +223,7 @@ impl Conn {
                 this.inflight.push_back(Pending { kind, key: indices[0], due });
             };
             if let Some(index) = self.refill.pop_front() {
-                set(self, index, rng, &mut key);
+                set(self, index, &mut key);
                 t.sets += 1;
                 continue;
             }
@@ -196,13 +234,13 @@ impl Conn {
                         self.done = true;
                         break;
                     }
-                    set(self, index, rng, &mut key);
+                    set(self, index, &mut key);
                     t.sets += 1;
                 }
                 Source::Mix { set_share, multiget, keys } => {
                     if rng.random_bool(*set_share) {
                         let index = keys.next(rng);
-                        set(self, index, rng, &mut key);
+                        set(self, index, &mut key);
                         t.sets += 1;
                     } else {
                         let indices: Vec<u64> = (0..*multiget).map(|_| keys.next(rng)).collect();
@@ -271,6 +309,10 @@ impl Conn {
             t.hits += u64::from(reply.hits);
             t.misses += u64::from(reply.misses);
             t.errors += u64::from(reply.error);
+            if p.kind == Kind::Get(1) && !reply.error {
+                let len = plan.values.len_of(p.key);
+                t.bands[band_of(len)].count(len, reply.hits > 0);
+            }
             let nanos = u64::try_from(now.saturating_duration_since(p.due).as_nanos()).unwrap_or(u64::MAX);
             t.latency.saturating_record(nanos.max(1));
             if refill && reply.misses > 0 {

@@ -1,8 +1,9 @@
-//! Seeded generators for what a workload sends: key indices (uniform or
-//! zipf), key bytes of a fixed size, and values. Value kinds
+//! Seeded generators for what a workload sends: key indices (uniform,
+//! zipf or sequential), key bytes of a fixed size, and values. Value kinds
 //! (`--value-size`, `value_size` in scenarios):
 //!
 //! - `N`, `LO-HI`: random lower-case letters, fixed or uniform size.
+//! - `random:LO-HI`: random bytes (what compression cannot shrink).
 //! - `json:LO-HI`: JSON-like records from a pool of 4096, space-padded to
 //!   size; cheap, but they compress trivially and repeat, so they say
 //!   nothing about compression.
@@ -12,6 +13,12 @@
 //! - `page:LO-HI`: a listing page, `{"page","per_page","total","items"}`
 //!   with about ten such objects of one kind that share what a real
 //!   listing's items share.
+//!
+//! A value's size is the key's own ([`Values::len_of`]): for `LO-HI` and
+//! `random:LO-HI` a hash of (seed, key index), uniform in the range over
+//! keys, so a key set again after a miss or an overwrite has the size it
+//! had (a cached object keeps its size, and the bench can count the bytes
+//! a miss would have returned).
 //!
 //! `api:` and `page:` values are made per key from (seed, key index), so
 //! every key has its own value; with a trained zstd dictionary at level 3
@@ -32,6 +39,9 @@ mod vocab;
 
 pub use api::{API_MIN, PAGE_MIN};
 
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::Arc;
+
 use rand::rngs::SmallRng;
 use rand::{Rng, RngCore, SeedableRng};
 use rand_distr::{Distribution, Zipf};
@@ -43,12 +53,19 @@ use crate::config::{KeyDist, ValueSize};
 pub enum KeyChooser {
     Uniform(u64),
     Zipf(Zipf<f64>),
+    /// `0, 1, 2, …` (then again from 0), one sequence shared by every
+    /// thread and connection of a phase: `keys` requests read each key once.
+    Sequential {
+        next: Arc<AtomicU64>,
+        keys: u64,
+    },
 }
 
 impl KeyChooser {
     pub fn new(dist: KeyDist, keys: u64) -> Result<KeyChooser, String> {
         match dist {
             KeyDist::Uniform => Ok(KeyChooser::Uniform(keys.max(1))),
+            KeyDist::Sequential => Ok(KeyChooser::Sequential { next: Arc::new(AtomicU64::new(0)), keys: keys.max(1) }),
             KeyDist::Zipf(s) => {
                 Zipf::new(keys.max(1) as f64, s).map(KeyChooser::Zipf).map_err(|e| format!("zipf {s}: {e}"))
             }
@@ -60,6 +77,7 @@ impl KeyChooser {
             KeyChooser::Uniform(n) => rng.random_range(0..*n),
             // Rank 1 is the hottest key; ranks are 1-based.
             KeyChooser::Zipf(z) => (z.sample(rng) as u64).saturating_sub(1),
+            KeyChooser::Sequential { next, keys } => next.fetch_add(1, Relaxed) % keys,
         }
     }
 }
@@ -90,6 +108,16 @@ pub struct Values {
     pool: Vec<u8>,
     records: Vec<(usize, usize)>,
     size: ValueSize,
+    /// Picks each key's size in a range (see [`Values::len_of`]).
+    seed: u64,
+}
+
+/// SplitMix64's finaliser: a well-mixed 64-bit hash of `x`.
+fn mix(mut x: u64) -> u64 {
+    x = x.wrapping_add(0x9e37_79b9_7f4a_7c15);
+    x = (x ^ (x >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    x = (x ^ (x >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    x ^ (x >> 31)
 }
 
 const POOL: usize = 1 << 20;
@@ -104,7 +132,7 @@ impl Values {
     /// Values for a workload of `keys` keys.
     pub fn new(size: ValueSize, seed: u64, keys: u64) -> Values {
         let mut rng = SmallRng::seed_from_u64(seed ^ 0x5eed_0f7a_1e00);
-        let mut v = Values { pool: Vec::new(), records: Vec::new(), size };
+        let mut v = Values { pool: Vec::new(), records: Vec::new(), size, seed: mix(seed ^ 0x517e_5125) };
         match size {
             ValueSize::Fixed(_) | ValueSize::Range(..) => {
                 let max = v.max_len();
@@ -173,14 +201,32 @@ impl Values {
         }
     }
 
-    /// The value to store under key `index`.
-    pub fn value(&self, index: u64, rng: &mut SmallRng) -> &[u8] {
+    /// The size of key `index`'s value: the same every time it is asked
+    /// (for `LO-HI` and `random:LO-HI`, uniform in the range over keys).
+    pub fn len_of(&self, index: u64) -> usize {
+        match self.size {
+            ValueSize::Fixed(n) => n,
+            ValueSize::Range(lo, hi) | ValueSize::Random(lo, hi) => {
+                let span = (hi - lo) as u64 + 1;
+                lo + (mix(self.seed ^ mix(index)) % span) as usize
+            }
+            ValueSize::Json(..) | ValueSize::Api(..) | ValueSize::Page(..) => self.record(index).1,
+        }
+    }
+
+    fn record(&self, index: u64) -> (usize, usize) {
+        self.records[(index % self.records.len().max(1) as u64) as usize]
+    }
+
+    /// The value to store under key `index` (always the same bytes).
+    pub fn value(&self, index: u64) -> &[u8] {
         let at = (index as usize).wrapping_mul(7919) % POOL.min(self.pool.len().max(1));
         match self.size {
-            ValueSize::Fixed(n) => &self.pool[at..at + n],
-            ValueSize::Range(lo, hi) | ValueSize::Random(lo, hi) => &self.pool[at..at + rng.random_range(lo..=hi)],
+            ValueSize::Fixed(..) | ValueSize::Range(..) | ValueSize::Random(..) => {
+                &self.pool[at..at + self.len_of(index)]
+            }
             ValueSize::Json(..) | ValueSize::Api(..) | ValueSize::Page(..) => {
-                let (start, len) = self.records[(index % self.records.len().max(1) as u64) as usize];
+                let (start, len) = self.record(index);
                 &self.pool[start..start + len]
             }
         }
@@ -262,9 +308,8 @@ mod tests {
     #[test]
     fn json_values_are_exact_size_and_parse() {
         let v = Values::new(ValueSize::Json(32, 4000), 7, 100);
-        let mut rng = SmallRng::seed_from_u64(1);
         for i in 0..RECORDS as u64 {
-            let val = v.value(i, &mut rng);
+            let val = v.value(i);
             assert!((32..=4000).contains(&val.len()));
             assert_eq!(val.len(), v.records[i as usize].1);
             let parsed: Result<serde_json::Value, _> = serde_json::from_slice(val);
@@ -274,7 +319,6 @@ mod tests {
 
     #[test]
     fn api_and_page_values_are_the_keys_own() {
-        let mut rng = SmallRng::seed_from_u64(1);
         let mut direct = Vec::new();
         for (size, make) in [
             (ValueSize::Api(150, 200), api::api_value as fn(&mut Vec<u8>, u64, u64, usize, usize)),
@@ -289,16 +333,53 @@ mod tests {
             for i in 0..300 {
                 direct.clear();
                 make(&mut direct, 5, i, lo, hi);
-                assert_eq!(v.value(i, &mut rng), &direct[..], "key {i}");
+                assert_eq!(v.value(i), &direct[..], "key {i}");
                 assert!(direct.len() <= v.max_len());
             }
             // Past the keys made, keys share values cyclically.
-            assert_eq!(v.value(300, &mut rng), v.value(0, &mut rng));
-            assert_ne!(v.value(0, &mut rng), Values::new(size, 6, 300).value(0, &mut rng));
+            assert_eq!(v.value(300), v.value(0));
+            assert_ne!(v.value(0), Values::new(size, 6, 300).value(0));
         }
         // A large key space is capped by bytes, not by key count.
         let big = Values::new(ValueSize::Page(1500, 1900), 5, 10_000_000);
         assert!(big.pool.len() <= GENERATED_BYTES + 1900 && big.records.len() > 30_000, "{}", big.records.len());
+    }
+
+    #[test]
+    fn range_sizes_are_the_keys_own() {
+        for size in [ValueSize::Range(100, 65536), ValueSize::Random(100, 65536)] {
+            let v = Values::new(size, 9, 6000);
+            let mut sum = 0;
+            for i in 0..6000 {
+                let len = v.len_of(i);
+                assert!((100..=65536).contains(&len), "{len}");
+                // Asked again (a re-set after a miss), the same size and bytes.
+                assert_eq!(v.value(i).len(), len);
+                assert_eq!(v.value(i), v.value(i));
+                sum += len;
+            }
+            // Uniform over keys: the mean is near the range's middle.
+            let mean = sum as f64 / 6000.0;
+            assert!((mean - 32818.0).abs() < 1000.0, "{mean}");
+            // Another seed, other sizes; the same seed, the same ones.
+            let other = Values::new(size, 10, 6000);
+            assert!((0..100).any(|i| other.len_of(i) != v.len_of(i)));
+            assert!((0..100).all(|i| Values::new(size, 9, 6000).len_of(i) == v.len_of(i)));
+        }
+        let fixed = Values::new(ValueSize::Fixed(1000), 1, 10);
+        assert_eq!((fixed.len_of(3), fixed.value(3).len()), (1000, 1000));
+        let json = Values::new(ValueSize::Json(32, 4000), 7, 100);
+        assert!((0..100).all(|i| json.len_of(i) == json.value(i).len()));
+    }
+
+    #[test]
+    fn sequential_keys_visit_each_key_once_per_pass() {
+        let k = KeyChooser::new(KeyDist::Sequential, 5).unwrap_or(KeyChooser::Uniform(1));
+        let mut rng = SmallRng::seed_from_u64(3);
+        let shared = k.clone();
+        let seen: Vec<u64> =
+            (0..7).map(|i| if i % 2 == 0 { k.next(&mut rng) } else { shared.next(&mut rng) }).collect();
+        assert_eq!(seen, [0, 1, 2, 3, 4, 0, 1]);
     }
 
     #[test]

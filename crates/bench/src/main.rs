@@ -7,8 +7,10 @@
 //! `/proc`, before and after) and its RSS, as JSON, a Markdown table and SVG
 //! charts, and strata's write amplification from its `stats`. Modes: `load`
 //! (a request mix), `capacity` (distinct keys until the server evicts) and
-//! `hit-ratio` (cache-aside over a key space larger than memory). Scenario files in `bench/scenarios/` hold the workloads users
-//! asked about; `docs/benchmarks.md` records their results.
+//! `hit-ratio` (cache-aside over a key space larger than memory; request
+//! and byte hit ratio, and hits by value size). Scenario files in
+//! `bench/scenarios/` hold the workloads users asked about;
+//! `docs/benchmarks.md` records their results.
 
 mod config;
 mod driver;
@@ -30,7 +32,7 @@ use config::{KeyDist, Mode, Ratio, Scenario, ServerKind, ValueSize, Workload};
 use driver::{Plan, Source, Totals};
 use gen::{KeyChooser, Values};
 use proto::Protocol;
-use report::{Capacity, Machine, Percentiles, Report, RunResult};
+use report::{Capacity, Machine, Percentiles, Report, RunResult, SizeBand};
 use server::{Binaries, Settings, Target};
 
 #[derive(Parser)]
@@ -116,11 +118,12 @@ struct RunArgs {
     /// Key length in bytes (0: 14, or more if the key count needs it).
     #[arg(long, default_value_t = 0)]
     key_size: usize,
-    /// uniform or zipf:<alpha>
+    /// uniform, zipf:<alpha>, or sequential (0, 1, 2, … across all connections)
     #[arg(long, default_value = "uniform")]
     key_dist: KeyDist,
-    /// N or LO-HI (random letters), random:LO-HI (random bytes), json:LO-HI (padded records), api:LO-HI
-    /// (realistic API-response JSON objects), page:LO-HI (pages of ~10)
+    /// N or LO-HI (random letters; in a range each key has its own size, uniform over keys), random:LO-HI
+    /// (random bytes), json:LO-HI (padded records), api:LO-HI (realistic API-response JSON objects),
+    /// page:LO-HI (pages of ~10)
     #[arg(long, default_value = "1000")]
     value_size: ValueSize,
     #[arg(long, default_value_t = 10.0)]
@@ -520,6 +523,10 @@ fn measure_one(target: &Target, w: &Workload, label: &str, quiet: bool) -> Resul
         }
     });
     let gets = t.hits + t.misses;
+    let mut sized = driver::Bytes::default();
+    for b in &t.bands {
+        sized.add(b);
+    }
     Ok(RunResult {
         workload: w.clone(),
         server: target.kind.to_string(),
@@ -547,6 +554,10 @@ fn measure_one(target: &Target, w: &Workload, label: &str, quiet: bool) -> Resul
         client_cpu_us_per_op: me.and_then(|c| per(c, ops)),
         server_rss_bytes: rss,
         hit_ratio: (gets > 0).then(|| t.hits as f64 / gets as f64),
+        byte_hit_ratio: (sized.requested > 0).then(|| sized.hit as f64 / sized.requested as f64),
+        requested_bytes: sized.requested,
+        hit_bytes: sized.hit,
+        size_bands: SizeBand::of(&t.bands),
         write_amplification,
         capacity,
         round: 0,

@@ -9,7 +9,7 @@ use std::fmt::Write as _;
 use serde::Serialize;
 
 use crate::config::{Mode, Workload};
-use crate::driver::Totals;
+use crate::driver::{Bytes, Totals};
 use crate::proto::Protocol;
 use crate::server::Cpu;
 
@@ -58,6 +58,58 @@ pub struct Capacity {
     pub compression_ratio: Option<f64>,
 }
 
+/// Value-size bands for hits by size: up to 1 KB, then up to four times
+/// the band below's top (1–4 KB, 4–16 KB, … 256 KB–1 MB), then over 1 MB;
+/// KB = 1024 bytes, tops inclusive (a 65536-byte value is in 16–64 KB).
+pub const BANDS: usize = 7;
+const BAND_TOPS: [u64; BANDS - 1] = [1 << 10, 4 << 10, 16 << 10, 64 << 10, 256 << 10, 1 << 20];
+const BAND_LABELS: [&str; BANDS] = ["≤1 KB", "1–4 KB", "4–16 KB", "16–64 KB", "64–256 KB", "256 KB–1 MB", ">1 MB"];
+
+/// The band of a `len`-byte value.
+pub fn band_of(len: usize) -> usize {
+    BAND_TOPS.iter().position(|&top| len as u64 <= top).unwrap_or(BANDS - 1)
+}
+
+/// Single-key gets of values in one size band.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct SizeBand {
+    pub band: String,
+    /// The band's value sizes, bytes: `min_bytes..=max_bytes` (no
+    /// `max_bytes`: unbounded).
+    pub min_bytes: u64,
+    pub max_bytes: Option<u64>,
+    pub gets: u64,
+    pub hits: u64,
+    pub hit_ratio: f64,
+    /// Bytes of the values asked for (a miss counts the key's size) and
+    /// of those returned.
+    pub requested_bytes: u64,
+    pub hit_bytes: u64,
+    pub byte_hit_ratio: Option<f64>,
+}
+
+impl SizeBand {
+    /// The bands that occurred in `bands` (indexed by [`band_of`]).
+    pub fn of(bands: &[Bytes; BANDS]) -> Vec<SizeBand> {
+        bands
+            .iter()
+            .enumerate()
+            .filter(|(_, b)| b.gets > 0)
+            .map(|(i, b)| SizeBand {
+                band: BAND_LABELS[i].into(),
+                min_bytes: if i == 0 { 0 } else { BAND_TOPS[i - 1] + 1 },
+                max_bytes: BAND_TOPS.get(i).copied(),
+                gets: b.gets,
+                hits: b.hits,
+                hit_ratio: b.hits as f64 / b.gets as f64,
+                requested_bytes: b.requested,
+                hit_bytes: b.hit,
+                byte_hit_ratio: (b.requested > 0).then(|| b.hit as f64 / b.requested as f64),
+            })
+            .collect()
+    }
+}
+
 /// One workload against one server.
 #[derive(Debug, Clone, Serialize)]
 pub struct RunResult {
@@ -88,6 +140,14 @@ pub struct RunResult {
     pub client_cpu_us_per_op: Option<f64>,
     pub server_rss_bytes: Option<u64>,
     pub hit_ratio: Option<f64>,
+    /// Bytes of values returned on hits over bytes of values asked for, a
+    /// miss counting the size the key's value has (single-key gets only;
+    /// none without them).
+    pub byte_hit_ratio: Option<f64>,
+    pub requested_bytes: u64,
+    pub hit_bytes: u64,
+    /// Hits by value size, the bands that occurred (single-key gets).
+    pub size_bands: Vec<SizeBand>,
     /// Strata's `strata_write_amplification` after the measured phase:
     /// cumulative since the server started, so it covers the warm-up too.
     pub write_amplification: Option<f64>,
@@ -133,6 +193,15 @@ impl Machine {
             kernel: std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default().trim().to_owned(),
         }
     }
+}
+
+/// Optional columns of the load/hit-ratio tables.
+#[derive(Debug, Clone, Copy)]
+struct Columns {
+    /// Write amplification (strata reports it).
+    wa: bool,
+    /// Byte hit ratio (runs with single-key gets).
+    bh: bool,
 }
 
 fn opt(v: Option<f64>, digits: usize) -> String {
@@ -188,16 +257,23 @@ impl Report {
             let runs: Vec<&RunResult> = self.runs.iter().filter(|r| r.workload.name == name).collect();
             let _ = writeln!(m, "\n**{}** — {}\n", name, describe(&runs[0].workload));
             let load = runs[0].workload.mode != Mode::Capacity;
-            // A column only when a server reported it (strata).
-            let wa = runs.iter().any(|r| r.write_amplification.is_some());
+            let cols = Columns {
+                // Only when a server reported it (strata).
+                wa: runs.iter().any(|r| r.write_amplification.is_some()),
+                // Only when there were single-key gets.
+                bh: runs.iter().any(|r| r.byte_hit_ratio.is_some()),
+            };
             if load {
-                m.push_str(
-                    "| server | proto | req/s | ops/s | p50 µs | p90 | p99 | p99.9 | max | hit % | \
-                     server CPU µs/op | of which kernel | client CPU µs/op | RSS MB |",
-                );
-                m.push_str(if wa { " write amp. |\n" } else { "\n" });
-                m.push_str("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
-                m.push_str(if wa { "---:|\n" } else { "\n" });
+                m.push_str("| server | proto | req/s | ops/s | p50 µs | p90 | p99 | p99.9 | max | hit % |");
+                if cols.bh {
+                    m.push_str(" byte hit % |");
+                }
+                m.push_str(" server CPU µs/op | of which kernel | client CPU µs/op | RSS MB |");
+                m.push_str(if cols.wa { " write amp. |\n" } else { "\n" });
+                m.push_str("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|");
+                m.push_str(if cols.bh { "---:|" } else { "" });
+                m.push_str("---:|---:|---:|---:|");
+                m.push_str(if cols.wa { "---:|\n" } else { "\n" });
             } else {
                 m.push_str(
                     "| server | keys written | items held | evictions | RSS MB | RSS bytes/item | compression |\n",
@@ -205,13 +281,60 @@ impl Report {
                 m.push_str("|---|---:|---:|---:|---:|---:|---:|\n");
             }
             for r in &runs {
-                self.row(&mut m, r, wa);
+                self.row(&mut m, r, cols);
             }
             if load && self.repeat > 1 {
-                self.summary(&mut m, &runs, wa);
+                self.summary(&mut m, &runs, cols);
+            }
+            if load {
+                self.bands(&mut m, &runs);
             }
         }
         m
+    }
+
+    /// Each run's hit ratio by value size, when more than one size band
+    /// occurred, and the share of the gets each band had.
+    fn bands(&self, m: &mut String, runs: &[&RunResult]) {
+        let mut gets = [0u64; BANDS];
+        for b in runs.iter().flat_map(|r| &r.size_bands) {
+            if let Some(i) = BAND_LABELS.iter().position(|l| *l == b.band) {
+                gets[i] += b.gets;
+            }
+        }
+        let seen: Vec<usize> = (0..BANDS).filter(|&i| gets[i] > 0).collect();
+        if seen.len() < 2 {
+            return;
+        }
+        let _ = writeln!(m, "\nHit % by value size (KB = 1024 B, tops inclusive; single-key gets):\n");
+        m.push_str("| server |");
+        for &i in &seen {
+            let _ = write!(m, " {} |", BAND_LABELS[i]);
+        }
+        m.push_str("\n|---|");
+        m.push_str(&"---:|".repeat(seen.len()));
+        m.push('\n');
+        for r in runs {
+            let _ = write!(m, "| {} |", self.server_label(r));
+            for &i in &seen {
+                let hit = r.size_bands.iter().find(|b| b.band == BAND_LABELS[i]).map(|b| b.hit_ratio * 100.0);
+                let _ = write!(m, " {} |", opt(hit, 1));
+            }
+            m.push('\n');
+        }
+        let total: u64 = gets.iter().sum();
+        m.push_str("| share of gets |");
+        for &i in &seen {
+            let _ = write!(m, " {:.1}% |", gets[i] as f64 * 100.0 / total as f64);
+        }
+        m.push('\n');
+    }
+
+    fn server_label(&self, r: &RunResult) -> String {
+        match self.repeat {
+            1 => r.server.clone(),
+            _ => format!("{} ({})", r.server, r.round + 1),
+        }
     }
 
     /// Workload names in the order they ran.
@@ -219,12 +342,9 @@ impl Report {
         first_seen(self.runs.iter().map(|r| r.workload.name.as_str()))
     }
 
-    fn row(&self, m: &mut String, r: &RunResult, wa: bool) {
+    fn row(&self, m: &mut String, r: &RunResult, cols: Columns) {
         let rss = r.server_rss_bytes.map(|b| b as f64 / 1_048_576.0);
-        let server = match self.repeat {
-            1 => r.server.clone(),
-            _ => format!("{} ({})", r.server, r.round + 1),
-        };
+        let server = self.server_label(r);
         match (&r.workload.mode, &r.capacity) {
             (Mode::Capacity, Some(c)) => {
                 let _ = writeln!(
@@ -243,7 +363,7 @@ impl Report {
                 let l = r.latency_us;
                 let _ = write!(
                     m,
-                    "| {} | {} | {:.0} | {:.0} | {:.0} | {:.0} | {:.0} | {:.0} | {:.0} | {} | {} | {} | {} | {} |",
+                    "| {} | {} | {:.0} | {:.0} | {:.0} | {:.0} | {:.0} | {:.0} | {:.0} | {} |",
                     server,
                     r.protocol,
                     r.requests_per_sec,
@@ -254,12 +374,19 @@ impl Report {
                     l.p999,
                     l.max,
                     opt(r.hit_ratio.map(|h| h * 100.0), 1),
+                );
+                if cols.bh {
+                    let _ = write!(m, " {} |", opt(r.byte_hit_ratio.map(|h| h * 100.0), 1));
+                }
+                let _ = write!(
+                    m,
+                    " {} | {} | {} | {} |",
                     opt(r.server_cpu_us_per_op, 2),
                     r.server_system_share.map_or_else(|| "–".into(), |s| format!("{:.0}%", s * 100.0)),
                     opt(r.client_cpu_us_per_op, 2),
                     opt(rss, 0),
                 );
-                if wa {
+                if cols.wa {
                     let _ = write!(m, " {} |", opt(r.write_amplification, 2));
                 }
                 m.push('\n');
@@ -270,13 +397,15 @@ impl Report {
     /// Medians and ranges over the rounds, and each server's figures over
     /// memcached's from the same round (paired, so drift between rounds
     /// cancels).
-    fn summary(&self, m: &mut String, runs: &[&RunResult], wa: bool) {
+    fn summary(&self, m: &mut String, runs: &[&RunResult], cols: Columns) {
         let servers = servers_of(runs);
         let _ = writeln!(m, "\nOver {} rounds, median (min–max):\n", self.repeat);
         m.push_str("| server | server CPU µs/op | CPU ÷ memcached's | p99 µs | p99 ÷ memcached's | hit % |");
-        m.push_str(if wa { " write amp. |\n" } else { "\n" });
+        m.push_str(if cols.bh { " byte hit % |" } else { "" });
+        m.push_str(if cols.wa { " write amp. |\n" } else { "\n" });
         m.push_str("|---|---:|---:|---:|---:|---:|");
-        m.push_str(if wa { "---:|\n" } else { "\n" });
+        m.push_str(if cols.bh { "---:|" } else { "" });
+        m.push_str(if cols.wa { "---:|\n" } else { "\n" });
         let cpu = |r: &RunResult| r.server_cpu_us_per_op;
         let p99 = |r: &RunResult| Some(r.latency_us.p99);
         let hits = |r: &RunResult| r.hit_ratio.map(|h| h * 100.0);
@@ -292,7 +421,10 @@ impl Report {
                 spread(&paired_ratios(runs, server, p99), 2),
                 spread(&values(&mine, hits), 1),
             );
-            if wa {
+            if cols.bh {
+                let _ = write!(m, " {} |", spread(&values(&mine, |r| r.byte_hit_ratio.map(|h| h * 100.0)), 1));
+            }
+            if cols.wa {
                 let _ = write!(m, " {} |", spread(&values(&mine, |r| r.write_amplification), 2));
             }
             m.push('\n');
@@ -544,6 +676,10 @@ mod tests {
             client_cpu_us_per_op: None,
             server_rss_bytes: None,
             hit_ratio: None,
+            byte_hit_ratio: None,
+            requested_bytes: 0,
+            hit_bytes: 0,
+            size_bands: Vec::new(),
             write_amplification: None,
             capacity: None,
             round,
@@ -646,6 +782,82 @@ mod tests {
         let md = report.markdown();
         assert!(!md.contains("Over "), "{md}");
         assert!(md.contains("| strata | text |"), "{md}");
+    }
+
+    #[test]
+    fn size_bands_are_powers_of_four_tops_inclusive() {
+        let b = |len| BAND_LABELS[band_of(len)];
+        assert_eq!([b(0), b(100), b(1024)], ["≤1 KB"; 3]);
+        assert_eq!([b(1025), b(4096), b(4097)], ["1–4 KB", "1–4 KB", "4–16 KB"]);
+        assert_eq!([b(65536), b(65537)], ["16–64 KB", "64–256 KB"]);
+        assert_eq!([b(600 << 10), b(1 << 20), b((1 << 20) + 1)], ["256 KB–1 MB", "256 KB–1 MB", ">1 MB"]);
+        // Only the bands that occurred, with their bounds and ratios.
+        let mut t = [Bytes::default(); BANDS];
+        t[band_of(500)].count(500, true);
+        t[band_of(500)].count(500, false);
+        t[band_of(3000)].count(3000, true);
+        t[band_of(2000)].count(2000, false);
+        t[band_of(2000 << 20)].count(2000 << 20, true);
+        let bands = SizeBand::of(&t);
+        let got: Vec<(&str, u64, Option<u64>, u64, u64)> =
+            bands.iter().map(|b| (b.band.as_str(), b.min_bytes, b.max_bytes, b.gets, b.hits)).collect();
+        assert_eq!(
+            got,
+            [("≤1 KB", 0, Some(1024), 2, 1), ("1–4 KB", 1025, Some(4096), 2, 1), (">1 MB", 1048577, None, 1, 1)]
+        );
+        assert_eq!((bands[0].hit_ratio, bands[0].byte_hit_ratio), (0.5, Some(0.5)));
+        // A miss counts the bytes it would have returned: 3000 of 5000.
+        assert_eq!((bands[1].requested_bytes, bands[1].hit_bytes, bands[1].byte_hit_ratio), (5000, 3000, Some(0.6)));
+    }
+
+    /// A hit-ratio run: `hits` of 10 gets per band (≤1 KB, 16–64 KB) and
+    /// the byte ratio they make.
+    fn hit_run(server: &str, round: u32, hits: [u64; 2]) -> RunResult {
+        let mut r = run(server, round, 1.0, 1.0);
+        r.workload.mode = Mode::HitRatio;
+        let mut t = [Bytes::default(); BANDS];
+        for (len, h) in [(500, hits[0]), (40_000, hits[1])] {
+            for i in 0..10 {
+                t[band_of(len)].count(len, i < h);
+            }
+        }
+        r.hit_ratio = Some((hits[0] + hits[1]) as f64 / 20.0);
+        r.requested_bytes = t.iter().map(|b| b.requested).sum();
+        r.hit_bytes = t.iter().map(|b| b.hit).sum();
+        r.byte_hit_ratio = Some(r.hit_bytes as f64 / r.requested_bytes as f64);
+        r.size_bands = SizeBand::of(&t);
+        r
+    }
+
+    #[test]
+    fn byte_hit_ratio_and_bands_in_the_tables() {
+        let md = report(1, vec![hit_run("strata", 0, [10, 5]), hit_run("memcached", 0, [8, 2])]).markdown();
+        assert!(md.contains("| max | hit % | byte hit % | server CPU µs/op |"), "{md}");
+        assert!(md.contains("|---:|---:|---:|---:|---:|---:|\n| strata"), "{md}");
+        // 75% of requests, but (5000 + 200000) / 405000 = 50.6% of bytes.
+        assert!(md.contains("| 75.0 | 50.6 | 1.00 |"), "{md}");
+        assert!(md.contains("| 50.0 | 20.7 | 1.00 |"), "{md}");
+        let bands = "| server | ≤1 KB | 16–64 KB |\n|---|---:|---:|\n| strata | 100.0 | 50.0 |\n\
+                     | memcached | 80.0 | 20.0 |\n| share of gets | 50.0% | 50.0% |\n";
+        assert!(md.contains(bands), "{md}");
+        // Both columns counted from the header match each row.
+        for line in md.lines().filter(|l| l.starts_with('|')).take(4) {
+            assert_eq!(line.matches('|').count(), 16, "{line}");
+        }
+        // One band only: no band table; no single-key gets: no byte column.
+        let mut one = hit_run("strata", 0, [10, 5]);
+        one.size_bands.truncate(1);
+        let md = report(1, vec![one]).markdown();
+        assert!(md.contains("byte hit %") && !md.contains("share of gets"), "{md}");
+        let md = report(1, vec![run("strata", 0, 1.0, 1.0)]).markdown();
+        assert!(!md.contains("byte hit %") && !md.contains("share of gets"), "{md}");
+        // Rounds: the summary has the byte ratio's median and range, the
+        // band table a row per run.
+        let runs = vec![hit_run("strata", 0, [10, 5]), hit_run("strata", 1, [10, 7])];
+        let md = report(2, runs).markdown();
+        assert!(md.contains("| hit % | byte hit % |\n|---|---:|---:|---:|---:|---:|---:|\n"), "{md}");
+        assert!(md.contains("| 80.0 (75.0–85.0) | 60.5 (50.6–70.4) |\n"), "{md}");
+        assert!(md.contains("| strata (2) | 100.0 | 70.0 |\n"), "{md}");
     }
 
     #[test]
