@@ -325,6 +325,12 @@ pub fn run(cfg: ServerConfig, store: Arc<Store>) -> Result<(), ServerError> {
         (0..threads + udp_sockets.len()).map(|_| Arc::new(stats::WorkerStats::default())).collect();
     let watchers: Arc<watch::Watchers> = Arc::default();
     store.on_evict(watchers.clone());
+    {
+        // A writer that finds every segment held by workers' half-filled
+        // ones wakes them so that idle ones seal theirs.
+        let wakes = wakes.clone();
+        store.on_starved(Box::new(move || wakes.iter().for_each(|w| w.wake())));
+    }
     let shared = Arc::new(Shared {
         verbosity: AtomicU32::new(cfg.verbosity),
         replies: Arc::new(ReplyBudget { limit: cfg.reply_budget, ..ReplyBudget::default() }),

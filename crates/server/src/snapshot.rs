@@ -324,7 +324,8 @@ fn seal_workers(shared: &Shared, wakes: &[Arc<Wake>]) {
     }
 }
 
-/// Called by a worker between turns: seals its segments if a snapshot asked.
+/// Called by a worker between turns: seals its segments if a snapshot
+/// asked, or a writer found no segment to take (`Store::on_starved`).
 #[inline]
 pub(crate) fn seal_if_asked(shared: &Shared, stats: &WorkerStats, store: &mut strata_store::Worker) {
     let want = shared.seal_gen.load(Acquire);
@@ -332,4 +333,5 @@ pub(crate) fn seal_if_asked(shared: &Shared, stats: &WorkerStats, store: &mut st
         store.seal_active();
         stats.sealed.store(want, Release);
     }
+    store.seal_if_starved();
 }

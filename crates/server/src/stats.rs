@@ -240,6 +240,11 @@ fn general(shared: &Shared) -> Snapshot {
     s.counter("strata_segments_evicted", "Segments freed by evicting live items.", st.segments_evicted);
     s.counter("strata_segments_reclaimed", "Segments freed without evicting.", st.segments_reclaimed);
     s.counter("strata_items_reinserted", "Items copied forward by eviction or the cleaner.", st.reinserted);
+    s.counter(
+        "strata_alloc_last_resort",
+        "Segment allocations that had to seal half-filled segments, evict read items or wait for one.",
+        st.alloc_last_resort,
+    );
     s.gauge(
         "strata_reply_bytes_charged",
         "Unread reply bytes beyond each connection's 64 KiB, counted against -o read_buf_mem_limit.",

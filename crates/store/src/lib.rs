@@ -68,6 +68,8 @@ mod aio_tests;
 #[cfg(all(test, not(miri)))]
 mod compress_tests;
 #[cfg(test)]
+mod pressure_tests;
+#[cfg(test)]
 mod tests;
 #[cfg(all(test, not(miri)))]
 mod tier_tests;

@@ -279,7 +279,27 @@ pub(crate) struct Active {
     /// The cleaner may take segments a running snapshot holds: the last
     /// resort before a write fails (see `alloc_segment`).
     pub(crate) take_held: bool,
+    /// The last resort before a write fails (`evict.rs`): eviction copies
+    /// nothing forward, and the writer may take the cleaner's reserve.
+    pub(crate) last_resort: bool,
+    /// Bytes eviction may still copy forward: a fifth of what this worker
+    /// writes, a quarter of the segments at most banked (`evict.rs`,
+    /// "What eviction copies").
+    pub(crate) copy_credit: usize,
+    /// The store's `starved` count this worker last sealed for.
+    pub(crate) starve_seen: u64,
 }
+
+/// Copy-forward credit a worker may bank: a quarter of the segments, and
+/// at least this many. Read items come in runs (a burst of reads, the
+/// segments the cleaner filled with them), and a run evicted back to back
+/// is kept whole if the writes before it paid for it; over a fill many
+/// times memory the bound holds all the same.
+pub(crate) const COPY_CREDIT_SEGMENTS: usize = 2;
+
+/// Eviction copies forward at most one byte per this many bytes written:
+/// write amplification from eviction stays at or under 1.2.
+pub(crate) const COPY_CREDIT_DIV: usize = 5;
 
 impl Active {
     /// Reserves `len` bytes in the active segment of `class` for an item
@@ -295,6 +315,9 @@ impl Active {
         if len > st.arena.segment_size() {
             return Err(StoreError::TooLarge);
         }
+        self.seal_if_starved(st);
+        let most = (st.segment_budget() as usize / 4).max(COPY_CREDIT_SEGMENTS) * st.arena.segment_size();
+        self.copy_credit = (self.copy_credit + len / COPY_CREDIT_DIV).min(most);
         if let Some(seg) = self.segs[class] {
             let m = &st.segs[seg as usize];
             let w = m.write_off.load(Relaxed) as usize;
@@ -311,6 +334,29 @@ impl Active {
         st.segs[seg as usize].write_off.store(len as u32, Release);
         st.note_written(seg, 0, time);
         Ok((seg, 0))
+    }
+
+    /// Seals every active segment and copy target if a writer starved
+    /// since this worker last looked (one relaxed load when none did).
+    pub(crate) fn seal_if_starved(&mut self, st: &Store) {
+        let starved = st.starved.load(Relaxed);
+        if starved != self.starve_seen {
+            self.starve_seen = starved;
+            self.seal_all(st);
+        }
+    }
+
+    /// Puts every segment this worker writes on a queue.
+    pub(crate) fn seal_all(&mut self, st: &Store) {
+        for seg in self.segs.iter_mut().filter_map(Option::take) {
+            st.seal(seg, Queue::Small);
+        }
+        let [small, main] = &mut self.targets;
+        for (t, q) in [(small.take(), Queue::Small), (main.take(), Queue::Main)] {
+            if let Some(t) = t {
+                st.seal(t, q);
+            }
+        }
     }
 
     /// Gives back the latest reservation (nothing was linked there).

@@ -54,6 +54,8 @@ pub(crate) struct Counters {
     pub expired_unfetched: AtomicU64,
     pub expired_unlinked: AtomicU64,
     pub reinserted: AtomicU64,
+    /// Allocations that reached the last resort (`evict.rs`).
+    pub alloc_last_resort: AtomicU64,
     pub segments_evicted: AtomicU64,
     pub segments_reclaimed: AtomicU64,
     pub decompress_errors: AtomicU64,
@@ -125,6 +127,13 @@ pub struct Store {
     /// A snapshot is being taken: segments sealed now are held for it
     /// (see `image.rs`, "Holds").
     pub(crate) snapshotting: std::sync::atomic::AtomicBool,
+    /// Bumped by a writer that found no segment to take: every worker
+    /// seals its active segments and copy targets before its next write
+    /// (`Active::reserve`, [`Worker::seal_if_starved`]), so that what they
+    /// hold can be evicted (`evict.rs`, "The last resort").
+    pub(crate) starved: AtomicU64,
+    /// Wakes the workers so that idle ones seal too ([`Store::on_starved`]).
+    pub(crate) starve_hook: std::sync::OnceLock<Box<dyn Fn() + Send + Sync>>,
 }
 
 /// Who is told of evictions ([`Store::on_evict`]).
@@ -156,7 +165,15 @@ impl Store {
         if cfg.item_size_max < 1024 {
             return Err(ConfigError::Invalid("item size limit below 1 KiB"));
         }
-        let seg_size = if cfg.segment_size == 0 { cfg.item_size_max.max(1 << 20) } else { cfg.segment_size };
+        // 1 MiB, or the largest item if larger; under a small `-m`, small
+        // enough that the limit holds at least two (every `-m` that `-I`
+        // allows, `-I` at most half of it, runs).
+        let seg_size = if cfg.segment_size == 0 {
+            let fits = (cfg.memory_limit / 2).checked_next_power_of_two().map_or(1 << 20, |p| p / 2).max(1);
+            cfg.item_size_max.max(fits.min(1 << 20))
+        } else {
+            cfg.segment_size
+        };
         if seg_size < cfg.item_size_max || seg_size > u32::MAX as usize / 2 {
             return Err(ConfigError::Invalid("segment size must hold the largest item"));
         }
@@ -224,6 +241,8 @@ impl Store {
             evicted_age: AtomicU32::new(0),
             evict_hook: std::sync::OnceLock::new(),
             snapshotting: std::sync::atomic::AtomicBool::new(false),
+            starved: AtomicU64::new(0),
+            starve_hook: std::sync::OnceLock::new(),
             workers: AtomicUsize::new(0),
             codec,
             journal: std::sync::OnceLock::new(),
@@ -248,6 +267,9 @@ impl Store {
             flash: Default::default(),
             force_out: false,
             take_held: false,
+            last_resort: false,
+            copy_credit: 0,
+            starve_seen: self.starved.load(Relaxed),
         };
         Worker {
             store: self.clone(),
@@ -561,6 +583,7 @@ impl Store {
             s.expired_unfetched += c.expired_unfetched.load(Relaxed);
             s.expired_unlinked += c.expired_unlinked.load(Relaxed);
             s.reinserted += c.reinserted.load(Relaxed);
+            s.alloc_last_resort += c.alloc_last_resort.load(Relaxed);
             s.segments_evicted += c.segments_evicted.load(Relaxed);
             s.segments_reclaimed += c.segments_reclaimed.load(Relaxed);
             s.bytes_stored += c.bytes_stored.load(Relaxed);
@@ -590,6 +613,13 @@ impl Store {
         let _ = self.evict_hook.set(watcher);
     }
 
+    /// Sets what wakes the workers when a writer finds no segment it may
+    /// take: each then calls [`Worker::seal_if_starved`] between requests,
+    /// so that an idle worker's half-filled segments can be evicted too.
+    pub fn on_starved(&self, wake: Box<dyn Fn() + Send + Sync>) {
+        let _ = self.starve_hook.set(wake);
+    }
+
     /// Zeroes the counters `stats reset` resets.
     pub fn reset_stats(&self) {
         for c in self.counters.lock().iter() {
@@ -603,6 +633,7 @@ impl Store {
                 &c.expired_unfetched,
                 &c.expired_unlinked,
                 &c.reinserted,
+                &c.alloc_last_resort,
                 &c.bytes_stored,
                 &c.bytes_copied,
                 &c.segments_cleaned,

@@ -377,6 +377,10 @@ pub struct StoreStats {
     pub evicted_age: u32,
     pub expired_unlinked: u64,
     pub reinserted: u64,
+    /// Allocations that found no segment the usual way and took the last
+    /// resort (sealing half-filled segments, evicting read items, waiting
+    /// for pins and the other workers).
+    pub alloc_last_resort: u64,
     pub segments_evicted: u64,
     pub segments_reclaimed: u64,
     /// Bytes of items written by clients' requests (header, key, value).

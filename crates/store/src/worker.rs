@@ -7,7 +7,6 @@ use std::sync::Arc;
 
 use strata_compress::{Codec, CompressError, Ctx};
 
-use crate::image::Queue;
 use crate::index::{slot, Loc};
 use crate::segments::Active;
 use crate::store::Store;
@@ -98,15 +97,14 @@ impl Worker {
     /// segments only, and a segment being written has no consistent image.
     /// The next write opens new segments (with higher epochs).
     pub fn seal_active(&mut self) {
-        for seg in self.active.segs.iter_mut().filter_map(Option::take) {
-            self.store.seal(seg, Queue::Small);
-        }
-        let [small, main] = &mut self.active.targets;
-        for (t, q) in [(small.take(), Queue::Small), (main.take(), Queue::Main)] {
-            if let Some(t) = t {
-                self.store.seal(t, q);
-            }
-        }
+        self.active.seal_all(&self.store);
+    }
+
+    /// Seals this worker's segments if a writer found none to take since
+    /// it last looked: for a worker between requests, which would
+    /// otherwise hold them until its next write (`Store::on_starved`).
+    pub fn seal_if_starved(&mut self) {
+        self.active.seal_if_starved(&self.store);
     }
 }
 

@@ -1,0 +1,190 @@
+//! The store under memory pressure: with eviction allowed, a write whose
+//! item fits `-I` is never refused for memory, at any `-m` that `-I` allows
+//! (`-I` ≤ `-m`/2), whatever was read, pinned or held, in any TTL class
+//! (`evict.rs`, "The last resort"); and eviction's copying forward stays
+//! bounded on a write-once fill.
+
+use crate::testing::{proptest_config, scaled};
+use crate::*;
+use proptest::prelude::*;
+use std::sync::Arc;
+
+/// The largest segment the server makes (1 MiB unless `-I` is larger),
+/// smaller under Miri.
+fn segment() -> usize {
+    scaled(1 << 20, 16 << 10)
+}
+
+/// A store as `strata -m <mem> -I <item_max>` makes it.
+fn store(mem: usize, item_max: usize, evictions: bool) -> (Arc<Store>, Worker) {
+    crate::tests::store_of(Config {
+        memory_limit: mem,
+        item_size_max: item_max,
+        // The server's rule (`Store::new`), except under Miri.
+        segment_size: if cfg!(miri) { segment().max(item_max) } else { 0 },
+        unlocked_read_min: item_max / 8,
+        evictions,
+        ..Config::default()
+    })
+}
+
+#[derive(Debug, Clone)]
+enum Op {
+    /// Key, value size as a share of the largest (per mille), TTL class.
+    Set(u8, u16, u8),
+    Get(u8),
+    /// Holds a large-value read (a pinned segment) until the next `Pin` or `Unpin`.
+    Pin(u8),
+    Unpin,
+    /// A snapshot begins or ends: sealed segments are held meanwhile.
+    Snapshot(bool),
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    prop_oneof![
+        6 => (any::<u8>(), 0..=1000u16, 0..4u8).prop_map(|(k, v, c)| Op::Set(k, v, c)),
+        4 => any::<u8>().prop_map(Op::Get),
+        1 => any::<u8>().prop_map(Op::Pin),
+        1 => Just(Op::Unpin),
+        1 => any::<bool>().prop_map(Op::Snapshot),
+    ]
+}
+
+/// TTLs that put items in four different TTL classes.
+const TTLS: [u32; 4] = [0, 30, 200, 5000];
+
+fn run(item_max: usize, mem: usize, ops: &[Op]) -> Result<(), TestCaseError> {
+    let (s, mut w) = store(mem, item_max, true);
+    // The largest value an item of `item_max` bytes holds (key and header).
+    let largest = item_max - 64;
+    let mut pinned: Option<Fetch> = None;
+    for (i, op) in ops.iter().enumerate() {
+        match *op {
+            Op::Set(k, share, class) => {
+                let len = (largest * usize::from(share) / 1000).max(1);
+                let value = vec![k; len];
+                let exp = s.clock().expiry(i64::from(TTLS[usize::from(class)]));
+                let got = w.set(SetOp::Set, format!("key{k}").as_bytes(), 0, exp, &value);
+                prop_assert_eq!(
+                    got,
+                    Ok(StoreOutcome::Stored),
+                    "op {}: set of {} bytes, -m {} -I {}",
+                    i,
+                    len,
+                    mem,
+                    item_max
+                );
+            }
+            Op::Get(k) => {
+                let _ = w.get(format!("key{k}").as_bytes(), |it| it.value.len());
+            }
+            Op::Pin(k) => {
+                pinned = None;
+                if let Ok(Found::Fetch(f)) = w.find(format!("key{k}").as_bytes(), &ReadOpts::GET, |_| ()) {
+                    pinned = Some(f);
+                }
+            }
+            Op::Unpin => pinned = None,
+            Op::Snapshot(true) => s.hold_for_snapshot(),
+            Op::Snapshot(false) => s.release_snapshot(),
+        }
+    }
+    drop(pinned);
+    Ok(())
+}
+
+proptest! {
+    #![proptest_config(proptest_config(48, 3))]
+    #[test]
+    fn with_eviction_no_write_that_fits_is_refused_for_memory(
+        item_div in 0..3u32,
+        extra in 0..6usize,
+        ops in proptest::collection::vec(op(), 1..scaled(300, 40)),
+    ) {
+        let item_max = segment() >> item_div;
+        // From the least `-I` allows (twice the item size) up.
+        let mem = 2 * item_max + extra * segment() / 2;
+        run(item_max, mem, &ops)?;
+    }
+}
+
+/// The reproduction in issue 31: at `-m 48`, five 400 KB sets then a
+/// hundred 573 KB sets, each read back at once.
+#[test]
+fn large_values_read_back_after_each_set_are_all_stored() {
+    let seg = segment();
+    let (s, mut w) = store(48 * seg, seg, true);
+    let sizes = std::iter::repeat_n(seg * 400 / 1024, 5).chain(std::iter::repeat_n(seg * 573 / 1024, scaled(100, 20)));
+    for (i, len) in sizes.enumerate() {
+        let key = format!("k{i}");
+        assert_eq!(w.set(SetOp::Set, key.as_bytes(), 0, 0, &vec![b'v'; len]), Ok(StoreOutcome::Stored), "set {i}");
+        assert_eq!(w.get(key.as_bytes(), |it| it.value.len()), Some(len));
+    }
+    let st = s.stats();
+    let wa = (st.bytes_stored + st.bytes_copied) as f64 / st.bytes_stored as f64;
+    assert!(wa <= 1.2, "write amplification {wa:.2} on a write-once fill: {st:?}");
+}
+
+/// At `-m 3`, 65 KB values read back after each set: memcached stores
+/// every one, evicting.
+#[test]
+fn a_tiny_store_keeps_taking_values_it_must_evict_for() {
+    let seg = segment();
+    let (s, mut w) = store(3 * seg, seg, true);
+    for i in 0..scaled(100, 30) {
+        let key = format!("k{i}");
+        assert_eq!(w.set(SetOp::Set, key.as_bytes(), 0, 0, &vec![b'v'; seg / 16]), Ok(StoreOutcome::Stored), "set {i}");
+        assert!(w.get(key.as_bytes(), |_| ()).is_some());
+    }
+    let st = s.stats();
+    assert!(st.bytes_copied * 5 <= st.bytes_stored + st.bytes_stored / 20, "eviction copied a fifth or less: {st:?}");
+}
+
+/// A worker that wrote into several TTL classes holds a half-filled
+/// segment for each; another worker that needs one gets it once the first
+/// seals (between its requests, as the server's workers do when woken).
+#[test]
+fn an_idle_workers_segments_are_sealed_for_a_starved_writer() {
+    let seg = segment();
+    let (s, mut a) = store(4 * seg, seg / 2, true);
+    let mut idle = s.worker();
+    for (i, ttl) in TTLS.iter().enumerate() {
+        let exp = s.clock().expiry(i64::from(*ttl));
+        assert_eq!(idle.set(SetOp::Set, format!("idle{i}").as_bytes(), 0, exp, b"v"), Ok(StoreOutcome::Stored));
+    }
+    let woken = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    {
+        let woken = woken.clone();
+        s.on_starved(Box::new(move || woken.store(true, std::sync::atomic::Ordering::Relaxed)));
+    }
+    let idler = {
+        let (woken, stop) = (woken.clone(), stop.clone());
+        std::thread::spawn(move || {
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                if woken.swap(false, std::sync::atomic::Ordering::Relaxed) {
+                    idle.seal_if_starved();
+                }
+                std::thread::yield_now();
+            }
+        })
+    };
+    for i in 0..scaled(40, 12) {
+        let got = a.set(SetOp::Set, format!("k{i}").as_bytes(), 0, 0, &vec![b'v'; seg / 3]);
+        assert_eq!(got, Ok(StoreOutcome::Stored), "set {i}");
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    assert!(idler.join().is_ok());
+    assert!(s.stats().alloc_last_resort > 0, "the test reached the case it is about");
+}
+
+/// With `-M` the last resort is not taken: a full store refuses.
+#[test]
+fn without_eviction_a_full_store_still_refuses() {
+    let seg = segment();
+    let (_s, mut w) = store(3 * seg, seg / 4, false);
+    let refused = (0..scaled(40, 12))
+        .map(|i| w.set(SetOp::Set, format!("k{i}").as_bytes(), 0, 0, &vec![b'v'; seg / 5]))
+        .any(|r| r == Err(StoreError::OutOfMemory));
+    assert!(refused);
+}
