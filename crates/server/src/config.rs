@@ -93,6 +93,10 @@ pub struct ServerConfig {
     /// `-o idle_timeout=`: seconds a connection may go without completing
     /// a request before it is closed (0: never).
     pub idle_timeout: u32,
+    /// Reclaim memory on a background thread ahead of the writers
+    /// (default; memcached's `-o lru_maintainer`), or only on the
+    /// writers' own time (`-o no_lru_maintainer`).
+    pub background_reclaim: bool,
     /// `-o read_buf_mem_limit=`: bytes of unread replies across all
     /// connections beyond each one's allowance (0: no limit).
     pub reply_budget: usize,
@@ -132,6 +136,7 @@ impl Default for ServerConfig {
             user: None,
             pid_file: None,
             idle_timeout: 0,
+            background_reclaim: true,
             reply_budget: 64 << 20,
         }
     }

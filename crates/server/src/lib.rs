@@ -410,6 +410,12 @@ pub fn run(cfg: ServerConfig, store: Arc<Store>) -> Result<(), ServerError> {
             }
         })?
     };
+    let reclaimer = if shared.cfg.background_reclaim {
+        let r = shared.store.reclaimer();
+        Some(std::thread::Builder::new().name("reclaim".into()).spawn(move || r.run(Duration::from_millis(10)))?)
+    } else {
+        None
+    };
     let wal_writer = match snapshots.as_ref().and_then(|s| s.cfg.wal.clone()) {
         Some(wal) => {
             let wakes = wakes.clone();
@@ -560,6 +566,11 @@ pub fn run(cfg: ServerConfig, store: Arc<Store>) -> Result<(), ServerError> {
     }
     for h in handles {
         let _ = h.join();
+    }
+    // Before the shutdown snapshot: the reclaimer seals its copy targets.
+    if let Some(t) = reclaimer {
+        shared.store.stop_reclaimer();
+        let _ = t.join();
     }
     ticker.thread().unpark();
     let _ = ticker.join();

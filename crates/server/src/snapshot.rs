@@ -310,6 +310,7 @@ pub(crate) fn stop(snaps: &Snapshots) {
 /// a second: a worker stuck that long in one turn only makes the
 /// snapshot miss its latest writes.
 fn seal_workers(shared: &Shared, wakes: &[Arc<Wake>]) {
+    shared.store.seal_reclaimer();
     let gen = shared.seal_gen.fetch_add(1, Release) + 1;
     for w in wakes {
         w.wake();

@@ -245,6 +245,12 @@ fn general(shared: &Shared) -> Snapshot {
         "Segment allocations that had to seal half-filled segments, evict read items or wait for one.",
         st.alloc_last_resort,
     );
+    s.counter(
+        "strata_reclaim_inline",
+        "Segment allocations that found none free and reclaimed on the request's time (background reclaimer on).",
+        st.reclaim_inline,
+    );
+    s.counter("strata_reclaim_background", "Segments the background reclaimer freed.", st.reclaim_background);
     s.gauge(
         "strata_reply_bytes_charged",
         "Unread reply bytes beyond each connection's 64 KiB, counted against -o read_buf_mem_limit.",

@@ -120,6 +120,14 @@ const STARVE_WAIT: std::time::Duration = std::time::Duration::from_secs(1);
 /// misses out evicts, or with `-M` fails its write.
 pub(crate) const RESERVE_SEGMENTS: usize = 1;
 
+/// Free segments the background reclaimer keeps ahead of the writers
+/// (`reclaim.rs`): one per worker of two, so that both may take one at
+/// once without reclaiming on a request's time.
+pub(crate) const RECLAIM_AHEAD: usize = 2;
+
+/// Of those, how many it frees by eviction (the rest only by cleaning).
+pub(crate) const EVICT_AHEAD: usize = 1;
+
 /// Eviction order, after S3-FIFO (Yang et al., SOSP 2023) at segment
 /// granularity: new writes are sealed into `small`, and an item there that
 /// was not read by the time its segment is evicted goes at once, so the
@@ -158,7 +166,7 @@ pub(crate) enum Clear {
 }
 
 /// What one allocation step decided, under the eviction mutex.
-enum Step {
+pub(crate) enum Step {
     /// A segment from the free list.
     Fresh(u32),
     /// A victim, off its queue and owned by this worker, to clear.
@@ -274,7 +282,7 @@ impl Store {
     }
 
     /// Decides this allocation step (see the module doc for the order).
-    fn step(&self, ev: &mut Evict, active: &Active) -> Option<Step> {
+    pub(crate) fn step(&self, ev: &mut Evict, active: &Active) -> Option<Step> {
         let seg_size = self.arena.segment_size();
         let survey = self.survey(ev, active.take_held);
         // Worth cleaning only if it frees something, and only if its items
@@ -290,8 +298,13 @@ impl Store {
             Self::take(ev, s);
             return Some(Step::Victim(s, Clear::Clean(q)));
         }
-        // 2. Fresh memory.
-        if let Some(s) = self.pop_free(!active.last_resort) {
+        // 2. Fresh memory (the reclaimer makes free segments, it takes none;
+        // it goes on only while fewer than it keeps ahead are free).
+        if active.background {
+            if self.spare_ahead() >= RECLAIM_AHEAD {
+                return None;
+            }
+        } else if let Some(s) = self.pop_free(!active.last_resort) {
             return Some(Step::Fresh(s));
         }
         // 3. A dead segment.
@@ -309,8 +322,10 @@ impl Store {
             Self::take(ev, s);
             return Some(Step::Victim(s, Clear::Clean(q)));
         }
-        // 5. Evict.
-        if !self.cfg.evictions {
+        // 5. Evict. The reclaimer evicts ahead for one segment only: each
+        // segment kept free ahead is one less holding items, and the
+        // cleaner (which loses nothing) may keep more free.
+        if !self.cfg.evictions || (active.background && self.spare_ahead() >= EVICT_AHEAD) {
             return None;
         }
         let sealed = ev.small.len() + ev.main.len();
@@ -331,6 +346,20 @@ impl Store {
     /// takes memory, and a copy target that dipped into the reserve is
     /// refilled first.
     pub(crate) fn alloc_segment(&self, active: &mut Active) -> Result<u32, StoreError> {
+        if self.reclaiming.load(Relaxed) {
+            // The reclaimer keeps segments free ahead of the writers: take
+            // one, and only reclaim here (counted) if it fell behind.
+            self.give_credit(active);
+            if let Some(s) = self.pop_free(true) {
+                self.open_segment(s);
+                if self.spare_ahead() < RECLAIM_AHEAD {
+                    self.kick_reclaimer();
+                }
+                return Ok(s);
+            }
+            bump(&active.counters.reclaim_inline);
+            self.kick_reclaimer();
+        }
         if let Some(s) = self.alloc_steps(active) {
             return Ok(s);
         }
@@ -406,36 +435,48 @@ impl Store {
     fn alloc_steps(&self, active: &mut Active) -> Option<u32> {
         for _ in 0..STEPS_PER_ALLOC {
             let step = self.step(&mut self.evict.lock(), active);
-            let victim = match step {
+            match step {
                 Some(Step::Fresh(s)) => {
                     self.open_segment(s);
                     return Some(s);
                 }
                 Some(Step::Victim(s, how)) => {
-                    if !self.clear_segment(s, how, active) {
-                        // -M and nowhere to move a live item: the victim
-                        // keeps it and goes back; nothing is freed.
-                        self.seal(s, if let Clear::Clean(q) = how { q } else { Queue::Small });
+                    if !self.free_victim(s, how, active) {
                         break;
                     }
-                    s
                 }
                 None => break,
-            };
-            if victim >= self.limit_segs.load(Relaxed) {
-                // Above a lowered limit: retire it instead of reusing it.
-                self.retire(victim, &self.parked);
-            } else if self.over_paged() {
-                // The index has grown into the segments' share of the limit.
-                self.retire(victim, &self.free);
-            } else {
-                self.unuse(victim, &self.free);
             }
         }
         // The bound ran out with segments just freed: take one.
         let s = self.pop_free(!active.last_resort)?;
         self.open_segment(s);
         Some(s)
+    }
+
+    /// Clears a victim taken off its queue and puts it on the free list;
+    /// false (with `-M` only) if a live item had nowhere to go, and then
+    /// it goes back on its queue.
+    pub(crate) fn free_victim(&self, victim: u32, how: Clear, active: &mut Active) -> bool {
+        if !self.clear_segment(victim, how, active) {
+            self.seal(victim, if let Clear::Clean(q) = how { q } else { Queue::Small });
+            return false;
+        }
+        if victim >= self.limit_segs.load(Relaxed) {
+            // Above a lowered limit: retire it instead of reusing it.
+            self.retire(victim, &self.parked);
+        } else if self.over_paged() {
+            // The index has grown into the segments' share of the limit.
+            self.retire(victim, &self.free);
+        } else {
+            self.unuse(victim, &self.free);
+        }
+        true
+    }
+
+    /// Free segments a writer may take (beyond the cleaner's reserve).
+    pub(crate) fn spare_ahead(&self) -> usize {
+        self.spare().saturating_sub(RESERVE_SEGMENTS)
     }
 
     /// Segments that may still be taken into use: within the budget (the

@@ -16,7 +16,8 @@
 //! - `timelog`: per-segment write times.
 //! - `store`: the shared state and the helpers every operation uses.
 //! - `segments`: segments, the memory budget, TTL classes, reservations.
-//! - `evict`: the cleaner and eviction.
+//! - `evict`: the cleaner and eviction; `reclaim`: the background
+//!   reclaimer that runs them ahead of the writers.
 //! - `read`, `write`: the operations; `worker`: the per-thread handle.
 //! - `journal`: client changes reported to the durability log, and replayed.
 //! - `tier`: the flash tier, store side: evicted items to flash, and
@@ -35,6 +36,7 @@ mod index;
 mod item;
 mod journal;
 mod read;
+mod reclaim;
 mod segments;
 mod store;
 mod tier;
@@ -48,6 +50,7 @@ pub use image::{Queue, RestoreError, Restored, Sealed, SegmentImage, StoreImage}
 pub use index::hash_power_for;
 pub use journal::{Journal, ReplayError};
 pub use read::{Fetch, Found};
+pub use reclaim::Reclaimer;
 pub use store::{Evicted, EvictionWatcher, Store};
 pub use tier::{FlashImage, FlashRestored};
 pub use types::{

@@ -188,3 +188,42 @@ fn without_eviction_a_full_store_still_refuses() {
         .any(|r| r == Err(StoreError::OutOfMemory));
     assert!(refused);
 }
+
+/// With the background reclaimer running, writers find segments free: a
+/// fill several times memory is reclaimed almost wholly on its thread,
+/// and what is read stays as it does without it.
+#[test]
+#[cfg_attr(miri, ignore = "runs a thread that waits on a clock: too slow under Miri")]
+fn the_background_reclaimer_frees_segments_ahead_of_the_writer() {
+    let seg = 64 << 10;
+    let (s, mut w) = crate::tests::store_of(Config {
+        memory_limit: 32 * seg,
+        segment_size: seg,
+        item_size_max: 16 << 10,
+        hash_power: 10,
+        ..Config::default()
+    });
+    let reclaimer = s.reclaimer();
+    let thread = std::thread::spawn(move || reclaimer.run(std::time::Duration::from_millis(1)));
+    let value = vec![b'v'; 1000];
+    let n = 8 * 32 * seg / 1000;
+    for i in 0..n {
+        assert_eq!(w.set(SetOp::Set, format!("k{i}").as_bytes(), 0, 0, &value), Ok(StoreOutcome::Stored));
+        if i % 32 == 0 {
+            // Writes arrive at a pace (a request at a time off the
+            // network), not in a loop: the reclaimer gets its turn.
+            std::thread::sleep(std::time::Duration::from_micros(200));
+        }
+        if i % 10 == 0 {
+            assert!(w.get(b"k0", |_| ()).is_some(), "a key read all along is kept");
+        }
+    }
+    s.stop_reclaimer();
+    assert!(thread.join().is_ok());
+    let st = s.stats();
+    assert!(st.evictions > 0, "{st:?}");
+    assert!(st.reclaim_background > 0, "{st:?}");
+    // Of the allocations after memory filled (about 7 × 32), the writer
+    // made few itself.
+    assert!(st.reclaim_inline * 4 < st.reclaim_background, "{st:?}");
+}

@@ -288,6 +288,8 @@ pub(crate) struct Active {
     pub(crate) copy_credit: usize,
     /// The store's `starved` count this worker last sealed for.
     pub(crate) starve_seen: u64,
+    /// The background reclaimer's: makes free segments, takes none.
+    pub(crate) background: bool,
 }
 
 /// Copy-forward credit a worker may bank: a quarter of the segments, and

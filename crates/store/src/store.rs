@@ -56,6 +56,9 @@ pub(crate) struct Counters {
     pub reinserted: AtomicU64,
     /// Allocations that reached the last resort (`evict.rs`).
     pub alloc_last_resort: AtomicU64,
+    /// With the background reclaimer: allocations that found no free
+    /// segment and reclaimed on the request's time.
+    pub reclaim_inline: AtomicU64,
     pub segments_evicted: AtomicU64,
     pub segments_reclaimed: AtomicU64,
     pub decompress_errors: AtomicU64,
@@ -134,6 +137,9 @@ pub struct Store {
     pub(crate) starved: AtomicU64,
     /// Wakes the workers so that idle ones seal too ([`Store::on_starved`]).
     pub(crate) starve_hook: std::sync::OnceLock<Box<dyn Fn() + Send + Sync>>,
+    /// A background reclaimer runs (`reclaim.rs`).
+    pub(crate) reclaiming: std::sync::atomic::AtomicBool,
+    pub(crate) reclaim: crate::reclaim::Shared,
 }
 
 /// Who is told of evictions ([`Store::on_evict`]).
@@ -243,6 +249,8 @@ impl Store {
             snapshotting: std::sync::atomic::AtomicBool::new(false),
             starved: AtomicU64::new(0),
             starve_hook: std::sync::OnceLock::new(),
+            reclaiming: std::sync::atomic::AtomicBool::new(false),
+            reclaim: Default::default(),
             workers: AtomicUsize::new(0),
             codec,
             journal: std::sync::OnceLock::new(),
@@ -270,6 +278,7 @@ impl Store {
             last_resort: false,
             copy_credit: 0,
             starve_seen: self.starved.load(Relaxed),
+            background: false,
         };
         Worker {
             store: self.clone(),
@@ -560,6 +569,7 @@ impl Store {
             segments_free: self.free.lock().len() as u64,
             segments_in_use: u64::from(self.in_use.load(Relaxed)),
             segment_size: self.arena.segment_size() as u64,
+            reclaim_background: self.reclaim.freed.load(Relaxed),
             memory_limit: self.memory_limit() as u64,
             index_bytes: self.index.memory() as u64,
             hash_power: usize::BITS - 1 - self.index.main_buckets().leading_zeros(),
@@ -584,6 +594,7 @@ impl Store {
             s.expired_unlinked += c.expired_unlinked.load(Relaxed);
             s.reinserted += c.reinserted.load(Relaxed);
             s.alloc_last_resort += c.alloc_last_resort.load(Relaxed);
+            s.reclaim_inline += c.reclaim_inline.load(Relaxed);
             s.segments_evicted += c.segments_evicted.load(Relaxed);
             s.segments_reclaimed += c.segments_reclaimed.load(Relaxed);
             s.bytes_stored += c.bytes_stored.load(Relaxed);
@@ -634,6 +645,7 @@ impl Store {
                 &c.expired_unlinked,
                 &c.reinserted,
                 &c.alloc_last_resort,
+                &c.reclaim_inline,
                 &c.bytes_stored,
                 &c.bytes_copied,
                 &c.segments_cleaned,

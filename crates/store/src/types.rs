@@ -381,6 +381,11 @@ pub struct StoreStats {
     /// resort (sealing half-filled segments, evicting read items, waiting
     /// for pins and the other workers).
     pub alloc_last_resort: u64,
+    /// With the background reclaimer: allocations that found no segment
+    /// free and reclaimed on the request's time.
+    pub reclaim_inline: u64,
+    /// Segments the background reclaimer freed.
+    pub reclaim_background: u64,
     pub segments_evicted: u64,
     pub segments_reclaimed: u64,
     /// Bytes of items written by clients' requests (header, key, value).

@@ -154,6 +154,7 @@ pub struct Args {
     /// compression_min_saving=PERCENT, compression_dict_size=BYTES, compression_train_bytes=BYTES,
     /// compression_sample=N, compression_retrain_drop=PERCENT (README, "Compression");
     /// idle_timeout=SECONDS (close connections that complete no request for that long),
+    /// lru_maintainer / no_lru_maintainer (reclaim memory on a background thread, the default, or on writers' time),
     /// read_buf_mem_limit=MB (unread replies across connections; 0: no limit);
     /// ext_path=PATH:SIZE (repeatable), ext_item_size=BYTES, ext_wbuf_size=MB, ext_page_size=MB,
     /// ext_recache_rate=N, ext_threads=N (README, "Flash tier")
@@ -256,8 +257,6 @@ const MEMCACHED_TUNING: &[&str] = &[
     "no_lru_crawler",
     "lru_crawler_sleep",
     "lru_crawler_tocrawl",
-    "lru_maintainer",
-    "no_lru_maintainer",
     "lru_segmented",
     "hot_lru_pct",
     "warm_lru_pct",
@@ -430,6 +429,7 @@ impl Args {
         let mut zcfg = strata_compress::Config::default();
         let mut ext = crate::ext::ExtOptions::default();
         let mut idle_timeout = 0;
+        let mut background_reclaim = true;
         let mut read_buf_mem_limit: Option<usize> = None;
         let mut tls = TlsOptions::default();
         for opt in self.extended.iter().flat_map(|o| o.split(',')).filter(|o| !o.is_empty()) {
@@ -472,6 +472,10 @@ impl Args {
                     }
                 }
                 "idle_timeout" => idle_timeout = number(k, v)?,
+                // memcached's LRU maintainer thread; strata's is the
+                // background reclaimer.
+                "lru_maintainer" => background_reclaim = true,
+                "no_lru_maintainer" => background_reclaim = false,
                 "read_buf_mem_limit" => read_buf_mem_limit = Some(number(k, v)?),
                 "compression_level" => zcfg.level = number(k, v)?,
                 "compression_min_size" => zcfg.min_size = parse_size(v)?,
@@ -611,6 +615,7 @@ impl Args {
             user: self.user,
             pid_file: self.pid_file,
             idle_timeout,
+            background_reclaim,
             reply_budget: read_buf_mem_limit
                 .map_or_else(|| reply_budget_default(memory_limit), |mb| mb.saturating_mul(1 << 20)),
             port: self.port,
@@ -689,6 +694,8 @@ mod tests {
         assert_eq!(sv.pid_file, Some(PathBuf::from("/run/m.pid")));
         assert_eq!(sv.idle_timeout, 30);
         assert!(parse(&["-o", "idle_timeout=soon"]).is_err());
+        assert!(sv.background_reclaim);
+        assert!(!parse(&["-o", "no_lru_maintainer"]).map(|(_, sv)| sv.background_reclaim).unwrap_or(true));
         assert!(parse(&[
             "-o",
             "modern,maxconns_fast,slab_reassign,slab_automove=1,lru_crawler,hash_algorithm=murmur3"

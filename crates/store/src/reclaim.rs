@@ -1,0 +1,157 @@
+//! The background reclaimer: one thread that runs the cleaner and
+//! eviction (`evict.rs`) ahead of the writers, so that a writer that fills
+//! its segment takes a free one instead of evicting and copying on its
+//! request's time (memcached's LRU maintainer thread, Segcache's
+//! background eviction).
+//!
+//! It keeps `RECLAIM_AHEAD` segments free beyond the cleaner's reserve,
+//! and cleans mostly dead segments (step 1) whenever there are some, as
+//! writers did before taking fresh memory. A writer that finds nothing
+//! free reclaims itself as before, counted in `strata_reclaim_inline`,
+//! and wakes the reclaimer; so does one whose take leaves fewer than
+//! `RECLAIM_AHEAD` free. Nothing else changes: which victim, what is
+//! copied forward and what is evicted are the same decisions, made on
+//! another thread into its own copy targets.
+//!
+//! Eviction's copy-forward is paid from credit writers earn (a fifth of
+//! what they write): writers hand theirs over when they take a segment,
+//! into [`Shared::credit`], which the reclaimer draws on.
+
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering::*};
+use std::sync::Arc;
+use std::time::Duration;
+
+use parking_lot::{Condvar, Mutex};
+
+use crate::evict::Step;
+use crate::segments::{Active, TTL_CLASSES};
+use crate::store::{add, Counters, Store};
+
+/// Victims one round may clear before it looks at the time again.
+const STEPS_PER_ROUND: usize = 16;
+
+/// What writers and the reclaimer share.
+#[derive(Default)]
+pub(crate) struct Shared {
+    kicked: Mutex<bool>,
+    wake: Condvar,
+    /// Copy-forward credit handed over by writers.
+    credit: AtomicUsize,
+    /// Segments the reclaimer freed.
+    pub(crate) freed: AtomicU64,
+    stop: AtomicBool,
+    /// The reclaimer's copy targets, behind a lock so that a snapshot can
+    /// have them sealed ([`Store::seal_reclaimer`]) as it has the workers'.
+    /// Taken once per round, by nobody on a request's path.
+    active: Mutex<Option<Active>>,
+}
+
+/// The reclaimer's handle; its thread calls [`Reclaimer::run`].
+pub struct Reclaimer {
+    store: Arc<Store>,
+}
+
+impl Store {
+    /// Turns the background reclaimer on and returns its handle: from now
+    /// on writers leave reclaiming to the thread that runs it (and still
+    /// reclaim themselves if it falls behind). One per store.
+    pub fn reclaimer(self: &Arc<Self>) -> Reclaimer {
+        let counters = Arc::new(Counters::default());
+        self.counters.lock().push(counters.clone());
+        self.workers.fetch_add(1, Relaxed);
+        self.reclaiming.store(true, Relaxed);
+        let active = Active {
+            segs: [None; TTL_CLASSES],
+            targets: [None; 2],
+            counters,
+            flash: Default::default(),
+            force_out: false,
+            take_held: false,
+            last_resort: false,
+            copy_credit: 0,
+            starve_seen: self.starved.load(Relaxed),
+            background: true,
+        };
+        *self.reclaim.active.lock() = Some(active);
+        Reclaimer { store: self.clone() }
+    }
+
+    /// Seals the reclaimer's copy targets, as a snapshot has every
+    /// worker seal its segments before it lists the sealed ones: items
+    /// copied into a target before the snapshot began are in no image
+    /// otherwise, and the log that held them is trimmed.
+    pub fn seal_reclaimer(&self) {
+        if let Some(active) = self.reclaim.active.lock().as_mut() {
+            active.seal_all(self);
+        }
+    }
+
+    /// Wakes the reclaimer (a writer took a segment and few are left).
+    pub(crate) fn kick_reclaimer(&self) {
+        let mut kicked = self.reclaim.kicked.lock();
+        if !*kicked {
+            *kicked = true;
+            self.reclaim.wake.notify_one();
+        }
+    }
+
+    /// Hands a writer's copy credit to the reclaimer, which evicts for it.
+    pub(crate) fn give_credit(&self, active: &mut Active) {
+        let most = (self.segment_budget() as usize / 4).max(2) * self.arena.segment_size();
+        let credit = std::mem::take(&mut active.copy_credit);
+        let _ = self.reclaim.credit.fetch_update(Relaxed, Relaxed, |c| Some((c + credit).min(most)));
+    }
+
+    /// Stops [`Reclaimer::run`] (at shutdown).
+    pub fn stop_reclaimer(&self) {
+        self.reclaim.stop.store(true, Relaxed);
+        self.kick_reclaimer();
+    }
+}
+
+impl Reclaimer {
+    /// Reclaims until told to stop: whenever a writer wakes it, and every
+    /// `tick` (expired segments come free with time alone).
+    pub fn run(mut self, tick: Duration) {
+        while !self.store.reclaim.stop.load(Relaxed) {
+            while self.round() {}
+            let mut kicked = self.store.reclaim.kicked.lock();
+            if !*kicked {
+                self.store.reclaim.wake.wait_for(&mut kicked, tick);
+            }
+            *kicked = false;
+        }
+        // Its copy targets go on a queue like any worker's.
+        self.store.seal_reclaimer();
+    }
+
+    /// One round: up to [`STEPS_PER_ROUND`] victims cleared, while fewer
+    /// than `RECLAIM_AHEAD` segments are free or a mostly dead segment
+    /// is worth cleaning. True if it may have more to do.
+    pub fn round(&mut self) -> bool {
+        let st = &*self.store;
+        let mut guard = st.reclaim.active.lock();
+        let Some(active) = guard.as_mut() else { return false };
+        active.seal_if_starved(st);
+        let credit = st.reclaim.credit.swap(0, Relaxed);
+        active.copy_credit += credit;
+        for _ in 0..STEPS_PER_ROUND {
+            let step = st.step(&mut st.evict.lock(), active);
+            match step {
+                Some(Step::Victim(s, how)) => {
+                    if !st.free_victim(s, how, active) {
+                        return false;
+                    }
+                    add(&st.reclaim.freed, 1);
+                }
+                // Background steps take no fresh memory.
+                Some(Step::Fresh(s)) => {
+                    st.unuse(s, &st.free);
+                    return false;
+                }
+                None => return false,
+            }
+        }
+        true
+    }
+}
