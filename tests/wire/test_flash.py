@@ -9,6 +9,7 @@ than these servers get).
 """
 
 import os
+import time
 import re
 import struct
 
@@ -51,11 +52,28 @@ def fill(c, n=N):
     assert read_line_or_partial(c, timeout=30) == b"MN\r\n"
 
 
+def settle(c, timeout=5.0):
+    """Waits until the background reclaimer has stopped moving items to
+    flash (it goes on after the last write, keeping segments free ahead):
+    a test that then changes the file sees no write after its change."""
+    deadline = time.monotonic() + timeout
+    last = None
+    while time.monotonic() < deadline:
+        s = stats(c)
+        now = (s["strata_reclaim_background"], s["extstore_objects_written"])
+        if now == last:
+            return
+        last = now
+        time.sleep(0.1)
+    raise AssertionError(f"the reclaimer did not settle in {timeout}s: {last}")
+
+
 @pytest.fixture
 def flash_server(make_server, tmp_path):
     srv = start(make_server, tmp_path / "flash")
     c = srv.connect()
     fill(c)
+    settle(c)
     s = stats(c)
     assert int(s["extstore_objects_used"]) > N // 2, "most items went to flash"
     assert s["evictions"] == "0"

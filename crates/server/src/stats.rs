@@ -250,6 +250,11 @@ fn general(shared: &Shared) -> Snapshot {
         "Segment allocations that found none free and reclaimed on the request's time (background reclaimer on).",
         st.reclaim_inline,
     );
+    s.counter(
+        "strata_reclaim_waited",
+        "Segment allocations that found none free and waited for the background reclaimer.",
+        st.reclaim_waited,
+    );
     s.counter("strata_reclaim_background", "Segments the background reclaimer freed.", st.reclaim_background);
     s.gauge(
         "strata_reply_bytes_charged",

@@ -357,8 +357,12 @@ impl Store {
                 }
                 return Ok(s);
             }
+            if let Some(s) = self.take_reclaimed() {
+                bump(&active.counters.reclaim_waited);
+                self.open_segment(s);
+                return Ok(s);
+            }
             bump(&active.counters.reclaim_inline);
-            self.kick_reclaimer();
         }
         if let Some(s) = self.alloc_steps(active) {
             return Ok(s);

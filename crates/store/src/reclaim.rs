@@ -7,9 +7,10 @@
 //! It keeps `RECLAIM_AHEAD` segments free beyond the cleaner's reserve,
 //! and cleans mostly dead segments (step 1) whenever there are some, as
 //! writers did before taking fresh memory. A writer that finds nothing
-//! free reclaims itself as before, counted in `strata_reclaim_inline`,
-//! and wakes the reclaimer; so does one whose take leaves fewer than
-//! `RECLAIM_AHEAD` free. Nothing else changes: which victim, what is
+//! free wakes it and waits while it works (up to `WAIT_FOR_RECLAIMER`);
+//! only if it is stuck or slower than that does the writer reclaim itself
+//! as before, counted in `strata_reclaim_inline`. A writer whose take
+//! leaves fewer than `RECLAIM_AHEAD` free wakes it too. Nothing else changes: which victim, what is
 //! copied forward and what is evicted are the same decisions, made on
 //! another thread into its own copy targets.
 //!
@@ -30,6 +31,10 @@ use crate::store::{add, Counters, Store};
 /// Victims one round may clear before it looks at the time again.
 const STEPS_PER_ROUND: usize = 16;
 
+/// How long a writer that finds no segment free waits for the reclaimer
+/// before it reclaims itself: a few victims' clearing.
+const WAIT_FOR_RECLAIMER: Duration = Duration::from_millis(20);
+
 /// What writers and the reclaimer share.
 #[derive(Default)]
 pub(crate) struct Shared {
@@ -40,6 +45,13 @@ pub(crate) struct Shared {
     /// Segments the reclaimer freed.
     pub(crate) freed: AtomicU64,
     stop: AtomicBool,
+    /// Writers waiting for a segment wait on this; the reclaimer notifies
+    /// it as it frees one, or finds it can free none.
+    freed_lock: Mutex<()>,
+    freed_cv: Condvar,
+    /// Its last round found nothing to free while none was free: writers
+    /// then reclaim themselves at once (the last resort is theirs).
+    stuck: AtomicBool,
     /// The reclaimer's copy targets, behind a lock so that a snapshot can
     /// have them sealed ([`Store::seal_reclaimer`]) as it has the workers'.
     /// Taken once per round, by nobody on a request's path.
@@ -102,10 +114,34 @@ impl Store {
         let _ = self.reclaim.credit.fetch_update(Relaxed, Relaxed, |c| Some((c + credit).min(most)));
     }
 
+    /// A segment freed by the reclaimer, waiting for one while it works
+    /// (up to [`WAIT_FOR_RECLAIMER`]). None if it is stuck or slower than
+    /// that: the writer then reclaims itself. A writer that cleaned beside
+    /// it would compete for the one reserve segment both copy into, and
+    /// the one that lost would evict what cleaning could have kept.
+    pub(crate) fn take_reclaimed(&self) -> Option<u32> {
+        let deadline = std::time::Instant::now() + WAIT_FOR_RECLAIMER;
+        loop {
+            if let Some(s) = self.pop_free(true) {
+                return Some(s);
+            }
+            self.kick_reclaimer();
+            let mut g = self.reclaim.freed_lock.lock();
+            if self.reclaim.stuck.load(Relaxed)
+                || self.reclaim.stop.load(Relaxed)
+                || std::time::Instant::now() >= deadline
+            {
+                return None;
+            }
+            self.reclaim.freed_cv.wait_for(&mut g, Duration::from_millis(1));
+        }
+    }
+
     /// Stops [`Reclaimer::run`] (at shutdown).
     pub fn stop_reclaimer(&self) {
         self.reclaim.stop.store(true, Relaxed);
         self.kick_reclaimer();
+        self.reclaim.freed_cv.notify_all();
     }
 }
 
@@ -137,20 +173,23 @@ impl Reclaimer {
         active.copy_credit += credit;
         for _ in 0..STEPS_PER_ROUND {
             let step = st.step(&mut st.evict.lock(), active);
-            match step {
-                Some(Step::Victim(s, how)) => {
-                    if !st.free_victim(s, how, active) {
-                        return false;
-                    }
-                    add(&st.reclaim.freed, 1);
-                }
+            let freed = match step {
+                Some(Step::Victim(s, how)) => st.free_victim(s, how, active),
                 // Background steps take no fresh memory.
                 Some(Step::Fresh(s)) => {
                     st.unuse(s, &st.free);
-                    return false;
+                    false
                 }
-                None => return false,
+                None => false,
+            };
+            if !freed {
+                st.reclaim.stuck.store(st.spare_ahead() == 0, Relaxed);
+                st.reclaim.freed_cv.notify_all();
+                return false;
             }
+            st.reclaim.stuck.store(false, Relaxed);
+            add(&st.reclaim.freed, 1);
+            st.reclaim.freed_cv.notify_all();
         }
         true
     }

@@ -59,6 +59,8 @@ pub(crate) struct Counters {
     /// With the background reclaimer: allocations that found no free
     /// segment and reclaimed on the request's time.
     pub reclaim_inline: AtomicU64,
+    /// With the background reclaimer: allocations that waited for it.
+    pub reclaim_waited: AtomicU64,
     pub segments_evicted: AtomicU64,
     pub segments_reclaimed: AtomicU64,
     pub decompress_errors: AtomicU64,
@@ -595,6 +597,7 @@ impl Store {
             s.reinserted += c.reinserted.load(Relaxed);
             s.alloc_last_resort += c.alloc_last_resort.load(Relaxed);
             s.reclaim_inline += c.reclaim_inline.load(Relaxed);
+            s.reclaim_waited += c.reclaim_waited.load(Relaxed);
             s.segments_evicted += c.segments_evicted.load(Relaxed);
             s.segments_reclaimed += c.segments_reclaimed.load(Relaxed);
             s.bytes_stored += c.bytes_stored.load(Relaxed);
@@ -646,6 +649,7 @@ impl Store {
                 &c.reinserted,
                 &c.alloc_last_resort,
                 &c.reclaim_inline,
+                &c.reclaim_waited,
                 &c.bytes_stored,
                 &c.bytes_copied,
                 &c.segments_cleaned,

@@ -384,6 +384,9 @@ pub struct StoreStats {
     /// With the background reclaimer: allocations that found no segment
     /// free and reclaimed on the request's time.
     pub reclaim_inline: u64,
+    /// With the background reclaimer: allocations that found none free
+    /// and waited for it to free one.
+    pub reclaim_waited: u64,
     /// Segments the background reclaimer freed.
     pub reclaim_background: u64,
     pub segments_evicted: u64,
