@@ -228,6 +228,15 @@ def test_h_set_by_classic_get(conn):
     expect(conn, b"mg k h\r\n", b"HD h1\r\n")
 
 
+def test_h_stays_zero_over_overwrites_never_read(conn):
+    # strata counts an overwrite as an access for eviction, never as a read.
+    expect(conn, b"ms k 1\r\nx\r\n", b"HD\r\n")
+    expect(conn, b"set k 0 0 1\r\ny\r\n", b"STORED\r\n")
+    expect(conn, b"append k 0 0 1\r\nz\r\n", b"STORED\r\n")
+    expect(conn, b"mg k h\r\n", b"HD h0\r\n")
+    expect(conn, b"mg k h\r\n", b"HD h1\r\n")
+
+
 def test_h_reset_by_new_store(conn):
     expect(conn, b"ms k 1\r\nx\r\n", b"HD\r\n")
     expect(conn, b"mg k v\r\n", b"VA 1\r\nx\r\n")

@@ -523,7 +523,11 @@ fn settings(shared: &Shared) -> Snapshot {
     s.info("maxconns_fast", "Always yes: a connection over -c is told so and closed at once.", "yes");
     s.info("hash_algorithm", "The key hash (memcached: murmur3 or jenkins; strata: aHash, seeded at start).", "ahash");
     s.info("lru_crawler", "Always no: expired items are reclaimed by segment.", "no");
-    s.info("lru_maintainer_thread", "Always no: strata has no LRU queues to maintain.", "no");
+    s.info(
+        "lru_maintainer_thread",
+        "yes while the background reclaimer keeps segments free ahead of the writers (-o no_lru_maintainer: no).",
+        yes_no(c.background_reclaim),
+    );
     s.info("slab_reassign", "Always no: segments serve items of every size.", "no");
     s.info("slab_automove", "Always 0: segments serve items of every size.", 0u64);
     s.info("track_sizes", "Always no (stats sizes: disabled).", "no");

@@ -614,7 +614,7 @@ impl Store {
                 // forward is CLOCK's reinsertion: the count starts again, and
                 // the read mark goes into the item's state.
                 let freq = if how == Clear::Evict { 0 } else { slot::freq(s) };
-                let fetched = if freq == 0 && slot::freq(s) > 0 { state::FETCHED } else { 0 };
+                let fetched = if freq == 0 && slot::was_read(s) { state::FETCHED } else { 0 };
                 let f = Fields { cas: Some(self.cas_of(s, &it)), state: it.state() | fetched, ..it.fields() };
                 let len = encoded_len(it.key().len(), it.value().len(), &f);
                 let room =
@@ -706,7 +706,7 @@ impl Store {
             self.unlink(&mut st, loc.bucket, pos, s);
             if expired {
                 bump(&c.expired_unlinked);
-                if slot::freq(s) == 0 && it.state() & state::FETCHED == 0 {
+                if !slot::was_read(s) && it.state() & state::FETCHED == 0 {
                     bump(&c.expired_unfetched);
                 }
             } else {
@@ -723,7 +723,7 @@ impl Store {
         let expiry = it.expiry();
         hook.evicted(&crate::store::Evicted {
             key: it.key(),
-            fetched: slot::freq(s) > 0 || it.state() & state::FETCHED != 0,
+            fetched: slot::was_read(s) || it.state() & state::FETCHED != 0,
             ttl: if expiry == 0 { -1 } else { i64::from(expiry) - i64::from(now) },
             age: now.saturating_sub(self.written_at(s)),
             size: it.value().len(),
@@ -735,7 +735,7 @@ impl Store {
     fn note_evicted(&self, c: &Counters, s: u64, gone: Option<(u8, u32)>, now: u32) {
         bump(&c.evictions);
         let Some((bits, expiry)) = gone else { return };
-        if slot::freq(s) == 0 && bits & state::FETCHED == 0 {
+        if !slot::was_read(s) && bits & state::FETCHED == 0 {
             bump(&c.evicted_unfetched);
         }
         if expiry != 0 {

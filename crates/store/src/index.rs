@@ -11,8 +11,11 @@
 //! ```
 //! - tag: 12 bits of the key's hash, never 0, to skip most non-matching keys
 //!   without touching the item; matches are confirmed on the full key.
-//! - freq: reads since the item was written or last copied forward (saturates
-//!   at 15); eviction copies forward items with freq > 0.
+//! - freq: accesses since the item was written or last copied forward: 2
+//!   per read, 1 for a write over a live version (saturates at 15, so odd
+//!   after an overwrite, even or 15 after reads only). Eviction copies
+//!   forward items with freq > 0; the item was read (`mg`'s `h`,
+//!   `evicted_unfetched`) if freq ≥ 2 ([`slot::was_read`]).
 //! - offset: in granules of `2^granule_shift` bytes (1 byte for segments up to
 //!   16 MiB).
 //!
@@ -61,6 +64,16 @@ pub mod slot {
     }
     pub fn off(s: u64) -> u32 {
         (s & ((1 << OFF_BITS) - 1)) as u32
+    }
+    /// A write over a live version: an access for eviction, not a read.
+    pub const WRITTEN: u8 = 1;
+    /// Whether the item was read since written or copied forward.
+    pub fn was_read(s: u64) -> bool {
+        freq(s) >= 2
+    }
+    /// `s` after one more read.
+    pub fn read_once(s: u64) -> u64 {
+        with_freq(s, freq(s).saturating_add(2).min(15))
     }
     pub fn with_freq(s: u64, freq: u8) -> u64 {
         (s & !(0xf << FREQ_SHIFT)) | (u64::from(freq & 0xf) << FREQ_SHIFT)

@@ -227,3 +227,31 @@ fn the_background_reclaimer_frees_segments_ahead_of_the_writer() {
     // made few itself.
     assert!(st.reclaim_inline * 4 < st.reclaim_background, "{st:?}");
 }
+
+/// An overwrite is an access (a set bumps an item in memcached's LRU): a
+/// key written twice and never read outlives the small queue, where one
+/// written once goes as a one-hit wonder; and neither counts as read.
+#[test]
+#[cfg_attr(miri, ignore = "writes memory several times over: too slow under Miri")]
+fn an_overwritten_key_outlives_the_small_queue_unread() {
+    let seg = 64 << 10;
+    let (s, mut w) = crate::tests::store_of(Config {
+        memory_limit: 16 * seg,
+        segment_size: seg,
+        item_size_max: 16 << 10,
+        hash_power: 10,
+        ..Config::default()
+    });
+    let value = vec![b'v'; 900];
+    for k in [&b"once"[..], b"twice", b"twice"] {
+        assert_eq!(w.set(SetOp::Set, k, 0, 0, &value), Ok(StoreOutcome::Stored));
+    }
+    let read = w.find(b"twice", &ReadOpts { bump: false, ..ReadOpts::GET }, |it| it.fetched);
+    assert!(matches!(read, Ok(Found::Read(false))), "an overwrite is not a read: {read:?}");
+    for i in 0..3 * 16 * seg / 1000 {
+        assert_eq!(w.set(SetOp::Set, format!("cold{i}").as_bytes(), 0, 0, &value), Ok(StoreOutcome::Stored));
+    }
+    assert!(s.stats().evictions > 0);
+    assert!(w.get(b"once", |_| ()).is_none(), "written once, never read: gone with the small queue");
+    assert!(w.get(b"twice", |_| ()).is_some(), "overwritten: kept");
+}

@@ -267,9 +267,8 @@ impl Worker {
                 // in an earlier record) must bring it back as touched.
                 self.journaled = self.journaled.max(st.journal_item(s));
             }
-            let freq = slot::freq(s);
-            if opts.bump && freq < 15 {
-                stripe.set(pos, slot::with_freq(s, freq + 1));
+            if opts.bump && slot::freq(s) < 15 {
+                stripe.set(pos, slot::read_once(s));
             }
             // A fresh view, taken after the writes.
             let Some(it) = st.item_at(s) else { return Ok(Found::Missing) };
@@ -280,7 +279,7 @@ impl Worker {
                 cas: st.cas_of(s, &it),
                 expiry_before,
                 expiry: touch.unwrap_or(expiry),
-                fetched: !created && (freq > 0 || bits & state::FETCHED != 0),
+                fetched: !created && (slot::was_read(s) || bits & state::FETCHED != 0),
                 written: if opts.written { st.written_at(s) } else { 0 },
                 stale: bits & state::STALE != 0,
                 token_sent: bits & state::TOKEN_SENT != 0 && !won,
@@ -388,7 +387,7 @@ impl Store {
             expiry: it.expiry(),
             written: self.written_at(s),
             cas: self.cas_of(s, it),
-            fetched: slot::freq(s) > 0 || it.state() & state::FETCHED != 0,
+            fetched: slot::was_read(s) || it.state() & state::FETCHED != 0,
             // As the client stored it: a compressed value counts its
             // original length (and the header that length would need).
             size: match stored {
