@@ -306,6 +306,8 @@ impl Store {
             }
         } else if let Some(s) = self.pop_free(!active.last_resort) {
             return Some(Step::Fresh(s));
+        } else if active.early_only {
+            return None;
         }
         // 3. A dead segment.
         let now = self.clock.now();
@@ -350,8 +352,23 @@ impl Store {
             // The reclaimer keeps segments free ahead of the writers: take
             // one, and only reclaim here (counted) if it fell behind.
             self.give_credit(active);
-            if let Some(s) = self.pop_free(true) {
-                self.open_segment(s);
+            // While memory is not tight, cleaning early (a mostly dead
+            // segment, at most a quarter live) stays the writer's, as
+            // without the reclaimer: done when a segment is needed it
+            // copies least and reuses a segment still in cache. Handed to
+            // the reclaimer it cost 6% more CPU per request and twice the
+            // p99 on workload 1 (4 KB, 32 connections); kept by writers
+            // when memory is tight, it put the p99 of workload 6 at 32
+            // connections back over memcached's (1.28).
+            let early = if self.spare_ahead() > RECLAIM_AHEAD {
+                active.early_only = true;
+                let s = self.alloc_steps(active);
+                active.early_only = false;
+                s
+            } else {
+                self.pop_free(true).inspect(|&s| self.open_segment(s))
+            };
+            if let Some(s) = early {
                 if self.spare_ahead() < RECLAIM_AHEAD {
                     self.kick_reclaimer();
                 }

@@ -5,8 +5,10 @@
 //! background eviction).
 //!
 //! It keeps `RECLAIM_AHEAD` segments free beyond the cleaner's reserve,
-//! and cleans mostly dead segments (step 1) whenever there are some, as
-//! writers did before taking fresh memory. A writer that finds nothing
+//! and cleans mostly dead segments (step 1) whenever there are some. While
+//! more than that is free, writers still clean early themselves when they
+//! need a segment (cheaper there: `Store::alloc_segment`); once memory is
+//! tight every step is the reclaimer's. A writer that finds nothing
 //! free wakes it and waits while it works (up to `WAIT_FOR_RECLAIMER`);
 //! only if it is stuck or slower than that does the writer reclaim itself
 //! as before, counted in `strata_reclaim_inline`. A writer whose take
@@ -83,6 +85,7 @@ impl Store {
             copy_credit: 0,
             starve_seen: self.starved.load(Relaxed),
             background: true,
+            early_only: false,
         };
         *self.reclaim.active.lock() = Some(active);
         Reclaimer { store: self.clone() }

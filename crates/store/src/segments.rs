@@ -290,6 +290,9 @@ pub(crate) struct Active {
     pub(crate) starve_seen: u64,
     /// The background reclaimer's: makes free segments, takes none.
     pub(crate) background: bool,
+    /// A writer beside the reclaimer: cleans early and takes fresh memory,
+    /// leaves the rest to the reclaimer.
+    pub(crate) early_only: bool,
 }
 
 /// Copy-forward credit a worker may bank: a quarter of the segments, and

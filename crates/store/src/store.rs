@@ -281,6 +281,7 @@ impl Store {
             copy_credit: 0,
             starve_seen: self.starved.load(Relaxed),
             background: false,
+            early_only: false,
         };
         Worker {
             store: self.clone(),
