@@ -28,6 +28,20 @@ fn store(mem: usize, item_max: usize, evictions: bool) -> (Arc<Store>, Worker) {
     })
 }
 
+/// `n` segments of 64 KiB, items up to 16 KiB, an index that does not
+/// need to grow; the segment size too.
+fn segments_of_64k(n: usize) -> (Arc<Store>, Worker, usize) {
+    let seg = 64 << 10;
+    let (s, w) = crate::tests::store_of(Config {
+        memory_limit: n * seg,
+        segment_size: seg,
+        item_size_max: 16 << 10,
+        hash_power: 10,
+        ..Config::default()
+    });
+    (s, w, seg)
+}
+
 #[derive(Debug, Clone)]
 enum Op {
     /// Key, value size as a share of the largest (per mille), TTL class.
@@ -195,14 +209,7 @@ fn without_eviction_a_full_store_still_refuses() {
 #[test]
 #[cfg_attr(miri, ignore = "runs a thread that waits on a clock: too slow under Miri")]
 fn the_background_reclaimer_frees_segments_ahead_of_the_writer() {
-    let seg = 64 << 10;
-    let (s, mut w) = crate::tests::store_of(Config {
-        memory_limit: 32 * seg,
-        segment_size: seg,
-        item_size_max: 16 << 10,
-        hash_power: 10,
-        ..Config::default()
-    });
+    let (s, mut w, seg) = segments_of_64k(32);
     let reclaimer = s.reclaimer();
     let thread = std::thread::spawn(move || reclaimer.run(std::time::Duration::from_millis(1)));
     let value = vec![b'v'; 1000];
@@ -234,14 +241,7 @@ fn the_background_reclaimer_frees_segments_ahead_of_the_writer() {
 #[test]
 #[cfg_attr(miri, ignore = "writes memory several times over: too slow under Miri")]
 fn an_overwritten_key_outlives_the_small_queue_unread() {
-    let seg = 64 << 10;
-    let (s, mut w) = crate::tests::store_of(Config {
-        memory_limit: 16 * seg,
-        segment_size: seg,
-        item_size_max: 16 << 10,
-        hash_power: 10,
-        ..Config::default()
-    });
+    let (s, mut w, seg) = segments_of_64k(16);
     let value = vec![b'v'; 900];
     for k in [&b"once"[..], b"twice", b"twice"] {
         assert_eq!(w.set(SetOp::Set, k, 0, 0, &value), Ok(StoreOutcome::Stored));

@@ -27,7 +27,7 @@ use std::time::Duration;
 use parking_lot::{Condvar, Mutex};
 
 use crate::evict::Step;
-use crate::segments::{Active, TTL_CLASSES};
+use crate::segments::Active;
 use crate::store::{add, Counters, Store};
 
 /// Victims one round may clear before it looks at the time again.
@@ -74,19 +74,7 @@ impl Store {
         self.counters.lock().push(counters.clone());
         self.workers.fetch_add(1, Relaxed);
         self.reclaiming.store(true, Relaxed);
-        let active = Active {
-            segs: [None; TTL_CLASSES],
-            targets: [None; 2],
-            counters,
-            flash: Default::default(),
-            force_out: false,
-            take_held: false,
-            last_resort: false,
-            copy_credit: 0,
-            starve_seen: self.starved.load(Relaxed),
-            background: true,
-            early_only: false,
-        };
+        let active = Active::new(self, counters, true);
         *self.reclaim.active.lock() = Some(active);
         Reclaimer { store: self.clone() }
     }

@@ -307,6 +307,23 @@ pub(crate) const COPY_CREDIT_SEGMENTS: usize = 2;
 pub(crate) const COPY_CREDIT_DIV: usize = 5;
 
 impl Active {
+    /// A worker's (or, `background`, the reclaimer's): nothing open yet.
+    pub(crate) fn new(st: &Store, counters: Arc<Counters>, background: bool) -> Active {
+        Active {
+            segs: [None; TTL_CLASSES],
+            targets: [None; 2],
+            counters,
+            flash: Default::default(),
+            force_out: false,
+            take_held: false,
+            last_resort: false,
+            copy_credit: 0,
+            starve_seen: st.starved.load(Relaxed),
+            background,
+            early_only: false,
+        }
+    }
+
     /// Reserves `len` bytes in the active segment of `class` for an item
     /// written at `time`.
     pub(crate) fn reserve(

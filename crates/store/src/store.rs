@@ -26,7 +26,7 @@ use crate::clock::Clock;
 use crate::evict::Evict;
 use crate::index::{flash, slot, Index, Loc, Pos, Stripe};
 use crate::item::{Fields, Header, Item, MAX_HEADER_LEN};
-use crate::segments::{Active, Placed, SegMeta, TTL_CLASSES};
+use crate::segments::{Active, Placed, SegMeta};
 use crate::types::{Config, ConfigError, StoreStats};
 use crate::worker::{Worker, Zip};
 
@@ -270,19 +270,7 @@ impl Store {
         // Without a context (zstd could not allocate one) this worker
         // stores values plain and reads compressed ones as misses.
         let zip = self.codec.as_ref().and_then(|c| Zip::new(c.clone()).ok());
-        let active = Active {
-            segs: [None; TTL_CLASSES],
-            targets: [None; 2],
-            counters,
-            flash: Default::default(),
-            force_out: false,
-            take_held: false,
-            last_resort: false,
-            copy_credit: 0,
-            starve_seen: self.starved.load(Relaxed),
-            background: false,
-            early_only: false,
-        };
+        let active = Active::new(self, counters, false);
         Worker {
             store: self.clone(),
             active,
