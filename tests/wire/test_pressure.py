@@ -75,3 +75,23 @@ def test_small_memory_with_several_ttl_classes_keeps_taking_writes(make_server):
         assert refused == [], f"connection {n}: {refused[:3]}"
     for c in conns:
         c.close()
+
+
+@pytest.mark.strata_only
+@pytest.mark.parametrize("maintainer", [True, False], ids=["reclaimer", "no_lru_maintainer"])
+def test_the_background_reclaimer_frees_segments_ahead_and_can_be_turned_off(make_server, maintainer):
+    args = ["-m", "8", "-t", "2"] + ([] if maintainer else ["-o", "no_lru_maintainer"])
+    c = make_server(args).connect(timeout=READ_TIMEOUT)
+    v = b"r" * 4000
+    sets = b"".join(b"set k%d 0 0 %d noreply\r\n%s\r\n" % (i, len(v), v) for i in range(8000))
+    c.send(sets + b"mn\r\n")
+    assert c.read_line() == b"MN\r\n"
+    st = stats(c)
+    assert int(st["evictions"]) > 0, "the writes went several times round memory"
+    assert stats(c, "settings")["lru_maintainer_thread"] == ("yes" if maintainer else "no")
+    if maintainer:
+        assert int(st["strata_reclaim_background"]) > 0
+    else:
+        assert int(st["strata_reclaim_background"]) == 0
+        assert int(st["strata_reclaim_waited"]) == 0
+    c.close()

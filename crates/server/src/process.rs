@@ -13,9 +13,19 @@ use std::path::{Path, PathBuf};
 pub(crate) struct PidFile(PathBuf);
 
 impl PidFile {
-    /// Writes this process's id to `path`, replacing the file.
+    /// Writes this process's id to `path`, replacing the file. Written
+    /// beside it and renamed into place, so that whoever reads the file as
+    /// soon as it appears (a supervisor, a script after `-d`) never finds
+    /// it empty — `test_d_runs_in_the_background` did, once in a while. A
+    /// directory that allows no new file there still gets it written in place.
     pub fn create(path: &Path) -> io::Result<PidFile> {
-        std::fs::write(path, format!("{}\n", std::process::id()))?;
+        let contents = format!("{}\n", std::process::id());
+        let name = path.file_name().map_or_else(|| "pid".into(), |n| n.to_string_lossy().into_owned());
+        let tmp = path.with_file_name(format!(".{name}.tmp"));
+        if std::fs::write(&tmp, &contents).and_then(|()| std::fs::rename(&tmp, path)).is_err() {
+            let _ = std::fs::remove_file(&tmp);
+            std::fs::write(path, contents)?;
+        }
         Ok(PidFile(path.to_path_buf()))
     }
 }

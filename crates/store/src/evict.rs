@@ -229,8 +229,18 @@ impl Store {
         let mut best_key = (usize::MAX, u64::MAX);
         for (q, queue) in [(Queue::Small, &ev.small), (Queue::Main, &ev.main)] {
             for &s in queue {
-                survey.dead += self.dead_bytes_of(s, now);
+                let dead = self.dead_bytes_of(s, now);
+                survey.dead += dead;
                 if self.is_pinned(s) || (self.is_held(s) && !take_held) {
+                    continue;
+                }
+                // A segment sealed part-filled (a snapshot or a starved
+                // writer had it sealed) with nothing dead in it wins back
+                // only its empty tail: copying its items for that would be
+                // write amplification on a write-once workload (1.25 at
+                // `-m 3`), and eviction takes it in its turn. With `-M`
+                // the tail is worth having back.
+                if dead == 0 && self.cfg.evictions {
                     continue;
                 }
                 let need = self.copy_need(s, now);
@@ -380,6 +390,8 @@ impl Store {
                 return Ok(s);
             }
             bump(&active.counters.reclaim_inline);
+            // It evicts on its own time: with the credit writers handed over.
+            active.copy_credit += self.reclaim.credit.swap(0, Relaxed);
         }
         if let Some(s) = self.alloc_steps(active) {
             return Ok(s);

@@ -43,7 +43,7 @@ pub(crate) struct Shared {
     kicked: Mutex<bool>,
     wake: Condvar,
     /// Copy-forward credit handed over by writers.
-    credit: AtomicUsize,
+    pub(crate) credit: AtomicUsize,
     /// Segments the reclaimer freed.
     pub(crate) freed: AtomicU64,
     stop: AtomicBool,
