@@ -78,6 +78,7 @@ def test_small_memory_with_several_ttl_classes_keeps_taking_writes(make_server):
 
 
 @pytest.mark.strata_only
+@pytest.mark.not_over_flash("evicted items go to flash, so `evictions` stays 0")
 @pytest.mark.parametrize("maintainer", [True, False], ids=["reclaimer", "no_lru_maintainer"])
 def test_the_background_reclaimer_frees_segments_ahead_and_can_be_turned_off(make_server, maintainer):
     args = ["-m", "8", "-t", "2"] + ([] if maintainer else ["-o", "no_lru_maintainer"])
