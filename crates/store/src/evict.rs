@@ -74,8 +74,8 @@ use std::time::Instant;
 use crate::clock::Clock;
 use crate::image::Queue;
 use crate::index::{slot, Loc};
-use crate::item::{encoded_len, state, write_head, Fields, MAX_HEADER_LEN};
-use crate::segments::{Active, NEVER};
+use crate::item::{encoded_len, state, write_head, Fields};
+use crate::segments::{Active, COPY_CREDIT_SEGMENTS, NEVER};
 use crate::store::{add, bump, Counters, Store};
 use crate::types::StoreError;
 
@@ -266,12 +266,6 @@ impl Store {
         m.live_bytes.load(Relaxed) as usize + m.live_items.load(Relaxed) as usize * (9 + self.granule())
     }
 
-    /// Room an item takes when copied forward: it may gain an explicit
-    /// CAS and a state byte.
-    fn copy_len(&self, it: &crate::item::Item<'_>) -> usize {
-        self.aligned(it.key().len() + it.value().len() + MAX_HEADER_LEN)
-    }
-
     /// Step 4's test: a segment's worth of dead bytes in the sealed
     /// segments, and (when eviction is allowed) a best victim no more than
     /// [`CLEAN_MAX_LIVE_PERCENT`] live.
@@ -358,6 +352,9 @@ impl Store {
     /// takes memory, and a copy target that dipped into the reserve is
     /// refilled first.
     pub(crate) fn alloc_segment(&self, active: &mut Active) -> Result<u32, StoreError> {
+        // Credit banks up to a bound, applied here (once per segment) so
+        // that a write only adds to it.
+        active.copy_credit = active.copy_credit.min(self.credit_cap());
         if self.reclaiming.load(Relaxed) {
             // The reclaimer keeps segments free ahead of the writers: take
             // one, and only reclaim here (counted) if it fell behind.
@@ -507,6 +504,12 @@ impl Store {
         true
     }
 
+    /// The copy-forward credit one worker (or the reclaimer) may bank: a
+    /// quarter of the segments, at least [`COPY_CREDIT_SEGMENTS`].
+    pub(crate) fn credit_cap(&self) -> usize {
+        (self.segment_budget() as usize / 4).max(COPY_CREDIT_SEGMENTS) * self.arena.segment_size()
+    }
+
     /// Free segments a writer may take (beyond the cleaner's reserve).
     pub(crate) fn spare_ahead(&self) -> usize {
         self.spare().saturating_sub(RESERVE_SEGMENTS)
@@ -629,23 +632,22 @@ impl Store {
             };
             let Some(it) = self.item_at(s) else { return };
             let expired = self.is_flushed(victim) || Clock::is_expired(it.expiry(), now);
+            // Cleaning moves an item within its queue, so its read count
+            // moves with it (else a read item cleaned out of the small queue
+            // would later be evicted as unread). Eviction's copy forward is
+            // CLOCK's reinsertion: the count starts again, and the read mark
+            // goes into the item's state.
+            let freq = if how == Clear::Evict { 0 } else { slot::freq(s) };
+            let fetched = if freq == 0 && slot::was_read(s) { state::FETCHED } else { 0 };
+            let f = Fields { cas: Some(self.cas_of(s, &it)), state: it.state() | fetched, ..it.fields() };
+            let len = encoded_len(it.key().len(), it.value().len(), &f);
             let evicting = how == Clear::Evict && self.cfg.evictions;
-            let keep = !expired
-                && (!evicting || (slot::freq(s) > 0 && !active.last_resort))
-                && !(active.force_out && how == Clear::Evict && self.flash_eligible(&it));
             // What eviction copies forward is paid from the worker's credit
             // (a fifth of what it writes): past it, read items go too.
-            let keep = keep && (!evicting || active.copy_credit >= self.copy_len(&it));
+            let keep = !expired
+                && (!evicting || (slot::freq(s) > 0 && !active.last_resort && active.copy_credit >= self.aligned(len)))
+                && !(active.force_out && how == Clear::Evict && self.flash_eligible(&it));
             if keep {
-                // Cleaning moves an item within its queue, so its read count
-                // moves with it (else a read item cleaned out of the small
-                // queue would later be evicted as unread). Eviction's copy
-                // forward is CLOCK's reinsertion: the count starts again, and
-                // the read mark goes into the item's state.
-                let freq = if how == Clear::Evict { 0 } else { slot::freq(s) };
-                let fetched = if freq == 0 && slot::was_read(s) { state::FETCHED } else { 0 };
-                let f = Fields { cas: Some(self.cas_of(s, &it)), state: it.state() | fetched, ..it.fields() };
-                let len = encoded_len(it.key().len(), it.value().len(), &f);
                 let room =
                     active.targets[target_q as usize].filter(|&t| !self.is_flushed(t)).map_or(0, |t| self.room(t));
                 if self.aligned(len) <= room {

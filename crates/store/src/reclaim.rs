@@ -20,7 +20,7 @@
 //! what they write): writers hand theirs over when they take a segment,
 //! into [`Shared::credit`], which the reclaimer draws on.
 
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering::*};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::*};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -28,7 +28,7 @@ use parking_lot::{Condvar, Mutex};
 
 use crate::evict::Step;
 use crate::segments::Active;
-use crate::store::{add, Counters, Store};
+use crate::store::{bump, Counters, Store};
 
 /// Victims one round may clear before it looks at the time again.
 const STEPS_PER_ROUND: usize = 16;
@@ -44,8 +44,6 @@ pub(crate) struct Shared {
     wake: Condvar,
     /// Copy-forward credit handed over by writers.
     pub(crate) credit: AtomicUsize,
-    /// Segments the reclaimer freed.
-    pub(crate) freed: AtomicU64,
     stop: AtomicBool,
     /// Writers waiting for a segment wait on this; the reclaimer notifies
     /// it as it frees one, or finds it can free none.
@@ -100,7 +98,7 @@ impl Store {
 
     /// Hands a writer's copy credit to the reclaimer, which evicts for it.
     pub(crate) fn give_credit(&self, active: &mut Active) {
-        let most = (self.segment_budget() as usize / 4).max(2) * self.arena.segment_size();
+        let most = self.credit_cap();
         let credit = std::mem::take(&mut active.copy_credit);
         let _ = self.reclaim.credit.fetch_update(Relaxed, Relaxed, |c| Some((c + credit).min(most)));
     }
@@ -161,7 +159,7 @@ impl Reclaimer {
         let Some(active) = guard.as_mut() else { return false };
         active.seal_if_starved(st);
         let credit = st.reclaim.credit.swap(0, Relaxed);
-        active.copy_credit += credit;
+        active.copy_credit = (active.copy_credit + credit).min(st.credit_cap());
         for _ in 0..STEPS_PER_ROUND {
             let step = st.step(&mut st.evict.lock(), active);
             let freed = match step {
@@ -179,7 +177,7 @@ impl Reclaimer {
                 return false;
             }
             st.reclaim.stuck.store(false, Relaxed);
-            add(&st.reclaim.freed, 1);
+            bump(&active.counters.reclaim_background);
             st.reclaim.freed_cv.notify_all();
         }
         true

@@ -338,8 +338,8 @@ impl Active {
             return Err(StoreError::TooLarge);
         }
         self.seal_if_starved(st);
-        let most = (st.segment_budget() as usize / 4).max(COPY_CREDIT_SEGMENTS) * st.arena.segment_size();
-        self.copy_credit = (self.copy_credit + len / COPY_CREDIT_DIV).min(most);
+        // Capped where segments are taken (`Store::alloc_segment`).
+        self.copy_credit += len / COPY_CREDIT_DIV;
         if let Some(seg) = self.segs[class] {
             let m = &st.segs[seg as usize];
             let w = m.write_off.load(Relaxed) as usize;

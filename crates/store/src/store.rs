@@ -61,6 +61,8 @@ pub(crate) struct Counters {
     pub reclaim_inline: AtomicU64,
     /// With the background reclaimer: allocations that waited for it.
     pub reclaim_waited: AtomicU64,
+    /// The reclaimer's: segments it freed.
+    pub reclaim_background: AtomicU64,
     pub segments_evicted: AtomicU64,
     pub segments_reclaimed: AtomicU64,
     pub decompress_errors: AtomicU64,
@@ -560,7 +562,6 @@ impl Store {
             segments_free: self.free.lock().len() as u64,
             segments_in_use: u64::from(self.in_use.load(Relaxed)),
             segment_size: self.arena.segment_size() as u64,
-            reclaim_background: self.reclaim.freed.load(Relaxed),
             memory_limit: self.memory_limit() as u64,
             index_bytes: self.index.memory() as u64,
             hash_power: usize::BITS - 1 - self.index.main_buckets().leading_zeros(),
@@ -587,6 +588,7 @@ impl Store {
             s.alloc_last_resort += c.alloc_last_resort.load(Relaxed);
             s.reclaim_inline += c.reclaim_inline.load(Relaxed);
             s.reclaim_waited += c.reclaim_waited.load(Relaxed);
+            s.reclaim_background += c.reclaim_background.load(Relaxed);
             s.segments_evicted += c.segments_evicted.load(Relaxed);
             s.segments_reclaimed += c.segments_reclaimed.load(Relaxed);
             s.bytes_stored += c.bytes_stored.load(Relaxed);
@@ -639,6 +641,7 @@ impl Store {
                 &c.alloc_last_resort,
                 &c.reclaim_inline,
                 &c.reclaim_waited,
+                &c.reclaim_background,
                 &c.bytes_stored,
                 &c.bytes_copied,
                 &c.segments_cleaned,

@@ -179,8 +179,9 @@ impl Worker {
                 Ok(_) => {}
             }
             // Overwriting a live item is an access to its key, as a set
-            // bumps an item in memcached's LRU: the new version starts as
-            // read once, so that eviction from the small queue keeps it.
+            // bumps an item in memcached's LRU: the new version starts
+            // accessed (not read), so that eviction from the small queue
+            // keeps it.
             let freq = found.map_or(0, |_| OVERWRITE_FREQ);
             let at = store.link(&mut stripe, loc, found, Placed { seg, off, len }, freq, &self.active.counters);
             self.journaled = self.journaled.max(at);
@@ -538,9 +539,8 @@ impl Drop for Held {
     }
 }
 
-/// memcached's `safe_strtoull` on a stored value: optional leading spaces,
-/// digits, then the end or whitespace.
-/// The read count a new version of a live item starts with: an overwrite
+/// The access count (`index.rs`, "freq") a new version of a live item
+/// starts with: an overwrite
 /// (set, append, incr…) is an access, as a set bumps an item in
 /// memcached's LRU. Without it an overwritten key not read again before
 /// its small-queue segment came up was evicted as a one-hit wonder: on
@@ -549,6 +549,8 @@ impl Drop for Held {
 /// adding one to it, did no better.
 const OVERWRITE_FREQ: u8 = slot::WRITTEN;
 
+/// memcached's `safe_strtoull` on a stored value: optional leading spaces,
+/// digits, then the end or whitespace.
 pub(crate) fn parse_counter(v: &[u8]) -> Option<u64> {
     let start = v.iter().position(|b| !b.is_ascii_whitespace())?;
     let v = &v[start..];
