@@ -4,8 +4,9 @@ built on it) warming a second server, the migration recipe in docs.
 lru_crawler mgdump (memcached 1.6.28's: newer than Debian's 1.6.18, so
 strata only) and scripts/mgdump_copy.py, the other recipe.
 
-strata has one "slab class" (1), as stats items/slabs report; la= is when
-the item was written (strata keeps no last-access time per item).
+cls= is the item's size band, as stats items/slabs number them (memcached's
+slab class sizes); la= is when the item was written (strata keeps no
+last-access time per item).
 """
 
 import os

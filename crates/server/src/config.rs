@@ -100,6 +100,8 @@ pub struct ServerConfig {
     /// `-o read_buf_mem_limit=`: bytes of unread replies across all
     /// connections beyond each one's allowance (0: no limit).
     pub reply_budget: usize,
+    /// The LRU crawler's and memcached's tuning settings at start.
+    pub tuning: crate::admin::TuningConfig,
 }
 
 impl Default for ServerConfig {
@@ -138,6 +140,7 @@ impl Default for ServerConfig {
             idle_timeout: 0,
             background_reclaim: true,
             reply_budget: 64 << 20,
+            tuning: crate::admin::TuningConfig::default(),
         }
     }
 }

@@ -55,6 +55,7 @@ impl Fixture {
             seal_gen: AtomicU64::new(0),
             snapshots: None,
             durable_acks: None,
+            tuning: Arc::new(crate::admin::Tuning::new(&Default::default())),
         });
         Fixture { store: store.worker(), shared, stats, _poll: poll }
     }

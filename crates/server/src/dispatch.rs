@@ -202,6 +202,12 @@ pub(crate) fn execute(ctx: &mut Ctx<'_>, req: Request<'_>, out: &mut Vec<u8>, re
             };
             reply(out, msg);
         }
+        Command::Tune(t) => {
+            reply(out, crate::admin::tune(&ctx.shared.store, &ctx.shared.tuning, ctx.shared.cfg.background_reclaim, t))
+        }
+        Command::Metadump { .. } if !ctx.shared.tuning.crawler.load(Relaxed) => {
+            out.extend_from_slice(b"CLIENT_ERROR lru crawler disabled\r\n")
+        }
         Command::Metadump { mg, .. } if !ctx.shared.cfg.dump_enabled => {
             // memcached's wording for each.
             out.extend_from_slice(if mg {
@@ -211,20 +217,25 @@ pub(crate) fn execute(ctx: &mut Ctx<'_>, req: Request<'_>, out: &mut Vec<u8>, re
             })
         }
         Command::Metadump { classes, mg } => {
-            // strata's one "slab class" is 1, as `stats items` and `stats
-            // slabs` report it; other valid ids are empty classes.
-            if classes & (1 << 1) != 0 {
+            // A class id is a size band's number, as `stats items` and
+            // `stats slabs` report them.
+            {
                 let (start, stripes) = (resume.unwrap_or(0), ctx.store.stripes());
                 for stripe in start..stripes {
                     // At least one stripe per turn; then the client reads.
                     if stripe > start && out.len() >= ctx.shared.cfg.max_output {
                         return Outcome::Resume(stripe);
                     }
-                    if mg {
-                        ctx.store.scan(stripe, |key, info| mgdump_line(out, key, info.binary_key));
-                    } else {
-                        ctx.store.scan(stripe, |key, info| metadump_line(out, key, info, clock));
-                    }
+                    let bands = &ctx.shared.store;
+                    ctx.store.scan(stripe, |key, info| {
+                        let class = bands.band_of(info.stored_size) + 1;
+                        if classes & (1 << class) == 0 {
+                        } else if mg {
+                            mgdump_line(out, key, info.binary_key)
+                        } else {
+                            metadump_line(out, key, info, class, clock)
+                        }
+                    });
                 }
             }
             out.extend_from_slice(if mg { b"EN\r\n" } else { r::END });
@@ -350,12 +361,16 @@ fn cachedump(ctx: &mut Ctx<'_>, args: strata_protocol::text::Tokens<'_>, out: &m
         out.extend_from_slice(b"CLIENT_ERROR Illegal slab id\r\n");
         return;
     }
-    if class == 1 {
+    {
         let clock = ctx.shared.store.clock();
+        let bands = &ctx.shared.store;
         let (start, mut listed) = (out.len(), 0u32);
         for stripe in 0..ctx.store.stripes() {
             ctx.store.scan(stripe, |key, info| {
                 if (limit != 0 && listed >= limit) || out.len() - start >= CACHEDUMP_MAX {
+                    return;
+                }
+                if bands.band_of(info.stored_size) + 1 != class as usize {
                     return;
                 }
                 let exp = if info.expiry == 0 { 0 } else { clock.unix_time(info.expiry) };
@@ -381,14 +396,20 @@ pub(crate) const KEY_ESCAPE: &percent_encoding::AsciiSet =
 /// One `lru_crawler metadump` line, memcached's format (ended by `\n`, not
 /// `\r\n`); times absolute. `la` is when the item was written: strata does
 /// not keep a last-access time per item.
-fn metadump_line(out: &mut Vec<u8>, key: &[u8], info: &strata_store::Inspect, clock: &strata_store::Clock) {
+fn metadump_line(
+    out: &mut Vec<u8>,
+    key: &[u8],
+    info: &strata_store::Inspect,
+    class: usize,
+    clock: &strata_store::Clock,
+) {
     use std::io::Write;
     let exp = if info.expiry == 0 { -1 } else { clock.unix_time(info.expiry) };
     let fetch = if info.fetched { "yes" } else { "no" };
     // Writing into a Vec cannot fail.
     let _ = writeln!(
         out,
-        "key={} exp={exp} la={} cas={} fetch={fetch} cls=1 size={}",
+        "key={} exp={exp} la={} cas={} fetch={fetch} cls={class} size={}",
         crate::core::uri(key),
         clock.unix_time(info.written),
         info.cas,

@@ -11,6 +11,7 @@
 //! (`--metrics-listen`). Once the ports are open: the pid file and the
 //! switch away from root (`process`).
 
+pub mod admin;
 pub mod auth;
 mod binary;
 mod bufpool;
@@ -206,6 +207,8 @@ pub(crate) struct Shared {
     /// With `--durability always`: the log whose durable position a
     /// change's reply waits for.
     pub durable_acks: Option<Arc<strata_persist::Wal>>,
+    /// What memcached's tuning commands set (`admin.rs`).
+    pub tuning: Arc<admin::Tuning>,
 }
 
 /// The event loop a worker runs, built before its thread starts so that a
@@ -331,6 +334,7 @@ pub fn run(cfg: ServerConfig, store: Arc<Store>) -> Result<(), ServerError> {
         let wakes = wakes.clone();
         store.on_starved(Box::new(move || wakes.iter().for_each(|w| w.wake())));
     }
+    let cfg_tuning = cfg.tuning.clone();
     let shared = Arc::new(Shared {
         verbosity: AtomicU32::new(cfg.verbosity),
         replies: Arc::new(ReplyBudget { limit: cfg.reply_budget, ..ReplyBudget::default() }),
@@ -355,6 +359,7 @@ pub fn run(cfg: ServerConfig, store: Arc<Store>) -> Result<(), ServerError> {
             .and_then(|s| s.cfg.wal.clone())
             .filter(|w| w.mode() == strata_persist::Durability::Always),
         snapshots: snapshots.clone(),
+        tuning: Arc::new(admin::Tuning::new(&cfg_tuning)),
     });
 
     let mut handles = Vec::new();

@@ -5,9 +5,10 @@
 //! value); the text and binary protocols render it
 //! ([`strata_protocol::stats`]), so no wire parses another's output.
 //!
-//! Segments replace slab classes, so `stats slabs` and `stats items` report
-//! one class (id 1) whose pages are segments; `docs/protocol.md` spells out
-//! the mapping.
+//! Segments replace slab classes: `stats slabs` and `stats items` report
+//! a row per size band (the store's `bands.rs`: memcached's class sizes for
+//! the same `-f` and `-n`), whose pages are the segments holding items of
+//! that size; `docs/protocol.md` spells out the mapping.
 
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
@@ -234,6 +235,12 @@ fn general(shared: &Shared) -> Snapshot {
     s.counter("evicted_unfetched", "Evicted items that were never read.", st.evicted_unfetched);
     s.counter("evictions", "Live items evicted to free memory.", st.evictions);
     s.counter("reclaimed", "Expired items whose memory was reused.", st.expired_unlinked);
+    let t = &shared.tuning;
+    s.gauge("lru_crawler_running", "1 while a crawl (lru_crawler crawl) runs.", u64::from(t.crawling.load(Relaxed)));
+    s.counter("lru_crawler_starts", "Classes crawls were started for.", t.crawler_starts.load(Relaxed));
+    let (checked, reclaimed) = shared.store.crawler_totals();
+    s.counter("crawler_reclaimed", "Expired items the crawler unlinked.", reclaimed);
+    s.counter("crawler_items_checked", "Items the crawler looked at.", checked);
     s.info("strata_segment_size", "Bytes per segment.", st.segment_size);
     s.gauge("strata_segments_total", "Segments the memory reserve holds.", st.segments_total);
     s.gauge("strata_segments_free", "Segments on the free list.", st.segments_free);
@@ -517,19 +524,51 @@ fn settings(shared: &Shared) -> Snapshot {
     let ascii = c.auth_file.as_ref().map_or("no".to_string(), |f| f.source.clone());
     s.info("auth_enabled_ascii", "ASCII authentication file (-Y), or no.", ascii);
     s.info("item_size_max", "Largest item in bytes (-I).", c.item_size_max);
+    let classes = shared.store.config().size_classes;
+    s.info(
+        "growth_factor",
+        "Size bands of stats items and slabs grow by this factor (-f).",
+        format!("{:.2}", classes.growth_factor),
+    );
+    s.info("chunk_size", "Bytes of key, value and flags in the smallest size band (-n).", classes.min_size);
     s.info("hashpower_init", "log2 of the index's buckets at start.", shared.store.hash_power());
     s.info("flush_enabled", "no with -F.", yes_no(c.flush_enabled));
     s.info("dump_enabled", "no with -X: key dumps (cachedump, metadump, mgdump) refused.", yes_no(c.dump_enabled));
     s.info("maxconns_fast", "Always yes: a connection over -c is told so and closed at once.", "yes");
     s.info("hash_algorithm", "The key hash (memcached: murmur3 or jenkins; strata: aHash, seeded at start).", "ahash");
-    s.info("lru_crawler", "Always no: expired items are reclaimed by segment.", "no");
+    let t = &shared.tuning;
+    s.info(
+        "lru_crawler",
+        "lru_crawler crawl is allowed: it unlinks expired items on a thread of its own (lru_crawler enable|disable).",
+        yes_no(t.crawler.load(Relaxed)),
+    );
+    s.info("lru_crawler_sleep", "Microseconds a crawl pauses between index stripes.", t.crawler_sleep_us.load(Relaxed));
+    s.info("lru_crawler_tocrawl", "Items a crawl looks at per class (0: all).", t.crawler_tocrawl.load(Relaxed));
     s.info(
         "lru_maintainer_thread",
         "yes while the background reclaimer keeps segments free ahead of the writers (-o no_lru_maintainer: no).",
         yes_no(c.background_reclaim),
     );
     s.info("slab_reassign", "Always no: segments serve items of every size.", "no");
-    s.info("slab_automove", "Always 0: segments serve items of every size.", 0u64);
+    s.info(
+        "slab_automove",
+        "As set (-o slab_automove, slabs automove); no effect: segments serve items of every size.",
+        t.slab_automove.load(Relaxed),
+    );
+    {
+        let r = t.recorded.lock().clone();
+        const SET: &str = "As set (memcached's tuning command); no effect here (docs/protocol.md).";
+        s.info("slab_automove_ratio", SET, format!("{:.2}", r.slab_automove_ratio));
+        s.info("slab_automove_window", SET, format!("{:.0}", r.slab_automove_window));
+        s.info("slab_automove_freeratio", SET, format!("{:.3}", r.slab_automove_freeratio));
+        s.info("lru_segmented", SET, yes_no(r.lru_segmented));
+        s.info("temp_lru", SET, yes_no(r.temp_lru));
+        s.info("temporary_ttl", SET, i64::from(r.temporary_ttl));
+        s.info("hot_lru_pct", SET, r.hot_lru_pct);
+        s.info("warm_lru_pct", SET, r.warm_lru_pct);
+        s.info("hot_max_factor", SET, format!("{:.2}", r.hot_max_factor));
+        s.info("warm_max_factor", SET, format!("{:.2}", r.warm_max_factor));
+    }
     s.info("track_sizes", "Always no (stats sizes: disabled).", "no");
     let tls = c.tls.as_ref();
     let path = |p: Option<&std::path::PathBuf>| p.map_or("NULL".to_string(), |p| p.display().to_string());
@@ -607,56 +646,60 @@ fn settings(shared: &Shared) -> Snapshot {
 }
 
 fn items(shared: &Shared) -> Snapshot {
-    let st = shared.store.stats();
     let mut s = Snapshot::default();
-    if st.curr_items > 0 {
-        s.gauge("items:1:number", "Items stored.", st.curr_items);
-        s.gauge("items:1:age", "Seconds since the oldest item in memory was written.", shared.store.oldest_age());
-        s.gauge("items:1:mem_requested", "Bytes of the items stored.", st.bytes);
-        s.counter("items:1:evicted", "Live items evicted.", st.evictions);
-        s.counter("items:1:evicted_nonzero", "Evicted items that had an expiry time.", st.evicted_nonzero);
-        s.gauge("items:1:evicted_time", "Seconds the item evicted last had been stored.", st.evicted_age);
-        s.counter(
-            "items:1:outofmemory",
-            "Writes refused because no memory could be freed.",
-            sum(shared, |w| &w.store_no_memory),
+    for (i, b) in shared.store.size_bands().iter().enumerate().filter(|(_, b)| b.items > 0) {
+        let n = i + 1;
+        s.gauge(format!("items:{n}:number"), "Items stored in this size band.", b.items);
+        s.gauge(
+            format!("items:{n}:age"),
+            "Seconds since the oldest segment holding items of this band was first written.",
+            b.age,
         );
-        s.counter("items:1:reclaimed", "Expired items whose memory was reused.", st.expired_unlinked);
-        s.counter("items:1:expired_unfetched", "Expired items reclaimed that were never read.", st.expired_unfetched);
-        s.counter("items:1:evicted_unfetched", "Evicted items that were never read.", st.evicted_unfetched);
+        s.gauge(format!("items:{n}:mem_requested"), "Bytes of the band's items.", b.bytes);
+        s.counter(format!("items:{n}:evicted"), "Live items of this band evicted.", b.evicted);
+        s.counter(format!("items:{n}:evicted_nonzero"), "Evicted items that had an expiry time.", b.evicted_nonzero);
+        s.gauge(format!("items:{n}:evicted_time"), "Seconds the item evicted last had been stored.", b.evicted_time);
+        s.counter(format!("items:{n}:outofmemory"), "Writes refused because no memory could be freed.", b.outofmemory);
+        s.counter(format!("items:{n}:reclaimed"), "Expired items whose memory was reused.", b.reclaimed);
+        s.counter(
+            format!("items:{n}:expired_unfetched"),
+            "Expired items reclaimed that were never read.",
+            b.expired_unfetched,
+        );
+        s.counter(format!("items:{n}:evicted_unfetched"), "Evicted items that were never read.", b.evicted_unfetched);
+        s.counter(format!("items:{n}:crawler_reclaimed"), "Expired items the crawler unlinked.", b.crawler_reclaimed);
+        s.counter(format!("items:{n}:crawler_items_checked"), "Items the crawler looked at.", b.crawler_items_checked);
     }
     s
 }
 
-/// The per-class counters of memcached's `stats slabs`, in its order.
-const SLAB_COUNTERS: [&str; 8] =
-    ["get_hits", "cmd_set", "delete_hits", "incr_hits", "decr_hits", "cas_hits", "cas_badval", "touch_hits"];
-
 fn slabs(shared: &Shared) -> Snapshot {
     let st = shared.store.stats();
+    let mut s = Snapshot::default();
+    let mut active = 0u64;
+    for (i, b) in shared.store.size_bands().iter().enumerate().filter(|(_, b)| b.segments > 0) {
+        let n = i + 1;
+        active += 1;
+        s.info(format!("{n}:chunk_size"), "The band's largest item, in bytes.", b.chunk_size);
+        s.info(
+            format!("{n}:chunks_per_page"),
+            "Items of the band's largest size a segment holds.",
+            st.segment_size / u64::from(b.chunk_size.max(1)),
+        );
+        s.gauge(format!("{n}:total_pages"), "Segments in use holding items of this band.", b.segments);
+        // Free memory is not set aside per size: every band's items are
+        // packed into the same segments, so a band has no free chunks.
+        s.gauge(format!("{n}:total_chunks"), "Items of this band (no chunks are set aside per size).", b.items);
+        s.gauge(format!("{n}:used_chunks"), "Items of this band.", b.items);
+        s.gauge(format!("{n}:free_chunks"), "Always 0: free memory is shared by every band.", 0u64);
+        s.gauge(format!("{n}:free_chunks_end"), "Always 0: free memory is shared by every band.", 0u64);
+        s.gauge(format!("{n}:mem_requested"), "Bytes of the band's items.", b.bytes);
+    }
     // Segments in use, not the reserve less the free list: segments above
     // `-m` are parked, neither free nor used (`total_malloced` read 192
     // MiB of a 64 MiB limit that way).
-    let used = st.segments_in_use;
-    let mut s = Snapshot::default();
-    if used > 0 {
-        s.info("1:chunk_size", "Bytes per segment (strata's one class).", st.segment_size);
-        s.info("1:chunks_per_page", "Always 1: a page is a segment.", 1u64);
-        s.gauge("1:total_pages", "Segments in use.", used);
-        s.gauge("1:total_chunks", "Segments in use.", used);
-        s.gauge("1:used_chunks", "Segments in use.", used);
-        s.gauge("1:free_chunks", "Always 0.", 0u64);
-        s.gauge("1:free_chunks_end", "Always 0.", 0u64);
-        s.gauge("1:mem_requested", "Bytes of the items stored.", st.bytes);
-        // One class: its counters are the server's.
-        for name in SLAB_COUNTERS {
-            if let Some(&(_, help, f)) = WORKER_FIELDS.iter().find(|(n, _, _)| n == &name) {
-                s.counter(format!("1:{name}"), help, sum(shared, f));
-            }
-        }
-    }
-    s.gauge("active_slabs", "1 once a segment is in use.", u64::from(used > 0));
-    s.gauge("total_malloced", "Bytes of the segments in use.", used * st.segment_size);
+    s.gauge("active_slabs", "Size bands with items in segments.", active);
+    s.gauge("total_malloced", "Bytes of the segments in use.", st.segments_in_use * st.segment_size);
     s
 }
 

@@ -713,7 +713,7 @@ impl Store {
                 }
                 let gone = self.item_at(s).map(|it| {
                     self.tell_evicted(s, &it, now);
-                    (it.state(), it.expiry())
+                    (it.state(), it.expiry(), it.header.total_len())
                 });
                 self.unlink(&mut st, loc.bucket, pos, s);
                 self.note_evicted(&c, s, gone, now);
@@ -730,16 +730,18 @@ impl Store {
                 cleared.evicted = true;
                 return;
             }
-            let gone = Some((it.state(), it.expiry()));
+            let gone = Some((it.state(), it.expiry(), it.header.total_len()));
             if !expired {
                 self.tell_evicted(s, &it, now);
             }
             self.unlink(&mut st, loc.bucket, pos, s);
             if expired {
                 bump(&c.expired_unlinked);
-                if !slot::was_read(s) && it.state() & state::FETCHED == 0 {
+                let unfetched = !slot::was_read(s) && it.state() & state::FETCHED == 0;
+                if unfetched {
                     bump(&c.expired_unfetched);
                 }
+                self.bands.expired(victim, it.header.total_len(), unfetched);
             } else {
                 self.note_evicted(&c, s, gone, now);
                 cleared.evicted = true;
@@ -762,17 +764,21 @@ impl Store {
     }
 
     /// Counts an item evicted from memory, with memcached's detail.
-    /// `gone` is its state bits and expiry time, read before unlinking.
-    fn note_evicted(&self, c: &Counters, s: u64, gone: Option<(u8, u32)>, now: u32) {
+    /// `gone` is its state bits, expiry time and length, read before
+    /// unlinking.
+    fn note_evicted(&self, c: &Counters, s: u64, gone: Option<(u8, u32, usize)>, now: u32) {
         bump(&c.evictions);
-        let Some((bits, expiry)) = gone else { return };
-        if !slot::was_read(s) && bits & state::FETCHED == 0 {
+        let Some((bits, expiry, len)) = gone else { return };
+        let unfetched = !slot::was_read(s) && bits & state::FETCHED == 0;
+        if unfetched {
             bump(&c.evicted_unfetched);
         }
         if expiry != 0 {
             bump(&c.evicted_nonzero);
         }
-        self.evicted_age.store(now.saturating_sub(self.written_at(s)), Relaxed);
+        let age = now.saturating_sub(self.written_at(s));
+        self.evicted_age.store(age, Relaxed);
+        self.bands.evicted(slot::seg(s), len, unfetched, expiry != 0, age);
     }
 
     /// Seals the worker's target for `q` (if any) and takes a fresh one,

@@ -14,6 +14,8 @@
 //! - `arena`: the one allocation all segments live in; the only `unsafe`.
 //! - `index`: the bucketed hash index of packed 8-byte slots, striped locks.
 //! - `timelog`: per-segment write times.
+//! - `bands`: items counted by size, for memcached's per-class stats;
+//!   `crawl`: `lru_crawler crawl`, expired items unlinked by a walk.
 //! - `store`: the shared state and the helpers every operation uses.
 //! - `segments`: segments, the memory budget, TTL classes, reservations.
 //! - `evict`: the cleaner and eviction; `reclaim`: the background
@@ -29,7 +31,9 @@
 
 mod aio;
 mod arena;
+mod bands;
 pub mod clock;
+mod crawl;
 mod evict;
 mod image;
 mod index;
@@ -45,7 +49,9 @@ mod types;
 mod worker;
 mod write;
 
+pub use bands::{BandStats, SizeClasses, MAX_BANDS};
 pub use clock::Clock;
+pub use crawl::Crawled;
 pub use image::{Queue, RestoreError, Restored, Sealed, SegmentImage, StoreImage};
 pub use index::hash_power_for;
 pub use journal::{Journal, ReplayError};

@@ -398,6 +398,7 @@ impl Store {
                 }
             },
             value_len: if stored == 0 { it.value().len() } else { plain as usize },
+            stored_size: it.header.total_len(),
             binary_key: it.state() & state::KEY_BINARY != 0,
         }
     }

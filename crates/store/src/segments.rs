@@ -66,6 +66,9 @@ pub(crate) struct SegMeta {
     /// Held for the snapshot being taken, which has not copied it yet: the
     /// cleaner leaves it alone (`image.rs`, "Holds").
     pub(crate) held: std::sync::atomic::AtomicBool,
+    /// The size bands of the items written into it since it was opened,
+    /// one bit each (`bands.rs`).
+    pub(crate) bands: AtomicU64,
 }
 
 impl Store {
@@ -91,6 +94,7 @@ impl Store {
         m.epoch.store(self.epoch.fetch_add(1, Relaxed) + 1, Relaxed);
         m.last_mark.store(0, Relaxed);
         m.held.store(false, Relaxed);
+        m.bands.store(0, Relaxed);
         m.times.lock().clear();
     }
 
@@ -351,7 +355,11 @@ impl Active {
             self.segs[class] = None;
             st.seal(seg, Queue::Small);
         }
-        let seg = st.alloc_segment(self)?;
+        let seg = st.alloc_segment(self).inspect_err(|e| {
+            if *e == StoreError::OutOfMemory {
+                st.bands.out_of_memory(len);
+            }
+        })?;
         self.segs[class] = Some(seg);
         st.segs[seg as usize].write_off.store(len as u32, Release);
         st.note_written(seg, 0, time);

@@ -128,6 +128,8 @@ pub struct Store {
     /// `evicted_time`, which is since its last access: strata keeps no
     /// access time).
     pub(crate) evicted_age: AtomicU32,
+    /// Items counted by size (`bands.rs`).
+    pub(crate) bands: crate::bands::Bands,
     /// Told of items evicted from memory while it wants them (`watch
     /// evictions`).
     pub(crate) evict_hook: std::sync::OnceLock<Arc<dyn EvictionWatcher>>,
@@ -249,6 +251,7 @@ impl Store {
             flush_lock: Mutex::new(()),
             counters: Mutex::new(Vec::new()),
             evicted_age: AtomicU32::new(0),
+            bands: crate::bands::Bands::new(cfg.size_classes),
             evict_hook: std::sync::OnceLock::new(),
             snapshotting: std::sync::atomic::AtomicBool::new(false),
             starved: AtomicU64::new(0),
@@ -363,8 +366,16 @@ impl Store {
         };
         let it = self.item_at(s).ok_or(Miss::Absent)?;
         let Some(miss) = self.dead(s, &it, now) else { return Ok((pos, s)) };
+        let len = it.header.total_len();
         self.unlink(st, loc.bucket, pos, s);
-        bump(if miss == Miss::Flushed { &c.flushed_unlinked } else { &c.expired_unlinked });
+        if miss == Miss::Flushed {
+            bump(&c.flushed_unlinked);
+        } else {
+            bump(&c.expired_unlinked);
+            if !slot::is_flash(s) {
+                self.bands.expired(slot::seg(s), len, false);
+            }
+        }
         Err(miss)
     }
 
@@ -397,6 +408,7 @@ impl Store {
         let (len, plain, stored) = self.item_at(s).map_or((0, 0, 0), |it| sizes(&it));
         st.items -= 1;
         st.bytes -= len as u64;
+        self.band_unlinked(s, len);
         if stored != 0 {
             st.zitems -= 1;
             st.zplain -= plain;
@@ -421,6 +433,7 @@ impl Store {
         let (len, plain, stored) = self.item_at(s).map_or((0, 0, 0), |it| sizes(&it));
         st.items += 1;
         st.bytes += len as u64;
+        self.band_linked(s, len);
         if stored != 0 {
             st.zitems += 1;
             st.zplain += plain;
@@ -627,6 +640,7 @@ impl Store {
 
     /// Zeroes the counters `stats reset` resets.
     pub fn reset_stats(&self) {
+        self.bands.reset();
         for c in self.counters.lock().iter() {
             let all = [
                 &c.total_items,

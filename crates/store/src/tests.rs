@@ -1387,3 +1387,62 @@ fn a_scan_of_every_stripe_sees_each_live_item_once() {
     }
     assert_eq!(after, 0);
 }
+
+/// The size bands add up to the store's totals whatever happens to the
+/// items (overwrites, deletes, evictions), and the crawler unlinks exactly
+/// the expired items of the classes asked for.
+#[test]
+fn size_bands_add_up_and_the_crawler_takes_only_expired_items() {
+    let (s, mut w) = store(4 << 20, true);
+    let c = s.clock().clone();
+    let n = scaled(3000, 120);
+    for i in 0..n {
+        let v = vec![b'v'; [10, 200, 3000, 40_000][i % 4]];
+        let exp = if i % 3 == 0 { c.expiry(5) } else { 0 };
+        let key = format!("k{i}");
+        assert_eq!(w.set(SetOp::Set, key.as_bytes(), 0, exp, &v), Ok(StoreOutcome::Stored));
+        if i % 7 == 0 {
+            assert!(w.delete(key.as_bytes()));
+        }
+    }
+    let totals = |s: &Store| {
+        let b = s.size_bands();
+        (b.iter().map(|b| b.items).sum::<u64>(), b.iter().map(|b| b.bytes).sum::<u64>())
+    };
+    let st = s.stats();
+    assert!(st.evictions > 0, "the test fills memory: {st:?}");
+    assert_eq!(totals(&s), (st.curr_items, st.bytes));
+    let bands = s.size_bands();
+    assert_eq!(bands.iter().map(|b| b.evicted).sum::<u64>(), st.evictions);
+    for (i, b) in bands.iter().enumerate().filter(|(_, b)| b.items > 0) {
+        assert!(b.segments > 0, "band {i} has items in some segment");
+        assert!(b.bytes <= b.items * u64::from(b.chunk_size), "band {i}: items fit its bound");
+    }
+    // Past the expiry: a crawl of the smallest values' class alone takes
+    // only theirs; a crawl of all takes the rest.
+    c.advance(6);
+    let small = s.band_of(s.size_bands().iter().find(|b| b.items > 0).map_or(0, |b| b.chunk_size as usize));
+    let classes = 1u64 << (small + 1);
+    let before = s.size_bands();
+    let mut reclaimed = 0;
+    for stripe in 0..w.stripes() {
+        reclaimed += w.crawl(stripe, classes, 0).reclaimed;
+    }
+    let after = s.size_bands();
+    assert!(reclaimed > 0);
+    assert_eq!(before[small].items - after[small].items, reclaimed);
+    assert_eq!(after[small].crawler_reclaimed, reclaimed);
+    for stripe in 0..w.stripes() {
+        w.crawl(stripe, u64::MAX, 0);
+    }
+    let st = s.stats();
+    assert_eq!(totals(&s), (st.curr_items, st.bytes));
+    let mut live = 0;
+    for stripe in 0..w.stripes() {
+        w.scan(stripe, |_, info| {
+            assert_eq!(info.expiry, 0, "no expired item is left linked");
+            live += 1;
+        });
+    }
+    assert_eq!(live, st.curr_items);
+}

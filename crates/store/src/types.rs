@@ -73,6 +73,9 @@ pub struct Config {
     pub compression: Option<strata_compress::Config>,
     /// The flash tier (`-o ext_path=`): evicted values go there.
     pub flash: Option<FlashTier>,
+    /// `-f` and `-n`: the size bands items are counted in for `stats
+    /// items` and `stats slabs` (`bands.rs`).
+    pub size_classes: crate::SizeClasses,
 }
 
 /// The flash tier's store-side settings, and its log.
@@ -122,6 +125,7 @@ impl Default for Config {
             unlocked_read_min: 64 << 10,
             compression: None,
             flash: None,
+            size_classes: crate::SizeClasses::default(),
         }
     }
 }
@@ -356,6 +360,9 @@ pub struct Inspect {
     pub size: usize,
     /// Bytes of the value, as the client stored it.
     pub value_len: usize,
+    /// Bytes the item takes in memory (its compressed form's, for a
+    /// compressed value): what its size band is chosen by.
+    pub stored_size: usize,
     pub binary_key: bool,
 }
 

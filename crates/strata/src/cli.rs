@@ -149,6 +149,32 @@ pub struct Args {
     #[arg(short = 'v', long = "verbose", action = ArgAction::Count)]
     pub verbose: u8,
 
+    /// Size bands of `stats items` and `stats slabs`: each band's largest
+    /// item is this factor times the previous one's, as memcached's slab
+    /// classes grow (strata packs every size into the same segments)
+    #[arg(short = 'f', long = "slab-growth-factor", default_value_t = 1.25)]
+    growth_factor: f64,
+
+    /// The smallest size band: items of key, value and flags up to this
+    /// many bytes (plus memcached's 48-byte header), as memcached's
+    /// smallest slab class
+    #[arg(short = 'n', long = "slab-min-size", default_value_t = 48)]
+    slab_min_size: usize,
+
+    /// Raise the core file size limit to its maximum, so a crash leaves a
+    /// core dump
+    #[arg(short = 'r', long = "enable-coredumps")]
+    pub enable_coredumps: bool,
+
+    /// memcached's NAPI ids for its worker threads' sockets: accepted, no
+    /// effect (strata's workers take connections as they come)
+    #[arg(short = 'N', long = "napi_ids", value_name = "NUM")]
+    napi_ids: Option<u32>,
+
+    /// Print the license and exit
+    #[arg(short = 'i', long = "license")]
+    pub license: bool,
+
     /// Extended options, comma separated: hashpower=N, max_get_line=BYTES, io=auto|uring|epoll, io_buffers=N,
     /// compression=on|off, compression_level=1..19, compression_min_size=BYTES,
     /// compression_min_saving=PERCENT, compression_dict_size=BYTES, compression_train_bytes=BYTES,
@@ -245,7 +271,6 @@ const MEMCACHED_TUNING: &[&str] = &[
     "no_maxconns_fast",
     "slab_reassign",
     "no_slab_reassign",
-    "slab_automove",
     "no_slab_automove",
     "slab_automove_ratio",
     "slab_automove_window",
@@ -253,10 +278,7 @@ const MEMCACHED_TUNING: &[&str] = &[
     "slab_sizes",
     "tail_repair_time",
     "hash_algorithm",
-    "lru_crawler",
-    "no_lru_crawler",
-    "lru_crawler_sleep",
-    "lru_crawler_tocrawl",
+    "sock_cookie_id",
     "lru_segmented",
     "hot_lru_pct",
     "warm_lru_pct",
@@ -396,6 +418,16 @@ fn memory_reserve(limit: usize) -> usize {
 impl Args {
     pub fn into_configs(self) -> Result<(StoreConfig, ServerConfig), ConfigError> {
         let item_size_max = parse_size(&self.max_item_size)?;
+        // memcached's checks and wording.
+        if self.growth_factor <= 1.0 || !self.growth_factor.is_finite() {
+            return Err("Factor must be greater than 1 (-f)".into());
+        }
+        if self.slab_min_size == 0 {
+            return Err("Chunk size must be greater than 0 (-n)".into());
+        }
+        if self.napi_ids.is_some() {
+            tracing::info!("-N: accepted for memcached compatibility, no effect here (no NAPI id grouping)");
+        }
         if item_size_max < 1024 {
             return Err("item size limit (-I) cannot be less than 1024 bytes".into());
         }
@@ -432,6 +464,7 @@ impl Args {
         let mut background_reclaim = true;
         let mut read_buf_mem_limit: Option<usize> = None;
         let mut tls = TlsOptions::default();
+        let mut tuning = strata_server::admin::TuningConfig::default();
         for opt in self.extended.iter().flat_map(|o| o.split(',')).filter(|o| !o.is_empty()) {
             let (k, v) = opt.split_once('=').unwrap_or((opt, ""));
             match k {
@@ -477,6 +510,33 @@ impl Args {
                 "lru_maintainer" => background_reclaim = true,
                 "no_lru_maintainer" => background_reclaim = false,
                 "read_buf_mem_limit" => read_buf_mem_limit = Some(number(k, v)?),
+                // The crawler `lru_crawler crawl` starts (admin.rs).
+                "lru_crawler" => tuning.crawler = true,
+                "no_lru_crawler" => tuning.crawler = false,
+                "lru_crawler_sleep" => {
+                    tuning.crawler_sleep_us = number::<u32>(k, v)
+                        .ok()
+                        .filter(|us| *us <= 1_000_000)
+                        .ok_or_else(|| format!("invalid lru_crawler_sleep {v:?} (0 to 1000000 microseconds)"))?
+                }
+                "lru_crawler_tocrawl" => tuning.crawler_tocrawl = number(k, v)?,
+                // Recorded and reported; segments serve every size, so
+                // there is nothing to move (admin.rs).
+                "slab_automove" => {
+                    tuning.slab_automove = number::<u32>(k, v)
+                        .ok()
+                        .filter(|n| *n <= 2)
+                        .ok_or_else(|| format!("invalid slab_automove {v:?} (0, 1 or 2)"))?
+                }
+                // memcached's proxy (a build option there) routes requests
+                // to other servers; strata serves them itself, and taking
+                // the option silently would answer from the wrong place.
+                "proxy_config" | "proxy_arg" | "proxy_uring" => {
+                    return Err(format!(
+                        "-o {k}: strata is a cache server, not memcached's proxy; run a proxy in front of it"
+                    )
+                    .into())
+                }
                 "compression_level" => zcfg.level = number(k, v)?,
                 "compression_min_size" => zcfg.min_size = parse_size(v)?,
                 "compression_min_saving" => zcfg.min_saving_percent = number(k, v)?,
@@ -528,6 +588,7 @@ impl Args {
             hash_power,
             compression: compression.then_some(zcfg),
             flash,
+            size_classes: strata_store::SizeClasses { growth_factor: self.growth_factor, min_size: self.slab_min_size },
             ..StoreConfig::default()
         };
         // Whether -B was given at all: like memcached, an explicit `-B auto`
@@ -616,6 +677,7 @@ impl Args {
             pid_file: self.pid_file,
             idle_timeout,
             background_reclaim,
+            tuning,
             reply_budget: read_buf_mem_limit
                 .map_or_else(|| reply_budget_default(memory_limit), |mb| mb.saturating_mul(1 << 20)),
             port: self.port,

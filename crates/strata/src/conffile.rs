@@ -21,6 +21,11 @@ pub struct ConfFile {
     pub logfile: Option<PathBuf>,
     /// Lines ignored (1-based numbers), for a warning once logging is up.
     pub ignored: Vec<usize>,
+    /// Each flag line's number (1-based) and how many of `args` it gave,
+    /// so an error can name the line it came from.
+    pub lines: Vec<(usize, usize)>,
+    /// Where it was read from.
+    pub path: PathBuf,
 }
 
 /// Parses a configuration file's text.
@@ -32,7 +37,9 @@ pub fn parse(text: &str) -> ConfFile {
             continue;
         }
         if line.starts_with('-') {
+            let before = c.args.len();
             c.args.extend(line.split_whitespace().map(str::to_string));
+            c.lines.push((n + 1, c.args.len() - before));
         } else if let Some(path) = line.strip_prefix("logfile").filter(|r| r.starts_with(char::is_whitespace)) {
             c.logfile = Some(PathBuf::from(path.trim()));
         } else {
@@ -40,6 +47,23 @@ pub fn parse(text: &str) -> ConfFile {
         }
     }
     c
+}
+
+impl ConfFile {
+    /// The first line whose flags `parses` refuses when given with those of
+    /// the lines before it (each prefix of the file is tried in turn): the
+    /// line an error in the file came from. `None` if the file's flags
+    /// parse on their own (the error is the command line's).
+    pub fn failing_line(&self, parses: impl Fn(&[String]) -> bool) -> Option<usize> {
+        let mut end = 0;
+        for &(line, n) in &self.lines {
+            end += n;
+            if !parses(&self.args[..end]) {
+                return Some(line);
+            }
+        }
+        None
+    }
 }
 
 /// The command line with `--config FILE` (or `--config=FILE`) replaced by
@@ -67,7 +91,8 @@ pub fn expand(argv: Vec<OsString>) -> Result<Option<(Vec<OsString>, ConfFile)>, 
     }
     let Some(path) = path else { return Ok(None) };
     let text = std::fs::read_to_string(&path).map_err(|e| format!("--config {}: {e}", path.display()))?;
-    let conf = parse(&text);
+    let mut conf = parse(&text);
+    conf.path = path;
     let mut out: Vec<OsString> = rest.drain(..1).collect();
     out.extend(conf.args.iter().map(OsString::from));
     out.extend(rest);
@@ -137,6 +162,14 @@ logfile /var/log/memcached.log
         assert_eq!(c.args.last().map(String::as_str), Some("/var/run/memcached/memcached.pid"));
         assert_eq!(c.logfile, Some(PathBuf::from("/var/log/memcached.log")));
         assert!(c.ignored.is_empty());
+    }
+
+    #[test]
+    fn the_failing_line_is_found() {
+        let c = parse("# comment\n-m 32\n\n-p 1 -U 2\n-x\n-c 5\n");
+        assert_eq!(c.lines, [(2, 2), (4, 4), (5, 1), (6, 2)]);
+        assert_eq!(c.failing_line(|a| !a.iter().any(|f| f == "-x")), Some(5));
+        assert_eq!(c.failing_line(|_| true), None);
     }
 
     #[test]

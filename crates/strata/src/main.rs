@@ -41,6 +41,29 @@ fn lock_memory() {
     }
 }
 
+/// memcached's `-r`: the core file size limit raised to its hard maximum,
+/// so that a crash leaves a core dump to debug.
+fn enable_coredumps() {
+    let mut lim = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
+    // SAFETY: getrlimit and setrlimit read and write the one struct given.
+    let rc = unsafe {
+        if libc::getrlimit(libc::RLIMIT_CORE, &mut lim) == 0 {
+            lim.rlim_cur = lim.rlim_max;
+            libc::setrlimit(libc::RLIMIT_CORE, &lim)
+        } else {
+            -1
+        }
+    };
+    if rc != 0 {
+        // memcached exits here; a server that runs without core dumps is
+        // more use than one that does not start.
+        tracing::warn!(error = %std::io::Error::last_os_error(), "-r: could not raise the core file size limit");
+    }
+}
+
+/// `strata -i`: the license, as memcached prints its own.
+const LICENSE: &str = include_str!("../../../LICENSE");
+
 /// memcached's `-d`: into the background, detached from the terminal, its
 /// standard streams on /dev/null (the log then goes nowhere unless the
 /// configuration file names a `logfile`). Unlike memcached, the working
@@ -67,16 +90,23 @@ fn level_of(verbose: u32) -> &'static str {
 fn main() -> ExitCode {
     let mut conf = None;
     let args = match conffile::expand(std::env::args_os().collect()) {
-        Ok(Some((argv, c))) => {
-            conf = Some(c);
-            cli::Args::parse_from(argv)
-        }
+        Ok(Some((argv, c))) => match cli::Args::try_parse_from(argv) {
+            Ok(a) => {
+                conf = Some(c);
+                a
+            }
+            Err(e) => return config_error(&c, e),
+        },
         Ok(None) => cli::Args::parse(),
         Err(msg) => {
             eprintln!("strata: {msg}");
             return ExitCode::from(64);
         }
     };
+    if args.license {
+        print!("{LICENSE}");
+        return ExitCode::SUCCESS;
+    }
     let level = level_of(u32::from(args.verbose));
     let logfile = conf.as_ref().and_then(|c| c.logfile.as_ref());
     let log: Box<dyn Fn() -> Box<dyn std::io::Write> + Send + Sync> = match logfile {
@@ -110,11 +140,26 @@ fn main() -> ExitCode {
     if let Some(c) = conf.as_ref().filter(|c| !c.ignored.is_empty()) {
         tracing::warn!(lines = ?c.ignored, "--config: lines that are neither a flag nor `logfile` were ignored");
     }
+    if args.enable_coredumps {
+        enable_coredumps();
+    }
     let (daemon, lock, huge) = (args.daemon, args.lock_memory, args.large_pages);
     let (store_cfg, mut server_cfg) = match args.into_configs() {
         Ok(c) => c,
         Err(cli::ConfigError::Usage(msg)) => {
-            eprintln!("strata: {msg}");
+            // The file's line, if its flags alone (up to that line) fail
+            // the same way.
+            let same = |flags: &[String]| {
+                let argv = std::iter::once("strata").chain(flags.iter().map(String::as_str));
+                match cli::Args::try_parse_from(argv).map(cli::Args::into_configs) {
+                    Ok(Err(cli::ConfigError::Usage(m))) => m != msg,
+                    _ => true,
+                }
+            };
+            match conf.as_ref().and_then(|c| Some((c, c.failing_line(same)?))) {
+                Some((c, line)) => eprintln!("strata: {}:{line}: {msg}", c.path.display()),
+                None => eprintln!("strata: {msg}"),
+            }
             return ExitCode::from(64);
         }
         // EX_CANTCREAT, as for a snapshot another server holds.
@@ -173,6 +218,30 @@ fn main() -> ExitCode {
             eprintln!("strata: {e}");
             ExitCode::from(71)
         }
+    }
+}
+
+/// A command line with `--config` that does not parse: if the file's own
+/// flags are at fault, the error names the file and the line (a tuned
+/// memcached.conf with a flag strata refused would otherwise fail with a
+/// message about the command line, under systemd over and over).
+fn config_error(conf: &conffile::ConfFile, e: clap::Error) -> ExitCode {
+    use clap::error::ErrorKind;
+    if matches!(e.kind(), ErrorKind::DisplayHelp | ErrorKind::DisplayVersion) {
+        e.exit();
+    }
+    let parses = |flags: &[String]| {
+        cli::Args::try_parse_from(std::iter::once("strata").chain(flags.iter().map(String::as_str))).is_ok()
+    };
+    match conf.failing_line(parses) {
+        Some(line) => {
+            let msg = e.kind().as_str().map_or_else(|| e.to_string(), str::to_string);
+            let detail = e.to_string();
+            let first = detail.lines().next().unwrap_or(&msg).trim_start_matches("error: ");
+            eprintln!("strata: {}:{line}: {first}", conf.path.display());
+            ExitCode::from(u8::try_from(e.exit_code()).unwrap_or(2))
+        }
+        None => e.exit(),
     }
 }
 

@@ -116,6 +116,9 @@ pub enum Command<'a> {
         classes: u64,
         mg: bool,
     },
+    /// memcached's run-time tuning: `slabs`, `lru`, `lru_crawler
+    /// crawl|sleep|tocrawl|enable|disable`, `extstore`.
+    Tune(admin::Tune),
     Quit,
     /// `shutdown` with its optional mode token (checked by the server, after
     /// it has checked that shutdown is enabled, as memcached does).
@@ -215,6 +218,12 @@ pub enum ClientError {
     InvalidArithMode,
     /// `lru_crawler metadump` with a class id that is not one.
     BadClass,
+    /// `lru_crawler sleep` over a second.
+    SleepTooLong,
+    /// `lru tune` whose hot and warm percentages exceed 80.
+    LruPercents,
+    /// `lru tune` with an age factor of 0 or less.
+    LruFactors,
 }
 
 impl ClientError {
@@ -239,6 +248,9 @@ impl ClientError {
             ClientError::InvalidSetMode => b"CLIENT_ERROR invalid mode for ms M token\r\n",
             ClientError::InvalidArithMode => b"CLIENT_ERROR invalid mode for ma M token\r\n",
             ClientError::BadClass => b"BADCLASS invalid class id\r\n",
+            ClientError::SleepTooLong => b"CLIENT_ERROR sleep must be one second or less\r\n",
+            ClientError::LruPercents => b"ERROR hot and warm pcts must not exceed 80\r\n",
+            ClientError::LruFactors => b"ERROR hot/warm age factors must be greater than 0\r\n",
         }
     }
 }
@@ -378,6 +390,9 @@ pub fn parse<'a>(buf: &'a [u8], config: &Config) -> Parse<'a> {
         b"verbosity" => admin::parse_verbosity(&l, consumed),
         b"cache_memlimit" => admin::parse_cache_memlimit(&l, consumed),
         b"lru_crawler" => admin::parse_lru_crawler(&l, consumed),
+        b"slabs" => admin::parse_slabs(&l, consumed),
+        b"lru" => admin::parse_lru(&l, consumed),
+        b"extstore" => admin::parse_extstore(&l, consumed),
         b"shutdown" => admin::parse_shutdown(&l, consumed),
         b"snapshot" if l.ntokens == 2 => done(Command::Snapshot, false, consumed),
         b"stats" => done(Command::Stats { args: Tokens(l.after_command) }, false, consumed),

@@ -154,10 +154,47 @@ fn lru_crawler_metadump_forms() {
         &b"lru_crawler\r\n"[..],
         b"lru_crawler metadump\r\n",
         b"lru_crawler metadump all x\r\n",
-        b"lru_crawler crawl all\r\n",
+        b"lru_crawler crawl\r\n",
+        b"lru_crawler bogus\r\n",
     ] {
         assert_eq!(cmd(bad).0, Command::Error(ClientError::Error), "{bad:?}");
     }
+}
+
+#[test]
+fn tuning_commands_parse_as_memcached_checks_them() {
+    use crate::text::admin::{AutomoveParam, ExtSetting, Tune};
+    let tune = |line: &[u8]| match cmd(line) {
+        (Command::Tune(t), noreply, _) => Ok((t, noreply)),
+        (Command::Error(e), _, _) => Err(e),
+        (other, _, _) => panic!("{other:?}"),
+    };
+    assert_eq!(tune(b"slabs automove 2\r\n"), Ok((Tune::SlabsAutomove(2), false)));
+    assert_eq!(tune(b"slabs automove 1 noreply\r\n"), Ok((Tune::SlabsAutomove(1), true)));
+    assert_eq!(tune(b"slabs automove 3\r\n"), Err(ClientError::Error));
+    assert_eq!(tune(b"slabs automove x\r\n"), Err(ClientError::BadFormat));
+    assert_eq!(tune(b"slabs automove ratio 0.5\r\n"), Ok((Tune::SlabsAutomoveParam(AutomoveParam::Ratio, 0.5), false)));
+    assert_eq!(tune(b"slabs automove ratio\r\n"), Err(ClientError::Error));
+    assert_eq!(tune(b"slabs reassign x y\r\n"), Ok((Tune::SlabsReassign, false)));
+    assert_eq!(tune(b"slabs reassign 1\r\n"), Err(ClientError::Error));
+    assert_eq!(tune(b"slabs\r\n"), Err(ClientError::Error));
+    assert_eq!(tune(b"lru_crawler crawl all\r\n"), Ok((Tune::Crawl { classes: u64::MAX }, false)));
+    assert_eq!(tune(b"lru_crawler crawl 1,3\r\n"), Ok((Tune::Crawl { classes: 0b1010 }, false)));
+    assert_eq!(tune(b"lru_crawler crawl 99\r\n"), Err(ClientError::BadClass));
+    assert_eq!(tune(b"lru_crawler sleep 1000000\r\n"), Ok((Tune::CrawlerSleep(1_000_000), false)));
+    assert_eq!(tune(b"lru_crawler sleep 1000001\r\n"), Err(ClientError::SleepTooLong));
+    assert_eq!(tune(b"lru_crawler tocrawl x\r\n"), Err(ClientError::BadFormat));
+    assert_eq!(tune(b"lru_crawler disable\r\n"), Ok((Tune::CrawlerEnable(false), false)));
+    assert_eq!(tune(b"lru mode flat noreply\r\n"), Ok((Tune::LruSegmented(false), true)));
+    assert_eq!(tune(b"lru temp_ttl -1\r\n"), Ok((Tune::LruTempTtl(-1), false)));
+    assert_eq!(tune(b"lru tune 50 50 0.2 2\r\n"), Err(ClientError::LruPercents));
+    assert_eq!(tune(b"lru tune 10 20 0 2\r\n"), Err(ClientError::LruFactors));
+    assert_eq!(tune(b"lru tune 10 20 nan 2\r\n"), Err(ClientError::Error));
+    assert_eq!(tune(b"lru\r\n"), Err(ClientError::Error));
+    assert_eq!(tune(b"extstore item_age 10\r\n"), Ok((Tune::Extstore(ExtSetting::ItemAge, 10.0), false)));
+    assert_eq!(tune(b"extstore max_frag 0.5\r\n"), Ok((Tune::Extstore(ExtSetting::MaxFrag, 0.5), false)));
+    assert_eq!(tune(b"extstore free_memchunks 1\r\n"), Err(ClientError::Error));
+    assert_eq!(tune(b"extstore nope 1\r\n"), Err(ClientError::Error));
 }
 
 #[test]

@@ -1,0 +1,225 @@
+//! memcached's run-time tuning commands (`slabs`, `lru`, `lru_crawler
+//! crawl|sleep|tocrawl|enable|disable`, `extstore`): the settings they
+//! change, what each does here, and the LRU crawler's thread.
+//!
+//! strata has no slab classes, no hot/warm/cold LRUs and no slab mover, so
+//! most of these settings have nothing to steer: they are checked as
+//! memcached checks them, answered as memcached answers, recorded, and
+//! reported by `stats settings`, so that operators' scripts run unchanged.
+//! What does act: `lru_crawler crawl` walks the index on its own thread and
+//! unlinks expired items (`strata_store::Worker::crawl`), paced by `sleep`
+//! and bounded by `tocrawl`; `lru_crawler disable` turns it and the
+//! metadump off as in memcached; `extstore item_size|item_age|recache_rate`
+//! change the flash tier. docs/protocol.md lists each command.
+
+use std::sync::atomic::Ordering::Relaxed;
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64};
+use std::sync::Arc;
+
+use parking_lot::Mutex;
+use strata_protocol::text::admin::{AutomoveParam, ExtSetting, Tune};
+use strata_store::Store;
+
+/// The settings at start (from the flags).
+#[derive(Debug, Clone, PartialEq)]
+pub struct TuningConfig {
+    /// `-o lru_crawler` / `no_lru_crawler`.
+    pub crawler: bool,
+    /// `-o lru_crawler_sleep`: microseconds between index stripes.
+    pub crawler_sleep_us: u32,
+    /// `-o lru_crawler_tocrawl`: items looked at per class per crawl (0:
+    /// all).
+    pub crawler_tocrawl: u32,
+    /// `-o slab_automove`.
+    pub slab_automove: u32,
+}
+
+impl Default for TuningConfig {
+    fn default() -> Self {
+        TuningConfig { crawler: true, crawler_sleep_us: 100, crawler_tocrawl: 0, slab_automove: 0 }
+    }
+}
+
+/// The settings as the commands left them.
+#[derive(Debug)]
+pub(crate) struct Tuning {
+    pub crawler: AtomicBool,
+    pub crawler_sleep_us: AtomicU32,
+    pub crawler_tocrawl: AtomicU32,
+    /// A crawl is running.
+    pub crawling: AtomicBool,
+    /// Crawls started (memcached's `lru_crawler_starts`).
+    pub crawler_starts: AtomicU64,
+    pub slab_automove: AtomicU32,
+    /// The other recorded settings, by memcached's `stats settings` name.
+    pub recorded: Mutex<Recorded>,
+}
+
+/// Settings recorded for `stats settings` only.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Recorded {
+    pub slab_automove_ratio: f64,
+    pub slab_automove_freeratio: f64,
+    pub slab_automove_window: f64,
+    pub lru_segmented: bool,
+    pub temp_lru: bool,
+    pub temporary_ttl: i32,
+    pub hot_lru_pct: u32,
+    pub warm_lru_pct: u32,
+    pub hot_max_factor: f64,
+    pub warm_max_factor: f64,
+    pub ext_low_ttl: u32,
+    pub ext_compact_under: u32,
+    pub ext_drop_under: u32,
+    pub ext_max_sleep: u32,
+    pub ext_max_frag: f64,
+    pub ext_drop_unread: bool,
+}
+
+impl Default for Recorded {
+    /// memcached 1.6's defaults.
+    fn default() -> Self {
+        Recorded {
+            slab_automove_ratio: 0.8,
+            slab_automove_freeratio: 0.01,
+            slab_automove_window: 30.0,
+            lru_segmented: true,
+            temp_lru: false,
+            temporary_ttl: 61,
+            hot_lru_pct: 20,
+            warm_lru_pct: 40,
+            hot_max_factor: 0.2,
+            warm_max_factor: 2.0,
+            ext_low_ttl: 0,
+            ext_compact_under: 0,
+            ext_drop_under: 0,
+            ext_max_sleep: 1_000_000,
+            ext_max_frag: 0.8,
+            ext_drop_unread: false,
+        }
+    }
+}
+
+impl Tuning {
+    pub(crate) fn new(cfg: &TuningConfig) -> Tuning {
+        Tuning {
+            crawler: AtomicBool::new(cfg.crawler),
+            crawler_sleep_us: AtomicU32::new(cfg.crawler_sleep_us),
+            crawler_tocrawl: AtomicU32::new(cfg.crawler_tocrawl),
+            crawling: AtomicBool::new(false),
+            crawler_starts: AtomicU64::new(0),
+            slab_automove: AtomicU32::new(cfg.slab_automove),
+            recorded: Mutex::new(Recorded::default()),
+        }
+    }
+}
+
+const OK: &[u8] = b"OK\r\n";
+
+/// Carries out `t` and gives memcached's reply. `lru_maintainer` is
+/// whether the background reclaimer runs (memcached answers `lru mode`
+/// and `lru temp_ttl` only with its LRU maintainer thread).
+pub(crate) fn tune(store: &Arc<Store>, tuning: &Arc<Tuning>, lru_maintainer: bool, t: Tune) -> &'static [u8] {
+    let mut rec = tuning.recorded.lock();
+    match t {
+        Tune::SlabsAutomove(level) => tuning.slab_automove.store(level, Relaxed),
+        Tune::SlabsAutomoveParam(AutomoveParam::Ratio, v) => rec.slab_automove_ratio = v,
+        Tune::SlabsAutomoveParam(AutomoveParam::FreeRatio, v) => rec.slab_automove_freeratio = v,
+        Tune::SlabsAutomoveParam(AutomoveParam::Window, v) => rec.slab_automove_window = v,
+        // memcached's reply with slab_reassign off, which is what `stats
+        // settings` reports: memory is not divided by size here, so there
+        // is never a page to move between classes.
+        Tune::SlabsReassign => return b"CLIENT_ERROR slab reassignment disabled\r\n",
+        Tune::Crawl { classes } => {
+            drop(rec);
+            return crawl(store, tuning, classes);
+        }
+        Tune::CrawlerSleep(us) => tuning.crawler_sleep_us.store(us, Relaxed),
+        Tune::CrawlerToCrawl(n) => tuning.crawler_tocrawl.store(n, Relaxed),
+        Tune::CrawlerEnable(on) => {
+            // memcached answers an enable of a running crawler with this
+            // (its thread start fails); a disable always succeeds.
+            if on && tuning.crawler.swap(true, Relaxed) {
+                return b"ERROR failed to start lru crawler thread\r\n";
+            }
+            tuning.crawler.store(on, Relaxed);
+        }
+        Tune::LruSegmented(_) | Tune::LruTempTtl(_) if !lru_maintainer => return b"ERROR\r\n",
+        Tune::LruSegmented(on) => rec.lru_segmented = on,
+        // A negative TTL turns the temporary LRU off and keeps the TTL.
+        Tune::LruTempTtl(ttl) if ttl < 0 => rec.temp_lru = false,
+        Tune::LruTempTtl(ttl) => (rec.temp_lru, rec.temporary_ttl) = (true, ttl),
+        Tune::LruTune { hot_pct, warm_pct, hot_factor, warm_factor } => {
+            (rec.hot_lru_pct, rec.warm_lru_pct) = (hot_pct, warm_pct);
+            (rec.hot_max_factor, rec.warm_max_factor) = (hot_factor, warm_factor);
+        }
+        Tune::Extstore(setting, v) => extstore(store, &mut rec, setting, v),
+    }
+    OK
+}
+
+/// `extstore <setting> <value>`: what the flash tier has, it takes (a
+/// no-op without one, and still `OK`, as memcached built with extstore
+/// answers); the rest is recorded.
+fn extstore(store: &Store, rec: &mut Recorded, setting: ExtSetting, v: f64) {
+    // Parsed as a u32 for every setting but max_frag.
+    let n = v as u32;
+    match setting {
+        // I32-EXT: the store's setters land with the flash tier's change.
+        ExtSetting::ItemSize | ExtSetting::ItemAge | ExtSetting::RecacheRate => {
+            let _ = (store, n);
+        }
+        ExtSetting::LowTtl => rec.ext_low_ttl = n,
+        ExtSetting::CompactUnder => rec.ext_compact_under = n,
+        ExtSetting::DropUnder => rec.ext_drop_under = n,
+        ExtSetting::MaxSleep => rec.ext_max_sleep = n,
+        ExtSetting::MaxFrag => rec.ext_max_frag = v,
+        ExtSetting::DropUnread => rec.ext_drop_unread = n != 0,
+        ExtSetting::FreeMemchunks => {}
+    }
+}
+
+/// `lru_crawler crawl <classes>`: starts a crawl on its own thread and
+/// answers at once, as memcached does.
+fn crawl(store: &Arc<Store>, tuning: &Arc<Tuning>, classes: u64) -> &'static [u8] {
+    if !tuning.crawler.load(Relaxed) {
+        return b"CLIENT_ERROR lru crawler disabled\r\n";
+    }
+    let bands = store.size_bands();
+    let with_items = bands.iter().enumerate().filter(|(i, b)| b.items > 0 && classes & (1 << (i + 1)) != 0).count();
+    if with_items == 0 {
+        return b"NOTSTARTED no items to crawl\r\n";
+    }
+    if tuning.crawling.swap(true, Relaxed) {
+        return b"BUSY currently processing crawler request\r\n";
+    }
+    tuning.crawler_starts.fetch_add(with_items as u64, Relaxed);
+    let limit = u64::from(tuning.crawler_tocrawl.load(Relaxed)) * with_items as u64;
+    let (store, tuning2) = (store.clone(), tuning.clone());
+    let spawned = std::thread::Builder::new().name("strata-crawler".into()).spawn(move || {
+        let mut worker = store.worker();
+        let mut left = limit;
+        for stripe in 0..worker.stripes() {
+            let done = worker.crawl(stripe, classes, left);
+            if limit != 0 {
+                left = left.saturating_sub(done.checked);
+                if left == 0 {
+                    break;
+                }
+            }
+            let pause = tuning2.crawler_sleep_us.load(Relaxed);
+            if pause > 0 {
+                std::thread::sleep(std::time::Duration::from_micros(u64::from(pause)));
+            }
+        }
+        tuning2.crawling.store(false, Relaxed);
+    });
+    match spawned {
+        Ok(_) => b"OK\r\n",
+        Err(e) => {
+            tracing::warn!(error = %e, "lru_crawler: no crawler thread");
+            tuning.crawling.store(false, Relaxed);
+            b"ERROR an unknown error happened\r\n"
+        }
+    }
+}
