@@ -7,6 +7,7 @@ each, so lines are matched by their end.
 import os
 import re
 import signal
+import time
 
 import pytest
 
@@ -25,9 +26,18 @@ def fd_of(srv, c):
     another connection: `c` has not yet chosen its protocol)."""
     me = "tcp:127.0.0.1:%d" % c.sock.getsockname()[1]
     other = srv.connect()
-    s = stats(other, "conns")
+    # Listed once the server has accepted it, which may be a moment after
+    # the client's connect returned.
+    deadline = time.monotonic() + 5
+    while True:
+        s = stats(other, "conns")
+        fds = [int(k.split(":")[0]) for k, v in s.items() if k.endswith(":addr") and v == me]
+        if fds or time.monotonic() > deadline:
+            break
+        time.sleep(0.02)
     other.close()
-    return next(int(k.split(":")[0]) for k, v in s.items() if k.endswith(":addr") and v == me)
+    assert fds, s
+    return fds[0]
 
 
 def logged(lines, text):
