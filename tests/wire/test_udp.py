@@ -77,6 +77,29 @@ def test_set_get_and_errors(udp):
     assert reply(sock, b"mn\r\n") == b"MN\r\n"
 
 
+def test_stats_conns_lists_the_udp_sockets(udp):
+    """memcached lists each UDP socket (one a worker thread there, one an
+    address here) as a connection reading, marked UDP:
+    `STAT <fd>:UDP UDP`, `STAT <fd>:addr udp:127.0.0.1:<port>`,
+    `STAT <fd>:state conn_read`, `STAT <fd>:secs_since_last_cmd <n>`."""
+    srv, sock = udp
+    port = sock.getpeername()[1]
+    assert reply(sock, b"mn\r\n") == b"MN\r\n"
+    c = srv.connect()
+    c.send(b"stats conns\r\n")
+    lines = c.read_until(b"END\r\n").split(b"\r\n")[:-2]
+    s = stats(c, "conns")
+    fds = [k.split(":")[0] for k, v in s.items() if k.endswith(":UDP")]
+    assert fds, s
+    for fd in fds:
+        mine = [line.decode() for line in lines if line.startswith(b"STAT %s:" % fd.encode())]
+        assert mine[:3] == [f"STAT {fd}:UDP UDP", f"STAT {fd}:addr udp:127.0.0.1:{port}", f"STAT {fd}:state conn_read"]
+        assert len(mine) == 4 and mine[3].startswith(f"STAT {fd}:secs_since_last_cmd "), mine
+        assert int(mine[3].rsplit(" ", 1)[1]) >= 0
+    # The TCP listener is still listed, as before.
+    assert "conn_listening" in s.values()
+
+
 def test_gets_and_multi_get_reassembled(udp):
     _, sock = udp
     assert reply(sock, b"set a 0 0 1\r\n1\r\n") == b"STORED\r\n"

@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from harness import target
+from harness import Conn, target
 from wirelib import assert_in_sync, expect, stats
 
 LINE = re.compile(rb"ts=(\d+)\.(\d+) gid=(\d+) type=(\w+) (.*)")
@@ -100,6 +100,36 @@ def test_connection_events(make_server):
     new = next(f for t, f, _ in events if t == "conn_new" and f[b"rport"] == port)
     close = next(f for t, f, _ in events if t == "conn_close" and f[b"rport"] == port)
     assert new[b"cfd"] == close[b"cfd"]
+
+
+def test_close_reasons_error_and_normal(make_server):
+    """memcached's reason=error for a connection it closes over a protocol
+    error (a line too long to be a command, a binary header whose key
+    does not fit its body),
+    and reason=normal for quit and for the client closing."""
+    srv = make_server()
+    w = Watch(srv, b"connevents")
+    ports = {}
+    for case, data in [("long_line", b"x" * 5000), ("bad_binary", bytes([0x80, 0x00, 0x00, 0x03]) + bytes(20) + b"foo"),
+                       ("quit", b"quit\r\n"), ("client", b"")]:
+        c = socket.create_connection(("127.0.0.1", srv.port))
+        ports[case] = str(c.getsockname()[1]).encode()
+        if case == "client":
+            c.sendall(b"version\r\n")
+            assert c.recv(100).startswith(b"VERSION ")
+            c.close()
+            continue
+        c.sendall(data)
+        assert Conn(c).is_closed(), case
+        c.close()
+    reasons = {"long_line": b"error", "bad_binary": b"error", "quit": b"normal", "client": b"normal"}
+    # memcached gathers lines per worker thread: across connections they
+    # need not come in order.
+    closed = lambda ev: {f[b"rport"] for t, f, _ in ev if t == "conn_close"}  # noqa: E731
+    events = w.events(lambda ev: set(ports.values()) <= closed(ev))
+    for case, reason in reasons.items():
+        close = [f for t, f, _ in events if t == "conn_close" and f[b"rport"] == ports[case]]
+        assert [f[b"reason"] for f in close] == [reason], (case, close)
 
 
 @pytest.mark.not_over_flash("items go to flash rather than being evicted")

@@ -14,6 +14,7 @@ use strata_store::{ArithOutcome, DeleteOutcome, StoreError, StoreOutcome};
 use crate::core::inc;
 use crate::dispatch::{Ctx, Outcome};
 use crate::stats;
+use crate::CloseReason;
 
 /// The only SASL mechanism offered.
 const MECHS: &[u8] = b"PLAIN";
@@ -44,12 +45,12 @@ pub(crate) fn execute(ctx: &mut Ctx<'_>, req: Request<'_>, auth: &mut Auth, out:
     let sasl = ctx.shared.cfg.sasl.clone();
     if let Command::Malformed = req.command {
         response::error(out, h, Status::UnknownCommand);
-        return Outcome::CloseAfterWrite;
+        return Outcome::CloseAfterWrite(CloseReason::Error);
     }
     let open = matches!(h.opcode, opcode::SASL_LIST_MECHS | opcode::SASL_AUTH | opcode::SASL_STEP | opcode::VERSION);
     if sasl.is_some() && !auth.authenticated && !open {
         response::error(out, h, Status::AuthError);
-        return Outcome::CloseAfterWrite;
+        return Outcome::CloseAfterWrite(CloseReason::Error);
     }
     // A success reply, unless the opcode is quiet.
     let ok = |out: &mut Vec<u8>, cas: u64, body: Body<'_>| {
@@ -61,7 +62,7 @@ pub(crate) fn execute(ctx: &mut Ctx<'_>, req: Request<'_>, auth: &mut Auth, out:
         Command::Malformed => {}
         Command::Invalid => {
             response::error(out, h, Status::InvalidArguments);
-            return Outcome::CloseAfterWrite;
+            return Outcome::CloseAfterWrite(CloseReason::Error);
         }
         Command::Unknown { swallow } => {
             response::error(out, h, Status::UnknownCommand);
@@ -167,7 +168,7 @@ pub(crate) fn execute(ctx: &mut Ctx<'_>, req: Request<'_>, auth: &mut Auth, out:
         },
         Command::Quit => {
             ok(out, 0, Body::default());
-            return Outcome::CloseAfterWrite;
+            return Outcome::CloseAfterWrite(CloseReason::Normal);
         }
         Command::Flush { delay } => match ctx.flush_all(delay) {
             true => ok(out, 0, Body::default()),
@@ -240,7 +241,7 @@ fn sasl_reply(ctx: &Ctx<'_>, out: &mut Vec<u8>, h: &Header, status: Status, auth
         other => {
             response::error(out, h, other);
             if crate::dispatch::auth_failed(ctx, &mut auth.failures) {
-                return Outcome::CloseAfterWrite;
+                return Outcome::CloseAfterWrite(CloseReason::Error);
             }
         }
     }

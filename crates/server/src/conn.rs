@@ -45,7 +45,7 @@ use crate::config::Protocol;
 use crate::dispatch::{self, Outcome};
 use crate::replies::Replies;
 use crate::transport::Transport;
-use crate::{ConnInfo, ConnState};
+use crate::{CloseReason, ConnInfo, ConnState};
 
 const INITIAL_BUF: usize = crate::bufpool::BUF_SIZE;
 
@@ -217,6 +217,9 @@ pub(crate) struct Conn {
     /// to be told ([`Conn::take_watch`]).
     watch: Option<crate::watch::WatchHandle>,
     watch_new: bool,
+    /// With `-vv`: the request at the front has been logged (it may run
+    /// again, resumed or after a park, and is logged once).
+    logged: bool,
 }
 
 impl Drop for Conn {
@@ -248,6 +251,7 @@ impl Conn {
             charged: 0,
             watch: None,
             watch_new: false,
+            logged: false,
             info,
         }
     }
@@ -401,12 +405,22 @@ impl Conn {
             }
             match t.read(&mut self.rbuf[self.filled..]) {
                 Ok(0) => {
-                    self.input = Input::Ended;
+                    self.ended();
                     return;
                 }
                 Ok(n) => self.arrived(n),
                 Err(_) => return,
             }
+        }
+    }
+
+    /// The end of input was read: the client closed the connection, which
+    /// is a normal close (unless it is already closing for a reason of
+    /// its own).
+    fn ended(&mut self) {
+        self.input = Input::Ended;
+        if self.phase != Phase::Closing {
+            self.info.set_close_reason(CloseReason::Normal);
         }
     }
 
@@ -509,7 +523,7 @@ impl Conn {
             }
             match t.read(&mut self.rbuf[self.filled..]) {
                 Ok(0) => {
-                    self.input = Input::Ended;
+                    self.ended();
                     return Ok(true);
                 }
                 Ok(n) => {
@@ -712,6 +726,9 @@ impl Conn {
                     self.hold_for_durability(ctx, mark);
                     *served += 1;
                     self.phase = Phase::Ready;
+                    if !matches!(outcome, Outcome::Resume(_)) {
+                        self.logged = false;
+                    }
                     match outcome {
                         Outcome::Continue => self.rpos += consumed,
                         Outcome::Resume(at) => {
@@ -724,7 +741,8 @@ impl Conn {
                             self.rpos += consumed;
                             self.phase = Phase::Swallowing { left: n };
                         }
-                        Outcome::CloseAfterWrite => {
+                        Outcome::CloseAfterWrite(why) => {
+                            self.info.set_close_reason(why);
                             self.rpos += consumed;
                             self.phase = Phase::Closing;
                             return Served::Finished;
@@ -742,7 +760,10 @@ impl Conn {
                     self.phase = Phase::Waiting { need };
                     return Served::Need(need);
                 }
-                Step::Close => return Served::Close,
+                Step::Close => {
+                    self.info.set_close_reason(CloseReason::Error);
+                    return Served::Close;
+                }
             }
         }
     }
@@ -870,27 +891,47 @@ impl Conn {
                 },
             };
         }
+        let verbose = crate::verbose::on(ctx.shared);
+        let fd = self.info.fd;
         if self.proto == Proto::Undecided {
             self.proto = match ctx.shared.cfg.protocol {
                 Protocol::Auto if buf[0] == binary::REQUEST_MAGIC => Proto::Binary,
                 Protocol::Auto | Protocol::Ascii => Proto::Text,
                 Protocol::Binary => Proto::Binary,
             };
+            if verbose && ctx.shared.cfg.protocol == Protocol::Auto {
+                crate::verbose::negotiated(fd, self.proto == Proto::Binary);
+            }
         }
+        let before = out.len();
         match self.proto {
             Proto::Binary => match binary::parse(buf, pconfig) {
                 binary::Parse::Done { request, consumed } => {
+                    if verbose && !std::mem::replace(&mut self.logged, true) {
+                        crate::verbose::binary_request(fd, &buf[..binary::HEADER_LEN.min(buf.len())]);
+                    }
                     let outcome = crate::binary::execute(ctx, request, &mut self.auth, out);
+                    if verbose {
+                        crate::verbose::binary_responses(fd, &out[before..]);
+                    }
                     Step::Done { outcome, consumed }
                 }
                 binary::Parse::Incomplete { need } => Step::Incomplete { need },
                 // Not a request: replies already queued still go out first,
                 // as memcached writes them before reading on.
-                binary::Parse::Close => Step::Done { outcome: Outcome::CloseAfterWrite, consumed: 0 },
+                binary::Parse::Close => {
+                    Step::Done { outcome: Outcome::CloseAfterWrite(CloseReason::Error), consumed: 0 }
+                }
             },
             _ => match text::parse(buf, pconfig) {
                 Parse::Done { request, consumed } => {
+                    if verbose && !self.logged {
+                        self.logged = crate::verbose::command(fd, buf);
+                    }
                     let outcome = dispatch::execute(ctx, request, out, resume);
+                    if verbose {
+                        crate::verbose::replies(fd, crate::verbose::Kind::of(buf), &out[before..]);
+                    }
                     Step::Done { outcome, consumed }
                 }
                 Parse::Incomplete { need } => Step::Incomplete { need },

@@ -51,6 +51,7 @@ impl Fixture {
             workers: vec![stats.clone()],
             conns: parking_lot::Mutex::new(Default::default()),
             listeners: Vec::new(),
+            udp: Vec::new(),
             acceptor,
             seal_gen: AtomicU64::new(0),
             snapshots: None,
@@ -65,15 +66,7 @@ impl Fixture {
     }
 
     fn conn(&self) -> Conn {
-        let info = ConnInfo {
-            fd: 0,
-            addr: "test".into(),
-            listen_addr: "test".into(),
-            last_cmd: AtomicU32::new(0),
-            state: AtomicU32::new(0),
-            replies: self.shared.replies.clone(),
-            kicked: std::sync::atomic::AtomicBool::new(false),
-        };
+        let info = ConnInfo::new(0, "test".into(), "test".into(), 0, self.shared.replies.clone());
         Conn::new(Arc::new(info))
     }
 }

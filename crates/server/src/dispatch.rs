@@ -14,7 +14,7 @@ use strata_store::{ArithOutcome, Counted, DeleteOutcome, StoreError, StoreOutcom
 use crate::core::inc;
 use crate::meta;
 use crate::stats::{self, WorkerStats};
-use crate::{ConnInfo, ConnState, Shared};
+use crate::{CloseReason, ConnInfo, ConnState, Shared};
 
 /// The worker-thread context a request runs in.
 pub(crate) struct Ctx<'a> {
@@ -58,7 +58,8 @@ pub(crate) enum Outcome {
     Resume(usize),
     /// Discard this many bytes of input (data of a refused value).
     Swallow(usize),
-    CloseAfterWrite,
+    /// Its replies go out, then it closes, for this reason.
+    CloseAfterWrite(CloseReason),
     /// `watch`: from now on the connection receives event lines.
     Watch(std::sync::Arc<crate::watch::Watcher>),
 }
@@ -68,9 +69,13 @@ pub(crate) fn execute(ctx: &mut Ctx<'_>, req: Request<'_>, out: &mut Vec<u8>, re
     let noreply = req.noreply;
     let shared = ctx.shared;
     let clock = shared.store.clock();
+    let fd = ctx.fd;
     let reply = |out: &mut Vec<u8>, bytes: &[u8]| {
         if !noreply {
             out.extend_from_slice(bytes);
+        } else if crate::verbose::on(shared) {
+            // memcached's -vv shows the reply the client did not get.
+            crate::verbose::noreply(fd, bytes);
         }
     };
     match req.command {
@@ -164,6 +169,8 @@ pub(crate) fn execute(ctx: &mut Ctx<'_>, req: Request<'_>, out: &mut Vec<u8>, re
             Ok(Counted { outcome: ArithOutcome::Value(v), .. }) => {
                 if !noreply {
                     reply::number(out, v);
+                } else if crate::verbose::on(shared) {
+                    crate::verbose::noreply(fd, v.to_string().as_bytes());
                 }
             }
             Ok(Counted { outcome: ArithOutcome::NonNumeric, .. }) => reply(out, r::NON_NUMERIC),
@@ -240,7 +247,7 @@ pub(crate) fn execute(ctx: &mut Ctx<'_>, req: Request<'_>, out: &mut Vec<u8>, re
             }
             out.extend_from_slice(if mg { b"EN\r\n" } else { r::END });
         }
-        Command::Quit => return Outcome::CloseAfterWrite,
+        Command::Quit => return Outcome::CloseAfterWrite(CloseReason::Normal),
         Command::Shutdown { mode } => {
             if !ctx.shared.cfg.shutdown_enabled {
                 out.extend_from_slice(r::SHUTDOWN_DISABLED);
@@ -252,7 +259,7 @@ pub(crate) fn execute(ctx: &mut Ctx<'_>, req: Request<'_>, out: &mut Vec<u8>, re
                     ctx.shared.shutdown.store(true, Relaxed);
                 }
                 let _ = ctx.shared.acceptor.wake();
-                return Outcome::CloseAfterWrite;
+                return Outcome::CloseAfterWrite(CloseReason::Shutdown);
             } else {
                 out.extend_from_slice(b"CLIENT_ERROR invalid shutdown mode\r\n");
             }
@@ -487,7 +494,8 @@ pub(crate) fn authenticate(
             } else {
                 out.extend_from_slice(b"CLIENT_ERROR authentication failure\r\n");
                 let close = auth_failed(ctx, &mut auth.failures);
-                return Some((consumed, if close { Outcome::CloseAfterWrite } else { Outcome::Continue }));
+                let outcome = if close { Outcome::CloseAfterWrite(CloseReason::Error) } else { Outcome::Continue };
+                return Some((consumed, outcome));
             }
         }
     };

@@ -33,12 +33,13 @@ mod tls;
 mod transport;
 mod udp;
 mod uring;
+mod verbose;
 mod watch;
 mod worker;
 
 use std::collections::BTreeMap;
 use std::io;
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering::*};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicU8, AtomicUsize, Ordering::*};
 use std::sync::{mpsc, Arc};
 use std::time::{Duration, Instant};
 
@@ -98,8 +99,69 @@ pub(crate) struct ConnInfo {
     /// Reply bytes queued across every connection beyond each one's
     /// allowance ([`ReplyBudget`]), shared by all connections.
     pub replies: Arc<ReplyBudget>,
-    /// Closed by `-o idle_timeout` (the reason `watch connevents` gives).
-    pub kicked: AtomicBool,
+    /// Why it closes, as `watch connevents` gives it: a [`CloseReason`],
+    /// as its `u8`. Set where the close is decided; a connection closed
+    /// without one (a read or write failed) closed for an error, as in
+    /// memcached.
+    pub close_reason: AtomicU8,
+}
+
+impl ConnInfo {
+    /// A connection (or UDP socket) entry with nothing yet to report.
+    pub fn new(fd: i32, addr: String, listen_addr: String, now: u32, replies: Arc<ReplyBudget>) -> ConnInfo {
+        ConnInfo {
+            fd,
+            addr,
+            listen_addr,
+            last_cmd: AtomicU32::new(now),
+            state: AtomicU32::new(0),
+            replies,
+            close_reason: AtomicU8::new(CloseReason::Error as u8),
+        }
+    }
+
+    pub fn set_close_reason(&self, why: CloseReason) {
+        self.close_reason.store(why as u8, Relaxed);
+    }
+
+    pub fn close_reason(&self) -> CloseReason {
+        CloseReason::from_u8(self.close_reason.load(Relaxed))
+    }
+}
+
+/// Why a connection closed: memcached's `reason=` in `watch connevents`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u8)]
+pub(crate) enum CloseReason {
+    /// A protocol error (a line too long, a malformed binary request, too
+    /// many failed authentications) or a failed read or write.
+    Error = 0,
+    /// The client closed it, or sent `quit`.
+    Normal = 1,
+    /// `-o idle_timeout`.
+    IdleTimeout = 2,
+    /// `shutdown` from it, or the server stopping.
+    Shutdown = 3,
+}
+
+impl CloseReason {
+    pub fn from_u8(v: u8) -> CloseReason {
+        match v {
+            1 => CloseReason::Normal,
+            2 => CloseReason::IdleTimeout,
+            3 => CloseReason::Shutdown,
+            _ => CloseReason::Error,
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            CloseReason::Error => "error",
+            CloseReason::Normal => "normal",
+            CloseReason::IdleTimeout => "idle_timeout",
+            CloseReason::Shutdown => "shutdown",
+        }
+    }
 }
 
 /// The server-wide budget for queued replies (`-o read_buf_mem_limit`):
@@ -192,6 +254,9 @@ pub(crate) struct Shared {
     pub workers: Vec<Arc<stats::WorkerStats>>,
     pub conns: Mutex<BTreeMap<u64, Arc<ConnInfo>>>,
     pub listeners: Vec<(i32, String)>,
+    /// The UDP sockets (`-U`), each an entry in `stats conns` as in
+    /// memcached.
+    pub udp: Vec<Arc<ConnInfo>>,
     pub acceptor: Arc<Waker>,
     /// `stats detail`'s per-prefix counts.
     pub detail: detail::Detail,
@@ -279,6 +344,40 @@ impl AtLimit {
     }
 }
 
+/// The start-up line: the version and the settings in effect (`io`: the
+/// workers' event loop), so that an operator's log says what ran.
+fn started(shared: &Shared, io: &str) {
+    let (cfg, sc) = (&shared.cfg, shared.store.config());
+    let flash = sc.flash.as_ref().map_or("off".to_string(), |t| {
+        t.paths.iter().map(|(p, n)| format!("{}:{n}", p.display())).collect::<Vec<_>>().join(",")
+    });
+    let (snapshot, durability) = match &cfg.snapshot {
+        Some(s) => (s.file.display().to_string(), format!("{:?}", s.durability).to_lowercase()),
+        None => ("off".to_string(), "off".to_string()),
+    };
+    let listen = match &cfg.unix_socket {
+        Some(path) => format!("unix:{}", path.display()),
+        None => cfg.listen.join(","),
+    };
+    tracing::info!(
+        version = %stats::STRATA_VERSION,
+        protocol = %stats::VERSION,
+        port = if cfg.unix_socket.is_some() { 0 } else { cfg.port },
+        udp_port = cfg.udp_port,
+        listen = %listen,
+        memory_mb = shared.store.memory_limit() >> 20,
+        max_conns = cfg.max_conns,
+        threads = cfg.threads.max(1),
+        item_size_max = cfg.item_size_max,
+        io = %io,
+        flash = %flash,
+        snapshot = %snapshot,
+        durability = %durability,
+        compression = %if sc.compression.is_some() { "on" } else { "off" },
+        "strata starting"
+    );
+}
+
 /// The longest a graceful stop waits for connections to finish.
 pub const DRAIN_LIMIT: Duration = Duration::from_secs(10);
 
@@ -311,6 +410,9 @@ pub fn run(cfg: ServerConfig, store: Arc<Store>) -> Result<(), ServerError> {
     for (i, l) in listeners.iter_mut().enumerate() {
         poll.registry().register(l, Token(LISTENER_BASE + i), Interest::READABLE)?;
         tracing::info!(addr = %l.name(), "listening");
+        if cfg.verbosity > 1 {
+            verbose::listening(l.fd(), Some(cfg.protocol));
+        }
     }
     // memcached's: SIGTERM and SIGINT stop, SIGUSR1 stops gracefully (all
     // three finish what connections sent and save the snapshot), SIGHUP
@@ -335,9 +437,18 @@ pub fn run(cfg: ServerConfig, store: Arc<Store>) -> Result<(), ServerError> {
         store.on_starved(Box::new(move || wakes.iter().for_each(|w| w.wake())));
     }
     let cfg_tuning = cfg.tuning.clone();
+    let replies = Arc::new(ReplyBudget { limit: cfg.reply_budget, ..ReplyBudget::default() });
+    let udp: Vec<_> = udp_sockets
+        .iter()
+        .map(|(sock, name)| {
+            let fd = std::os::fd::AsRawFd::as_raw_fd(sock);
+            Arc::new(ConnInfo::new(fd, name.clone(), name.clone(), store.clock().now(), replies.clone()))
+        })
+        .collect();
     let shared = Arc::new(Shared {
         verbosity: AtomicU32::new(cfg.verbosity),
-        replies: Arc::new(ReplyBudget { limit: cfg.reply_budget, ..ReplyBudget::default() }),
+        replies,
+        udp: udp.clone(),
         detail: detail::Detail::new(cfg.prefix_delimiter, cfg.detail_enabled),
         watchers,
         tls,
@@ -364,12 +475,13 @@ pub fn run(cfg: ServerConfig, store: Arc<Store>) -> Result<(), ServerError> {
 
     let mut handles = Vec::new();
     let mut workers = Vec::new();
+    let mut io = "epoll";
     for (i, wake) in wakes.iter().enumerate() {
         let (tx, rx) = mpsc::channel();
         let wake = wake.clone();
         let backend = backend(&shared.cfg, &wake)?;
         if i == 0 {
-            tracing::info!(io = backend.name(), "workers");
+            io = backend.name();
         }
         let sh = shared.clone();
         let stats = shared.workers[i].clone();
@@ -381,12 +493,17 @@ pub fn run(cfg: ServerConfig, store: Arc<Store>) -> Result<(), ServerError> {
         workers.push((tx, wake));
     }
 
-    for (i, (sock, name)) in udp_sockets.into_iter().enumerate() {
+    started(&shared, io);
+
+    for (i, ((sock, name), info)) in udp_sockets.into_iter().zip(udp).enumerate() {
         tracing::info!(addr = %name, "listening");
+        if verbose::on(&shared) {
+            verbose::listening(info.fd, None);
+        }
         let sh = shared.clone();
         let stats = shared.workers[threads + i].clone();
         handles
-            .push(std::thread::Builder::new().name(format!("udp-{i}")).spawn(move || udp::run(sh, stats, sock, name))?);
+            .push(std::thread::Builder::new().name(format!("udp-{i}")).spawn(move || udp::run(sh, stats, sock, info))?);
     }
 
     let ticker = {
@@ -519,15 +636,16 @@ pub fn run(cfg: ServerConfig, store: Arc<Store>) -> Result<(), ServerError> {
                                 shared.total_conns.fetch_add(1, Relaxed);
                                 tracing::debug!(peer = %stream.peer_name(), "connection accepted");
                                 next_id += 1;
-                                let info = Arc::new(ConnInfo {
-                                    fd: stream.fd(),
-                                    addr: stream.peer_name(),
-                                    listen_addr: l.name(),
-                                    last_cmd: AtomicU32::new(shared.store.clock().now()),
-                                    state: AtomicU32::new(0),
-                                    replies: shared.replies.clone(),
-                                    kicked: AtomicBool::new(false),
-                                });
+                                let info = Arc::new(ConnInfo::new(
+                                    stream.fd(),
+                                    stream.peer_name(),
+                                    l.name(),
+                                    shared.store.clock().now(),
+                                    shared.replies.clone(),
+                                ));
+                                if verbose::on(&shared) {
+                                    verbose::accepted(info.fd, shared.cfg.protocol);
+                                }
                                 if shared.watchers.wants(watch::CONNEVENTS) {
                                     let (rip, rport, transport) = watch::endpoint(&info.addr);
                                     shared.watchers.log(

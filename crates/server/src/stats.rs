@@ -710,6 +710,16 @@ fn conns(shared: &Shared) -> Snapshot {
         s.info(format!("{fd}:addr"), "Listening address.", name.clone());
         s.info(format!("{fd}:state"), "Connection state.", "conn_listening");
     }
+    // memcached lists each UDP socket as a connection waiting to read,
+    // marked `UDP`, without a listening address of its own.
+    for u in &shared.udp {
+        let fd = u.fd;
+        s.info(format!("{fd}:UDP"), "A UDP socket (-U).", "UDP");
+        s.info(format!("{fd}:addr"), "Its address.", u.addr.clone());
+        s.info(format!("{fd}:state"), "Connection state.", "conn_read");
+        let idle = now.saturating_sub(u.last_cmd.load(Relaxed));
+        s.gauge(format!("{fd}:secs_since_last_cmd"), "Seconds since its last request.", idle);
+    }
     for c in shared.conns.lock().values() {
         let fd = c.fd;
         s.info(format!("{fd}:addr"), "Peer address.", c.addr.clone());

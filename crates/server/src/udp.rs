@@ -24,7 +24,7 @@
 
 use std::io;
 use std::net::{SocketAddr, UdpSocket};
-use std::sync::atomic::{AtomicU32, Ordering::Relaxed};
+use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -154,23 +154,15 @@ pub(crate) fn serve(payload: &[u8], info: &Arc<ConnInfo>, ctx: &mut Ctx<'_>) -> 
 const DURABLE_WAIT: Duration = Duration::from_secs(2);
 
 /// Serves `sock` until the server stops: one thread, reading request
-/// datagrams and answering each to its sender.
-pub(crate) fn run(shared: Arc<Shared>, stats: Arc<WorkerStats>, sock: UdpSocket, name: String) {
+/// datagrams and answering each to its sender. `info` is the socket's
+/// entry in `stats conns`.
+pub(crate) fn run(shared: Arc<Shared>, stats: Arc<WorkerStats>, sock: UdpSocket, info: Arc<ConnInfo>) {
     // The stop flag is looked at between datagrams.
     if let Err(e) = sock.set_read_timeout(Some(Duration::from_millis(200))) {
         tracing::error!(error = %e, "UDP socket unusable");
         return;
     }
     let mut store = shared.store.worker();
-    let info = Arc::new(ConnInfo {
-        fd: std::os::fd::AsRawFd::as_raw_fd(&sock),
-        addr: name.clone(),
-        listen_addr: name,
-        last_cmd: AtomicU32::new(0),
-        state: AtomicU32::new(0),
-        replies: shared.replies.clone(),
-        kicked: Default::default(),
-    });
     let mut buf = vec![0u8; 64 << 10];
     while !shared.shutdown.load(Relaxed) {
         // A snapshot waits for every worker to seal its segments, this

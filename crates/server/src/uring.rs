@@ -414,7 +414,7 @@ impl Loop<'_> {
         let timeout = self.shared.cfg.idle_timeout;
         for i in 0..self.slots.len() {
             if let Some(s) = self.slots[i].as_ref().filter(|s| !s.closing && s.conn.idle(now, timeout)) {
-                s.conn.info.kicked.store(true, Relaxed);
+                s.conn.info.set_close_reason(crate::CloseReason::IdleTimeout);
                 crate::core::inc(&stats.idle_kicks);
                 self.close(i);
             }
@@ -438,6 +438,9 @@ impl Loop<'_> {
     fn close_quiescent(&mut self) {
         for i in 0..self.slots.len() {
             if self.slots[i].as_mut().is_some_and(|s| !s.closing && !s.send && s.conn.quiescent()) {
+                if let Some(s) = &self.slots[i] {
+                    s.conn.info.set_close_reason(crate::CloseReason::Shutdown);
+                }
                 self.close(i);
             }
         }
@@ -723,6 +726,9 @@ impl Loop<'_> {
     /// leaks what did not.
     fn shutdown(&mut self) {
         for i in 0..self.slots.len() {
+            if let Some(Some(s)) = self.slots.get(i).filter(|s| s.as_ref().is_some_and(|s| !s.closing)) {
+                s.conn.info.set_close_reason(crate::CloseReason::Shutdown);
+            }
             self.close(i);
         }
         if self.wake_armed {

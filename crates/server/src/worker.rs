@@ -19,7 +19,7 @@ use crate::conn::{Conn, Status};
 use crate::dispatch::Ctx;
 use crate::listen::Stream;
 use crate::stats::WorkerStats;
-use crate::{watch, ConnInfo, Shared};
+use crate::{watch, CloseReason, ConnInfo, Shared};
 
 pub(crate) const WAKE: Token = Token(usize::MAX);
 
@@ -206,7 +206,7 @@ pub(crate) fn run(
                     }
                     if let Some(mut s) = s.take() {
                         let _ = poll.registry().deregister(&mut s.stream);
-                        s.conn.info.kicked.store(true, Relaxed);
+                        s.conn.info.set_close_reason(CloseReason::IdleTimeout);
                         close(&shared, s.id);
                         crate::core::inc(&stats.idle_kicks);
                         free.push(i);
@@ -273,6 +273,7 @@ pub(crate) fn run(
                 if s.as_mut().is_some_and(|s| s.conn.quiescent() && !s.tls.as_ref().is_some_and(|t| t.wants_write())) {
                     if let Some(mut s) = s.take() {
                         let _ = poll.registry().deregister(&mut s.stream);
+                        s.conn.info.set_close_reason(CloseReason::Shutdown);
                         close(&shared, s.id);
                         free.push(i);
                     }
@@ -282,6 +283,7 @@ pub(crate) fn run(
     }
     for mut s in slots.into_iter().flatten() {
         let _ = poll.registry().deregister(&mut s.stream);
+        s.conn.info.set_close_reason(CloseReason::Shutdown);
         close(&shared, s.id);
     }
 }
@@ -334,18 +336,25 @@ pub(crate) fn contain<T>(stats: &WorkerStats, serve: impl FnOnce() -> T) -> Opti
     }
 }
 
+/// A connection is gone: off `stats conns`, and logged (`watch
+/// connevents`, `-vv`) with the reason its closer gave.
 pub(crate) fn close(shared: &Shared, id: u64) {
     let info = shared.conns.lock().remove(&id);
-    if let Some(info) = info.filter(|_| shared.watchers.wants(watch::CONNEVENTS)) {
-        let (rip, rport, transport) = watch::endpoint(&info.addr);
-        let reason = if info.kicked.load(Relaxed) { "idle_timeout" } else { "normal" };
-        shared.watchers.log(
-            watch::CONNEVENTS,
-            format_args!(
-                "type=conn_close rip={rip} rport={rport} transport={transport} reason={reason} cfd={}",
-                info.fd
-            ),
-        );
+    if let Some(info) = &info {
+        if shared.watchers.wants(watch::CONNEVENTS) {
+            let (rip, rport, transport) = watch::endpoint(&info.addr);
+            shared.watchers.log(
+                watch::CONNEVENTS,
+                format_args!(
+                    "type=conn_close rip={rip} rport={rport} transport={transport} reason={} cfd={}",
+                    info.close_reason().name(),
+                    info.fd
+                ),
+            );
+        }
+        if crate::verbose::on(shared) {
+            crate::verbose::closed(info.fd);
+        }
     }
     shared.curr_conns.fetch_sub(1, Relaxed);
     crate::bufpool::note_closed();
