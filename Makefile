@@ -6,6 +6,10 @@
 #                     + compat/java's jars (if pom.xml changed)
 #   make build        cargo build --release
 #   make lint         cargo fmt --check + cargo clippy -D warnings
+#   make msrv         cargo check with Cargo.toml's rust-version toolchain (rustup
+#                     installs it if missing), the lock file as it is
+#   make deb          target/debian/strata_<version>_amd64.deb (scripts/build-deb.sh)
+#   make package      builds the .deb, installs it, serves from it, purges it
 #   make unit         cargo test --release --workspace
 #   make pytest       the Python suites: tests/wire, tests/tool (strata-bench) and compat
 #   make bench        every bench/scenarios/*.toml side by side (strata, memcached, redis)
@@ -38,7 +42,7 @@ PYTEST := $(VENV)/bin/pytest
 PYTEST_FLAGS ?= -q --timeout=300
 REQUIREMENTS := requirements-test.txt
 REQ_STAMP := $(VENV)/.requirements-test.installed
-APT_PACKAGES := memcached openssl libmemcached-tools redis-server nodejs npm sasl2-bin prometheus systemd nutcracker libmemcached-dev zlib1g-dev php-cli php-memcached default-jdk-headless maven
+APT_PACKAGES := memcached openssl dpkg-dev binutils libmemcached-tools redis-server nodejs npm sasl2-bin prometheus systemd nutcracker libmemcached-dev zlib1g-dev php-cli php-memcached default-jdk-headless maven
 NODE_DIR := compat/node
 NODE_LOCK := $(NODE_DIR)/package-lock.json
 NODE_STAMP := $(NODE_DIR)/node_modules/.installed
@@ -53,10 +57,10 @@ WIRE_DIR := $(wildcard tests/wire)
 # Server-facing stages need the release binary, unless they run against memcached.
 SERVER_DEPS := deps $(if $(filter memcached,$(WIRE_TARGET)),,build)
 
-.PHONY: bench test deps apt venv node java build lint fmt clippy unit pytest wire wire-epoll wire-flash compat compat-memcached \
+.PHONY: msrv deb package bench test deps apt venv node java build lint fmt clippy unit pytest wire wire-epoll wire-flash compat compat-memcached \
         memccapable capacity concurrency clean-venv fuzz fuzz-all fuzz-check miri miri-setup
 
-test: deps build lint unit miri pytest wire-epoll wire-flash compat-memcached memccapable capacity concurrency
+test: deps build lint msrv unit miri package pytest wire-epoll wire-flash compat-memcached memccapable capacity concurrency
 	@echo "==> make test: all stages passed"
 
 deps: apt venv node java
@@ -134,6 +138,29 @@ fuzz:
 
 fuzz-all:
 	@for t in $(FUZZ_TARGETS); do $(MAKE) --no-print-directory fuzz FUZZ_TARGET=$$t || exit 1; done
+
+# Cargo.toml's rust-version is a claim this checks: the workspace with
+# every target, on that toolchain, with Cargo.lock as it is (a dependency
+# update that needs a newer compiler fails here, not on a user's machine).
+# Its own target directory: another toolchain's artifacts would displace
+# the stable ones.
+MSRV := $(shell sed -n 's/^rust-version = "\(.*\)"/\1/p' Cargo.toml)
+msrv:
+	@rustup toolchain list | grep -q "^$(MSRV)-" \
+	  || rustup toolchain install $(MSRV) --profile minimal
+	@echo "==> cargo +$(MSRV) check --workspace --all-targets --locked"
+	CARGO_TARGET_DIR=target/msrv $(CARGO) +$(MSRV) check --quiet --workspace --all-targets --locked
+
+# The Debian package, from the release build (scripts/build-deb.sh).
+deb: build
+	scripts/build-deb.sh
+
+# The package installed for real (dpkg -i), started with its own
+# configuration file as its own user, talked to, stopped, purged:
+# tests/pkg/test_deb.py, which leaves the machine as it found it.
+package: deps deb
+	@echo "==> pytest tests/pkg (the Debian package)"
+	STRATA_PKG_TEST=1 $(PYTEST) $(PYTEST_FLAGS) tests/pkg
 
 unit:
 	@echo "==> cargo test --release --workspace"

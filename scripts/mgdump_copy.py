@@ -10,7 +10,11 @@ the same client flags and remaining time to live on the destination. Keys
 written to the source meanwhile may or may not be copied; none is copied
 wrong.
 
-    scripts/mgdump_copy.py SRC_HOST:PORT DST_HOST:PORT [--batch 500]
+    scripts/mgdump_copy.py SRC_HOST:PORT DST_HOST:PORT [--batch 500] [--quiet]
+
+A copy of millions of keys takes minutes: about once a second (--every)
+it prints to standard error how far it is (keys listed, then keys copied
+of those listed and the rate); --quiet prints only the summary at the end.
 
 Standard library only, so it runs where the servers run.
 """
@@ -18,6 +22,7 @@ Standard library only, so it runs where the servers run.
 import argparse
 import socket
 import sys
+import time
 
 
 def connect(addr):
@@ -48,8 +53,33 @@ class Reader:
         return data
 
 
-def dump_keys(addr):
+class Progress:
+    """A line on standard error at most every ``every`` seconds (never with
+    ``every=None``)."""
+
+    def __init__(self, every):
+        self.every, self.started = every, time.monotonic()
+        self.last = self.started
+
+    def due(self):
+        if self.every is None:
+            return False
+        now = time.monotonic()
+        if now - self.last < self.every:
+            return False
+        self.last = now
+        return True
+
+    def rate(self, n):
+        return n / max(time.monotonic() - self.started, 1e-3)
+
+    def say(self, msg):
+        print(msg, file=sys.stderr, flush=True)
+
+
+def dump_keys(addr, progress=None):
     """The mgdump lines (``mg <key>`` or ``mg <base64> b``), as sent."""
+    progress = progress or Progress(None)
     sock = connect(addr)
     sock.sendall(b"lru_crawler mgdump all\r\n")
     r, lines = Reader(sock), []
@@ -57,6 +87,9 @@ def dump_keys(addr):
         if not line.startswith(b"mg "):
             raise RuntimeError(f"{addr}: mgdump answered {line!r}")
         lines.append(line)
+        # Checked every thousand keys: the clock costs more than a line.
+        if len(lines) % 1000 == 0 and progress.due():
+            progress.say(f"listing keys: {len(lines)} so far")
     sock.close()
     return lines
 
@@ -80,8 +113,9 @@ def to_set(header, value):
     return b"ms %s %d%s F%s T%s q\r\n%s\r\n" % (key, len(value), opts, flags, exp, value)
 
 
-def copy(src_addr, dst_addr, batch=500):
-    keys = dump_keys(src_addr)
+def copy(src_addr, dst_addr, batch=500, every=None):
+    keys = dump_keys(src_addr, Progress(every))
+    progress = Progress(every)
     src, dst = connect(src_addr), connect(dst_addr)
     sr, dr = Reader(src), Reader(dst)
     copied = 0
@@ -98,6 +132,11 @@ def copy(src_addr, dst_addr, batch=500):
         if (reply := dr.line()) != b"MN":
             raise RuntimeError(f"{dst_addr}: ms answered {reply!r}")
         copied += len(sets)
+        if progress.due():
+            done = start + len(part)
+            progress.say(
+                f"{done}/{len(keys)} keys copied ({100 * done // len(keys)}%), {progress.rate(done):.0f} keys/s"
+            )
     return len(keys), copied
 
 
@@ -106,8 +145,10 @@ def main():
     ap.add_argument("src")
     ap.add_argument("dst")
     ap.add_argument("--batch", type=int, default=500, help="keys per round trip")
+    ap.add_argument("--every", type=float, default=1.0, help="seconds between progress lines")
+    ap.add_argument("--quiet", action="store_true", help="no progress lines, only the summary")
     a = ap.parse_args()
-    listed, copied = copy(a.src, a.dst, a.batch)
+    listed, copied = copy(a.src, a.dst, a.batch, None if a.quiet else a.every)
     print(f"{listed} keys listed, {copied} items copied", file=sys.stderr)
 
 

@@ -137,7 +137,7 @@ def test_mgdump_copy_warms_another_server(make_server):
     expect(c, b"ms dHRsIGtleQ== 2 b T3600\r\nhi\r\n", b"HD\r\n")
     script = os.path.join(os.path.dirname(__file__), "..", "..", "scripts", "mgdump_copy.py")
     r = subprocess.run(
-        [sys.executable, script, f"127.0.0.1:{src.port}", f"127.0.0.1:{dst.port}", "--batch", "500"],
+        [sys.executable, script, f"127.0.0.1:{src.port}", f"127.0.0.1:{dst.port}", "--batch", "500", "--quiet"],
         capture_output=True, timeout=60,
     )
     assert r.returncode == 0, r.stderr
@@ -153,6 +153,16 @@ def test_mgdump_copy_warms_another_server(make_server):
     # Nothing was given a time to live it did not have.
     d.send(b"mg user:1 t\r\n")
     assert read_line_or_partial(d) == b"HD t-1\r\n"
+    # Without --quiet, how far it is (here after every batch: --every 0).
+    r = subprocess.run(
+        [sys.executable, script, f"127.0.0.1:{src.port}", f"127.0.0.1:{dst.port}", "--batch", "500", "--every", "0"],
+        capture_output=True, timeout=60,
+    )
+    assert r.returncode == 0, r.stderr
+    lines = r.stderr.decode().splitlines()
+    assert [line.split(" (")[0] for line in lines if "copied (" in line] == [
+        "500/1201 keys copied", "1000/1201 keys copied", "1201/1201 keys copied"], lines
+    assert lines[-1] == "1201 keys listed, 1201 items copied"
 
 
 def test_stats_cachedump(make_server):

@@ -1,10 +1,13 @@
-"""Packaging: the systemd unit (dist/strata.service, checked with
-systemd-analyze), the readiness notification it relies on (Type=notify:
-READY=1 once listening, STOPPING=1 at the end), the example configuration
-file (dist/memcached.conf), and the Dockerfile (built only where a docker
-daemon runs).
+"""Packaging: the systemd units (dist/strata.service and the Debian
+package's dist/debian/strata.service, checked with systemd-analyze), the
+notifications they rely on (Type=notify: READY=1 once listening, more time
+asked for while a snapshot loads, STOPPING=1 at the end), the example
+configuration files (dist/memcached.conf, dist/debian/strata.conf), and
+the Dockerfile (built only where a docker daemon runs). The package itself
+is built, installed and run by tests/pkg (make package).
 """
 
+import functools
 import os
 import shutil
 import socket
@@ -45,14 +48,31 @@ def test_the_abstract_socket_namespace_works_too(make_server):
     srv.stop()
 
 
+def test_systemd_gets_more_time_while_the_snapshot_loads(make_server, tmp_path):
+    path = str(tmp_path / "notify")
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+    sock.bind(path)
+    sock.settimeout(10)
+    srv = make_server(["--snapshot-dir", str(tmp_path / "snap")], env={**os.environ, "NOTIFY_SOCKET": path})
+    # At once when the load starts (then every 10 s while it lasts), and
+    # READY=1 once it is done.
+    assert sock.recv(1024) == b"EXTEND_TIMEOUT_USEC=30000000"
+    assert sock.recv(1024).startswith(b"READY=1\n")
+    srv.stop()
+    # The shutdown save asks too, after STOPPING=1.
+    assert [sock.recv(1024), sock.recv(1024)] == [b"STOPPING=1", b"EXTEND_TIMEOUT_USEC=30000000"]
+
+
 @pytest.mark.skipif(shutil.which("systemd-analyze") is None, reason="systemd-analyze not installed")
-def test_the_unit_file_verifies(tmp_path):
-    with open(os.path.join(DIST, "strata.service")) as f:
+@pytest.mark.parametrize("name", ["strata.service", "debian/strata.service"])
+def test_the_unit_file_verifies(tmp_path, name):
+    with open(os.path.join(DIST, name)) as f:
         unit = f.read()
     assert "Type=notify" in unit
+    assert "Conflicts=memcached.service" in unit.splitlines()
     # systemd-analyze checks that ExecStart's binary exists: point it at
     # the one just built.
-    unit = unit.replace("/usr/local/bin/strata", STRATA_BIN)
+    unit = unit.replace("/usr/local/bin/strata", STRATA_BIN).replace("/usr/bin/strata", STRATA_BIN)
     (tmp_path / "strata.service").write_text(unit)
     r = subprocess.run(["systemd-analyze", "verify", str(tmp_path / "strata.service")],
                        capture_output=True, timeout=60)
@@ -75,13 +95,34 @@ def test_the_example_configuration_file_starts_a_server(make_server, tmp_path):
     assert (tmp_path / "pid").exists()
 
 
-def docker_works():
+def test_the_packaged_configuration_file_starts_a_server(make_server, tmp_path):
+    with open(os.path.join(DIST, "debian", "strata.conf")) as f:
+        conf = f.read()
+    # Its pid file and state directory are the unit's: here, temporary ones.
+    assert "--snapshot-dir /var/lib/strata" in conf.splitlines()
+    conf = conf.replace("/run/strata/strata.pid", str(tmp_path / "pid")).replace(
+        "--snapshot-dir /var/lib/strata", f"--snapshot-dir {tmp_path}")
+    (tmp_path / "strata.conf").write_text(conf)
+    port = free_port()
+    make_server(["--config", str(tmp_path / "strata.conf"), "-p", str(port)], port=port, listen=False)
+    c = wait_for_tcp("127.0.0.1", port)
+    s = stats(c)
+    assert (s["limit_maxbytes"], s["max_connections"]) == (str(64 << 20), "1024")
+    assert (tmp_path / "pid").exists()
+
+
+@functools.lru_cache(maxsize=1)
+def docker_missing():
+    """Why no image can be built here, or None."""
     if shutil.which("docker") is None:
-        return False
-    return subprocess.run(["docker", "info"], capture_output=True, timeout=30).returncode == 0
+        return "no docker command"
+    r = subprocess.run(["docker", "info"], capture_output=True, timeout=30)
+    if r.returncode != 0:
+        return "the docker command finds no daemon (docker info failed)"
+    return None
 
 
-@pytest.mark.skipif(not docker_works(), reason="no docker daemon here")
+@pytest.mark.skipif(docker_missing() is not None, reason=str(docker_missing()))
 def test_the_docker_image_builds_and_serves():
     tag = "strata-test:latest"
     subprocess.run(["docker", "build", "-t", tag, ROOT], check=True, timeout=1800)
@@ -94,5 +135,8 @@ def test_the_docker_image_builds_and_serves():
         expect(c, b"set k 0 0 1\r\nv\r\nget k\r\n", b"STORED\r\nVALUE k 0 1\r\nv\r\nEND\r\n")
         user = subprocess.run(["docker", "exec", cid, "id", "-u"], capture_output=True, timeout=30)
         assert user.stdout.strip() != b"0", "runs as a non-root user"
+        conf = subprocess.run(["docker", "image", "inspect", "-f", "{{.Config.StopSignal}} {{json .Config.Volumes}}",
+                               tag], capture_output=True, check=True, timeout=30).stdout.decode()
+        assert conf.strip() == 'SIGTERM {"/var/lib/strata":{}}', conf
     finally:
         subprocess.run(["docker", "stop", cid], capture_output=True, timeout=60)

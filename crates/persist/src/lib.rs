@@ -25,7 +25,7 @@ pub mod wal;
 
 use std::io;
 use std::path::{Path, PathBuf};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 pub use backend::{Backend, FaultBackend, Faults, OsBackend};
 pub use lease::EpochLease;
@@ -76,19 +76,22 @@ impl SnapshotError {
     }
 }
 
-/// Logs a long save or load's progress about once a second: bytes so
-/// far, rate and time left.
+/// Logs a long save, load or log replay's progress about once a second:
+/// bytes so far (and records, for a log), the share of the whole, rate and
+/// time left.
 pub(crate) struct Progress {
     what: &'static str,
     started: Instant,
     last: Instant,
     total: u64,
+    /// How often a line is logged (a second; tests say at once).
+    every: Duration,
 }
 
 impl Progress {
     pub(crate) fn new(what: &'static str) -> Progress {
         let now = Instant::now();
-        Progress { what, started: now, last: now, total: 0 }
+        Progress { what, started: now, last: now, total: 0, every: Duration::from_secs(1) }
     }
 
     /// About how many bytes the whole job is.
@@ -97,21 +100,37 @@ impl Progress {
     }
 
     pub(crate) fn at(&mut self, bytes: u64) {
-        if self.last.elapsed().as_secs() < 1 {
-            return;
+        if let Some(line) = self.line(bytes, None) {
+            tracing::info!("{line}");
+        }
+    }
+
+    /// As [`Progress::at`], with the records done so far.
+    pub(crate) fn at_records(&mut self, bytes: u64, records: u64) {
+        if let Some(line) = self.line(bytes, Some(records)) {
+            tracing::info!("{line}");
+        }
+    }
+
+    /// The line to log, if a second has passed since the last.
+    fn line(&mut self, bytes: u64, records: Option<u64>) -> Option<String> {
+        if self.last.elapsed() < self.every {
+            return None;
         }
         self.last = Instant::now();
         let secs = self.started.elapsed().as_secs_f64();
         let rate = bytes as f64 / secs.max(1e-3);
         let eta = self.total.saturating_sub(bytes) as f64 / rate.max(1.0);
-        tracing::info!(
-            "{}: {} MB of ~{} MB, {:.0} MB/s, ~{:.0} s left",
+        let records = records.map(|r| format!("{r} records, ")).unwrap_or_default();
+        Some(format!(
+            "{}: {records}{} MB of ~{} MB ({}%), {:.0} MB/s, ~{:.0} s left",
             self.what,
             bytes >> 20,
             self.total >> 20,
+            percent(bytes, self.total),
             rate / 1e6,
             eta
-        );
+        ))
     }
 
     /// Logs the rate of a job that took long enough for one to mean something.
@@ -127,5 +146,33 @@ impl Progress {
             secs,
             bytes as f64 / secs.max(1e-3) / 1e6
         );
+    }
+}
+
+/// `done` as a whole percentage of `total` (100 when there is nothing to
+/// do; at most 100: a total is an estimate).
+fn percent(done: u64, total: u64) -> u64 {
+    if total == 0 {
+        return 100;
+    }
+    (u128::from(done) * 100 / u128::from(total)).min(100) as u64
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_progress_line_tells_records_bytes_and_the_share_done() {
+        let mut p = Progress::new("durability log replay");
+        p.every = Duration::ZERO;
+        p.set_total(200 << 20);
+        let line = p.line(50 << 20, Some(1234)).unwrap_or_default();
+        assert!(line.starts_with("durability log replay: 1234 records, 50 MB of ~200 MB (25%), "), "{line}");
+        assert!(p.line(300 << 20, None).unwrap_or_default().contains("300 MB of ~200 MB (100%)"));
+        assert_eq!(percent(0, 0), 100);
+        // Once a second: not again at once.
+        p.every = Duration::from_secs(1);
+        assert_eq!(p.line(60 << 20, None), None);
     }
 }

@@ -570,22 +570,43 @@ pub fn replay(
     w: &mut strata_store::Worker,
 ) -> Result<Recovery, SnapshotError> {
     let mut r = Recovery::default();
-    for (n, path) in log_files(backend, file) {
+    let files = log_files(backend, file);
+    // A log left by a long durable run can be gigabytes: the replay logs
+    // its progress, against the files' sizes (what cannot be sized counts
+    // as nothing; read_log reports the error).
+    let size = |path: &Path| backend.open(path).and_then(|f| f.size()).unwrap_or(0);
+    let mut progress = crate::Progress::new("durability log replay");
+    progress.set_total(files.iter().filter(|(n, _)| *n >= from).map(|(_, p)| size(p)).sum());
+    // Bytes of the files done.
+    let mut done = 0u64;
+    for (n, path) in files {
         r.last = r.last.max(n);
         if n < from {
             continue;
         }
         r.files += 1;
         let mut skipped = 0;
+        let mut records = r.records;
+        // Bytes of the whole records read so far in this file.
+        let mut bytes = 0u64;
         let read = read_log(backend, &path, &mut |e| {
+            bytes += (RECORD_HEAD + e.payload.len()) as u64;
             if apply(w, &e).is_err() {
                 skipped += 1;
             }
+            records += 1;
+            // Looking at the clock once every few thousand records keeps
+            // it off the replay's cost.
+            if records.is_multiple_of(4096) {
+                progress.at_records(done + bytes, records);
+            }
         })?;
+        done += size(&path);
         r.records += read.records;
         r.skipped += skipped;
         r.torn += u64::from(read.torn);
     }
+    progress.done(done);
     Ok(r)
 }
 

@@ -51,7 +51,7 @@ use strata_store::Store;
 
 pub use auth::{AuthError, Credentials};
 pub use config::{IoBackend, Protocol, ServerConfig};
-pub use process::PrivilegeError;
+pub use process::{ExtendTimeout, PrivilegeError};
 pub use snapshot::{Loaded, SnapshotConfig};
 pub use tls::{MinVersion, TlsError, TlsSettings};
 
@@ -511,8 +511,7 @@ pub fn run(cfg: ServerConfig, store: Arc<Store>) -> Result<(), ServerError> {
         // With -o idle_timeout the workers look for idle connections once
         // a second; a worker with nothing to do is woken for it.
         let idle_wakes = (sh.cfg.idle_timeout > 0).then(|| wakes.clone());
-        // Ticks to the next look (a countdown: rust-version 1.80 has no
-        // `is_multiple_of`).
+        // Ticks to the next look (a countdown).
         let mut ticks = 10u32;
         std::thread::Builder::new().name("clock".into()).spawn(move || {
             while !sh.shutdown.load(Relaxed) {
@@ -706,6 +705,9 @@ pub fn run(cfg: ServerConfig, store: Arc<Store>) -> Result<(), ServerError> {
     }
     let mut kept: Result<(), String> = Ok(());
     if let Some(snaps) = &snapshots {
+        // A large cache takes longer to save than TimeoutStopSec, after
+        // which systemd would kill the save half-way.
+        let _more_time = ExtendTimeout::start("saving the snapshot");
         snapshot::stop(snaps);
         if let Some(t) = snapshotter {
             let _ = t.join();

@@ -116,6 +116,60 @@ pub(crate) fn notify(state: &str) {
     }
 }
 
+/// How much more time each `EXTEND_TIMEOUT_USEC` asks for, and how often
+/// it is asked again: a third of it, so that one late wake-up of the
+/// thread (a loaded machine) does not let the time run out.
+const EXTEND_BY: std::time::Duration = std::time::Duration::from_secs(30);
+const EXTEND_EVERY: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// While this lives, systemd is told every 10 seconds that the start (or
+/// stop) is still going: `EXTEND_TIMEOUT_USEC`, which moves the unit's
+/// `TimeoutStartSec`/`TimeoutStopSec` out by 30 seconds each time. Loading
+/// a large snapshot and replaying its log, or saving it at shutdown, can
+/// take longer than any fixed timeout a unit file could name, and systemd
+/// kills a start that runs past it — losing the cache the load was for.
+/// Without `$NOTIFY_SOCKET` it does nothing.
+pub struct ExtendTimeout {
+    // Dropping the sender wakes the thread at once and ends it.
+    stop: Option<std::sync::mpsc::Sender<()>>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl ExtendTimeout {
+    /// Starts asking; `what` names the work in the log should the thread
+    /// not start (then the unit's own timeout is all there is).
+    pub fn start(what: &str) -> ExtendTimeout {
+        if std::env::var_os("NOTIFY_SOCKET").is_none() {
+            return ExtendTimeout { stop: None, thread: None };
+        }
+        let (tx, rx) = std::sync::mpsc::channel::<()>();
+        let msg = format!("EXTEND_TIMEOUT_USEC={}", EXTEND_BY.as_micros());
+        let spawned = std::thread::Builder::new().name("sd-extend".into()).spawn(move || loop {
+            notify(&msg);
+            match rx.recv_timeout(EXTEND_EVERY) {
+                Err(std::sync::mpsc::RecvTimeoutError::Timeout) => continue,
+                _ => break,
+            }
+        });
+        match spawned {
+            Ok(t) => ExtendTimeout { stop: Some(tx), thread: Some(t) },
+            Err(e) => {
+                tracing::warn!(error = %e, "{what}: systemd's timeout cannot be extended");
+                ExtendTimeout { stop: None, thread: None }
+            }
+        }
+    }
+}
+
+impl Drop for ExtendTimeout {
+    fn drop(&mut self) {
+        drop(self.stop.take());
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

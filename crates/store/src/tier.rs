@@ -633,8 +633,7 @@ impl Worker {
     }
 
     /// Counts a read from flash: true on the `rate`th since the last
-    /// recache, which brings its item back (a countdown: rust-version 1.80
-    /// has no `is_multiple_of`).
+    /// recache, which brings its item back (a countdown).
     fn recache_due(&mut self, rate: u32) -> bool {
         if rate == 0 {
             return false;

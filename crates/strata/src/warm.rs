@@ -35,6 +35,9 @@ pub enum StartError {
 /// and the server starts empty (or with what was whole).
 pub fn start(cfg: Config, snap: Option<&mut SnapshotConfig>, workers: usize) -> Result<Arc<Store>, StartError> {
     let Some(snap) = snap else { return Ok(Store::new(cfg, Arc::new(Clock::system()))?) };
+    // Loading a large snapshot takes longer than a unit's start timeout:
+    // systemd is asked for more time until the port opens.
+    let _more_time = strata_server::ExtendTimeout::start("loading the snapshot");
     let opts = RecoverOpts { workers, strict: snap.strict, durability: snap.durability, unix_now: None };
     let r = strata_persist::recover(snap.backend.clone(), &snap.file, cfg, &opts).map_err(|e| match e {
         RecoverError::Config(e) => StartError::Config(e),

@@ -587,7 +587,7 @@ fn decimal(out: &mut Vec<u8>, scaled: u64, places: u32) {
         return;
     }
     let mut digits = places;
-    while frac % 10 == 0 {
+    while frac.is_multiple_of(10) {
         frac /= 10;
         digits -= 1;
     }
