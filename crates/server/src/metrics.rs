@@ -234,7 +234,10 @@ pub(crate) fn exposition(snaps: &[Snapshot]) -> Exposition {
             }
         } else {
             let (name, scale) = strata_name(&st.name, st.kind);
-            e.sample(&name, st.help, st.kind, &[], value * scale);
+            // The help of a stat in microseconds says so; served in seconds.
+            let help =
+                if st.name.ends_with("_us") { st.help.replacen("Microseconds", "Seconds", 1) } else { st.help.into() };
+            e.sample(&name, &help, st.kind, &[], value * scale);
         }
     }
     if let Some(set) = number("cmd_set") {
@@ -297,6 +300,7 @@ mod tests {
         s.info("binding_protocol", "p", "auto-negotiate");
         s.counter("items:1:evicted_unfetched", "e", 4u64);
         s.counter("1:get_hits", "per class", 3u64);
+        s.counter("strata_cleaner_us", "Microseconds spent cleaning.", 2_500_000u64);
         let mut out = Vec::new();
         exposition(&[s]).render(&mut out);
         let text = String::from_utf8(out).unwrap_or_default();
@@ -313,6 +317,8 @@ mod tests {
             "memcached_slab_items_evicted_unfetched_total{slab=\"1\"} 4\n",
             "memcached_connections_listener_disabled_total 0\n",
             "strata_info{binding_protocol=\"auto-negotiate\"} 1\n",
+            "# HELP strata_cleaner_seconds_total Seconds spent cleaning.\n",
+            "strata_cleaner_seconds_total 2.5\n",
         ] {
             assert!(text.contains(line), "{line} in {text}");
         }
