@@ -282,7 +282,7 @@ impl Value {
 }
 
 /// Whether `name` is a valid Prometheus metric (and label) name.
-fn metric_name(name: &str) -> bool {
+pub fn metric_name(name: &str) -> bool {
     let mut chars = name.chars();
     chars.next().is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
         && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')

@@ -16,7 +16,7 @@ use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 use std::time::Duration;
 
-use strata_protocol::stats::{Exposition, Kind, Snapshot, Stat};
+use strata_protocol::stats::{metric_name, Exposition, Kind, Snapshot, Stat};
 
 use crate::Shared;
 
@@ -219,7 +219,9 @@ pub(crate) fn exposition(snaps: &[Snapshot]) -> Exposition {
             if st.name == "version" {
                 let v = st.value.to_string();
                 e.sample("memcached_version", "The memcached version served.", Kind::Gauge, &[("version", &v)], 1.0);
-            } else {
+            } else if metric_name(&st.name) && !info.iter().any(|(k, _)| *k == st.name) {
+                // One label per name, each a valid one: a label repeated
+                // or misspelt would cost the whole strata_info sample.
                 info.push((&st.name, st.value.to_string()));
             }
             continue;
@@ -298,6 +300,8 @@ mod tests {
         s.gauge("max_connections", "c", 1024u32);
         s.info("maxconns", "c", 7u32);
         s.info("binding_protocol", "p", "auto-negotiate");
+        s.info("binding_protocol", "again", "ascii");
+        s.info("1:state", "not a label name", "x");
         s.counter("items:1:evicted_unfetched", "e", 4u64);
         s.counter("1:get_hits", "per class", 3u64);
         s.counter("strata_cleaner_us", "Microseconds spent cleaning.", 2_500_000u64);
