@@ -1,8 +1,9 @@
 //! `stats` as data: a snapshot is a list of [`Stat`]s (name, kind, help,
 //! value) that the server fills in once and every wire renders its own way
 //! — `STAT <name> <value>` lines for the text protocol, one packet per stat
-//! for the binary one, and (later) Prometheus text with the help and kind.
-//! No renderer parses another's output.
+//! for the binary one, and Prometheus text with the help and kind
+//! ([`Exposition`], under the names the server maps the stats to). No
+//! renderer parses another's output.
 
 use crate::binary::{response, Header, Status};
 
@@ -182,57 +183,106 @@ pub fn binary(out: &mut Vec<u8>, req: &Header, reply: &Reply) {
     response::packet(out, req, Status::Success, 0, response::Body::default());
 }
 
-/// Renders snapshots as Prometheus' text exposition format (0.0.4): for
-/// each numeric stat a `# HELP` line, a `# TYPE` line (counter or gauge; a
-/// numeric setting is a gauge) and the sample, named `<prefix><name>`.
-/// Text values (versions, settings such as `evictions on`) become labels of
-/// one `<prefix>info` gauge of value 1. Names memcached gives that
-/// Prometheus does not allow (`items:1:number`) are skipped.
-pub fn prometheus(out: &mut Vec<u8>, snaps: &[&Snapshot], prefix: &str) {
-    use std::io::Write;
-    let mut labels: Vec<(String, String)> = Vec::new();
-    let mut seen = std::collections::HashSet::new();
-    for st in snaps.iter().flat_map(|s| s.stats.iter()) {
-        if !metric_name(&st.name) || !seen.insert(st.name.as_str()) {
-            continue;
+/// Prometheus' text exposition format (0.0.4), built sample by sample and
+/// written family by family: the text format wants every sample of a
+/// family together under its one `# HELP` and `# TYPE`, while callers
+/// meet the samples of a family (`memcached_commands_total` by command
+/// and status) in whatever order their stats come. Families keep the
+/// order they were first named in.
+#[derive(Debug, Default)]
+pub struct Exposition {
+    families: Vec<Family>,
+    by_name: std::collections::HashMap<String, usize>,
+}
+
+#[derive(Debug)]
+struct Family {
+    name: String,
+    help: String,
+    kind: Kind,
+    /// Rendered label sets (`{a="b"}` or empty) and values.
+    samples: Vec<(String, f64)>,
+}
+
+impl Exposition {
+    /// Adds a sample. The first sample of a family sets its help and kind
+    /// (`Kind::Info` is written as a gauge); a second sample with the same
+    /// labels is dropped, so where two stats say the same thing (`stats`'
+    /// `max_connections`, `stats settings`' `maxconns`) the first wins. A
+    /// name or label name Prometheus does not allow drops the sample.
+    pub fn sample(&mut self, name: &str, help: &str, kind: Kind, labels: &[(&str, &str)], value: f64) {
+        if !metric_name(name) || !labels.iter().all(|(k, _)| metric_name(k)) {
+            return;
         }
-        let number = match &st.value {
-            Value::U64(v) => v.to_string(),
-            Value::I64(v) => v.to_string(),
-            Value::Seconds(v) | Value::Fixed2(v) => v.to_string(),
-            Value::Text(t) => {
-                labels.push((st.name.clone(), t.clone()));
-                continue;
-            }
-            Value::Str(t) => {
-                labels.push((st.name.clone(), (*t).to_string()));
-                continue;
-            }
-        };
-        let kind = if st.kind == Kind::Counter { "counter" } else { "gauge" };
-        let help = st.help.replace('\\', "\\\\").replace('\n', "\\n");
-        // Writing into a Vec cannot fail.
-        let _ = write!(
-            out,
-            "# HELP {prefix}{name} {help}\n# TYPE {prefix}{name} {kind}\n{prefix}{name} {number}\n",
-            name = st.name
-        );
-    }
-    if !labels.is_empty() {
-        let _ = write!(
-            out,
-            "# HELP {prefix}info Text-valued stats and settings, as labels.\n# TYPE {prefix}info gauge\n{prefix}info{{"
-        );
+        let mut rendered = String::new();
         for (i, (k, v)) in labels.iter().enumerate() {
             let v = v.replace('\\', "\\\\").replace('"', "\\\"").replace('\n', "\\n");
-            let _ = write!(out, "{}{k}=\"{v}\"", if i == 0 { "" } else { "," });
+            use std::fmt::Write;
+            // Writing into a String cannot fail.
+            let _ = write!(rendered, "{}{k}=\"{v}\"", if i == 0 { "{" } else { "," });
         }
-        out.extend_from_slice(b"} 1\n");
+        if !rendered.is_empty() {
+            rendered.push('}');
+        }
+        let i = match self.by_name.get(name) {
+            Some(&i) => i,
+            None => {
+                let help = help.replace('\\', "\\\\").replace('\n', "\\n");
+                self.families.push(Family { name: name.to_string(), help, kind, samples: Vec::new() });
+                self.by_name.insert(name.to_string(), self.families.len() - 1);
+                self.families.len() - 1
+            }
+        };
+        let samples = &mut self.families[i].samples;
+        if !samples.iter().any(|(l, _)| *l == rendered) {
+            samples.push((rendered, value));
+        }
+    }
+
+    /// Whether a family of this name has been started.
+    pub fn has(&self, name: &str) -> bool {
+        self.by_name.contains_key(name)
+    }
+
+    /// Writes every family: `# HELP`, `# TYPE`, then its samples.
+    pub fn render(&self, out: &mut Vec<u8>) {
+        use std::io::Write;
+        for f in &self.families {
+            let kind = if f.kind == Kind::Counter { "counter" } else { "gauge" };
+            // Writing into a Vec cannot fail.
+            let _ = write!(out, "# HELP {} {}\n# TYPE {} {kind}\n", f.name, f.help, f.name);
+            for (labels, value) in &f.samples {
+                let _ = writeln!(out, "{}{labels} {}", f.name, number(*value));
+            }
+        }
+    }
+}
+
+/// A sample value as the text format spells it (`+Inf`, not Rust's `inf`).
+fn number(v: f64) -> String {
+    if v.is_nan() {
+        "NaN".into()
+    } else if v.is_infinite() {
+        if v > 0.0 { "+Inf" } else { "-Inf" }.into()
+    } else {
+        v.to_string()
+    }
+}
+
+impl Value {
+    /// The value as a number, if it is one (text values are not).
+    pub fn number(&self) -> Option<f64> {
+        match self {
+            Value::U64(v) => Some(*v as f64),
+            Value::I64(v) => Some(*v as f64),
+            Value::Seconds(v) | Value::Fixed2(v) => Some(*v),
+            Value::Text(_) | Value::Str(_) => None,
+        }
     }
 }
 
 /// Whether `name` is a valid Prometheus metric (and label) name.
-fn metric_name(name: &str) -> bool {
+pub fn metric_name(name: &str) -> bool {
     let mut chars = name.chars();
     chars.next().is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
         && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
@@ -244,25 +294,33 @@ mod tests {
     use crate::binary::{opcode, HEADER_LEN};
 
     #[test]
-    fn prometheus_has_help_type_and_info_labels() {
-        let mut s = snapshot();
-        s.gauge("items:1:number", "per class", 1u64);
-        s.info("threads", "worker threads", 2usize);
-        s.info("inter", "listen", "a \"b\"\\c".to_string());
+    fn exposition_groups_families_and_escapes() {
+        let mut e = Exposition::default();
+        e.sample("m_commands_total", "commands", Kind::Counter, &[("command", "get"), ("status", "hit")], 1.0);
+        e.sample("m_items", "items\nstored", Kind::Gauge, &[], 3.0);
+        e.sample("m_commands_total", "ignored", Kind::Gauge, &[("command", "get"), ("status", "miss")], 2.0);
+        // The same labels again: the first sample stays.
+        e.sample("m_commands_total", "ignored", Kind::Counter, &[("command", "get"), ("status", "hit")], 9.0);
+        e.sample("m_info", "labels", Kind::Info, &[("inter", "a \"b\"\\c")], 1.0);
+        e.sample("m_ratio", "a ratio", Kind::Gauge, &[], 0.5);
+        e.sample("items:1:number", "refused name", Kind::Gauge, &[], 1.0);
+        e.sample("m_x", "refused label", Kind::Gauge, &[("1:a", "b")], 1.0);
+        assert!(e.has("m_items") && !e.has("m_x"));
         let mut out = Vec::new();
-        prometheus(&mut out, &[&s], "memcached_");
+        e.render(&mut out);
         let text = String::from_utf8(out).unwrap_or_default();
-        assert!(
-            text.contains(
-                "# HELP memcached_cmd_get get commands\n# TYPE memcached_cmd_get counter\nmemcached_cmd_get 12\n"
-            ),
-            "{text}"
+        assert_eq!(
+            text,
+            "# HELP m_commands_total commands\n# TYPE m_commands_total counter\n\
+             m_commands_total{command=\"get\",status=\"hit\"} 1\n\
+             m_commands_total{command=\"get\",status=\"miss\"} 2\n\
+             # HELP m_items items\\nstored\n# TYPE m_items gauge\nm_items 3\n\
+             # HELP m_info labels\n# TYPE m_info gauge\nm_info{inter=\"a \\\"b\\\"\\\\c\"} 1\n\
+             # HELP m_ratio a ratio\n# TYPE m_ratio gauge\nm_ratio 0.5\n"
         );
-        assert!(text.contains("# TYPE memcached_curr_items gauge\nmemcached_curr_items 3\n"));
-        assert!(text.contains("# TYPE memcached_threads gauge\nmemcached_threads 2\n"), "numeric settings are gauges");
-        assert!(text.contains("memcached_rusage_user 0.5\n"));
-        assert!(!text.contains("items:1"), "names Prometheus refuses are left out");
-        assert!(text.ends_with("memcached_info{version=\"1.6.38\",inter=\"a \\\"b\\\"\\\\c\"} 1\n"), "{text}");
+        assert_eq!((number(f64::INFINITY), number(f64::NAN)), ("+Inf".to_string(), "NaN".to_string()));
+        assert_eq!(Value::Seconds(0.25).number(), Some(0.25));
+        assert_eq!(Value::Str("x").number(), None);
     }
 
     fn snapshot() -> Snapshot {

@@ -62,7 +62,7 @@ pub(crate) fn family_binary(buf: &[u8]) -> usize {
 /// Renders every worker's histograms, summed, in Prometheus' text format.
 pub(crate) fn prometheus(out: &mut Vec<u8>, workers: &[&Latency]) {
     use std::io::Write;
-    let name = "memcached_strata_request_duration_seconds";
+    let name = "strata_request_duration_seconds";
     let _ = write!(
         out,
         "# HELP {name} Time from a parsed request to its reply, inside the server, by command family.\n# TYPE {name} histogram\n"
@@ -94,7 +94,7 @@ mod tests {
         let mut out = Vec::new();
         prometheus(&mut out, &[&l, &Latency::default()]);
         let text = String::from_utf8(out).unwrap_or_default();
-        let n = "memcached_strata_request_duration_seconds";
+        let n = "strata_request_duration_seconds";
         assert!(text.contains(&format!("{n}_bucket{{family=\"get\",le=\"0.000001\"}} 1\n")), "{text}");
         assert!(text.contains(&format!("{n}_bucket{{family=\"get\",le=\"0.00005\"}} 2\n")));
         assert!(text.contains(&format!("{n}_bucket{{family=\"get\",le=\"+Inf\"}} 3\n")));

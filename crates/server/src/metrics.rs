@@ -1,7 +1,11 @@
-//! `--metrics-listen ADDR:PORT`: `GET /metrics` in Prometheus' text format,
-//! every numeric stat of `stats` and `stats settings` with its help and
-//! type (`strata_protocol::stats::prometheus`), and request latency
-//! histograms by command family (`latency.rs`). A small blocking HTTP/1.x
+//! `--metrics-listen ADDR:PORT`: `GET /metrics` in Prometheus' text format.
+//! Stats memcached_exporter (github.com/prometheus/memcached_exporter)
+//! serves are served under its names, labels and meaning, so dashboards
+//! and alerts written for memcached keep working; every other numeric stat
+//! of `stats` and `stats settings` is `strata_<name>` (counters end in
+//! `_total`), text values are labels of `strata_info`, and request latency
+//! histograms by command family (`latency.rs`) come last. docs/monitoring.md
+//! has the mapping. A small blocking HTTP/1.x
 //! responder on its own thread: one request per connection, at most 8 KiB
 //! of request head, two seconds to send it, then the connection closes.
 //! Anything but `GET /metrics` is a 404 (a `HEAD`, a 405).
@@ -11,6 +15,8 @@ use std::net::{TcpListener, TcpStream};
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 use std::time::Duration;
+
+use strata_protocol::stats::{metric_name, Exposition, Kind, Snapshot, Stat};
 
 use crate::Shared;
 
@@ -65,9 +71,8 @@ fn serve(shared: &Shared, mut s: TcpStream) -> io::Result<()> {
     let (method, path) = (parts.next().unwrap_or_default(), parts.next().unwrap_or_default());
     match (method, path) {
         (b"GET", b"/metrics") => {
-            let snaps = crate::stats::for_metrics(shared);
             let mut body = Vec::with_capacity(16 << 10);
-            strata_protocol::stats::prometheus(&mut body, &snaps.iter().collect::<Vec<_>>(), "memcached_");
+            exposition(&crate::stats::for_metrics(shared)).render(&mut body);
             let workers: Vec<_> = shared.workers.iter().map(|w| &w.latency).collect();
             crate::latency::prometheus(&mut body, &workers);
             respond(&mut s, "200 OK", &body)
@@ -85,4 +90,243 @@ fn respond(s: &mut TcpStream, status: &str, body: &[u8]) -> io::Result<()> {
     s.write_all(head.as_bytes())?;
     s.write_all(body)?;
     s.flush()
+}
+
+/// Stats memcached_exporter serves under names of its own: the stat (of
+/// `stats`, `stats settings` or `stats slabs`), the series, its type. Two
+/// stats naming one series (`max_connections`, `maxconns`): the first
+/// wins. The types are the exporter's, but where it declares a level a
+/// counter (`memcached_uptime_seconds`, `memcached_extstore_bytes_used`)
+/// it is a gauge here: `promtool check metrics` refuses a counter whose
+/// name does not end in `_total`, and the names matter more to the
+/// queries that carry over (PromQL does not look at the type).
+const EXPORTER: &[(&str, &str, Kind)] = &[
+    ("uptime", "memcached_uptime_seconds", Kind::Gauge),
+    ("time", "memcached_time_seconds", Kind::Gauge),
+    ("rusage_user", "memcached_process_user_cpu_seconds_total", Kind::Counter),
+    ("rusage_system", "memcached_process_system_cpu_seconds_total", Kind::Counter),
+    ("bytes_read", "memcached_read_bytes_total", Kind::Counter),
+    ("bytes_written", "memcached_written_bytes_total", Kind::Counter),
+    ("curr_connections", "memcached_current_connections", Kind::Gauge),
+    ("max_connections", "memcached_max_connections", Kind::Gauge),
+    ("maxconns", "memcached_max_connections", Kind::Gauge),
+    ("total_connections", "memcached_connections_total", Kind::Counter),
+    ("rejected_connections", "memcached_connections_rejected_total", Kind::Counter),
+    ("conn_yields", "memcached_connections_yielded_total", Kind::Counter),
+    ("accepting_conns", "memcached_accepting_connections", Kind::Gauge),
+    ("bytes", "memcached_current_bytes", Kind::Gauge),
+    ("limit_maxbytes", "memcached_limit_bytes", Kind::Gauge),
+    ("total_malloced", "memcached_malloced_bytes", Kind::Gauge),
+    ("curr_items", "memcached_current_items", Kind::Gauge),
+    ("total_items", "memcached_items_total", Kind::Counter),
+    ("evictions", "memcached_items_evicted_total", Kind::Counter),
+    ("reclaimed", "memcached_items_reclaimed_total", Kind::Counter),
+    ("store_too_large", "memcached_item_too_large_total", Kind::Counter),
+    ("store_no_memory", "memcached_item_no_memory_total", Kind::Counter),
+    ("extstore_page_evictions", "memcached_extstore_pages_evicted_total", Kind::Counter),
+    ("extstore_objects_evicted", "memcached_extstore_objects_evicted_total", Kind::Counter),
+    ("extstore_objects_read", "memcached_extstore_objects_read_total", Kind::Counter),
+    ("extstore_objects_written", "memcached_extstore_objects_written_total", Kind::Counter),
+    ("extstore_objects_used", "memcached_extstore_objects_used", Kind::Gauge),
+    ("extstore_bytes_written", "memcached_extstore_bytes_written_total", Kind::Counter),
+    ("extstore_bytes_read", "memcached_extstore_bytes_read_total", Kind::Counter),
+    ("extstore_bytes_used", "memcached_extstore_bytes_used", Kind::Gauge),
+    ("extstore_limit_maxbytes", "memcached_extstore_bytes_limit", Kind::Gauge),
+    ("extstore_io_queue", "memcached_extstore_io_queue_depth", Kind::Gauge),
+];
+
+/// The stats memcached_exporter folds into `memcached_commands_total`,
+/// with its `command` and `status` labels. `set`/`hit` is derived:
+/// `cmd_set` less the cas commands, which memcached counts in both.
+const COMMANDS: &[(&str, &str, &str)] = &[
+    ("get_hits", "get", "hit"),
+    ("get_misses", "get", "miss"),
+    ("delete_hits", "delete", "hit"),
+    ("delete_misses", "delete", "miss"),
+    ("incr_hits", "incr", "hit"),
+    ("incr_misses", "incr", "miss"),
+    ("decr_hits", "decr", "hit"),
+    ("decr_misses", "decr", "miss"),
+    ("cas_hits", "cas", "hit"),
+    ("cas_misses", "cas", "miss"),
+    ("cas_badval", "cas", "badval"),
+    ("touch_hits", "touch", "hit"),
+    ("touch_misses", "touch", "miss"),
+    ("cmd_flush", "flush", "hit"),
+];
+
+/// memcached_exporter's per-class series from `stats items`, labelled
+/// `slab`: strata reports one class (`items:1:`), whose figures are the
+/// whole cache's, and only once it holds an item (as memcached lists only
+/// classes with items). `evicted_time` and `mem_requested` are levels,
+/// gauges here (see [`EXPORTER`]).
+const SLAB_ITEMS: &[(&str, &str, Kind)] = &[
+    ("number", "memcached_slab_current_items", Kind::Gauge),
+    ("age", "memcached_slab_items_age_seconds", Kind::Gauge),
+    ("evicted", "memcached_slab_items_evicted_total", Kind::Counter),
+    ("evicted_nonzero", "memcached_slab_items_evicted_nonzero_total", Kind::Counter),
+    ("evicted_time", "memcached_slab_items_evicted_time_seconds", Kind::Gauge),
+    ("evicted_unfetched", "memcached_slab_items_evicted_unfetched_total", Kind::Counter),
+    ("expired_unfetched", "memcached_slab_items_expired_unfetched_total", Kind::Counter),
+    ("outofmemory", "memcached_slab_items_outofmemory_total", Kind::Counter),
+    ("reclaimed", "memcached_slab_items_reclaimed_total", Kind::Counter),
+    ("mem_requested", "memcached_slab_mem_requested_bytes", Kind::Gauge),
+];
+
+/// strata-only stats whose name the general rule (`strata_` + the name,
+/// `_total` on a counter) would leave without its unit, against
+/// Prometheus' naming conventions.
+const RENAMES: &[(&str, &str)] = &[
+    ("idle_timeout", "strata_idle_timeout_seconds"),
+    ("snapshot_interval", "strata_snapshot_interval_seconds"),
+    ("snapshot_last_time", "strata_snapshot_last_timestamp_seconds"),
+    ("time_since_server_cert_refresh", "strata_time_since_server_cert_refresh_seconds"),
+];
+
+/// The name and scale a strata-only numeric stat is served under:
+/// `strata_<name>` (the stat's own `strata_` prefix not doubled),
+/// microseconds (`_us`) as seconds, `_total` on counters and only on
+/// them (`strata_segments_total`, a gauge, is `strata_segments`).
+fn strata_name(stat: &str, kind: Kind) -> (String, f64) {
+    if let Some(&(_, to)) = RENAMES.iter().find(|(from, _)| *from == stat) {
+        return (to.to_string(), 1.0);
+    }
+    let base = stat.strip_prefix("strata_").unwrap_or(stat);
+    let (mut name, scale) = match base.strip_suffix("_us") {
+        Some(b) => (format!("strata_{b}_seconds"), 1e-6),
+        None => (format!("strata_{base}"), 1.0),
+    };
+    match (kind == Kind::Counter, name.ends_with("_total")) {
+        (true, false) => name.push_str("_total"),
+        (false, true) => name.truncate(name.len() - "_total".len()),
+        _ => {}
+    }
+    (name, scale)
+}
+
+/// What `/metrics` serves, from `stats`, `stats settings`, `stats items`
+/// and `stats slabs` taken at once.
+pub(crate) fn exposition(snaps: &[Snapshot]) -> Exposition {
+    let mut e = Exposition::default();
+    let stats: Vec<&Stat> = snaps.iter().flat_map(|s| s.stats.iter()).collect();
+    let number = |name: &str| stats.iter().find(|s| s.name == name).and_then(|s| s.value.number());
+    // It answers, so it is up: a strata that is down fails the scrape
+    // instead, which Prometheus' own `up` series shows.
+    e.sample("memcached_up", "Whether the server could be reached (1: this is it answering).", Kind::Gauge, &[], 1.0);
+    let mut info: Vec<(&str, String)> = Vec::new();
+    for st in &stats {
+        let Some(value) = st.value.number() else {
+            if st.name == "version" {
+                let v = st.value.to_string();
+                e.sample("memcached_version", "The memcached version served.", Kind::Gauge, &[("version", &v)], 1.0);
+            } else if metric_name(&st.name) && !info.iter().any(|(k, _)| *k == st.name) {
+                // One label per name, each a valid one: a label repeated
+                // or misspelt would cost the whole strata_info sample.
+                info.push((&st.name, st.value.to_string()));
+            }
+            continue;
+        };
+        if let Some(&(_, name, kind)) = EXPORTER.iter().find(|(stat, _, _)| *stat == st.name) {
+            e.sample(name, st.help, kind, &[], value);
+        } else if let Some(&(_, command, status)) = COMMANDS.iter().find(|(stat, _, _)| *stat == st.name) {
+            commands(&mut e, command, status, value);
+        } else if let Some(field) = st.name.strip_prefix("items:1:") {
+            if let Some(&(_, name, kind)) = SLAB_ITEMS.iter().find(|(f, _, _)| *f == field) {
+                e.sample(name, st.help, kind, &[("slab", "1")], value);
+            }
+        } else {
+            let (name, scale) = strata_name(&st.name, st.kind);
+            // The help of a stat in microseconds says so; served in seconds.
+            let help =
+                if st.name.ends_with("_us") { st.help.replacen("Microseconds", "Seconds", 1) } else { st.help.into() };
+            e.sample(&name, &help, st.kind, &[], value * scale);
+        }
+    }
+    if let Some(set) = number("cmd_set") {
+        let cas: f64 = ["cas_hits", "cas_misses", "cas_badval"].iter().filter_map(|n| number(n)).sum();
+        commands(&mut e, "set", "hit", (set - cas).max(0.0));
+    }
+    // strata never stops accepting at -c: a connection over it is told
+    // so and closed (memcached's maxconns_fast), counted in
+    // memcached_connections_rejected_total.
+    e.sample(
+        "memcached_connections_listener_disabled_total",
+        "Times the listener was disabled at the connection limit: always 0, over-limit connections are rejected.",
+        Kind::Counter,
+        &[],
+        0.0,
+    );
+    if !info.is_empty() {
+        let labels: Vec<(&str, &str)> = info.iter().map(|(k, v)| (*k, v.as_str())).collect();
+        e.sample("strata_info", "Text-valued stats and settings, as labels.", Kind::Gauge, &labels, 1.0);
+    }
+    e
+}
+
+fn commands(e: &mut Exposition, command: &str, status: &str, value: f64) {
+    e.sample(
+        "memcached_commands_total",
+        "Requests by command (get, set, etc.) and status (hit, miss, badval).",
+        Kind::Counter,
+        &[("command", command), ("status", status)],
+        value,
+    );
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn strata_names_follow_prometheus_conventions() {
+        assert_eq!(strata_name("strata_segments_total", Kind::Gauge), ("strata_segments".into(), 1.0));
+        assert_eq!(strata_name("strata_cleaner_us", Kind::Counter), ("strata_cleaner_seconds_total".into(), 1e-6));
+        assert_eq!(strata_name("snapshot_last_duration_us", Kind::Gauge).0, "strata_snapshot_last_duration_seconds");
+        assert_eq!(strata_name("get_expired", Kind::Counter).0, "strata_get_expired_total");
+        assert_eq!(strata_name("hash_bytes", Kind::Gauge).0, "strata_hash_bytes");
+        assert_eq!(strata_name("idle_timeout", Kind::Info).0, "strata_idle_timeout_seconds");
+    }
+
+    #[test]
+    fn exporter_names_labels_and_the_derived_set() {
+        let mut s = Snapshot::default();
+        s.counter("uptime", "up", 5u64);
+        s.info("version", "v", "1.6.38");
+        s.counter("cmd_set", "sets", 10u64);
+        s.counter("cas_hits", "h", 2u64);
+        s.counter("cas_misses", "m", 1u64);
+        s.counter("cas_badval", "b", 1u64);
+        s.counter("get_hits", "h", 3u64);
+        s.gauge("max_connections", "c", 1024u32);
+        s.info("maxconns", "c", 7u32);
+        s.info("binding_protocol", "p", "auto-negotiate");
+        s.info("binding_protocol", "again", "ascii");
+        s.info("1:state", "not a label name", "x");
+        s.counter("items:1:evicted_unfetched", "e", 4u64);
+        s.counter("1:get_hits", "per class", 3u64);
+        s.counter("strata_cleaner_us", "Microseconds spent cleaning.", 2_500_000u64);
+        let mut out = Vec::new();
+        exposition(&[s]).render(&mut out);
+        let text = String::from_utf8(out).unwrap_or_default();
+        for line in [
+            "memcached_up 1\n",
+            "# TYPE memcached_uptime_seconds gauge\nmemcached_uptime_seconds 5\n",
+            "memcached_version{version=\"1.6.38\"} 1\n",
+            "# TYPE memcached_commands_total counter\n",
+            "memcached_commands_total{command=\"cas\",status=\"badval\"} 1\n",
+            "memcached_commands_total{command=\"get\",status=\"hit\"} 3\n",
+            "memcached_commands_total{command=\"set\",status=\"hit\"} 6\n",
+            "memcached_max_connections 1024\n",
+            "strata_cmd_set_total 10\n",
+            "memcached_slab_items_evicted_unfetched_total{slab=\"1\"} 4\n",
+            "memcached_connections_listener_disabled_total 0\n",
+            "strata_info{binding_protocol=\"auto-negotiate\"} 1\n",
+            "# HELP strata_cleaner_seconds_total Seconds spent cleaning.\n",
+            "strata_cleaner_seconds_total 2.5\n",
+        ] {
+            assert!(text.contains(line), "{line} in {text}");
+        }
+        assert!(!text.contains("1:get_hits") && !text.contains("memcached_max_connections 7"), "{text}");
+        assert_eq!(text.matches("# TYPE memcached_commands_total").count(), 1);
+    }
 }

@@ -172,9 +172,11 @@ pub(crate) fn command(shared: &Shared, args: Tokens<'_>) -> Reply {
     Reply::Stats(snapshot)
 }
 
-/// What `/metrics` shows: `stats` and `stats settings`.
+/// What `/metrics` is made from: `stats`, `stats settings`, `stats items`
+/// (memcached_exporter's per-class series) and `stats slabs`
+/// (`total_malloced`).
 pub(crate) fn for_metrics(shared: &Shared) -> Vec<Snapshot> {
-    vec![general(shared), settings(shared)]
+    vec![general(shared), settings(shared), items(shared), slabs(shared)]
 }
 
 fn general(shared: &Shared) -> Snapshot {

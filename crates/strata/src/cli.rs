@@ -232,8 +232,8 @@ pub struct Args {
     #[arg(long = "snapshot-strict")]
     snapshot_strict: bool,
 
-    /// Serve Prometheus metrics (every stat, GET /metrics) on this address,
-    /// e.g. 127.0.0.1:9150
+    /// Serve Prometheus metrics (GET /metrics: memcached_exporter's names,
+    /// strata_* for the rest) on this address, e.g. 127.0.0.1:9150
     #[arg(long = "metrics-listen")]
     metrics_listen: Option<String>,
 
