@@ -53,6 +53,11 @@ EXPORTED = {
     "extstore_bytes_used": ("memcached_extstore_bytes_used", "gauge"),
     "extstore_limit_maxbytes": ("memcached_extstore_bytes_limit", "gauge"),
     "extstore_io_queue": ("memcached_extstore_io_queue_depth", "gauge"),
+    "lru_crawler_starts": ("memcached_lru_crawler_starts_total", "counter"),
+    "crawler_reclaimed": ("memcached_lru_crawler_reclaimed_total", "counter"),
+    "crawler_items_checked": ("memcached_lru_crawler_items_checked_total", "counter"),
+    "lru_crawler_sleep": ("memcached_lru_crawler_sleep", "gauge"),
+    "lru_crawler_tocrawl": ("memcached_lru_crawler_to_crawl", "gauge"),
 }
 # The stats folded into memcached_commands_total{command,status}.
 COMMANDS = {
@@ -153,6 +158,11 @@ def test_memcached_exporter_names_types_and_labels(metered):
     for name in ("memcached_slab_items_evicted_unfetched_total", "memcached_slab_items_expired_unfetched_total",
                  "memcached_slab_items_evicted_total", "memcached_slab_items_reclaimed_total"):
         assert found[name] == ("counter", {frozenset({("slab", "1")}): 0}), name
+    # stats slabs' row for the class, as memcached_exporter's slab series.
+    slabs = stats(c, "slabs")
+    assert found["memcached_slab_chunk_size_bytes"] == ("gauge", {frozenset({("slab", "1")}): float(slabs["1:chunk_size"])})
+    assert found["memcached_slab_chunks_used"] == ("gauge", {frozenset({("slab", "1")}): 1})
+    assert one(found, "memcached_slab_current_pages", slab="1") >= 1
     # The old names are gone.
     for old in ("memcached_bytes", "memcached_evictions", "memcached_curr_items", "memcached_cmd_get",
                 "memcached_info", "memcached_strata_request_duration_seconds_count"):

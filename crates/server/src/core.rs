@@ -88,7 +88,11 @@ impl Ctx<'_> {
         self.count_contention(&res);
         let hit = matches!(res, Ok(Some(_)));
         if self.shared.watchers.wants(watch::FETCHERS) {
-            let (status, clsid) = if hit { ("found", 1) } else { ("not_found", 0) };
+            let (status, clsid) = if hit {
+                ("found", self.shared.store.class_of(op.key.as_bytes().len(), size.get()))
+            } else {
+                ("not_found", 0)
+            };
             self.shared.watchers.log(
                 watch::FETCHERS,
                 format_args!(
@@ -171,8 +175,9 @@ impl Ctx<'_> {
         self.shared.watchers.log(
             watch::MUTATIONS,
             format_args!(
-                "type=item_store key={} status={status} cmd={cmd} ttl={ttl} clsid=1 cfd={} size={size}",
+                "type=item_store key={} status={status} cmd={cmd} ttl={ttl} clsid={} cfd={} size={size}",
                 uri(key),
+                self.shared.store.class_of(key.len(), size),
                 self.fd
             ),
         );

@@ -133,6 +133,11 @@ const EXPORTER: &[(&str, &str, Kind)] = &[
     ("extstore_bytes_used", "memcached_extstore_bytes_used", Kind::Gauge),
     ("extstore_limit_maxbytes", "memcached_extstore_bytes_limit", Kind::Gauge),
     ("extstore_io_queue", "memcached_extstore_io_queue_depth", Kind::Gauge),
+    ("lru_crawler_starts", "memcached_lru_crawler_starts_total", Kind::Counter),
+    ("crawler_reclaimed", "memcached_lru_crawler_reclaimed_total", Kind::Counter),
+    ("crawler_items_checked", "memcached_lru_crawler_items_checked_total", Kind::Counter),
+    ("lru_crawler_sleep", "memcached_lru_crawler_sleep", Kind::Gauge),
+    ("lru_crawler_tocrawl", "memcached_lru_crawler_to_crawl", Kind::Gauge),
 ];
 
 /// The stats memcached_exporter folds into `memcached_commands_total`,
@@ -156,10 +161,10 @@ const COMMANDS: &[(&str, &str, &str)] = &[
 ];
 
 /// memcached_exporter's per-class series from `stats items`, labelled
-/// `slab`: strata reports one class (`items:1:`), whose figures are the
-/// whole cache's, and only once it holds an item (as memcached lists only
-/// classes with items). `evicted_time` and `mem_requested` are levels,
-/// gauges here (see [`EXPORTER`]).
+/// `slab` with the class id: strata's classes are size bands (the store's
+/// `bands.rs`), listed once they hold an item as memcached lists its
+/// classes. `evicted_time` and `mem_requested` are levels, gauges here
+/// (see [`EXPORTER`]).
 const SLAB_ITEMS: &[(&str, &str, Kind)] = &[
     ("number", "memcached_slab_current_items", Kind::Gauge),
     ("age", "memcached_slab_items_age_seconds", Kind::Gauge),
@@ -172,6 +177,26 @@ const SLAB_ITEMS: &[(&str, &str, Kind)] = &[
     ("reclaimed", "memcached_slab_items_reclaimed_total", Kind::Counter),
     ("mem_requested", "memcached_slab_mem_requested_bytes", Kind::Gauge),
 ];
+
+/// memcached_exporter's per-class series from `stats slabs` (`<id>:<field>`),
+/// labelled `slab`: a size band's chunk size, its segments as pages, its
+/// items as used chunks (no chunks are set aside per size, so none are
+/// free).
+const SLAB_SLABS: &[(&str, &str, Kind)] = &[
+    ("chunk_size", "memcached_slab_chunk_size_bytes", Kind::Gauge),
+    ("chunks_per_page", "memcached_slab_chunks_per_page", Kind::Gauge),
+    ("total_pages", "memcached_slab_current_pages", Kind::Gauge),
+    ("total_chunks", "memcached_slab_current_chunks", Kind::Gauge),
+    ("used_chunks", "memcached_slab_chunks_used", Kind::Gauge),
+    ("free_chunks", "memcached_slab_chunks_free", Kind::Gauge),
+    ("free_chunks_end", "memcached_slab_chunks_free_end", Kind::Gauge),
+];
+
+/// `items:<id>:<field>` or `<id>:<field>`: the class id and the field.
+fn per_class<'a>(name: &'a str, prefix: &str) -> Option<(&'a str, &'a str)> {
+    let (id, field) = name.strip_prefix(prefix)?.split_once(':')?;
+    (!id.is_empty() && id.bytes().all(|b| b.is_ascii_digit())).then_some((id, field))
+}
 
 /// strata-only stats whose name the general rule (`strata_` + the name,
 /// `_total` on a counter) would leave without its unit, against
@@ -230,9 +255,13 @@ pub(crate) fn exposition(snaps: &[Snapshot]) -> Exposition {
             e.sample(name, st.help, kind, &[], value);
         } else if let Some(&(_, command, status)) = COMMANDS.iter().find(|(stat, _, _)| *stat == st.name) {
             commands(&mut e, command, status, value);
-        } else if let Some(field) = st.name.strip_prefix("items:1:") {
+        } else if let Some((id, field)) = per_class(&st.name, "items:") {
             if let Some(&(_, name, kind)) = SLAB_ITEMS.iter().find(|(f, _, _)| *f == field) {
-                e.sample(name, st.help, kind, &[("slab", "1")], value);
+                e.sample(name, st.help, kind, &[("slab", id)], value);
+            }
+        } else if let Some((id, field)) = per_class(&st.name, "") {
+            if let Some(&(_, name, kind)) = SLAB_SLABS.iter().find(|(f, _, _)| *f == field) {
+                e.sample(name, st.help, kind, &[("slab", id)], value);
             }
         } else {
             let (name, scale) = strata_name(&st.name, st.kind);

@@ -3,9 +3,9 @@
 //! `OK`, then one line per event of those kinds, in memcached's format:
 //!
 //! ```text
-//! ts=<unix secs>.<µs> gid=<event id> type=item_get key=<uri-escaped> status=found clsid=1 cfd=<fd> size=<bytes>
-//! ts=… gid=… type=item_store key=… status=stored cmd=set ttl=<secs> clsid=1 cfd=… size=…
-//! ts=… gid=… type=eviction key=… fetch=<yes|no> ttl=<secs|-1> la=<secs> clsid=1 size=…
+//! ts=<unix secs>.<µs> gid=<event id> type=item_get key=<uri-escaped> status=found clsid=<class> cfd=<fd> size=<bytes>
+//! ts=… gid=… type=item_store key=… status=stored cmd=set ttl=<secs> clsid=<class> cfd=… size=…
+//! ts=… gid=… type=eviction key=… fetch=<yes|no> ttl=<secs|-1> la=<secs> clsid=<class> size=…
 //! ts=… gid=… type=conn_new rip=<ip> rport=<port> transport=<tcp|local> cfd=…
 //! ts=… gid=… type=conn_close rip=… rport=… transport=… reason=<normal|idle_timeout|…> cfd=…
 //! ```
@@ -170,11 +170,12 @@ impl strata_store::EvictionWatcher for Watchers {
         self.log(
             EVICTIONS,
             format_args!(
-                "type=eviction key={} fetch={} ttl={} la={} clsid=1 size={}",
+                "type=eviction key={} fetch={} ttl={} la={} clsid={} size={}",
                 crate::core::uri(e.key),
                 if e.fetched { "yes" } else { "no" },
                 e.ttl,
                 e.age,
+                e.class,
                 e.size
             ),
         );

@@ -295,6 +295,13 @@ impl Store {
         self.bands.band_of(len)
     }
 
+    /// The class id (band + 1) of an item of this key and value stored
+    /// plain, for `watch` lines about an item the caller does not hold.
+    pub fn class_of(&self, key_len: usize, value_len: usize) -> usize {
+        let f = crate::item::Fields::default();
+        self.bands.band_of(crate::item::encoded_len(key_len, value_len, &f)) + 1
+    }
+
     /// Counts the item at memory slot `s`, of `len` bytes, as linked, and
     /// marks its band in its segment.
     pub(crate) fn band_linked(&self, s: u64, len: usize) {

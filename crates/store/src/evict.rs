@@ -760,6 +760,7 @@ impl Store {
             ttl: if expiry == 0 { -1 } else { i64::from(expiry) - i64::from(now) },
             age: now.saturating_sub(self.written_at(s)),
             size: it.value().len(),
+            class: self.bands.band_of(it.header.total_len()) + 1,
         });
     }
 

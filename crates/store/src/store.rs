@@ -170,6 +170,8 @@ pub struct Evicted<'a> {
     pub age: u32,
     /// Bytes of its value as stored.
     pub size: usize,
+    /// Its size band's class id (`bands.rs`), as `stats items` numbers it.
+    pub class: usize,
 }
 
 impl Store {
