@@ -166,7 +166,7 @@ unit:
 	@echo "==> cargo test --release --workspace"
 	$(CARGO) test --release --workspace
 
-# The store is where the unsafe code is (arena.rs); Miri runs its unit tests
+# The store is where most unsafe code is (arena.rs and its callers); Miri runs its unit tests
 # (sized for Miri, about a thousand times slower: tests that fill megabytes
 # are skipped there, loops shortened) and checks every access for undefined
 # behaviour and data races. `make test` runs Stacked Borrows (about 4 min);

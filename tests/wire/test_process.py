@@ -135,6 +135,44 @@ def test_debians_configuration_file(make_server, tmp_path):
 
 
 @pytest.mark.strata_only
+def test_a_tuned_memcached_conf_starts(make_server, tmp_path):
+    """Every flag of memcached 1.6's -h in a configuration file, tuned
+    values included (-f, -n, -r, -N and the -o options for machinery strata
+    does not have): strata starts, and says what the tuning became."""
+    port = free_port()
+    conf = tmp_path / "memcached.conf"
+    conf.write_text(
+        f"-p {port}\n-l 127.0.0.1\n-m 64\n-c 512\n-t 2\n"
+        "-f 1.5\n-n 32\n-r\n-N 2\n-R 20\n-b 512\n-B auto\n-I 2m\n-D :\n-L\n-k\n-C\n"
+        "-o slab_reassign,slab_automove=1,lru_crawler,lru_maintainer,hash_algorithm=murmur3\n"
+        "-o lru_crawler_sleep=50,lru_crawler_tocrawl=100,hot_lru_pct=20,warm_lru_pct=40,temporary_ttl=61\n"
+        "-o modern,maxconns_fast,tail_repair_time=0,slab_chunk_max=524288,track_sizes,watcher_logbuf_size=256\n"
+        "-o worker_logbuf_size=64,idle_timeout=0,read_buf_mem_limit=0,no_hashexpand,sock_cookie_id=1\n"
+    )
+    make_server(["--config", str(conf)], port=port, listen=False)
+    c = wait_for_tcp("127.0.0.1", port)
+    s = stats(c, "settings")
+    assert (s["growth_factor"], s["chunk_size"], s["lru_crawler_sleep"], s["slab_automove"]) == ("1.50", "32", "50", "1")
+    # -f and -n cut the size bands: the first one holds items up to 48 + 32 bytes.
+    expect(c, b"set k 0 0 1\r\nx\r\n", b"STORED\r\n")
+    assert stats(c, "slabs")["1:chunk_size"] == "80"
+
+
+@pytest.mark.strata_only
+@pytest.mark.parametrize("line,message", [
+    ("-x 5", b"unexpected argument '-x' found"),
+    ("-f 1", b"Factor must be greater than 1 (-f)"),
+    ("-m lots", b"invalid value 'lots'"),
+])
+def test_a_refused_flag_in_the_config_names_the_file_and_line(tmp_path, line, message):
+    conf = tmp_path / "memcached.conf"
+    conf.write_text(f"# tuned\n-m 64\n\n-p {free_port()}\n{line}\n-c 10\n")
+    r = run_binary(["--config", str(conf)])
+    assert r.returncode != 0
+    assert f"strata: {conf}:5: ".encode() in r.stderr and message in r.stderr, r.stderr
+
+
+@pytest.mark.strata_only
 def test_idle_timeout_closes_idle_and_trickling_connections(make_server):
     srv = make_server(["-o", "idle_timeout=5", "--enable-debug-clock"])
     idle, trickling, busy = srv.connect(), srv.connect(), srv.connect()

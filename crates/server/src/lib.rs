@@ -1,8 +1,10 @@
 //! The network side of strata: listeners, worker event loops, connections,
 //! request dispatch, `stats`, signals and graceful shutdown.
 //!
-//! Owns sockets and threads; owns no cached data (that is `strata-store`) and
-//! no wire syntax (that is `strata-protocol`). One acceptor thread hands new
+//! Owns sockets and threads; owns no cached data (that is `strata-store`).
+//! Wire syntax is `strata-protocol`'s, but for some reply lines written
+//! here (`dispatch.rs`, `admin.rs`, `watch.rs`, `udp.rs`: docs/design.md
+//! lists them). One acceptor thread hands new
 //! connections round-robin to `-t` worker threads; each worker runs its own
 //! `mio` event loop over its own connections and executes requests itself
 //! against its [`strata_store::Worker`] handle — no request crosses threads.

@@ -11,7 +11,9 @@
 //! [`Clock`]. Everything else is internal:
 //!
 //! - `item`: the compact item layout inside a segment.
-//! - `arena`: the one allocation all segments live in; the only `unsafe`.
+//! - `arena`: the one allocation all segments live in, and the unsafe
+//!   accessors every other module's byte access goes through (each other
+//!   `unsafe` block names the arena rule it keeps).
 //! - `index`: the bucketed hash index of packed 8-byte slots, striped locks.
 //! - `timelog`: per-segment write times.
 //! - `bands`: items counted by size, for memcached's per-class stats;

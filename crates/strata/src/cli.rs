@@ -178,12 +178,12 @@ pub struct Args {
     /// Extended options, comma separated: hashpower=N, max_get_line=BYTES, io=auto|uring|epoll, io_buffers=N,
     /// compression=on|off, compression_level=1..19, compression_min_size=BYTES,
     /// compression_min_saving=PERCENT, compression_dict_size=BYTES, compression_train_bytes=BYTES,
-    /// compression_sample=N, compression_retrain_drop=PERCENT (README, "Compression");
+    /// compression_sample=N, compression_retrain_drop=PERCENT (docs/compression.md);
     /// idle_timeout=SECONDS (close connections that complete no request for that long),
     /// lru_maintainer / no_lru_maintainer (reclaim memory on a background thread, the default, or on writers' time),
     /// read_buf_mem_limit=MB (unread replies across connections; 0: no limit);
     /// ext_path=PATH:SIZE (repeatable), ext_item_size=BYTES, ext_wbuf_size=MB, ext_page_size=MB,
-    /// ext_recache_rate=N, ext_threads=N (README, "Flash tier")
+    /// ext_recache_rate=N, ext_threads=N (docs/flash.md)
     #[arg(short = 'o', long = "extended", action = ArgAction::Append)]
     extended: Vec<String>,
 
