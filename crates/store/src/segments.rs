@@ -66,6 +66,9 @@ pub(crate) struct SegMeta {
     /// Held for the snapshot being taken, which has not copied it yet: the
     /// cleaner leaves it alone (`image.rs`, "Holds").
     pub(crate) held: std::sync::atomic::AtomicBool,
+    /// The `ext_item_age` pass has been through it (`tier.rs`): what it
+    /// left in memory was read, too small for flash or expiring, and stays.
+    pub(crate) aged: std::sync::atomic::AtomicBool,
 }
 
 impl Store {
@@ -91,6 +94,7 @@ impl Store {
         m.epoch.store(self.epoch.fetch_add(1, Relaxed) + 1, Relaxed);
         m.last_mark.store(0, Relaxed);
         m.held.store(false, Relaxed);
+        m.aged.store(false, Relaxed);
         m.times.lock().clear();
     }
 

@@ -41,6 +41,12 @@ impl TimeLog {
         self.marks.iter().map(|&m| time_of(m)).min()
     }
 
+    /// The latest time noted: no item in the segment was written after it
+    /// (dropping marks only moves times earlier).
+    pub fn latest(&self) -> Option<u32> {
+        self.marks.iter().map(|&m| time_of(m)).max()
+    }
+
     /// Records that the item at `off` (at or after every earlier mark) was
     /// written at `time`.
     pub fn note(&mut self, off: u32, time: u32) {
