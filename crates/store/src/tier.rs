@@ -413,7 +413,10 @@ impl Store {
     /// expired. Run by the background reclaimer, into its own batch. True
     /// if there may be more such segments.
     pub(crate) fn age_to_flash(&self, active: &mut Active) -> bool {
-        if self.cfg.flash.is_none() {
+        // Not while a snapshot is taken: it gains nothing from waiting a
+        // second, and a snapshot's segment and flash images are simplest
+        // to reason about with nothing moving between them but eviction.
+        if self.cfg.flash.is_none() || self.snapshotting.load(Relaxed) {
             return false;
         }
         let age = self.flash_tuning.item_age.load(Relaxed);
