@@ -225,6 +225,93 @@ def test_stats_and_settings(flash_server):
     st = stats(c, "settings")
     assert st["ext_path"] == f"{path}:{64 << 20}"
     assert st["ext_item_size"] == "512"
+    assert st["ext_item_age"] == "4294967295", "memcached's default: no age"
+
+
+def test_extstore_stats_as_memcached_names_them(flash_server):
+    """memcached's extstore fields that strata measures, after writes to
+    flash: regions (pages) opened, in use and free, the objects and bytes
+    written, read, used and evicted, and the reclaim's rescues."""
+    _, c, _ = flash_server
+    for i in range(0, 2000, 7):
+        expect(c, b"get key:%d\r\n" % i, b"VALUE key:%d %d %d\r\n%s\r\nEND\r\n" % (i, i, len(value(i)), value(i)))
+    s = stats(c)
+    names = ("get_extstore", "get_oom_extstore", "recache_from_extstore", "miss_from_extstore",
+             "badcrc_from_extstore", "extstore_compact_lost", "extstore_compact_rescues", "extstore_page_allocs",
+             "extstore_page_evictions", "extstore_page_reclaims", "extstore_pages_free", "extstore_pages_used",
+             "extstore_objects_evicted", "extstore_objects_read", "extstore_objects_written",
+             "extstore_objects_used", "extstore_bytes_evicted", "extstore_bytes_written", "extstore_bytes_read",
+             "extstore_bytes_used", "extstore_limit_maxbytes", "extstore_io_queue")
+    missing = [n for n in names if n not in s]
+    assert not missing, missing
+    # What strata has no counterpart for is left out, not reported as 0.
+    for n in ("get_aborted_extstore", "extstore_compact_skipped", "extstore_bytes_fragmented"):
+        assert n not in s, n
+    v = {n: int(s[n]) for n in names}
+    total = int(s["extstore_pages_total"])
+    assert v["extstore_pages_used"] + v["extstore_pages_free"] == total
+    # About 18 MB written in regions of 4 MiB (64 MiB / 16).
+    assert v["extstore_page_allocs"] >= 3 and v["extstore_pages_used"] >= 4, v
+    assert v["extstore_objects_written"] > N // 2 and v["extstore_bytes_written"] > v["extstore_objects_written"] * 600
+    assert v["get_extstore"] > 0 and v["extstore_objects_read"] > 0 and v["extstore_bytes_read"] > 0
+    assert v["get_oom_extstore"] == 0 and v["extstore_compact_lost"] == 0
+    # The ring has not come round: nothing reclaimed or evicted yet.
+    assert (v["extstore_page_reclaims"], v["extstore_page_evictions"], v["extstore_bytes_evicted"]) == (0, 0, 0)
+
+
+def test_item_age_sends_old_items_to_flash_before_memory_is_full(make_server, tmp_path):
+    """-o ext_item_age=N: items written N seconds ago and not read since
+    go to flash while memory is far from full (memcached's age is since
+    the last access; strata keeps write times only)."""
+    srv = make_server(["-m", "64", "--enable-debug-clock", "-o",
+                       f"ext_path={tmp_path}/f:64M,ext_item_age=100,ext_max_frag=0.5"])
+    c = srv.connect()
+    st = stats(c, "settings")
+    assert (st["ext_item_age"], st["ext_max_frag"]) == ("100", "0.5")
+    n = 2000  # 2 KB each: four 1 MiB segments, most of them sealed
+    for i in range(n):
+        v = value(i) * 3
+        expect(c, b"set old:%d 0 0 %d noreply\r\n%s\r\nmn\r\n" % (i, len(v), v), b"MN\r\n")
+    expect(c, b"get old:5\r\n", b"VALUE old:5 0 %d\r\n%s\r\nEND\r\n" % (len(value(5)) * 3, value(5) * 3))
+    time.sleep(0.3)
+    assert stats(c)["extstore_objects_written"] == "0", "nothing is old yet"
+    expect(c, b"debug_advance_clock 101\r\n", b"OK\r\n")
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline and stats(c)["extstore_objects_written"] == "0":
+        time.sleep(0.05)
+    s = stats(c)
+    assert int(s["extstore_objects_written"]) > n // 4, s["extstore_objects_written"]
+    assert s["strata_extstore_aged"] == s["strata_extstore_moved"]
+    assert s["evictions"] == "0"
+    assert int(s["bytes"]) * 4 < int(s["limit_maxbytes"]), "memory is far from full"
+    for i in range(n):
+        v = value(i) * 3
+        expect(c, b"get old:%d\r\n" % i, b"VALUE old:%d 0 %d\r\n%s\r\nEND\r\n" % (i, len(v), v))
+    assert int(stats(c)["get_extstore"]) > n // 4
+
+
+def test_extstore_commands_change_the_tier_at_run_time(make_server, tmp_path):
+    """`extstore item_age|item_size|recache_rate` act on the running tier;
+    the settings strata only records replace the -o value in `stats
+    settings`."""
+    srv = make_server(["-m", "64", "--enable-debug-clock", "-o", f"ext_path={tmp_path}/f:64M,ext_max_frag=0.5"])
+    c = srv.connect()
+    for line in [b"extstore item_size 1000", b"extstore recache_rate 7", b"extstore max_frag 0.25",
+                 b"extstore item_age 100"]:
+        expect(c, line + b"\r\n", b"OK\r\n")
+    st = stats(c, "settings")
+    assert (st["ext_item_size"], st["ext_recache_rate"], st["ext_max_frag"], st["ext_item_age"]) == (
+        "1000", "7", "0.25", "100")
+    n = 2000
+    for i in range(n):
+        v = value(i) * 3
+        expect(c, b"set old:%d 0 0 %d noreply\r\n%s\r\nmn\r\n" % (i, len(v), v), b"MN\r\n")
+    expect(c, b"debug_advance_clock 101\r\n", b"OK\r\n")
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline and stats(c)["extstore_objects_written"] == "0":
+        time.sleep(0.05)
+    s = stats(c)
+    assert int(s["extstore_objects_written"]) > n // 4 and s["evictions"] == "0"
 
 
 def test_options_as_memcached_spells_them(tmp_path):

@@ -37,7 +37,7 @@
 //! region's records before it is reused ([`Writer::reserve`] says when).
 
 use std::io;
-use std::sync::atomic::{AtomicU64, Ordering::*};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering::*};
 use std::sync::Arc;
 
 use parking_lot::{Mutex, MutexGuard};
@@ -108,7 +108,15 @@ pub struct Stats {
     pub bytes_read: AtomicU64,
     pub read_errors: AtomicU64,
     pub checksum_errors: AtomicU64,
+    /// Regions emptied for reuse when the ring came round (memcached's
+    /// `extstore_page_reclaims`), and of those, the ones the index still
+    /// linked records in (`extstore_page_evictions`).
     pub regions_reclaimed: AtomicU64,
+    pub regions_evicted: AtomicU64,
+    /// Regions the head moved into to write (memcached's
+    /// `extstore_page_allocs`; the first, open from the start, is not
+    /// counted, as memcached's count starts at 0 with one page in use).
+    pub regions_opened: AtomicU64,
 }
 
 #[derive(Debug)]
@@ -145,6 +153,9 @@ pub struct Flash {
     granule_shift: u32,
     max_record: usize,
     head: Mutex<Head>,
+    /// The head's region, readable without its lock (for `stats`, which
+    /// must not wait for a write in progress).
+    head_region: AtomicU32,
     pub stats: Stats,
 }
 
@@ -183,6 +194,7 @@ impl Flash {
             granule_shift,
             max_record: cfg.max_record + HEADER_LEN,
             head: Mutex::new(Head { region: 0, off: 0, wrapped: false, header_due: true, next_gen: 1 }),
+            head_region: AtomicU32::new(0),
             stats: Stats::default(),
         };
         // Every header on disk (an unreadable one counts as none):
@@ -271,6 +283,7 @@ impl Flash {
         // The head region may hold records written after the checkpoint:
         // it is left as it was, and the next write starts the next region.
         head.region = cp.head;
+        self.head_region.store(cp.head, Relaxed);
         head.off = self.region_size;
         head.wrapped = cp.wrapped;
         head.header_due = false;
@@ -307,6 +320,13 @@ impl Flash {
     /// Bytes of flash in use (written, not yet reclaimed).
     pub fn bytes_used(&self) -> u64 {
         self.regions.iter().map(|r| r.end.load(Relaxed)).sum()
+    }
+
+    /// Regions in use: holding records, or the head's (memcached's
+    /// `extstore_pages_used`); the others are free.
+    pub fn regions_used(&self) -> u64 {
+        let head = self.head_region.load(Relaxed) as usize;
+        self.regions.iter().enumerate().filter(|&(i, r)| i == head || r.end.load(Relaxed) != 0).count() as u64
     }
 
     /// Total bytes of the regions.
@@ -474,6 +494,8 @@ impl Writer<'_> {
                 return Some(Reserve::Reclaim(next));
             }
             self.head.region = next;
+            f.head_region.store(next, Relaxed);
+            f.stats.regions_opened.fetch_add(1, Relaxed);
             self.head.off = f.header_len();
             self.head.header_due = true;
             let gen = self.head.next_gen;
@@ -527,6 +549,11 @@ impl Writer<'_> {
     /// skipped; a damaged length ends the walk (its region's generation
     /// still changes, so a slot left pointing past it reads as a miss).
     pub fn scan(&mut self, r: u32, buf: &mut Vec<u8>, f: impl FnMut(u64, Record<'_>)) -> io::Result<()> {
+        // Records the index still links are lost with the region (or
+        // written again): the reclaim is an eviction.
+        if self.flash.regions.get(r as usize).is_some_and(|x| x.live.load(Relaxed) > 0) {
+            self.flash.stats.regions_evicted.fetch_add(1, Relaxed);
+        }
         self.flash.scan_records(r, buf, f)
     }
 

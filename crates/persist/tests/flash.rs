@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use strata_flash::{Device, FileDevice, Flash};
 use strata_persist::{load, read_header, save, OsBackend, SNAPSHOT_FILE};
-use strata_store::{Clock, Config, FlashTier, SetOp, Store, StoreOutcome, Worker};
+use strata_store::{Clock, Config, FlashTier, SetOp, Store, StoreOutcome, Worker, NO_ITEM_AGE};
 
 const T0: i64 = 1_700_000_000;
 
@@ -22,6 +22,8 @@ fn store(flash_file: &Path, clock: Clock) -> (Arc<Store>, Worker) {
     let flash = FlashTier {
         log: Arc::new(log),
         min_item: 64,
+        item_age: NO_ITEM_AGE,
+        noted: Vec::new(),
         write_buffer: 256 << 10,
         paths: Vec::new(),
         every_write: false,

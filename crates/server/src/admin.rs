@@ -68,12 +68,10 @@ pub(crate) struct Recorded {
     pub warm_lru_pct: u32,
     pub hot_max_factor: f64,
     pub warm_max_factor: f64,
-    pub ext_low_ttl: u32,
-    pub ext_compact_under: u32,
-    pub ext_drop_under: u32,
-    pub ext_max_sleep: u32,
-    pub ext_max_frag: f64,
-    pub ext_drop_unread: bool,
+    /// `extstore <setting>` values strata records without acting on them,
+    /// by their `stats settings` name (`ext_low_ttl`…); they replace the
+    /// `-o` value of the same name.
+    pub ext: Vec<(&'static str, String)>,
 }
 
 impl Default for Recorded {
@@ -90,13 +88,15 @@ impl Default for Recorded {
             warm_lru_pct: 40,
             hot_max_factor: 0.2,
             warm_max_factor: 2.0,
-            ext_low_ttl: 0,
-            ext_compact_under: 0,
-            ext_drop_under: 0,
-            ext_max_sleep: 1_000_000,
-            ext_max_frag: 0.8,
-            ext_drop_unread: false,
+            ext: Vec::new(),
         }
+    }
+}
+
+impl Recorded {
+    fn note_ext(&mut self, name: &'static str, value: String) {
+        self.ext.retain(|(n, _)| *n != name);
+        self.ext.push((name, value));
     }
 }
 
@@ -165,16 +165,15 @@ fn extstore(store: &Store, rec: &mut Recorded, setting: ExtSetting, v: f64) {
     // Parsed as a u32 for every setting but max_frag.
     let n = v as u32;
     match setting {
-        // I32-EXT: the store's setters land with the flash tier's change.
-        ExtSetting::ItemSize | ExtSetting::ItemAge | ExtSetting::RecacheRate => {
-            let _ = (store, n);
-        }
-        ExtSetting::LowTtl => rec.ext_low_ttl = n,
-        ExtSetting::CompactUnder => rec.ext_compact_under = n,
-        ExtSetting::DropUnder => rec.ext_drop_under = n,
-        ExtSetting::MaxSleep => rec.ext_max_sleep = n,
-        ExtSetting::MaxFrag => rec.ext_max_frag = v,
-        ExtSetting::DropUnread => rec.ext_drop_unread = n != 0,
+        ExtSetting::ItemSize => store.set_flash_min_item(n as usize),
+        ExtSetting::ItemAge => store.set_flash_item_age(n),
+        ExtSetting::RecacheRate => store.set_flash_recache_rate(n),
+        ExtSetting::LowTtl => rec.note_ext("ext_low_ttl", n.to_string()),
+        ExtSetting::CompactUnder => rec.note_ext("ext_compact_under", n.to_string()),
+        ExtSetting::DropUnder => rec.note_ext("ext_drop_under", n.to_string()),
+        ExtSetting::MaxSleep => rec.note_ext("ext_max_sleep", n.to_string()),
+        ExtSetting::MaxFrag => rec.note_ext("ext_max_frag", format!("{v:.2}")),
+        ExtSetting::DropUnread => rec.note_ext("ext_drop_unread", if n != 0 { "yes" } else { "no" }.into()),
         ExtSetting::FreeMemchunks => {}
     }
 }

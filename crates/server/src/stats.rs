@@ -321,6 +321,7 @@ fn general(shared: &Shared) -> Snapshot {
 fn flash(s: &mut Snapshot, st: &strata_store::StoreStats) {
     let Some(f) = &st.flash else { return };
     s.counter("get_extstore", "Reads that found their value on flash.", f.hits);
+    s.counter("get_oom_extstore", "Flash items that could not come back into memory for want of it (-M).", f.oom);
     s.counter("miss_from_extstore", "Reads of flash items found gone (expired, flushed, damaged).", f.misses);
     s.counter("badcrc_from_extstore", "Flash records that failed their checksum (misses).", f.checksum_errors);
     s.counter("recache_from_extstore", "Flash items brought back into memory.", f.recached);
@@ -334,9 +335,21 @@ fn flash(s: &mut Snapshot, st: &strata_store::StoreStats) {
     s.gauge("extstore_limit_maxbytes", "Flash capacity in bytes.", f.capacity);
     s.gauge("extstore_page_size", "Bytes per flash region.", f.region_size);
     s.gauge("extstore_pages_total", "Flash regions.", f.regions);
-    s.counter("extstore_page_evictions", "Flash regions reclaimed (oldest first).", f.regions_reclaimed);
+    s.counter("extstore_compact_rescues", "Read flash items a region's reclaim wrote again at the head.", f.copied);
+    s.counter("extstore_compact_lost", "Read flash items a reclaim could not write again (dropped).", f.copy_lost);
+    s.counter("extstore_page_allocs", "Flash regions the head moved into to write.", f.regions_opened);
+    s.counter(
+        "extstore_page_evictions",
+        "Flash regions reclaimed while the index still linked records in them.",
+        f.regions_evicted,
+    );
+    s.counter("extstore_page_reclaims", "Flash regions emptied for reuse (oldest first).", f.regions_reclaimed);
+    s.gauge("extstore_pages_free", "Flash regions holding no records.", f.regions.saturating_sub(f.regions_used));
+    s.gauge("extstore_pages_used", "Flash regions holding records, or being written.", f.regions_used);
     s.counter("extstore_objects_evicted", "Flash items dropped by a region's reclaim.", f.evicted);
+    s.counter("extstore_bytes_evicted", "Bytes of the flash records dropped by a region's reclaim.", f.evicted_bytes);
     s.counter("strata_extstore_moved", "Items moved from memory to flash.", f.moved);
+    s.counter("strata_extstore_aged", "Of those, items ext_item_age sent before memory was full.", f.aged);
     s.counter(
         "strata_extstore_copied_forward",
         "Items a region's reclaim wrote again at the head (read since they went to flash).",
@@ -612,15 +625,29 @@ fn settings(shared: &Shared) -> Snapshot {
     if let Some(t) = &sc.flash {
         let paths: Vec<String> = t.paths.iter().map(|(p, n)| format!("{}:{n}", p.display())).collect();
         s.info("ext_path", "The flash tier's files or devices and their sizes (-o ext_path).", paths.join(","));
-        s.info("ext_item_size", "Smaller items are evicted rather than moved to flash.", t.min_item);
+        // The values now: `extstore item_age|item_size|recache_rate`
+        // change them while running.
+        let (age, min_item, recache) = shared.store.flash_tuning().unwrap_or((t.item_age, t.min_item, t.recache_rate));
+        s.info("ext_item_size", "Smaller items are evicted rather than moved to flash.", min_item);
+        s.info(
+            "ext_item_age",
+            "Items written this many seconds ago and not read since go to flash early (4294967295: only when evicted).",
+            age,
+        );
         s.info("ext_wbuf_size", "Bytes gathered before a write to flash.", t.write_buffer);
         s.info("ext_page_size", "Bytes per flash region.", t.log.region_size());
-        s.info(
-            "ext_recache_rate",
-            "One read from flash in this many brings the item back into memory.",
-            t.recache_rate,
-        );
+        s.info("ext_recache_rate", "One read from flash in this many brings the item back into memory.", recache);
         s.info("ext_threads", "Threads reading from flash (0: workers read synchronously).", t.io_threads);
+        // As given with -o, or as `extstore <setting>` changed it since.
+        let changed = shared.tuning.recorded.lock().ext.clone();
+        for (k, v) in &t.noted {
+            if !changed.iter().any(|(n, _)| n == k) {
+                s.info(k, "Accepted for memcached compatibility; no effect here.", v.clone());
+            }
+        }
+        for (k, v) in changed {
+            s.info(k, "Accepted for memcached compatibility; no effect here.", v);
+        }
     }
     s.info(
         "compression",

@@ -704,7 +704,7 @@ impl Store {
                 cleared.evicted = true;
                 // With the flash tier, to flash rather than away.
                 if let Some(it) = self.item_at(s).filter(|it| self.flash_eligible(it)) {
-                    let full = self.batch_for_flash(active, s, &it, loc);
+                    let full = self.batch_for_flash(active, s, &it, loc, false);
                     drop(st);
                     if full {
                         self.flush_flash(active);
@@ -722,7 +722,7 @@ impl Store {
             if !expired && how == Clear::Evict && self.flash_eligible(&it) {
                 // To flash instead of away; written once the batch fills,
                 // or at the end of the victim (`clear_segment`).
-                let full = self.batch_for_flash(active, s, &it, loc);
+                let full = self.batch_for_flash(active, s, &it, loc, false);
                 drop(st);
                 if full {
                     self.flush_flash(active);

@@ -63,7 +63,7 @@ pub use store::{Evicted, EvictionWatcher, Store};
 pub use tier::{FlashImage, FlashRestored};
 pub use types::{
     Arith, ArithOutcome, Config, ConfigError, Counted, Delete, DeleteOutcome, FlashStats, FlashTier, Inspect, ItemView,
-    ReadOpts, SetOp, StoreError, StoreOutcome, StoreStats, Stored, Write,
+    ReadOpts, SetOp, StoreError, StoreOutcome, StoreStats, Stored, Write, NO_ITEM_AGE,
 };
 pub use worker::{Hint, Worker};
 

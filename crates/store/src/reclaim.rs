@@ -16,6 +16,9 @@
 //! copied forward and what is evicted are the same decisions, made on
 //! another thread into its own copy targets.
 //!
+//! With `ext_item_age` it also sends idle items to flash before memory
+//! is full (`tier.rs`, "Early, by age").
+//!
 //! Eviction's copy-forward is paid from credit writers earn (a fifth of
 //! what they write): writers hand theirs over when they take a segment,
 //! into [`Shared::credit`], which the reclaimer draws on.
@@ -61,6 +64,9 @@ pub(crate) struct Shared {
 /// The reclaimer's handle; its thread calls [`Reclaimer::run`].
 pub struct Reclaimer {
     store: Arc<Store>,
+    /// The second of the last `ext_item_age` pass that found nothing more
+    /// to send: the next waits for the clock to move on.
+    aged_at: u32,
 }
 
 impl Store {
@@ -74,7 +80,7 @@ impl Store {
         self.reclaiming.store(true, Relaxed);
         let active = Active::new(self, counters, true);
         *self.reclaim.active.lock() = Some(active);
-        Reclaimer { store: self.clone() }
+        Reclaimer { store: self.clone(), aged_at: 0 }
     }
 
     /// Seals the reclaimer's copy targets, as a snapshot has every
@@ -150,14 +156,24 @@ impl Reclaimer {
         self.store.seal_reclaimer();
     }
 
-    /// One round: up to [`STEPS_PER_ROUND`] victims cleared, while fewer
-    /// than `RECLAIM_AHEAD` segments are free or a mostly dead segment
-    /// is worth cleaning. True if it may have more to do.
+    /// One round: with `ext_item_age`, a pass that sends idle items to
+    /// flash (once a second, `tier.rs`); then up to [`STEPS_PER_ROUND`]
+    /// victims cleared, while fewer than `RECLAIM_AHEAD` segments are free
+    /// or a mostly dead segment is worth cleaning. True if it may have
+    /// more to do.
     pub fn round(&mut self) -> bool {
         let st = &*self.store;
         let mut guard = st.reclaim.active.lock();
         let Some(active) = guard.as_mut() else { return false };
         active.seal_if_starved(st);
+        let now = st.clock.now();
+        let mut aging = false;
+        if now != self.aged_at {
+            aging = st.age_to_flash(active);
+            if !aging {
+                self.aged_at = now;
+            }
+        }
         let credit = st.reclaim.credit.swap(0, Relaxed);
         active.copy_credit = (active.copy_credit + credit).min(st.credit_cap());
         for _ in 0..STEPS_PER_ROUND {
@@ -174,7 +190,7 @@ impl Reclaimer {
             if !freed {
                 st.reclaim.stuck.store(st.spare_ahead() == 0, Relaxed);
                 st.reclaim.freed_cv.notify_all();
-                return false;
+                return aging;
             }
             st.reclaim.stuck.store(false, Relaxed);
             bump(&active.counters.reclaim_background);

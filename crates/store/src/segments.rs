@@ -69,6 +69,9 @@ pub(crate) struct SegMeta {
     /// The size bands of the items written into it since it was opened,
     /// one bit each (`bands.rs`).
     pub(crate) bands: AtomicU64,
+    /// The `ext_item_age` pass has been through it (`tier.rs`): what it
+    /// left in memory was read, too small for flash or expiring, and stays.
+    pub(crate) aged: std::sync::atomic::AtomicBool,
 }
 
 impl Store {
@@ -95,6 +98,7 @@ impl Store {
         m.last_mark.store(0, Relaxed);
         m.held.store(false, Relaxed);
         m.bands.store(0, Relaxed);
+        m.aged.store(false, Relaxed);
         m.times.lock().clear();
     }
 

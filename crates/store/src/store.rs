@@ -77,6 +77,10 @@ pub(crate) struct Counters {
     pub flash_dropped_growth: AtomicU64,
     pub flash_reads_async: AtomicU64,
     pub flash_reads_coalesced: AtomicU64,
+    pub flash_evicted_bytes: AtomicU64,
+    pub flash_aged: AtomicU64,
+    pub flash_copy_lost: AtomicU64,
+    pub flash_oom: AtomicU64,
 }
 
 pub(crate) fn bump(c: &AtomicU64) {
@@ -146,6 +150,19 @@ pub struct Store {
     /// A background reclaimer runs (`reclaim.rs`).
     pub(crate) reclaiming: std::sync::atomic::AtomicBool,
     pub(crate) reclaim: crate::reclaim::Shared,
+    /// The flash tier's settings that change at run time (`extstore
+    /// item_age`, `item_size`, `recache_rate`); their start values are in
+    /// [`FlashTier`](crate::FlashTier).
+    pub(crate) flash_tuning: FlashTuning,
+}
+
+/// See [`Store::flash_tuning`]. Atomics: read on every eviction and
+/// flash read, set by an admin command on any worker.
+#[derive(Debug, Default)]
+pub(crate) struct FlashTuning {
+    pub(crate) min_item: AtomicUsize,
+    pub(crate) recache_rate: AtomicU32,
+    pub(crate) item_age: AtomicU32,
 }
 
 /// Who is told of evictions ([`Store::on_evict`]).
@@ -264,6 +281,11 @@ impl Store {
             codec,
             journal: std::sync::OnceLock::new(),
             aio,
+            flash_tuning: FlashTuning {
+                min_item: AtomicUsize::new(cfg.flash.as_ref().map_or(usize::MAX, |t| t.min_item)),
+                recache_rate: AtomicU32::new(cfg.flash.as_ref().map_or(0, |t| t.recache_rate)),
+                item_age: AtomicU32::new(cfg.flash.as_ref().map_or(crate::types::NO_ITEM_AGE, |t| t.item_age)),
+            },
             cfg,
         };
         Ok(Arc::new(store))
@@ -308,6 +330,42 @@ impl Store {
 
     pub fn config(&self) -> &Config {
         &self.cfg
+    }
+
+    /// Sets `ext_item_age` while running (`extstore item_age N`): items
+    /// written at least `secs` ago and not read since go to flash before
+    /// memory is full; [`NO_ITEM_AGE`](crate::NO_ITEM_AGE) turns that off.
+    /// Nothing without the flash tier.
+    pub fn set_flash_item_age(&self, secs: u32) {
+        if self.cfg.flash.is_some() {
+            self.flash_tuning.item_age.store(secs, Relaxed);
+        }
+    }
+
+    /// Sets `ext_item_size` while running (`extstore item_size N`): items
+    /// smaller than this are evicted rather than sent to flash. Nothing
+    /// without the flash tier.
+    pub fn set_flash_min_item(&self, bytes: usize) {
+        if self.cfg.flash.is_some() {
+            self.flash_tuning.min_item.store(bytes, Relaxed);
+        }
+    }
+
+    /// Sets `ext_recache_rate` while running (`extstore recache_rate N`):
+    /// one read from flash in `n` brings its item back (0: none). Nothing
+    /// without the flash tier.
+    pub fn set_flash_recache_rate(&self, n: u32) {
+        if self.cfg.flash.is_some() {
+            self.flash_tuning.recache_rate.store(n, Relaxed);
+        }
+    }
+
+    /// The flash tier's `ext_item_age`, `ext_item_size` and
+    /// `ext_recache_rate` now (for `stats settings`); `None` without it.
+    pub fn flash_tuning(&self) -> Option<(u32, usize, u32)> {
+        self.cfg.flash.as_ref()?;
+        let t = &self.flash_tuning;
+        Some((t.item_age.load(Relaxed), t.min_item.load(Relaxed), t.recache_rate.load(Relaxed)))
     }
 
     /// The memory limit now in force (`-m`, or the last `cache_memlimit`).
@@ -671,6 +729,10 @@ impl Store {
                 &c.flash_copied,
                 &c.flash_reads_async,
                 &c.flash_reads_coalesced,
+                &c.flash_evicted_bytes,
+                &c.flash_aged,
+                &c.flash_copy_lost,
+                &c.flash_oom,
             ];
             for a in all {
                 a.store(0, Relaxed);

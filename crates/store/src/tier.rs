@@ -12,6 +12,21 @@
 //! that, so a reader finds every item in memory or on flash, never
 //! neither. A failed write evicts the batch's items, as without flash.
 //!
+//! **Early, by age.** With `ext_item_age` set, the background reclaimer
+//! also sends items to flash before memory is full (`Store::age_to_flash`,
+//! at most once a second): a sealed segment whose newest item was written
+//! at least that long ago (its `TimeLog`) has its items batched for flash,
+//! but for those read since written or copied forward (the slot's read
+//! count), too small, compressed or expired, which stay. memcached counts
+//! the age from the last access; strata keeps no access time per item, so
+//! it is the write time, and "not read since" stands in for idle. The
+//! segment stays where it is, its live bytes fewer: the cleaner takes it
+//! back like any mostly dead segment. It is pinned while its bytes are
+//! read (not across the write), and each pending item carries the
+//! segment's epoch, so an item whose segment was cleared and reused
+//! meanwhile is not repointed. A failed write leaves the items in memory.
+//! Each segment is gone through once (`SegMeta::aged`).
+//!
 //! **The oldest region goes first.** When the ring of regions comes round
 //! to one still holding records, its records are read back and every slot
 //! that still points at one is unlinked, but for the items read since
@@ -67,6 +82,14 @@ struct Pending {
     loc: Loc,
     seg: u32,
     granule_off: u32,
+    /// The segment's epoch when the item was batched: a segment the
+    /// batching worker does not own (the `ext_item_age` pass) may be
+    /// cleared and reused before the batch is written, and a slot that
+    /// points at the same place then is another item's.
+    epoch: u64,
+    /// Sent by `ext_item_age`, not by eviction: if the write fails it
+    /// stays in memory, where it still is.
+    aged: bool,
     /// The record's offset in the batch.
     at: u32,
 }
@@ -149,13 +172,16 @@ impl Store {
     pub(crate) fn flash_eligible(&self, it: &Item<'_>) -> bool {
         // A compressed value names a dictionary that lives only as long
         // as memory segments reference it: such items are evicted.
-        self.cfg.flash.as_ref().is_some_and(|t| it.header.total_len() >= t.min_item) && !it.compressed()
+        self.cfg.flash.is_some()
+            && it.header.total_len() >= self.flash_tuning.min_item.load(Relaxed)
+            && !it.compressed()
     }
 
-    /// Adds the linked item at slot `s` to the worker's batch; the caller
-    /// holds its bucket lock. True when the batch holds a write buffer's
-    /// worth: the caller writes it once it has let go of the lock.
-    pub(crate) fn batch_for_flash(&self, active: &mut Active, s: u64, it: &Item<'_>, loc: Loc) -> bool {
+    /// Adds the linked item at slot `s` to the worker's batch (`aged`: for
+    /// `ext_item_age`, not eviction); the caller holds its bucket lock.
+    /// True when the batch holds a write buffer's worth: the caller writes
+    /// it once it has let go of the lock.
+    pub(crate) fn batch_for_flash(&self, active: &mut Active, s: u64, it: &Item<'_>, loc: Loc, aged: bool) -> bool {
         let Some(t) = &self.cfg.flash else { return false };
         let f = Fields { cas: Some(self.cas_of(s, it)), ..it.fields() };
         let len = crate::item::encoded_len(it.key().len(), it.value().len(), &f);
@@ -166,7 +192,7 @@ impl Store {
             let v = crate::item::write_head(dst, it.key(), it.value().len(), &f);
             dst[v..].copy_from_slice(it.value());
         });
-        b.items.push(Pending { loc, seg: slot::seg(s), granule_off: slot::off(s), at });
+        b.items.push(Pending { loc, seg: slot::seg(s), granule_off: slot::off(s), epoch, aged, at });
         b.buf.len() >= t.write_buffer
     }
 
@@ -198,7 +224,7 @@ impl Store {
             else {
                 continue;
             };
-            if slot::is_flash(s) {
+            if slot::is_flash(s) || self.segs[p.seg as usize].epoch.load(Relaxed) != p.epoch {
                 continue;
             }
             match written {
@@ -209,7 +235,11 @@ impl Store {
                     self.unaccount(&mut st, s);
                     self.account(&mut st, moved);
                     bump(&c.flash_moved);
+                    if p.aged {
+                        bump(&c.flash_aged);
+                    }
                 }
+                None if p.aged => {}
                 None => {
                     self.unlink(&mut st, p.loc.bucket, pos, s);
                     bump(&c.evictions);
@@ -281,6 +311,7 @@ impl Store {
             }
             self.unlink(&mut st, loc.bucket, pos, s);
             bump(&c.flash_evicted);
+            add(&c.flash_evicted_bytes, record::padded_len(rec.item.len(), log.granule()) as u64);
             bump(&c.evictions);
         })
     }
@@ -314,7 +345,7 @@ impl Store {
                 }
                 None => {
                     self.unlink(&mut st, loc.bucket, pos, x);
-                    bump(&c.flash_evicted);
+                    bump(&c.flash_copy_lost);
                     bump(&c.evictions);
                 }
             }
@@ -335,6 +366,9 @@ impl Store {
             regions: log.regions() as u64,
             region_size: log.region_size(),
             regions_reclaimed: f.regions_reclaimed.load(Relaxed),
+            regions_evicted: f.regions_evicted.load(Relaxed),
+            regions_opened: f.regions_opened.load(Relaxed),
+            regions_used: log.regions_used(),
             reads: f.reads.load(Relaxed),
             bytes_read: f.bytes_read.load(Relaxed),
             read_errors: f.read_errors.load(Relaxed),
@@ -352,6 +386,10 @@ impl Store {
             s.dropped_by_growth += c.flash_dropped_growth.load(Relaxed);
             s.reads_async += c.flash_reads_async.load(Relaxed);
             s.reads_coalesced += c.flash_reads_coalesced.load(Relaxed);
+            s.evicted_bytes += c.flash_evicted_bytes.load(Relaxed);
+            s.aged += c.flash_aged.load(Relaxed);
+            s.copy_lost += c.flash_copy_lost.load(Relaxed);
+            s.oom += c.flash_oom.load(Relaxed);
         }
         // A flash item's RAM is its slot: the index's bytes shared over
         // every item, memory and flash alike.
@@ -360,6 +398,114 @@ impl Store {
         s.ram_bytes = index_share + log.metadata_bytes() as u64;
         s.io_queue = self.aio.as_ref().map_or(0, |p| p.depth() as u64);
         Some(s)
+    }
+}
+
+/// Sealed segments one `ext_item_age` pass goes through before the
+/// reclaimer gets back to freeing segments (it comes back for more).
+const AGED_PER_PASS: usize = 4;
+
+impl Store {
+    /// `ext_item_age` (see the module doc, "Early, by age"): sends the
+    /// items of up to [`AGED_PER_PASS`] sealed segments whose newest item
+    /// was written at least `ext_item_age` seconds ago to flash, but for
+    /// those read since written, too small for flash, compressed or
+    /// expired. Run by the background reclaimer, into its own batch. True
+    /// if there may be more such segments.
+    pub(crate) fn age_to_flash(&self, active: &mut Active) -> bool {
+        // Not while a snapshot is taken: it gains nothing from waiting a
+        // second, and a snapshot's segment and flash images are simplest
+        // to reason about with nothing moving between them but eviction.
+        if self.cfg.flash.is_none() || self.snapshotting.load(Relaxed) {
+            return false;
+        }
+        let age = self.flash_tuning.item_age.load(Relaxed);
+        let now = self.clock.now();
+        let Some(cutoff) = now.checked_sub(age).filter(|_| age != crate::types::NO_ITEM_AGE) else { return false };
+        for _ in 0..AGED_PER_PASS {
+            let Some(seg) = self.pick_aged(cutoff) else { return false };
+            self.age_segment(seg, now, active);
+        }
+        true
+    }
+
+    /// The first sealed segment the age pass has not been through whose
+    /// items were all written at or before `cutoff`, pinned (under the
+    /// eviction lock, so nobody takes it as a victim meanwhile) and
+    /// marked as gone through.
+    fn pick_aged(&self, cutoff: u32) -> Option<u32> {
+        let ev = self.evict.lock();
+        let seg = ev.small.iter().chain(ev.main.iter()).copied().find(|&s| {
+            let m = &self.segs[s as usize];
+            !m.aged.load(Relaxed)
+                && m.live_items.load(Relaxed) > 0
+                && !self.is_pinned(s)
+                && !self.is_held(s)
+                && !self.is_flushed(s)
+                && m.times.lock().latest().is_some_and(|t| t <= cutoff)
+        })?;
+        self.segs[seg as usize].aged.store(true, Relaxed);
+        self.pin(seg);
+        Some(seg)
+    }
+
+    /// Batches the idle items of `seg` (pinned by [`Store::pick_aged`]) for
+    /// flash, writing each batch as it fills. The pin keeps the segment's
+    /// bytes from reuse while they are read; it is let go for each write
+    /// (a pin is never held across I/O) and taken again only if the
+    /// segment is still sealed and the same (its epoch).
+    fn age_segment(&self, seg: u32, now: u32, active: &mut Active) {
+        let m = &self.segs[seg as usize];
+        let epoch = m.epoch.load(Relaxed);
+        let end = m.write_off.load(Acquire) as usize;
+        let mut scan = 0;
+        loop {
+            let mut full = false;
+            while scan < end && !full {
+                // SAFETY: the segment is sealed and pinned: every byte below
+                // `end` was written before it was sealed and is not reused
+                // while the pin holds; only expiry fields change, which
+                // `header` does not read.
+                let Some(h) = (unsafe { self.arena.header(seg, scan, end) }) else {
+                    scan = end;
+                    break;
+                };
+                // SAFETY: as above; key bytes are never rewritten.
+                let key = unsafe { self.arena.bytes(seg, scan + h.header_len(), usize::from(h.klen)) };
+                let loc = self.index.locate(key);
+                full = self.age_item(seg, scan, loc, now, active);
+                scan += self.aligned(h.total_len());
+            }
+            self.unpin(seg);
+            self.flush_flash(active);
+            if scan >= end {
+                return;
+            }
+            let ev = self.evict.lock();
+            if m.epoch.load(Relaxed) != epoch || !(ev.small.contains(&seg) || ev.main.contains(&seg)) {
+                return;
+            }
+            self.pin(seg);
+        }
+    }
+
+    /// Adds the item at `off` of `seg` to the batch if the index still
+    /// links it there and it is idle: not read since written (or since
+    /// copied forward), alive, and eligible for flash. True when the batch
+    /// is full.
+    fn age_item(&self, seg: u32, off: usize, loc: Loc, now: u32, active: &mut Active) -> bool {
+        let granule_off = (off >> self.granule_shift) as u32;
+        let st = self.index.lock(loc.stripe);
+        let Some((_, s)) =
+            st.find(loc.bucket, |s| !slot::is_flash(s) && slot::seg(s) == seg && slot::off(s) == granule_off)
+        else {
+            return false;
+        };
+        let Some(it) = self.item_at(s) else { return false };
+        if slot::was_read(s) || Clock::is_expired(it.expiry(), now) || !self.flash_eligible(&it) {
+            return false;
+        }
+        self.batch_for_flash(active, s, &it, loc, true)
     }
 }
 
@@ -541,7 +687,7 @@ impl Worker {
             let st = store.index.lock(loc.stripe);
             let Some((_, s)) = store.find(&st, loc, key) else { return };
             let Some(it) = store.item_at(s).filter(|it| store.flash_eligible(it)) else { return };
-            store.batch_for_flash(&mut self.active, s, &it, loc);
+            store.batch_for_flash(&mut self.active, s, &it, loc, false);
         }
         store.flush_flash(&mut self.active);
     }
@@ -565,7 +711,8 @@ impl Worker {
         // reads the record itself); with the I/O threads, once the record
         // is in hand, so that a read that waited for it counts once and the
         // recache uses the bytes read.
-        if self.reads.is_none() && self.recache_due(tier.recache_rate) {
+        let rate = store.flash_tuning.recache_rate.load(Relaxed);
+        if self.reads.is_none() && self.recache_due(rate) {
             return Ok(None);
         }
         let log = &tier.log;
@@ -595,7 +742,7 @@ impl Worker {
             {
                 break;
             }
-            if self.reads.is_some() && self.recache_due(tier.recache_rate) {
+            if self.reads.is_some() && self.recache_due(rate) {
                 // Settling reads this record again: from here.
                 let addr = log.from_slot(flash::addr(s));
                 if let Some(r) = self.reads.as_mut() {
@@ -796,7 +943,15 @@ impl Worker {
             return Ok(());
         }
         let len = it.header.total_len();
-        let (seg, off) = self.active.reserve(&store, ttl_class(it.expiry(), now), len, written)?;
+        let (seg, off) = match self.active.reserve(&store, ttl_class(it.expiry(), now), len, written) {
+            Ok(r) => r,
+            Err(e) => {
+                if e == StoreError::OutOfMemory {
+                    bump(&c.flash_oom);
+                }
+                return Err(e);
+            }
+        };
         // SAFETY: freshly reserved by this worker in its active segment.
         let dst = unsafe { store.arena.bytes_mut(seg, off, len) };
         dst.copy_from_slice(it.bytes());

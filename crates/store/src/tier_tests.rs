@@ -43,6 +43,8 @@ pub(crate) fn tier_cfg(memory_mib: usize, flash_mib: u64, recache_rate: u32, io_
     let flash = FlashTier {
         log: Arc::new(log),
         min_item: 16,
+        item_age: NO_ITEM_AGE,
+        noted: Vec::new(),
         write_buffer: 256 << 10,
         paths: Vec::new(),
         every_write: false,
@@ -179,6 +181,56 @@ fn expiry_and_flush_apply_on_flash() {
         assert_eq!(get(&mut t.w, &key(i)), None, "flushed {i}");
     }
     assert!(flash_stats(&t.store).misses > 0);
+}
+
+/// `ext_item_age`: the reclaimer sends items written at least that long
+/// ago and not read since to flash while memory is far from full; read
+/// ones stay, and everything reads back exactly. Without it the same
+/// writes and rounds send nothing.
+#[test]
+fn item_age_sends_old_unread_items_to_flash_before_memory_is_full() {
+    for age in [Some(30), None] {
+        let mut t = tier(32);
+        if let Some(a) = age {
+            t.store.set_flash_item_age(a);
+        }
+        // About 2 MB of items: two or three sealed 1 MiB segments of 8.
+        fill(&mut t, 3000);
+        assert!(get(&mut t.w, &key(7)).is_some(), "read once: not idle");
+        let mut r = t.store.reclaimer();
+        while r.round() {}
+        assert_eq!(flash_stats(&t.store).moved, 0, "nothing is old yet ({age:?})");
+        t.store.clock().advance(31);
+        while r.round() {}
+        let fs = flash_stats(&t.store);
+        let st = t.store.stats();
+        assert_eq!(st.evictions, 0);
+        assert!(st.segments_in_use * 2 < st.segments_total, "memory is not full: {st:?}");
+        if age.is_none() {
+            assert_eq!((fs.moved, fs.objects_written, fs.aged), (0, 0, 0), "without it, nothing changes: {fs:?}");
+            continue;
+        }
+        assert!(fs.moved > 1000 && fs.aged == fs.moved, "{fs:?}");
+        assert_eq!(fs.objects_written, fs.moved);
+        // The key read before stayed in memory: reading it is no flash hit.
+        assert!(get(&mut t.w, &key(7)).is_some());
+        assert_eq!(flash_stats(&t.store).hits, fs.hits, "key 7 stayed in memory");
+        for i in 0..3000 {
+            let (v, flags, _) = get(&mut t.w, &key(i)).unwrap_or_else(|| panic!("key {i}"));
+            assert_eq!((v, flags), (value(i, 1), i as u32), "key {i}");
+        }
+        assert!(flash_stats(&t.store).hits > 1000);
+        // A segment is gone through once: another pass sends nothing more.
+        t.store.clock().advance(1);
+        while r.round() {}
+        assert_eq!(flash_stats(&t.store).aged, fs.aged);
+        // Turned off at run time: newer items stay.
+        t.store.set_flash_item_age(NO_ITEM_AGE);
+        fill_more(&mut t, 3000, 6000);
+        t.store.clock().advance(60);
+        while r.round() {}
+        assert_eq!(flash_stats(&t.store).aged, fs.aged, "off again");
+    }
 }
 
 #[test]

@@ -41,6 +41,12 @@ impl TimeLog {
         self.marks.iter().map(|&m| time_of(m)).min()
     }
 
+    /// The latest time noted: no item in the segment was written after it
+    /// (dropping marks only moves times earlier).
+    pub fn latest(&self) -> Option<u32> {
+        self.marks.iter().map(|&m| time_of(m)).max()
+    }
+
     /// Records that the item at `off` (at or after every earlier mark) was
     /// written at `time`.
     pub fn note(&mut self, off: u32, time: u32) {
@@ -91,8 +97,12 @@ mod tests {
         assert_eq!(t.time_at(199), Some(10));
         assert_eq!(t.time_at(200), Some(12));
         assert_eq!(t.time_at(5000), Some(15));
+        // An item copied forward keeps its older time: the latest is
+        // still the newest written, whatever the order of the marks.
+        t.note(400, 11);
+        assert_eq!((t.earliest(), t.latest(), t.time_at(400)), (Some(10), Some(15), Some(11)));
         t.clear();
-        assert_eq!(t.time_at(300), None);
+        assert_eq!((t.time_at(300), t.latest()), (None, None));
     }
 
     #[test]

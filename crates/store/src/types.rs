@@ -78,13 +78,27 @@ pub struct Config {
     pub size_classes: crate::SizeClasses,
 }
 
+/// [`FlashTier::item_age`] off (memcached's default, `UINT_MAX`).
+pub const NO_ITEM_AGE: u32 = u32::MAX;
+
 /// The flash tier's store-side settings, and its log.
 #[derive(Debug, Clone)]
 pub struct FlashTier {
     pub log: std::sync::Arc<strata_flash::Flash>,
     /// Items smaller than this (header, key and value) are evicted as
-    /// without flash (memcached's `ext_item_size`).
+    /// without flash (memcached's `ext_item_size`). This and
+    /// `recache_rate` and `item_age` are the values at start: the store's
+    /// setters ([`Store::set_flash_min_item`](crate::Store::set_flash_min_item)
+    /// and the others) change them while it runs.
     pub min_item: usize,
+    /// Items written at least this many seconds ago and not read since go
+    /// to flash before memory is full (memcached's `ext_item_age`, which
+    /// counts from the last access: strata keeps no access time per
+    /// item). [`NO_ITEM_AGE`]: only eviction sends items to flash.
+    pub item_age: u32,
+    /// Other `ext_*` options given, with memcached's names and the values
+    /// as given, for `stats settings` (accepted, no effect here).
+    pub noted: Vec<(String, String)>,
     /// Bytes gathered before a write to flash (`ext_wbuf_size`); at most a
     /// region.
     pub write_buffer: usize,
@@ -452,6 +466,12 @@ pub struct FlashStats {
     pub regions: u64,
     pub region_size: u64,
     pub regions_reclaimed: u64,
+    /// Regions reclaimed while the index still linked records in them
+    /// (`extstore_page_evictions`), regions the head opened to write
+    /// (`extstore_page_allocs`), and regions in use now (`_pages_used`).
+    pub regions_evicted: u64,
+    pub regions_opened: u64,
+    pub regions_used: u64,
     /// Reads, their bytes, I/O errors and damaged records (misses).
     pub reads: u64,
     pub bytes_read: u64,
@@ -467,6 +487,17 @@ pub struct FlashStats {
     /// region's reclaim (`extstore_objects_evicted`).
     pub moved: u64,
     pub evicted: u64,
+    /// Bytes of the records of those dropped items
+    /// (`extstore_bytes_evicted`).
+    pub evicted_bytes: u64,
+    /// Of `moved`, items sent by `ext_item_age` before memory was full.
+    pub aged: u64,
+    /// Read items a reclaim could not write again (the write failed):
+    /// dropped (`extstore_compact_lost`).
+    pub copy_lost: u64,
+    /// Items that could not come back into memory for want of it (with
+    /// `-M`): their request failed (`get_oom_extstore`).
+    pub oom: u64,
     /// Items a reclaim wrote again because they were read since they went
     /// to flash.
     pub copied: u64,

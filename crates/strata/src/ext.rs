@@ -1,6 +1,6 @@
 //! memcached's extstore options (`-o ext_path=PATH:SIZE,ext_*=...`) and
 //! the flash tier they open: each path is a file (created, sparse) or a
-//! block device, cut into regions (README "Flash tier").
+//! block device, cut into regions (docs/flash.md).
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -24,6 +24,11 @@ pub struct ExtOptions {
     recache_rate: Option<u32>,
     /// memcached's `ext_threads`: I/O threads reading from flash.
     threads: Option<usize>,
+    /// memcached's `ext_item_age`, seconds.
+    item_age: Option<u32>,
+    /// The options accepted without effect, as given (for `stats
+    /// settings`).
+    noted: Vec<(String, String)>,
 }
 
 /// memcached's default `ext_recache_rate`: one read from flash in this many
@@ -82,18 +87,23 @@ impl ExtOptions {
                 let n = v.parse().ok().filter(|n| *n <= THREADS_MAX);
                 self.threads = Some(n.ok_or_else(|| format!("invalid ext_threads {v:?} (0 to {THREADS_MAX})"))?)
             }
+            "ext_item_age" => {
+                self.item_age = Some(v.parse().map_err(|_| format!("invalid ext_item_age {v:?} (seconds)"))?)
+            }
             // Accepted so a memcached command line starts unchanged; what
-            // they tune does not exist here (README "Flash tier").
-            "ext_io_depth"
-            | "ext_compact_under"
-            | "ext_drop_under"
-            | "ext_drop_unread"
-            | "ext_max_frag"
-            | "ext_max_sleep"
-            | "ext_item_age"
-            | "ext_low_ttl"
-            | "slab_automove_freeratio" => {
-                tracing::info!("-o {k}={v}: accepted for memcached compatibility, no effect here (README, Flash tier)");
+            // they tune does not exist here (docs/protocol.md, the flash
+            // tier): strata's regions are reclaimed oldest first, with read
+            // items written again, and there is no compaction, no low-TTL
+            // page bucket and no write thread to pace. Shown in `stats
+            // settings` as given.
+            "ext_io_depth" | "ext_compact_under" | "ext_drop_under" | "ext_drop_unread" | "ext_max_frag"
+            | "ext_max_sleep" | "ext_low_ttl" => {
+                tracing::info!("-o {k}={v}: accepted for memcached compatibility, no effect here (docs/protocol.md)");
+                self.noted.retain(|(n, _)| n != k);
+                self.noted.push((k.to_string(), v.to_string()));
+            }
+            "slab_automove_freeratio" => {
+                tracing::info!("-o {k}={v}: accepted for memcached compatibility, no effect here (docs/protocol.md)");
             }
             _ => return Ok(false),
         }
@@ -110,7 +120,8 @@ impl ExtOptions {
     /// as long as the tier lives (the process's life).
     pub fn open(&self, item_size_max: usize) -> Result<Option<FlashTier>, ConfigError> {
         if self.paths.is_empty() {
-            if self.item_size.is_some() || self.wbuf_mib.is_some() || self.page_mib.is_some() {
+            if self.item_size.is_some() || self.wbuf_mib.is_some() || self.page_mib.is_some() || self.item_age.is_some()
+            {
                 tracing::info!("ext_* options without ext_path: the flash tier is off");
             }
             return Ok(None);
@@ -159,6 +170,8 @@ impl ExtOptions {
         Ok(Some(FlashTier {
             log: Arc::new(log),
             min_item: self.item_size.unwrap_or(ITEM_SIZE_DEFAULT),
+            item_age: self.item_age.unwrap_or(strata_store::NO_ITEM_AGE),
+            noted: self.noted.clone(),
             write_buffer: wbuf,
             paths: self.paths.clone(),
             every_write: false,
@@ -184,6 +197,10 @@ mod tests {
         assert_eq!(o.take("ext_threads", "8"), Ok(true), "accepted with a note");
         assert_eq!(o.take("ext_recache_rate", "10"), Ok(true));
         assert!(o.take("ext_recache_rate", "often").is_err());
+        assert_eq!(o.take("ext_item_age", "3600"), Ok(true));
+        assert!(o.take("ext_item_age", "-1").is_err());
+        assert_eq!(o.take("ext_max_frag", "0.5"), Ok(true), "accepted, noted");
+        assert_eq!((o.item_age, o.noted.clone()), (Some(3600), vec![("ext_max_frag".into(), "0.5".into())]));
         assert_eq!(o.take("hashpower", "20"), Ok(false), "not ours");
         assert_eq!(o.paths, vec![(PathBuf::from("/tmp/x"), 64 << 30), (PathBuf::from("/dev/nvme0n1"), 1 << 40)]);
         assert_eq!((o.item_size, o.wbuf_mib), (Some(1024), Some(8)));
