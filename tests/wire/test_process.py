@@ -178,6 +178,12 @@ def test_idle_timeout_closes_idle_and_trickling_connections(make_server):
     idle, trickling, busy = srv.connect(), srv.connect(), srv.connect()
     # A value that began to arrive and stopped.
     trickling.send(b"set k 0 0 10\r\nabc")
+    # The harness's readiness probe connected and closed at once; on a
+    # loaded machine the server may not have taken it in and seen it close
+    # yet, and once the clock jumps it would be idle too (a third kick).
+    # The three connections, and only they, are open before the jump.
+    wait_for(lambda: (lambda s: (s["total_connections"], s["curr_connections"]) == ("4", "3"))(stats(busy)),
+             what="the probe's close and the three connections")
     expect(busy, b"debug_advance_clock 6\r\n", b"OK\r\n")
     # The workers look once a second.
     for c in (idle, trickling):

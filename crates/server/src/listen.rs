@@ -193,6 +193,18 @@ impl Stream {
         }
     }
 
+    /// Whether bytes the peer sent wait in the socket, not yet read: a
+    /// graceful stop does not close such a connection as idle (the client
+    /// sent part of a request before the stop; it gets to finish it). An
+    /// error counts as nothing waiting.
+    pub fn unread(&self) -> bool {
+        let mut n: libc::c_int = 0;
+        // SAFETY: FIONREAD writes one int, to `n`, for a descriptor this
+        // stream owns and keeps open for the call.
+        let rc = unsafe { libc::ioctl(self.fd(), libc::FIONREAD, &mut n) };
+        rc == 0 && n > 0
+    }
+
     /// Best-effort error line to a connection we will not serve, then close.
     pub fn reject(&mut self, msg: &[u8]) {
         let _ = self.write(msg);
@@ -238,5 +250,24 @@ impl Source for Stream {
             Stream::Tcp(s) => s.deregister(r),
             Stream::Unix(s) => s.deregister(r),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn unread_sees_bytes_waiting_in_the_socket() {
+        let (a, b) = std::os::unix::net::UnixStream::pair().unwrap_or_else(|e| panic!("{e}"));
+        let (mut a, b) = (UnixStream::from_std(a), Stream::Unix(UnixStream::from_std(b)));
+        assert!(!b.unread());
+        a.write_all(b"set k 0 0 10\r\nabc").unwrap_or_else(|e| panic!("{e}"));
+        assert!(b.unread());
+        let Stream::Unix(mut inner) = b else { panic!("unix") };
+        let mut buf = [0u8; 64];
+        let n = inner.read(&mut buf).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(n, 17);
+        assert!(!Stream::Unix(inner).unread());
     }
 }

@@ -435,9 +435,14 @@ impl Loop<'_> {
     }
 
     /// A graceful stop: closes the connections with nothing under way.
+    /// Bytes still in the socket are under way too: with `DEFER_TASKRUN`
+    /// the ring receives them only when this thread next enters the
+    /// kernel, so a request part-sent before the stop may not have reached
+    /// the connection yet.
     fn close_quiescent(&mut self) {
         for i in 0..self.slots.len() {
-            if self.slots[i].as_mut().is_some_and(|s| !s.closing && !s.send && s.conn.quiescent()) {
+            if self.slots[i].as_mut().is_some_and(|s| !s.closing && !s.send && s.conn.quiescent() && !s.stream.unread())
+            {
                 if let Some(s) = &self.slots[i] {
                     s.conn.info.set_close_reason(crate::CloseReason::Shutdown);
                 }

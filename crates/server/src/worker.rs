@@ -269,8 +269,12 @@ pub(crate) fn run(
         }
         if shared.draining.load(Relaxed) {
             for (i, s) in slots.iter_mut().enumerate() {
-                // A TLS connection's records still unsent are under way too.
-                if s.as_mut().is_some_and(|s| s.conn.quiescent() && !s.tls.as_ref().is_some_and(|t| t.wants_write())) {
+                // A TLS connection's records still unsent are under way too,
+                // and so are bytes the client sent that wait in the socket
+                // (sent before the stop, not yet read).
+                if s.as_mut().is_some_and(|s| {
+                    s.conn.quiescent() && !s.tls.as_ref().is_some_and(|t| t.wants_write()) && !s.stream.unread()
+                }) {
                     if let Some(mut s) = s.take() {
                         let _ = poll.registry().deregister(&mut s.stream);
                         s.conn.info.set_close_reason(CloseReason::Shutdown);
