@@ -705,10 +705,12 @@ fn items(shared: &Shared) -> Snapshot {
 fn slabs(shared: &Shared) -> Snapshot {
     let st = shared.store.stats();
     let mut s = Snapshot::default();
-    let mut active = 0u64;
-    for (i, b) in shared.store.size_bands().iter().enumerate().filter(|(_, b)| b.segments > 0) {
+    let bands = shared.store.size_bands();
+    // Bands holding items (memcached: classes with pages); items on flash
+    // count in the first band without pages in memory (`bands.rs`).
+    let active = bands.iter().filter(|b| b.items > 0).count() as u64;
+    for (i, b) in bands.iter().enumerate().filter(|(_, b)| b.segments > 0 || b.items > 0) {
         let n = i + 1;
-        active += 1;
         s.info(format!("{n}:chunk_size"), "The band's largest item, in bytes.", b.chunk_size);
         s.info(
             format!("{n}:chunks_per_page"),
@@ -727,7 +729,7 @@ fn slabs(shared: &Shared) -> Snapshot {
     // Segments in use, not the reserve less the free list: segments above
     // `-m` are parked, neither free nor used (`total_malloced` read 192
     // MiB of a 64 MiB limit that way).
-    s.gauge("active_slabs", "Size bands with items in segments.", active);
+    s.gauge("active_slabs", "Size bands holding items.", active);
     s.gauge("total_malloced", "Bytes of the segments in use.", st.segments_in_use * st.segment_size);
     s
 }

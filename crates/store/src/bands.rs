@@ -18,6 +18,7 @@
 //! stripes, which are one cache line each. Eviction and expiry detail is counted where those happen.
 //! The age and the segments of a band are read from the segments when
 //! asked: each segment keeps a bit per band of the items written into it.
+//! Items on flash are counted in the first band (their size is on flash).
 
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::atomic::{AtomicU32, AtomicU64};
@@ -172,6 +173,19 @@ impl Bands {
         let c = self.cell(seg, band);
         down(&c.items, 1);
         down(&c.bytes, len as u64);
+    }
+
+    /// An item whose value is on flash keeps only its index slot in
+    /// memory, and its size is not known without reading the record: it
+    /// is counted in the first band, as memcached counts an extstore
+    /// item's in-memory header in one of its smallest classes (its bytes
+    /// are not in the band's: they are not in memory).
+    pub(crate) fn flash_linked(&self) {
+        up(&self.cell(0, 0).items, 1);
+    }
+
+    pub(crate) fn flash_unlinked(&self) {
+        down(&self.cell(0, 0).items, 1);
     }
 
     pub(crate) fn evicted(&self, seg: u32, len: usize, unfetched: bool, nonzero: bool, age: u32) {

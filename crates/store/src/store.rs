@@ -460,6 +460,7 @@ impl Store {
     pub(crate) fn unaccount(&self, st: &mut Stripe, s: u64) {
         if slot::is_flash(s) {
             st.items -= 1;
+            self.bands.flash_unlinked();
             if let Some(t) = &self.cfg.flash {
                 t.log.unlink(t.log.region_of(t.log.from_slot(flash::addr(s))));
             }
@@ -485,6 +486,7 @@ impl Store {
     pub(crate) fn account(&self, st: &mut Stripe, s: u64) {
         if slot::is_flash(s) {
             st.items += 1;
+            self.bands.flash_linked();
             if let Some(t) = &self.cfg.flash {
                 t.log.link(t.log.region_of(t.log.from_slot(flash::addr(s))));
             }

@@ -108,6 +108,12 @@ fn evicted_items_go_to_flash_and_read_back_exactly() {
     assert!(fs2.hits > 10_000, "{fs2:?}");
     assert_eq!((fs2.checksum_errors, fs2.read_errors, fs2.misses), (0, 0, 0));
     assert_eq!(t.store.stats().curr_items + fs2.dropped_by_write, 20_000);
+    // The size bands count every item, those on flash in the first band
+    // (their bytes are not in memory).
+    let bands = t.store.size_bands();
+    let st = t.store.stats();
+    assert_eq!(bands.iter().map(|b| b.items).sum::<u64>(), st.curr_items);
+    assert_eq!(bands.iter().map(|b| b.bytes).sum::<u64>(), st.bytes);
 }
 
 #[test]
