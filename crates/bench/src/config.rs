@@ -441,8 +441,8 @@ mod tests {
             value_size = "100"
             "#,
         )
-        .unwrap_or_else(|e| panic!("{e}"));
-        let w = s.workloads().unwrap_or_else(|e| panic!("{e}"));
+        .unwrap();
+        let w = s.workloads().unwrap();
         assert_eq!((w[0].connections, w[0].value_size), (8, ValueSize::Fixed(4000)));
         assert_eq!((w[1].name.as_str(), w[1].value_size), ("small", ValueSize::Fixed(100)));
         assert!(!w[0].warms_up());
@@ -453,7 +453,7 @@ mod tests {
         let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../bench/scenarios");
         let mut n = 0;
         for entry in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
-            Scenario::load(&entry.path()).unwrap_or_else(|e| panic!("{e}"));
+            Scenario::load(&entry.path()).unwrap();
             n += 1;
         }
         assert!(n >= 6, "expected the six scenario files in {}", dir.display());

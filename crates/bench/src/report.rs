@@ -646,9 +646,8 @@ mod tests {
     }
 
     fn workload() -> Workload {
-        let s: crate::config::Scenario =
-            toml::from_str("name = \"t\"\n[[run]]\nname = \"w\"\n").unwrap_or_else(|e| panic!("{e}"));
-        s.workloads().unwrap_or_else(|e| panic!("{e}")).remove(0)
+        let s: crate::config::Scenario = toml::from_str("name = \"t\"\n[[run]]\nname = \"w\"\n").unwrap();
+        s.workloads().unwrap().remove(0)
     }
 
     fn run(server: &str, round: u32, cpu: f64, p99: f64) -> RunResult {

@@ -61,8 +61,8 @@ fn small_cfg() -> Config {
 }
 
 fn ctx(cfg: Config) -> Ctx {
-    let codec = Codec::new(cfg).unwrap_or_else(|e| panic!("{e}"));
-    Ctx::new(codec).unwrap_or_else(|e| panic!("{e}"))
+    let codec = Codec::new(cfg).unwrap();
+    Ctx::new(codec).unwrap()
 }
 
 fn round_trip(c: &mut Ctx, v: &[u8]) -> Vec<u8> {
@@ -70,7 +70,7 @@ fn round_trip(c: &mut Ctx, v: &[u8]) -> Vec<u8> {
     assert!(c.compress(v, &mut stored), "{} bytes not compressed", v.len());
     assert_eq!(original_len(&stored), Ok(v.len()));
     let mut back = b"left over".to_vec();
-    c.decompress(&stored, &mut back).unwrap_or_else(|e| panic!("{e}"));
+    c.decompress(&stored, &mut back).unwrap();
     assert_eq!(back, v);
     stored
 }
@@ -213,7 +213,7 @@ fn an_old_dictionary_lives_while_items_name_it() {
     assert_eq!(c.codec().stats().dicts_live, 2);
     for (v, s) in &old {
         let mut out = Vec::new();
-        c.decompress(s, &mut out).unwrap_or_else(|e| panic!("{e}"));
+        c.decompress(s, &mut out).unwrap();
         assert_eq!(&out, v);
     }
     for (_, s) in &old {
@@ -250,8 +250,8 @@ fn a_drop_in_ratio_starts_sampling_again() {
 
 #[test]
 fn many_threads_read_old_values_while_dictionaries_change() {
-    let codec = Codec::new(small_cfg()).unwrap_or_else(|e| panic!("{e}"));
-    codec.spawn_trainer().unwrap_or_else(|e| panic!("{e}"));
+    let codec = Codec::new(small_cfg()).unwrap();
+    codec.spawn_trainer().unwrap();
     // Readers go on until the trainer thread has installed a few
     // dictionaries (sampling asked for again after each), bounded.
     let wanted = 3;
@@ -259,7 +259,7 @@ fn many_threads_read_old_values_while_dictionaries_change() {
         .map(|t| {
             let codec = codec.clone();
             std::thread::spawn(move || {
-                let mut c = Ctx::new(codec).unwrap_or_else(|e| panic!("{e}"));
+                let mut c = Ctx::new(codec).unwrap();
                 let mut kept = Vec::new();
                 let mut i = 0u64;
                 while c.codec().stats().trainings < wanted && i < 400_000 {
@@ -276,7 +276,7 @@ fn many_threads_read_old_values_while_dictionaries_change() {
                     if !kept.is_empty() {
                         let (ov, os) = &kept[(i as usize * 7) % kept.len()];
                         let mut out = Vec::new();
-                        c.decompress(os, &mut out).unwrap_or_else(|e| panic!("{e}"));
+                        c.decompress(os, &mut out).unwrap();
                         assert_eq!(&out, ov);
                     }
                     i += 1;
@@ -331,7 +331,7 @@ fn timing_probe() {
     let mut out = Vec::new();
     let t = Instant::now();
     for s in &kept {
-        c.decompress(s, &mut out).unwrap_or_else(|e| panic!("{e}"));
+        c.decompress(s, &mut out).unwrap();
     }
     let dt = t.elapsed();
     let avg = values.iter().map(|v| v.len()).sum::<usize>() / values.len();
@@ -396,7 +396,7 @@ fn ids_run_out_only_while_63_dictionaries_are_referenced() {
     assert_eq!(train(&mut c, 2_000_000), 1);
     let mut out = Vec::new();
     for (round, stored) in held.iter().enumerate().skip(1) {
-        c.decompress(stored, &mut out).unwrap_or_else(|e| panic!("{e}"));
+        c.decompress(stored, &mut out).unwrap();
         assert_eq!(out, record(500_000 + round as u64));
     }
 }

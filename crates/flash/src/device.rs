@@ -257,23 +257,23 @@ mod tests {
 
     #[test]
     fn file_device_sizes_reads_and_writes() {
-        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("flash");
-        let d = FileDevice::open(&path, 1 << 20).unwrap_or_else(|e| panic!("{e}"));
+        let d = FileDevice::open(&path, 1 << 20).unwrap();
         assert_eq!(d.size(), 1 << 20);
-        assert_eq!(std::fs::metadata(&path).unwrap_or_else(|e| panic!("{e}")).len(), 1 << 20);
-        write_all_at(&d, b"hello", 4096).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(std::fs::metadata(&path).unwrap().len(), 1 << 20);
+        write_all_at(&d, b"hello", 4096).unwrap();
         let mut buf = [0u8; 5];
-        read_exact_at(&d, &mut buf, 4096).unwrap_or_else(|e| panic!("{e}"));
+        read_exact_at(&d, &mut buf, 4096).unwrap();
         assert_eq!(&buf, b"hello");
         assert!(read_exact_at(&d, &mut buf, (1 << 20) - 2).is_err(), "reads past the end fail");
     }
 
     #[test]
     fn a_file_is_opened_by_one_device_at_a_time() {
-        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("flash");
-        let d = FileDevice::open(&path, 1 << 20).unwrap_or_else(|e| panic!("{e}"));
+        let d = FileDevice::open(&path, 1 << 20).unwrap();
         assert!(d.locked());
         let again = FileDevice::open(&path, 2 << 20).err().unwrap_or_else(|| panic!("opened twice"));
         assert_eq!(again.kind(), io::ErrorKind::WouldBlock);
@@ -285,16 +285,14 @@ mod tests {
 
     #[test]
     fn faults_apply_and_clear() {
-        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
-        let d = FaultDevice::new(Arc::new(
-            FileDevice::open(&dir.path().join("f"), 1 << 16).unwrap_or_else(|e| panic!("{e}")),
-        ));
+        let dir = tempfile::tempdir().unwrap();
+        let d = FaultDevice::new(Arc::new(FileDevice::open(&dir.path().join("f"), 1 << 16).unwrap()));
         let faults = d.faults();
         faults.lock().short = Some(3);
-        write_all_at(&d, b"abcdefgh", 100).unwrap_or_else(|e| panic!("{e}"));
+        write_all_at(&d, b"abcdefgh", 100).unwrap();
         faults.lock().flip = vec![101];
         let mut buf = [0u8; 8];
-        read_exact_at(&d, &mut buf, 100).unwrap_or_else(|e| panic!("{e}"));
+        read_exact_at(&d, &mut buf, 100).unwrap();
         assert_eq!(buf[1], b'b' ^ 0xff);
         assert_eq!(&buf[2..], b"cdefgh");
         faults.lock().read_eio = true;
@@ -308,18 +306,18 @@ mod tests {
             Some(libc::ENOSPC)
         );
         *faults.lock() = Faults::default();
-        read_exact_at(&d, &mut buf, 100).unwrap_or_else(|e| panic!("{e}"));
+        read_exact_at(&d, &mut buf, 100).unwrap();
         assert_eq!(&buf, b"abcdefgh");
     }
 
     #[test]
     fn reads_that_must_not_wait_come_from_memory_or_not_at_all() {
-        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
-        let file = Arc::new(FileDevice::open(&dir.path().join("f"), 1 << 16).unwrap_or_else(|e| panic!("{e}")));
-        write_all_at(&*file, b"in the page cache", 4096).unwrap_or_else(|e| panic!("{e}"));
+        let dir = tempfile::tempdir().unwrap();
+        let file = Arc::new(FileDevice::open(&dir.path().join("f"), 1 << 16).unwrap());
+        write_all_at(&*file, b"in the page cache", 4096).unwrap();
         // Just written, so in memory: preadv2(RWF_NOWAIT) serves it.
         let mut buf = [0u8; 17];
-        read_exact_at_nowait(&*file, &mut buf, 4096).unwrap_or_else(|e| panic!("{e}"));
+        read_exact_at_nowait(&*file, &mut buf, 4096).unwrap();
         assert_eq!(&buf, b"in the page cache");
         let d = FaultDevice::new(file);
         d.faults().lock().slow = true;

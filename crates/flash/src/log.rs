@@ -590,9 +590,8 @@ mod tests {
     use crate::device::FileDevice;
 
     fn flash(dir: &tempfile::TempDir, size: u64) -> Flash {
-        let d: Arc<dyn Device> =
-            Arc::new(FileDevice::open(&dir.path().join("f"), size).unwrap_or_else(|e| panic!("{e}")));
-        Flash::new(&Config { region_size: 1 << 20, max_record: 4096 }, vec![d]).unwrap_or_else(|e| panic!("{e}"))
+        let d: Arc<dyn Device> = Arc::new(FileDevice::open(&dir.path().join("f"), size).unwrap());
+        Flash::new(&Config { region_size: 1 << 20, max_record: 4096 }, vec![d]).unwrap()
     }
 
     fn at(r: Option<Reserve>) -> u64 {
@@ -609,7 +608,7 @@ mod tests {
 
     #[test]
     fn records_round_trip_and_the_ring_reclaims_oldest_first() {
-        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let dir = tempfile::tempdir().unwrap();
         let fl = flash(&dir, 3 << 20);
         assert_eq!((fl.regions(), fl.granule()), (3, 8));
         let mut batch = Vec::new();
@@ -618,23 +617,23 @@ mod tests {
         let mut w = fl.writer();
         let a = at(w.reserve(batch.len()));
         assert_eq!(a, 64, "after the region header");
-        w.write(a, &batch, 2).unwrap_or_else(|e| panic!("{e}"));
+        w.write(a, &batch, 2).unwrap();
         drop(w);
         let mut buf = Vec::new();
         let second = a + record::padded_len(100, 8) as u64;
-        let r = fl.read(second, &mut buf).unwrap_or_else(|e| panic!("{e}"));
+        let r = fl.read(second, &mut buf).unwrap();
         assert_eq!((r.epoch, r.written, r.item.len()), (5, 6, 3000));
         assert!(r.item.iter().all(|&b| b == b'b'));
         // Fill regions 1 and 2; the ring then asks for region 0 back.
         let mut w = fl.writer();
         let big = vec![0u8; (1 << 20) - 1000];
         assert_eq!(at(w.reserve(big.len())), (1 << 20) + 64);
-        w.write((1 << 20) + 64, &big, 1).unwrap_or_else(|e| panic!("{e}"));
+        w.write((1 << 20) + 64, &big, 1).unwrap();
         assert_eq!(at(w.reserve(big.len())), (2 << 20) + 64);
-        w.write((2 << 20) + 64, &big, 1).unwrap_or_else(|e| panic!("{e}"));
+        w.write((2 << 20) + 64, &big, 1).unwrap();
         assert_eq!(w.reserve(big.len()), Some(Reserve::Reclaim(0)));
         let mut seen = Vec::new();
-        w.scan(0, &mut buf, |addr, rec| seen.push((addr, rec.item.len()))).unwrap_or_else(|e| panic!("{e}"));
+        w.scan(0, &mut buf, |addr, rec| seen.push((addr, rec.item.len()))).unwrap();
         assert_eq!(seen, vec![(64, 100), (second, 3000)]);
         // Each region's header names its generation, each one new.
         let gens: Vec<_> = (0..3).map(|r| fl.disk_generation(r).unwrap_or(0)).collect();
@@ -643,14 +642,14 @@ mod tests {
         w.recycle(0);
         assert_ne!(fl.generation(0), gen);
         assert_eq!(at(w.reserve(big.len())), 64);
-        w.write(64, &big, 1).unwrap_or_else(|e| panic!("{e}"));
+        w.write(64, &big, 1).unwrap();
         assert!(fl.disk_generation(0).unwrap_or(0) > 3);
         assert_eq!(w.reserve(fl.max_write() + 1), None, "longer than a region takes");
     }
 
     #[test]
     fn a_checkpoint_keeps_only_regions_unchanged_since() {
-        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let dir = tempfile::tempdir().unwrap();
         // 300 records: most of a region.
         let mut big = Vec::new();
         for _ in 0..300 {
@@ -661,7 +660,7 @@ mod tests {
             let mut w = fl.writer();
             for _ in 0..3 {
                 let a = at(w.reserve(big.len()));
-                w.write(a, &big, 1).unwrap_or_else(|e| panic!("{e}"));
+                w.write(a, &big, 1).unwrap();
             }
             drop(w);
             let cp = fl.checkpoint();
@@ -670,7 +669,7 @@ mod tests {
             assert_eq!(w.reserve(big.len()), Some(Reserve::Reclaim(0)));
             w.recycle(0);
             let a = at(w.reserve(big.len()));
-            w.write(a, &big, 1).unwrap_or_else(|e| panic!("{e}"));
+            w.write(a, &big, 1).unwrap();
             cp
         };
         assert_eq!((cp.head, cp.wrapped, cp.regions.len()), (2, false, 3));
@@ -679,14 +678,14 @@ mod tests {
         let kept = fl.restore(&cp).unwrap_or_else(|| panic!("same layout"));
         assert_eq!(kept, vec![false, true, true]);
         let mut n = 0;
-        fl.scan_region(1, &mut Vec::new(), |_, _| n += 1).unwrap_or_else(|e| panic!("{e}"));
+        fl.scan_region(1, &mut Vec::new(), |_, _| n += 1).unwrap();
         assert_eq!(n, 300);
         let mut w = fl.writer();
         // Writing goes on after the checkpoint's head: region 0, which
         // holds nothing the checkpoint knows.
         let a = at(w.reserve(100));
         assert_eq!(a, 64);
-        w.write(a, &[0; 100], 1).unwrap_or_else(|e| panic!("{e}"));
+        w.write(a, &[0; 100], 1).unwrap();
         assert!(fl.disk_generation(0) > Some(cp.regions[2].1));
         let other = Checkpoint { region_size: 2 << 20, ..cp };
         assert!(fl.restore(&other).is_none());
@@ -694,7 +693,7 @@ mod tests {
 
     #[test]
     fn a_restart_without_writes_checkpoints_what_it_restored() {
-        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let dir = tempfile::tempdir().unwrap();
         let mut big = Vec::new();
         for _ in 0..300 {
             record::encode(&mut big, 8, 1, 2, 3000, |d| d.fill(7));
@@ -704,7 +703,7 @@ mod tests {
             let mut w = fl.writer();
             for _ in 0..3 {
                 let a = at(w.reserve(big.len()));
-                w.write(a, &big, 1).unwrap_or_else(|e| panic!("{e}"));
+                w.write(a, &big, 1).unwrap();
             }
             drop(w);
             fl.checkpoint()
@@ -725,11 +724,9 @@ mod tests {
     fn addresses_fit_the_slot_for_large_devices() {
         // 1 TiB of (sparse, never written) 64 MiB regions: granules grow
         // so that every address fits 33 bits.
-        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
-        let d: Arc<dyn Device> =
-            Arc::new(FileDevice::open(&dir.path().join("f"), 1 << 40).unwrap_or_else(|e| panic!("{e}")));
-        let fl =
-            Flash::new(&Config { region_size: 64 << 20, max_record: 4096 }, vec![d]).unwrap_or_else(|e| panic!("{e}"));
+        let dir = tempfile::tempdir().unwrap();
+        let d: Arc<dyn Device> = Arc::new(FileDevice::open(&dir.path().join("f"), 1 << 40).unwrap());
+        let fl = Flash::new(&Config { region_size: 64 << 20, max_record: 4096 }, vec![d]).unwrap();
         assert!(fl.to_slot(fl.capacity() - 1) < 1 << ADDR_BITS);
         assert_eq!(fl.granule(), 256);
     }

@@ -108,7 +108,7 @@ mod tests {
         assert_eq!(&out[20..24], &[0; 4]);
         assert_eq!(&out[24..27], b"abc");
         assert_eq!(&out[0..4], &crc32c::crc32c(&out[4..27]).to_le_bytes());
-        let r = decode(&out, 1 << 20).unwrap_or_else(|e| panic!("{e}"));
+        let r = decode(&out, 1 << 20).unwrap();
         assert_eq!(r, Record { epoch: 0x0102_0304_0506_0708, written: 0x0a0b_0c0d, item: b"abc" });
     }
 

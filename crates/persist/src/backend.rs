@@ -421,9 +421,9 @@ mod tests {
 
     #[test]
     fn bulk_files_read_back_exactly_whatever_the_write_sizes() {
-        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("bulk");
-        let mut f = OsBackend.create_bulk(&path).unwrap_or_else(|e| panic!("{e}"));
+        let mut f = OsBackend.create_bulk(&path).unwrap();
         let mut want = Vec::new();
         let mut n = 0u32;
         // Pieces of every size around the block and chunk sizes, with a
@@ -435,14 +435,14 @@ mod tests {
                     (n >> 16) as u8
                 })
                 .collect();
-            write_all(&mut *f, &piece).unwrap_or_else(|e| panic!("{e}"));
+            write_all(&mut *f, &piece).unwrap();
             want.extend_from_slice(&piece);
             if len == 7 {
-                f.sync().unwrap_or_else(|e| panic!("{e}"));
+                f.sync().unwrap();
                 assert_eq!(std::fs::read(&path).ok().as_deref(), Some(&want[..]));
             }
         }
-        f.sync().unwrap_or_else(|e| panic!("{e}"));
+        f.sync().unwrap();
         assert_eq!(std::fs::read(&path).ok().as_deref(), Some(&want[..]));
     }
 }

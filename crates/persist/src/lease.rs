@@ -91,7 +91,7 @@ mod tests {
 
     #[test]
     fn a_lease_that_cannot_be_written_is_not_granted_and_damage_reads_as_none() {
-        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let dir = tempfile::tempdir().unwrap();
         let file = dir.path().join("strata.snapshot");
         let b = FaultBackend::new(OsBackend);
         let mut lease = EpochLease::new(&file);
@@ -114,7 +114,7 @@ mod tests {
         b.set(Faults { flip_at: Some(2), ..Faults::default() });
         assert_eq!(EpochLease::read(&b, &file), None);
         b.set(Faults::default());
-        std::fs::write(crate::with_suffix(&file, LEASE_SUFFIX), [1, 2, 3]).unwrap_or_else(|e| panic!("{e}"));
+        std::fs::write(crate::with_suffix(&file, LEASE_SUFFIX), [1, 2, 3]).unwrap();
         assert_eq!(EpochLease::read(&b, &file), None);
     }
 }

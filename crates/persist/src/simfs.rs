@@ -283,16 +283,16 @@ mod tests {
         let fs = SimFs::new();
         let dir = Path::new("/d");
         let a = dir.join("a");
-        let mut f = fs.create(&a).unwrap_or_else(|e| panic!("{e}"));
-        write_all(&mut *f, b"hello").unwrap_or_else(|e| panic!("{e}"));
-        f.sync().unwrap_or_else(|e| panic!("{e}"));
+        let mut f = fs.create(&a).unwrap();
+        write_all(&mut *f, b"hello").unwrap();
+        f.sync().unwrap();
         fs.power_loss(1);
         assert!(fs.read_all(&a).is_none(), "created but the directory never synced");
-        let mut f = fs.create(&a).unwrap_or_else(|e| panic!("{e}"));
-        write_all(&mut *f, b"hello").unwrap_or_else(|e| panic!("{e}"));
-        f.sync().unwrap_or_else(|e| panic!("{e}"));
-        fs.sync_dir(dir).unwrap_or_else(|e| panic!("{e}"));
-        write_all(&mut *f, b" world").unwrap_or_else(|e| panic!("{e}"));
+        let mut f = fs.create(&a).unwrap();
+        write_all(&mut *f, b"hello").unwrap();
+        f.sync().unwrap();
+        fs.sync_dir(dir).unwrap();
+        write_all(&mut *f, b" world").unwrap();
         let mut seen = std::collections::HashSet::new();
         for seed in 0..64 {
             let copy = SimFs { state: Arc::new(Mutex::new(State::default())), ..fs.clone() };
@@ -324,15 +324,15 @@ mod tests {
         let fs = SimFs::new();
         let p = Path::new("/d/x");
         fs.crash_at(2);
-        let mut f = fs.create(p).unwrap_or_else(|e| panic!("{e}"));
+        let mut f = fs.create(p).unwrap();
         assert!(f.write(b"ab").is_ok());
         assert!(f.write(b"cd").is_err() && fs.is_dead());
         assert!(f.sync().is_err() && fs.open(p).is_err());
         fs.power_loss(7);
         assert!(!fs.is_dead() && fs.open(p).is_err(), "never made durable by a directory sync");
-        let f = fs.create(p).unwrap_or_else(|e| panic!("{e}"));
+        let f = fs.create(p).unwrap();
         drop(f);
-        let r = fs.open(p).unwrap_or_else(|e| panic!("{e}"));
+        let r = fs.open(p).unwrap();
         let mut b = [0u8; 1];
         assert!(!read_exact_at(&*r, &mut b, 0).unwrap_or(true));
     }

@@ -679,12 +679,12 @@ mod tests {
 
     #[test]
     fn a_record_is_laid_out_as_drawn() {
-        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let dir = tempfile::tempdir().unwrap();
         let file = dir.path().join("s");
-        let wal = Wal::open(Arc::new(crate::OsBackend), &file, 7, Durability::Always).unwrap_or_else(|e| panic!("{e}"));
+        let wal = Wal::open(Arc::new(crate::OsBackend), &file, 7, Durability::Always).unwrap();
         assert_eq!(wal.append(Op::Touch, &[&9u32.to_le_bytes(), b"key"]), (RECORD_HEAD + 7) as u64);
-        wal.flush().unwrap_or_else(|e| panic!("{e}"));
-        let b = std::fs::read(log_path(&file, 7)).unwrap_or_else(|e| panic!("{e}"));
+        wal.flush().unwrap();
+        let b = std::fs::read(log_path(&file, 7)).unwrap();
         assert_eq!(
             log_path(&file, 7).file_name().map(|n| n.to_string_lossy().into_owned()),
             Some("s.log.000007".into())

@@ -22,6 +22,10 @@
 //! schedules and more); `STRATA_SIM_SEEDS=N` runs more, `STRATA_SIM_SEED=S`
 //! one seed, and a failure names the seed and crash point that reproduce it.
 
+// Test code: a panic is how a test fails (clippy.toml allows unwrap in
+// #[test] functions; these helpers live beside them).
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -298,7 +302,7 @@ impl Sim {
             let clock = h
                 .and_then(|h| Clock::resume_at(store.clock().unix_now(), h.process_started, h.now, false))
                 .unwrap_or(clock);
-            let s2 = Store::new(cfg(), Arc::new(clock)).unwrap_or_else(|e| panic!("{e}"));
+            let s2 = Store::new(cfg(), Arc::new(clock)).unwrap();
             let rep = load(&s2, &fs, &file(), 1, 0, false);
             let mut w2 = s2.worker();
             for i in 0..KEYS {

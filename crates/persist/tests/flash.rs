@@ -3,6 +3,10 @@
 //! back, and after writes that reclaimed regions since the snapshot, only
 //! what is still there, never a wrong value.
 
+// Test code: a panic is how a test fails (clippy.toml allows unwrap in
+// #[test] functions; these helpers live beside them).
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use std::path::Path;
 use std::sync::Arc;
 
@@ -16,9 +20,8 @@ const T0: i64 = 1_700_000_000;
 /// the test wants it to) or 96 MiB (it does not).
 fn store(flash_file: &Path, clock: Clock) -> (Arc<Store>, Worker) {
     let size = if flash_file.ends_with("big") { 96 << 20 } else { 32 << 20 };
-    let file: Arc<dyn Device> = Arc::new(FileDevice::open(flash_file, size).unwrap_or_else(|e| panic!("{e}")));
-    let log = Flash::new(&strata_flash::Config { region_size: 1 << 20, max_record: 64 << 10 }, vec![file])
-        .unwrap_or_else(|e| panic!("{e}"));
+    let file: Arc<dyn Device> = Arc::new(FileDevice::open(flash_file, size).unwrap());
+    let log = Flash::new(&strata_flash::Config { region_size: 1 << 20, max_record: 64 << 10 }, vec![file]).unwrap();
     let flash = FlashTier {
         log: Arc::new(log),
         min_item: 64,
@@ -39,7 +42,7 @@ fn store(flash_file: &Path, clock: Clock) -> (Arc<Store>, Worker) {
         flash: Some(flash),
         ..Config::default()
     };
-    let s = Store::new(cfg, Arc::new(clock)).unwrap_or_else(|e| panic!("{e}"));
+    let s = Store::new(cfg, Arc::new(clock)).unwrap();
     let w = s.worker();
     (s, w)
 }
@@ -64,7 +67,7 @@ fn restart(dir: &Path, flash: &str) -> (Arc<Store>, Worker, strata_persist::Load
 
 fn restart_with(dir: &Path, flash: &str, strict: bool) -> (Arc<Store>, Worker, strata_persist::LoadReport) {
     let file = dir.join(SNAPSHOT_FILE);
-    let h = read_header(&OsBackend, &file).unwrap_or_else(|e| panic!("{e}")).unwrap_or_else(|| panic!("none"));
+    let h = read_header(&OsBackend, &file).unwrap().unwrap_or_else(|| panic!("none"));
     let clock = Clock::resume_at(h.unix_time + 5, h.process_started, h.now, false).unwrap_or_else(|| panic!("clock"));
     let (s, _) = store(&dir.join(flash), clock);
     let r = load(&s, &OsBackend, &file, 1, 0, strict).unwrap_or_else(|e| panic!("load: {e}"));
@@ -74,7 +77,7 @@ fn restart_with(dir: &Path, flash: &str, strict: bool) -> (Arc<Store>, Worker, s
 
 #[test]
 fn flash_items_come_back_after_a_restart() {
-    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let dir = tempfile::tempdir().unwrap();
     let (s, mut w) = store(&dir.path().join("big"), Clock::manual(T0));
     // ~15 MB into 8 MiB of memory: most items on flash.
     let mut cas = Vec::new();
@@ -89,7 +92,7 @@ fn flash_items_come_back_after_a_restart() {
     let dropped = s.stats().flash.map_or(0, |f| f.dropped_by_write);
     assert!(on_flash > 8_000, "{on_flash}");
     drop(w);
-    let r = save(&s, &OsBackend, &dir.path().join(SNAPSHOT_FILE), &mut || {}).unwrap_or_else(|e| panic!("{e}"));
+    let r = save(&s, &OsBackend, &dir.path().join(SNAPSHOT_FILE), &mut || {}).unwrap();
     assert_eq!(r.flash_items, s.stats().flash.map_or(0, |f| f.items));
     drop(s);
 
@@ -119,14 +122,14 @@ fn flash_items_come_back_after_a_restart() {
 
 #[test]
 fn a_second_restart_without_writes_keeps_every_flash_item() {
-    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join(SNAPSHOT_FILE);
     let (s, mut w) = store(&dir.path().join("big"), Clock::manual(T0));
     for i in 0..20_000 {
         assert_eq!(w.set(SetOp::Set, &key(i), i as u32, 0, &value(i, 1)), Ok(StoreOutcome::Stored));
     }
     drop(w);
-    let saved = save(&s, &OsBackend, &file, &mut || {}).unwrap_or_else(|e| panic!("{e}"));
+    let saved = save(&s, &OsBackend, &file, &mut || {}).unwrap();
     assert!(saved.flash_items > 8_000, "{saved:?}");
     let items = s.stats().curr_items;
     drop(s);
@@ -138,7 +141,7 @@ fn a_second_restart_without_writes_keeps_every_flash_item() {
         assert_eq!((r.flash_items, r.flash_dropped), (saved.flash_items, 0), "restart {n}: {r:?}");
         assert_eq!(s.stats().curr_items, items, "restart {n}");
         drop(w);
-        save(&s, &OsBackend, &file, &mut || {}).unwrap_or_else(|e| panic!("{e}"));
+        save(&s, &OsBackend, &file, &mut || {}).unwrap();
     }
     let (_s, mut w, r) = restart(dir.path(), "big");
     assert_eq!(r.flash_dropped, 0, "{r:?}");
@@ -150,12 +153,12 @@ fn a_second_restart_without_writes_keeps_every_flash_item() {
 
 #[test]
 fn regions_rewritten_since_the_snapshot_are_left_out() {
-    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let dir = tempfile::tempdir().unwrap();
     let (s, mut w) = store(&dir.path().join("flash"), Clock::manual(T0));
     for i in 0..20_000 {
         assert_eq!(w.set(SetOp::Set, &key(i), 0, 0, &value(i, 1)), Ok(StoreOutcome::Stored));
     }
-    save(&s, &OsBackend, &dir.path().join(SNAPSHOT_FILE), &mut || {}).unwrap_or_else(|e| panic!("{e}"));
+    save(&s, &OsBackend, &dir.path().join(SNAPSHOT_FILE), &mut || {}).unwrap();
     // After the snapshot (a crash, no second snapshot): enough writes that
     // the ring comes round over the regions the snapshot pointed into.
     for i in 0..60_000 {
@@ -180,20 +183,20 @@ fn regions_rewritten_since_the_snapshot_are_left_out() {
 
 #[test]
 fn a_damaged_flash_record_in_the_snapshot_loses_its_items_never_a_value() {
-    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let dir = tempfile::tempdir().unwrap();
     let (s, mut w) = store(&dir.path().join("big"), Clock::manual(T0));
     for i in 0..20_000 {
         assert_eq!(w.set(SetOp::Set, &key(i), 0, 0, &value(i, 1)), Ok(StoreOutcome::Stored));
     }
     drop(w);
     let file = dir.path().join(SNAPSHOT_FILE);
-    save(&s, &OsBackend, &file, &mut || {}).unwrap_or_else(|e| panic!("{e}"));
+    save(&s, &OsBackend, &file, &mut || {}).unwrap();
     drop(s);
     // A byte of the flash entries (the record before the 64-byte footer).
-    let mut bytes = std::fs::read(&file).unwrap_or_else(|e| panic!("{e}"));
+    let mut bytes = std::fs::read(&file).unwrap();
     let at = bytes.len() - 64 - 100;
     bytes[at] ^= 0x40;
-    std::fs::write(&file, &bytes).unwrap_or_else(|e| panic!("{e}"));
+    std::fs::write(&file, &bytes).unwrap();
     assert!(load_strict_fails(dir.path()), "--snapshot-strict refuses it");
     let (_s, mut w, r) = restart_with(dir.path(), "big", false);
     assert!(r.damaged() && r.flash_items == 0 && r.items > 0, "{r:?}");
@@ -209,7 +212,7 @@ fn a_damaged_flash_record_in_the_snapshot_loses_its_items_never_a_value() {
 
 fn load_strict_fails(dir: &Path) -> bool {
     let file = dir.join(SNAPSHOT_FILE);
-    let h = read_header(&OsBackend, &file).unwrap_or_else(|e| panic!("{e}")).unwrap_or_else(|| panic!("none"));
+    let h = read_header(&OsBackend, &file).unwrap().unwrap_or_else(|| panic!("none"));
     let clock = Clock::resume_at(h.unix_time, h.process_started, h.now, false).unwrap_or_else(|| panic!("clock"));
     let (s, _) = store(&dir.join("big"), clock);
     load(&s, &OsBackend, &file, 1, 0, true).is_err()

@@ -2,6 +2,10 @@
 //! clock, load, and check every value; then the same with every fault the
 //! backend can inject and every kind of damage to the file.
 
+// Test code: a panic is how a test fails (clippy.toml allows unwrap in
+// #[test] functions; these helpers live beside them).
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use std::collections::HashMap;
 use std::path::Path;
 use std::sync::Arc;
@@ -18,7 +22,7 @@ fn cfg(mem: usize) -> Config {
 }
 
 fn store_at(cfg: Config, clock: Clock) -> (Arc<Store>, Worker) {
-    let s = Store::new(cfg, Arc::new(clock)).unwrap_or_else(|e| panic!("{e}"));
+    let s = Store::new(cfg, Arc::new(clock)).unwrap();
     let w = s.worker();
     (s, w)
 }
@@ -58,10 +62,10 @@ fn save_all(s: &Store, b: &dyn Backend, dir: &Path) -> strata_persist::SaveRepor
 
 /// A new store continuing `dir`'s snapshot, `later` seconds after it.
 fn restart(dir: &Path, b: &dyn Backend, mem: usize, later: i64) -> (Arc<Store>, Worker, strata_persist::LoadReport) {
-    let h = read_header(b, dir).unwrap_or_else(|e| panic!("{e}")).unwrap_or_else(|| panic!("no snapshot"));
+    let h = read_header(b, dir).unwrap().unwrap_or_else(|| panic!("no snapshot"));
     let clock =
         Clock::resume_at(h.unix_time + later, h.process_started, h.now, false).unwrap_or_else(|| panic!("timeline"));
-    let s = Store::new(cfg(mem), Arc::new(clock)).unwrap_or_else(|e| panic!("{e}"));
+    let s = Store::new(cfg(mem), Arc::new(clock)).unwrap();
     let r = load(&s, b, dir, 1, 0, false).unwrap_or_else(|e| panic!("load: {e}"));
     let w = s.worker();
     (s, w, r)
@@ -80,11 +84,11 @@ fn check_all(w: &mut Worker, want: &Items) -> usize {
 
 #[test]
 fn a_restart_brings_back_every_item_with_its_flags_cas_and_ttl() {
-    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let dir = tempfile::tempdir().unwrap();
     let (s, mut w) = store_at(cfg(8 << 20), Clock::manual(T0));
     let want = fill(&s, &mut w, 3000);
-    w.set(SetOp::Set, b"short", 0, s.clock().expiry(10), b"lived").unwrap_or_else(|e| panic!("{e}"));
-    w.set(SetOp::Set, b"n", 0, 0, b"41").unwrap_or_else(|e| panic!("{e}"));
+    w.set(SetOp::Set, b"short", 0, s.clock().expiry(10), b"lived").unwrap();
+    w.set(SetOp::Set, b"n", 0, 0, b"41").unwrap();
     drop(w);
     let report = save_all(&s, &OsBackend, &snap(&dir));
     assert!(report.segments > 1 && report.items >= 3002, "{report:?}");
@@ -98,7 +102,7 @@ fn a_restart_brings_back_every_item_with_its_flags_cas_and_ttl() {
     assert_eq!(get(&mut w2, b"short"), None);
     assert_eq!(w2.arith(b"n", true, 1), Ok(strata_store::ArithOutcome::Value(42)));
     // New writes get CAS values no client can hold from before.
-    w2.set(SetOp::Set, b"fresh", 0, 0, b"x").unwrap_or_else(|e| panic!("{e}"));
+    w2.set(SetOp::Set, b"fresh", 0, 0, b"x").unwrap();
     let fresh = get(&mut w2, b"fresh").map_or(0, |g| g.2);
     assert!(want.values().all(|v| v.2 < fresh));
     assert!(s2.epoch() > epoch_before);
@@ -112,11 +116,11 @@ fn a_restart_brings_back_every_item_with_its_flags_cas_and_ttl() {
 
 #[test]
 fn a_flush_before_the_snapshot_stays_in_effect() {
-    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let dir = tempfile::tempdir().unwrap();
     let (s, mut w) = store_at(cfg(8 << 20), Clock::manual(T0));
     fill(&s, &mut w, 500);
     s.flush_all(None);
-    w.set(SetOp::Set, b"after", 5, 0, b"flush").unwrap_or_else(|e| panic!("{e}"));
+    w.set(SetOp::Set, b"after", 5, 0, b"flush").unwrap();
     // A delayed flush, due after the restart.
     s.flush_all(Some(s.clock().now() + 100));
     drop(w);
@@ -133,7 +137,7 @@ fn a_flush_before_the_snapshot_stays_in_effect() {
 
 #[test]
 fn a_key_overwritten_between_images_loads_its_newer_value() {
-    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let dir = tempfile::tempdir().unwrap();
     let (s, mut w) = store_at(cfg(8 << 20), Clock::manual(T0));
     let mut want = fill(&s, &mut w, 2000);
     // Seal between passes: the overwrites land in segments the second pass copies.
@@ -143,13 +147,13 @@ fn a_key_overwritten_between_images_loads_its_newer_value() {
         if round == 2 {
             for i in (0..2000).step_by(7) {
                 let k = format!("key:{i}").into_bytes();
-                w.set(SetOp::Set, &k, 9, 0, b"newer").unwrap_or_else(|e| panic!("{e}"));
+                w.set(SetOp::Set, &k, 9, 0, b"newer").unwrap();
                 want.insert(k.clone(), (b"newer".to_vec(), 9, get(&mut w, &k).map_or(0, |g| g.2)));
             }
         }
         w.seal_active();
     };
-    let report = save(&s, &OsBackend, &snap(&dir), &mut seal).unwrap_or_else(|e| panic!("{e}"));
+    let report = save(&s, &OsBackend, &snap(&dir), &mut seal).unwrap();
     assert!(report.passes >= 2, "{report:?}");
     drop(s);
     let (_s2, mut w2, _) = restart(&snap(&dir), &OsBackend, 8 << 20, 1);
@@ -158,7 +162,7 @@ fn a_key_overwritten_between_images_loads_its_newer_value() {
 
 #[test]
 fn a_smaller_memory_limit_loads_the_newest_segments() {
-    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let dir = tempfile::tempdir().unwrap();
     let (s, mut w) = store_at(cfg(8 << 20), Clock::manual(T0));
     let want = fill(&s, &mut w, 20_000);
     drop(w);
@@ -173,36 +177,35 @@ fn a_smaller_memory_limit_loads_the_newest_segments() {
 
 #[test]
 fn mismatched_settings_and_versions_are_reported() {
-    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let dir = tempfile::tempdir().unwrap();
     let (s, mut w) = store_at(cfg(8 << 20), Clock::manual(T0));
     fill(&s, &mut w, 10);
     drop(w);
     save_all(&s, &OsBackend, &snap(&dir));
-    let other = Store::new(Config { item_size_max: 32 << 10, ..cfg(8 << 20) }, Arc::new(Clock::manual(T0)))
-        .unwrap_or_else(|e| panic!("{e}"));
+    let other = Store::new(Config { item_size_max: 32 << 10, ..cfg(8 << 20) }, Arc::new(Clock::manual(T0))).unwrap();
     let e = load(&other, &OsBackend, &snap(&dir), 1, 0, false).err().unwrap_or_else(|| panic!("expected an error"));
     assert!(matches!(e, SnapshotError::Mismatch { what: "item size limit (-I)", .. }), "{e}");
     let path = snap(&dir);
-    let mut bytes = std::fs::read(&path).unwrap_or_else(|e| panic!("{e}"));
+    let mut bytes = std::fs::read(&path).unwrap();
     bytes[8] = 9;
-    std::fs::write(&path, &bytes).unwrap_or_else(|e| panic!("{e}"));
+    std::fs::write(&path, &bytes).unwrap();
     let e = read_header(&OsBackend, &snap(&dir)).err().unwrap_or_else(|| panic!("expected an error"));
     assert_eq!(e.to_string(), "snapshot format version 9, this server reads version 1");
-    std::fs::write(&path, b"").unwrap_or_else(|e| panic!("{e}"));
+    std::fs::write(&path, b"").unwrap();
     assert!(read_header(&OsBackend, &snap(&dir)).is_err(), "a zero-length file is not a snapshot");
-    std::fs::remove_file(&path).unwrap_or_else(|e| panic!("{e}"));
+    std::fs::remove_file(&path).unwrap();
     assert!(matches!(read_header(&OsBackend, &snap(&dir)), Ok(None)));
 }
 
 /// Saves a store of 3000 items and returns the directory, the file's
 /// bytes and what every key held.
 fn saved() -> (tempfile::TempDir, Vec<u8>, Items) {
-    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let dir = tempfile::tempdir().unwrap();
     let (s, mut w) = store_at(cfg(8 << 20), Clock::manual(T0));
     let want = fill(&s, &mut w, 3000);
     drop(w);
     save_all(&s, &OsBackend, &snap(&dir));
-    let bytes = std::fs::read(snap(&dir)).unwrap_or_else(|e| panic!("{e}"));
+    let bytes = std::fs::read(snap(&dir)).unwrap();
     (dir, bytes, want)
 }
 
@@ -235,7 +238,7 @@ fn a_truncated_file_loads_its_complete_prefix() {
     let path = snap(&dir);
     let mut last = 0;
     for cut in [HEADER_LEN, HEADER_LEN + 10, bytes.len() / 3, bytes.len() / 2, bytes.len() - 1] {
-        std::fs::write(&path, &bytes[..cut]).unwrap_or_else(|e| panic!("{e}"));
+        std::fs::write(&path, &bytes[..cut]).unwrap();
         let (_s, mut w, r) = restart(&snap(&dir), &OsBackend, 8 << 20, 1);
         assert!(r.truncated && !r.complete, "{r:?}");
         let found = check_all(&mut w, &want);
@@ -244,7 +247,7 @@ fn a_truncated_file_loads_its_complete_prefix() {
     }
     assert!(last > 0);
     // Strict mode refuses instead.
-    let s = Store::new(cfg(8 << 20), Arc::new(Clock::manual(T0))).unwrap_or_else(|e| panic!("{e}"));
+    let s = Store::new(cfg(8 << 20), Arc::new(Clock::manual(T0))).unwrap();
     assert!(matches!(load(&s, &OsBackend, &snap(&dir), 1, 0, true), Err(SnapshotError::Damaged(_))));
 }
 
@@ -269,7 +272,7 @@ fn faults_while_saving_leave_the_previous_snapshot_whole() {
     }
     // Short writes alone are only slow.
     b.set(Faults { short_writes: true, ..Faults::default() });
-    save(&s, &b, &snap(&dir), &mut no_seal()).unwrap_or_else(|e| panic!("{e}"));
+    save(&s, &b, &snap(&dir), &mut no_seal()).unwrap();
     let _ = want;
     // Short reads and a read error past the header.
     let (dir2, _, want2) = saved();
@@ -308,21 +311,21 @@ fn json(i: usize) -> Vec<u8> {
 
 #[test]
 fn compressed_values_come_back_with_their_dictionaries() {
-    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let dir = tempfile::tempdir().unwrap();
     let (s, mut w) = store_at(zcfg(8 << 20), Clock::manual(T0));
     let codec = s.codec().unwrap_or_else(|| panic!("compression is on")).clone();
     codec.start_sampling();
     let mut want = HashMap::new();
     for i in 0..400 {
-        w.set(SetOp::Set, format!("j{i}").as_bytes(), 0, 0, &json(i)).unwrap_or_else(|e| panic!("{e}"));
+        w.set(SetOp::Set, format!("j{i}").as_bytes(), 0, 0, &json(i)).unwrap();
     }
     assert!(matches!(codec.train_now(), Ok(true)));
     for i in 0..400 {
         let k = format!("j{i}").into_bytes();
-        w.set(SetOp::Set, &k, 3, 0, &json(i)).unwrap_or_else(|e| panic!("{e}"));
+        w.set(SetOp::Set, &k, 3, 0, &json(i)).unwrap();
         want.insert(k.clone(), get(&mut w, &k).unwrap_or_else(|| panic!("just set")));
     }
-    w.set(SetOp::Set, b"plain", 0, 0, b"tiny").unwrap_or_else(|e| panic!("{e}"));
+    w.set(SetOp::Set, b"plain", 0, 0, b"tiny").unwrap();
     assert!(s.stats().compressed_items > 300);
     drop(w);
     let report = save_all(&s, &OsBackend, &snap(&dir));
@@ -333,8 +336,8 @@ fn compressed_values_come_back_with_their_dictionaries() {
     // using the restored dictionary.
     let h = read_header(&OsBackend, &snap(&dir)).ok().flatten().unwrap_or_else(|| panic!("header"));
     let clock = Clock::resume_at(h.unix_time + 1, h.process_started, h.now, false).unwrap_or_else(|| panic!("clock"));
-    let s2 = Store::new(zcfg(8 << 20), Arc::new(clock)).unwrap_or_else(|e| panic!("{e}"));
-    let r = load(&s2, &OsBackend, &snap(&dir), 1, 0, false).unwrap_or_else(|e| panic!("{e}"));
+    let s2 = Store::new(zcfg(8 << 20), Arc::new(clock)).unwrap();
+    let r = load(&s2, &OsBackend, &snap(&dir), 1, 0, false).unwrap();
     assert_eq!(r.dropped_items, 0, "{r:?}");
     let mut w2 = s2.worker();
     assert_eq!(check_all(&mut w2, &want), want.len());
@@ -352,7 +355,7 @@ fn compressed_values_come_back_with_their_dictionaries() {
 
 #[test]
 fn a_restored_cache_snapshots_and_restores_again() {
-    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let dir = tempfile::tempdir().unwrap();
     let (s, mut w) = store_at(cfg(8 << 20), Clock::manual(T0));
     let mut want = fill(&s, &mut w, 1000);
     drop(w);
@@ -361,7 +364,7 @@ fn a_restored_cache_snapshots_and_restores_again() {
     let (s2, mut w2, _) = restart(&snap(&dir), &OsBackend, 8 << 20, 5);
     for i in (0..1000).step_by(10) {
         let k = format!("key:{i}").into_bytes();
-        w2.set(SetOp::Set, &k, 1, 0, b"second life").unwrap_or_else(|e| panic!("{e}"));
+        w2.set(SetOp::Set, &k, 1, 0, b"second life").unwrap();
         want.insert(k.clone(), get(&mut w2, &k).unwrap_or_else(|| panic!("set")));
     }
     drop(w2);
@@ -381,13 +384,13 @@ fn a_zeroed_segment_epoch_is_damage_not_a_silent_drop() {
     let mut b = bytes.clone();
     let body = HEADER_LEN + RECORD_LEN;
     b[body..body + 8].fill(0);
-    std::fs::write(snap(&dir), &b).unwrap_or_else(|e| panic!("{e}"));
+    std::fs::write(snap(&dir), &b).unwrap();
     let (_s, mut w, r) = restart(&snap(&dir), &OsBackend, 8 << 20, 1);
     assert_eq!(r.damaged_segments, 1, "{r:?}");
     assert!(r.damaged());
     let found = check_all(&mut w, &want);
     assert!(found > want.len() / 2 && found < want.len(), "{found}");
-    let s = Store::new(cfg(8 << 20), Arc::new(Clock::manual(T0))).unwrap_or_else(|e| panic!("{e}"));
+    let s = Store::new(cfg(8 << 20), Arc::new(Clock::manual(T0))).unwrap();
     assert!(matches!(load(&s, &OsBackend, &snap(&dir), 1, 0, true), Err(SnapshotError::Damaged(_))));
 }
 
@@ -397,7 +400,7 @@ fn a_damaged_record_header_loses_that_record_only() {
     for at in [HEADER_LEN, HEADER_LEN + 4, HEADER_LEN + 13] {
         let mut b = bytes.clone();
         b[at] ^= 0x40;
-        std::fs::write(snap(&dir), &b).unwrap_or_else(|e| panic!("{e}"));
+        std::fs::write(snap(&dir), &b).unwrap();
         let (_s, mut w, r) = restart(&snap(&dir), &OsBackend, 8 << 20, 1);
         assert_eq!((r.damaged_segments, r.truncated, r.complete), (1, false, true), "flip at {at}: {r:?}");
         let found = check_all(&mut w, &want);
@@ -435,7 +438,7 @@ impl strata_persist::Saver for Busy<'_> {
 
 #[test]
 fn items_the_cleaner_would_move_during_a_snapshot_are_in_it() {
-    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let dir = tempfile::tempdir().unwrap();
     let (s, mut w) = store_at(cfg(64 << 20), Clock::manual(T0));
     // Many small sealed segments: each is at most a quarter live, so the
     // cleaner takes it first when a writer needs memory.
@@ -497,7 +500,7 @@ fn a_snapshot_never_makes_a_write_fail_for_memory() {
     // With -M nothing is evicted: overwrites live on the cleaner. While a
     // snapshot holds every segment from it, a write that finds no other
     // room cleans a held one (journaled again) rather than fail.
-    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let dir = tempfile::tempdir().unwrap();
     let c = Config { evictions: false, ..cfg(1 << 20) };
     let (s, mut w) = store_at(c, Clock::manual(T0));
     // Every segment about half dead, none wholly: only cleaning makes room.

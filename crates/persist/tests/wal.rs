@@ -1,6 +1,10 @@
 //! The durability log: group commit from many threads, reading back, torn
 //! tails, rotation, failures, and replaying into a store.
 
+// Test code: a panic is how a test fails (clippy.toml allows unwrap in
+// #[test] functions; these helpers live beside them).
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering::*};
 use std::sync::Arc;
@@ -16,15 +20,14 @@ fn snap(dir: &tempfile::TempDir) -> std::path::PathBuf {
 
 fn read_all(b: &dyn Backend, path: &std::path::Path) -> (Vec<(Op, Vec<u8>)>, bool) {
     let mut out = Vec::new();
-    let r = read_log(b, path, &mut |e| out.push((e.op, e.payload))).unwrap_or_else(|e| panic!("{e}"));
+    let r = read_log(b, path, &mut |e| out.push((e.op, e.payload))).unwrap();
     (out, r.torn)
 }
 
 #[test]
 fn group_commit_keeps_every_record_in_order_and_shares_fsyncs() {
-    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
-    let wal =
-        Arc::new(Wal::open(Arc::new(OsBackend), &snap(&dir), 1, Durability::Always).unwrap_or_else(|e| panic!("{e}")));
+    let dir = tempfile::tempdir().unwrap();
+    let wal = Arc::new(Wal::open(Arc::new(OsBackend), &snap(&dir), 1, Durability::Always).unwrap());
     let woken = Arc::new(AtomicU64::new(0));
     let w2 = woken.clone();
     wal.on_durable(Box::new(move || {
@@ -67,24 +70,24 @@ fn group_commit_keeps_every_record_in_order_and_shares_fsyncs() {
 
 #[test]
 fn a_torn_tail_reads_its_whole_records_and_rotation_trims() {
-    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
-    let wal = Wal::open(Arc::new(OsBackend), &snap(&dir), 1, Durability::Always).unwrap_or_else(|e| panic!("{e}"));
+    let dir = tempfile::tempdir().unwrap();
+    let wal = Wal::open(Arc::new(OsBackend), &snap(&dir), 1, Durability::Always).unwrap();
     for i in 0..10u8 {
         wal.append(Op::State, &[&[i], b"key"]);
     }
     assert_eq!(wal.rotate().ok(), Some(2), "rotation writes what is pending to the old file");
     wal.append(Op::Flush, &[]);
-    wal.flush().unwrap_or_else(|e| panic!("{e}"));
+    wal.flush().unwrap();
     let p1 = log_path(&snap(&dir), 1);
-    let bytes = std::fs::read(&p1).unwrap_or_else(|e| panic!("{e}"));
+    let bytes = std::fs::read(&p1).unwrap();
     assert_eq!(read_all(&OsBackend, &p1).0.len(), 10);
-    std::fs::write(&p1, &bytes[..bytes.len() - 3]).unwrap_or_else(|e| panic!("{e}"));
+    std::fs::write(&p1, &bytes[..bytes.len() - 3]).unwrap();
     let (records, torn) = read_all(&OsBackend, &p1);
     assert!(torn);
     assert_eq!(records.len(), 9);
     let mut flipped = bytes.clone();
     flipped[40] ^= 1;
-    std::fs::write(&p1, &flipped).unwrap_or_else(|e| panic!("{e}"));
+    std::fs::write(&p1, &flipped).unwrap();
     let (records, torn) = read_all(&OsBackend, &p1);
     assert!(torn && records.len() < 10);
     assert_eq!(log_files(&OsBackend, &snap(&dir)).len(), 2);
@@ -99,11 +102,9 @@ fn a_failed_write_or_fsync_stops_the_log_and_says_so() {
         Faults { fail_write_at: Some((100, libc::ENOSPC)), ..Faults::default() },
         Faults { fail_sync: true, ..Faults::default() },
     ] {
-        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let dir = tempfile::tempdir().unwrap();
         let fb = FaultBackend::new(OsBackend);
-        let wal = Arc::new(
-            Wal::open(Arc::new(fb.clone()), &snap(&dir), 1, Durability::Always).unwrap_or_else(|e| panic!("{e}")),
-        );
+        let wal = Arc::new(Wal::open(Arc::new(fb.clone()), &snap(&dir), 1, Durability::Always).unwrap());
         fb.set(faults);
         let writer = {
             let wal = wal.clone();
@@ -133,7 +134,7 @@ fn store(mem: usize) -> (Arc<Store>, Worker) {
         hash_power: 8,
         ..Config::default()
     };
-    let s = Store::new(cfg, Arc::new(Clock::manual(1_700_000_000))).unwrap_or_else(|e| panic!("{e}"));
+    let s = Store::new(cfg, Arc::new(Clock::manual(1_700_000_000))).unwrap();
     let w = s.worker();
     (s, w)
 }
@@ -144,40 +145,39 @@ fn get(w: &mut Worker, k: &[u8]) -> Option<(Vec<u8>, u32, u64)> {
 
 #[test]
 fn replaying_the_journal_rebuilds_what_clients_changed() {
-    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
-    let wal =
-        Arc::new(Wal::open(Arc::new(OsBackend), &snap(&dir), 1, Durability::Always).unwrap_or_else(|e| panic!("{e}")));
+    let dir = tempfile::tempdir().unwrap();
+    let wal = Arc::new(Wal::open(Arc::new(OsBackend), &snap(&dir), 1, Durability::Always).unwrap());
     let (s, mut w) = store(8 << 20);
     s.set_journal(Arc::new(WalJournal(wal.clone())));
     let mut want = HashMap::new();
     for i in 0..300u32 {
         let k = format!("k{i}").into_bytes();
         let exp = if i % 5 == 0 { s.clock().expiry(100) } else { 0 };
-        w.set(SetOp::Set, &k, i, exp, format!("v{i}").as_bytes()).unwrap_or_else(|e| panic!("{e}"));
+        w.set(SetOp::Set, &k, i, exp, format!("v{i}").as_bytes()).unwrap();
     }
     assert!(w.take_journaled() > 0, "changes report their log position");
     for i in (0..300u32).step_by(3) {
         w.delete(format!("k{i}").as_bytes());
     }
-    w.set(SetOp::Append, b"k1", 0, 0, b"+more").unwrap_or_else(|e| panic!("{e}"));
-    w.set(SetOp::Set, b"n", 0, 0, b"41").unwrap_or_else(|e| panic!("{e}"));
-    w.arith(b"n", true, 1).unwrap_or_else(|e| panic!("{e}"));
-    w.touch(b"k2", s.clock().expiry(50)).unwrap_or_else(|e| panic!("{e}"));
+    w.set(SetOp::Append, b"k1", 0, 0, b"+more").unwrap();
+    w.set(SetOp::Set, b"n", 0, 0, b"41").unwrap();
+    w.arith(b"n", true, 1).unwrap();
+    w.touch(b"k2", s.clock().expiry(50)).unwrap();
     for i in 0..300u32 {
         let k = format!("k{i}").into_bytes();
         want.insert(k.clone(), get(&mut w, &k));
     }
     want.insert(b"n".to_vec(), get(&mut w, b"n"));
-    wal.flush().unwrap_or_else(|e| panic!("{e}"));
+    wal.flush().unwrap();
     drop(w);
 
     // A fresh store on the same timeline, 60 s later: replay brings back
     // every value, flag and CAS; the touched key has expired.
     let clock = Clock::resume_at(s.clock().unix_now() + 60, s.clock().process_started(), s.clock().now(), false)
         .unwrap_or_else(|| panic!("clock"));
-    let s2 = Store::new(s.config().clone(), Arc::new(clock)).unwrap_or_else(|e| panic!("{e}"));
+    let s2 = Store::new(s.config().clone(), Arc::new(clock)).unwrap();
     let mut w2 = s2.worker();
-    let r = replay(&OsBackend, &snap(&dir), 0, &mut w2).unwrap_or_else(|e| panic!("{e}"));
+    let r = replay(&OsBackend, &snap(&dir), 0, &mut w2).unwrap();
     assert_eq!((r.files, r.skipped, r.torn), (1, 0, 0), "{r:?}");
     for (k, v) in &want {
         let got = get(&mut w2, k);
@@ -190,12 +190,12 @@ fn replaying_the_journal_rebuilds_what_clients_changed() {
     // A flush in the log empties what came before it.
     let (s3, mut w3) = store(8 << 20);
     s3.set_journal(Arc::new(WalJournal(wal.clone())));
-    w3.set(SetOp::Set, b"x", 0, 0, b"1").unwrap_or_else(|e| panic!("{e}"));
+    w3.set(SetOp::Set, b"x", 0, 0, b"1").unwrap();
     s3.flush_all(None);
-    w3.set(SetOp::Set, b"y", 0, 0, b"2").unwrap_or_else(|e| panic!("{e}"));
-    wal.flush().unwrap_or_else(|e| panic!("{e}"));
+    w3.set(SetOp::Set, b"y", 0, 0, b"2").unwrap();
+    wal.flush().unwrap();
     let mut w4 = s2.worker();
-    replay(&OsBackend, &snap(&dir), 0, &mut w4).unwrap_or_else(|e| panic!("{e}"));
+    replay(&OsBackend, &snap(&dir), 0, &mut w4).unwrap();
     assert_eq!(get(&mut w4, b"x"), None);
     assert_eq!(get(&mut w4, b"k5"), None, "the flush took everything before it");
     assert_eq!(get(&mut w4, b"y").map(|g| g.0), Some(b"2".to_vec()));
@@ -203,12 +203,12 @@ fn replaying_the_journal_rebuilds_what_clients_changed() {
 
 /// A log of records of every small size, as bytes, and where each ends.
 fn small_log(dir: &tempfile::TempDir) -> (Vec<u8>, Vec<usize>) {
-    let wal = Wal::open(Arc::new(OsBackend), &snap(dir), 1, Durability::Always).unwrap_or_else(|e| panic!("{e}"));
+    let wal = Wal::open(Arc::new(OsBackend), &snap(dir), 1, Durability::Always).unwrap();
     for i in 0..6u8 {
         wal.append(Op::Delete, &[&vec![i; usize::from(i) * 3]]);
     }
-    wal.flush().unwrap_or_else(|e| panic!("{e}"));
-    let bytes = std::fs::read(log_path(&snap(dir), 1)).unwrap_or_else(|e| panic!("{e}"));
+    wal.flush().unwrap();
+    let bytes = std::fs::read(log_path(&snap(dir), 1)).unwrap();
     let mut ends = vec![16];
     for i in 0..6usize {
         ends.push(ends[i] + 12 + i * 3);
@@ -219,11 +219,11 @@ fn small_log(dir: &tempfile::TempDir) -> (Vec<u8>, Vec<usize>) {
 
 #[test]
 fn a_log_cut_at_every_byte_reads_exactly_its_whole_records() {
-    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let dir = tempfile::tempdir().unwrap();
     let (bytes, ends) = small_log(&dir);
     let path = log_path(&snap(&dir), 1);
     for cut in 0..=bytes.len() {
-        std::fs::write(&path, &bytes[..cut]).unwrap_or_else(|e| panic!("{e}"));
+        std::fs::write(&path, &bytes[..cut]).unwrap();
         let (records, torn) = read_all(&OsBackend, &path);
         let whole = ends.iter().filter(|&&e| e <= cut).count().saturating_sub(1);
         assert_eq!(records.len(), whole, "cut at {cut}");
@@ -238,17 +238,17 @@ fn a_log_cut_at_every_byte_reads_exactly_its_whole_records() {
 fn bytes_after_the_last_record_are_a_torn_tail_not_a_failed_start() {
     // A crash mid-append leaves 1-11 bytes of a record head after the last
     // whole record (issue 30: start panicked in `read_at`).
-    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let dir = tempfile::tempdir().unwrap();
     let (bytes, _) = small_log(&dir);
     let path = log_path(&snap(&dir), 1);
     for extra in 1..=40usize {
         let mut b = bytes.clone();
         b.extend((0..extra).map(|i| (i * 37 + 5) as u8));
-        std::fs::write(&path, &b).unwrap_or_else(|e| panic!("{e}"));
+        std::fs::write(&path, &b).unwrap();
         let (records, torn) = read_all(&OsBackend, &path);
         assert_eq!((records.len(), torn), (6, true), "{extra} bytes after");
         let (_s, mut w) = store(8 << 20);
-        let r = replay(&OsBackend, &snap(&dir), 0, &mut w).unwrap_or_else(|e| panic!("{e}"));
+        let r = replay(&OsBackend, &snap(&dir), 0, &mut w).unwrap();
         assert_eq!((r.records, r.torn), (6, 1), "{extra} bytes after");
     }
 }
@@ -261,9 +261,8 @@ fn rotation_never_calls_durable_what_the_writer_has_not_written() {
     // file. Appends from four threads while another rotates: every record
     // is in exactly one file, in order, and `durable` never passes what
     // the files hold.
-    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
-    let wal =
-        Arc::new(Wal::open(Arc::new(OsBackend), &snap(&dir), 1, Durability::Always).unwrap_or_else(|e| panic!("{e}")));
+    let dir = tempfile::tempdir().unwrap();
+    let wal = Arc::new(Wal::open(Arc::new(OsBackend), &snap(&dir), 1, Durability::Always).unwrap());
     let writer = {
         let wal = wal.clone();
         std::thread::spawn(move || wal.run())
@@ -325,14 +324,14 @@ fn rotation_never_calls_durable_what_the_writer_has_not_written() {
 fn damage_in_the_middle_of_a_log_loses_only_the_damaged_record() {
     // Issue 30: one damaged record used to end the file's replay, losing
     // every acknowledged record after it.
-    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let dir = tempfile::tempdir().unwrap();
     let (bytes, ends) = small_log(&dir);
     let path = log_path(&snap(&dir), 1);
     for (i, w) in ends.windows(2).enumerate() {
         for at in [w[0], w[0] + 4, w[0] + 9, w[1] - 1] {
             let mut b = bytes.clone();
             b[at] ^= 0x20;
-            std::fs::write(&path, &b).unwrap_or_else(|e| panic!("{e}"));
+            std::fs::write(&path, &b).unwrap();
             let (records, torn) = read_all(&OsBackend, &path);
             let want: Vec<Vec<u8>> = (0..6usize).filter(|&j| j != i).map(|j| vec![j as u8; j * 3]).collect();
             let got: Vec<Vec<u8>> = records.into_iter().map(|(_, p)| p).collect();

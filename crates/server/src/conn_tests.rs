@@ -29,9 +29,9 @@ struct Fixture {
 impl Fixture {
     fn new(cfg: ServerConfig) -> Fixture {
         let store_cfg = Config { memory_limit: 8 << 20, item_size_max: cfg.item_size_max, ..Config::default() };
-        let store = Store::new(store_cfg, Arc::new(Clock::manual(1_700_000_000))).unwrap_or_else(|e| panic!("{e}"));
-        let poll = mio::Poll::new().unwrap_or_else(|e| panic!("{e}"));
-        let acceptor = Arc::new(mio::Waker::new(poll.registry(), mio::Token(0)).unwrap_or_else(|e| panic!("{e}")));
+        let store = Store::new(store_cfg, Arc::new(Clock::manual(1_700_000_000))).unwrap();
+        let poll = mio::Poll::new().unwrap();
+        let acceptor = Arc::new(mio::Waker::new(poll.registry(), mio::Token(0)).unwrap());
         let stats = Arc::new(WorkerStats::default());
         let budget = Arc::new(crate::ReplyBudget { limit: cfg.reply_budget, ..Default::default() });
         let shared = Arc::new(Shared {

@@ -259,14 +259,14 @@ mod tests {
 
     #[test]
     fn unread_sees_bytes_waiting_in_the_socket() {
-        let (a, b) = std::os::unix::net::UnixStream::pair().unwrap_or_else(|e| panic!("{e}"));
+        let (a, b) = std::os::unix::net::UnixStream::pair().unwrap();
         let (mut a, b) = (UnixStream::from_std(a), Stream::Unix(UnixStream::from_std(b)));
         assert!(!b.unread());
-        a.write_all(b"set k 0 0 10\r\nabc").unwrap_or_else(|e| panic!("{e}"));
+        a.write_all(b"set k 0 0 10\r\nabc").unwrap();
         assert!(b.unread());
         let Stream::Unix(mut inner) = b else { panic!("unix") };
         let mut buf = [0u8; 64];
-        let n = inner.read(&mut buf).unwrap_or_else(|e| panic!("{e}"));
+        let n = inner.read(&mut buf).unwrap();
         assert_eq!(n, 17);
         assert!(!Stream::Unix(inner).unread());
     }

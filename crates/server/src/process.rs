@@ -177,10 +177,10 @@ mod tests {
     #[test]
     fn a_pid_file_holds_the_pid_and_goes_with_its_owner() {
         let dir = std::env::temp_dir().join(format!("strata-pid-test-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap_or_else(|e| panic!("{e}"));
+        std::fs::create_dir_all(&dir).unwrap();
         let path = dir.join("strata.pid");
-        let pid = PidFile::create(&path).unwrap_or_else(|e| panic!("{e}"));
-        let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{e}"));
+        let pid = PidFile::create(&path).unwrap();
+        let text = std::fs::read_to_string(&path).unwrap();
         assert_eq!(text, format!("{}\n", std::process::id()));
         drop(pid);
         assert!(!path.exists());

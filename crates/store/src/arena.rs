@@ -214,7 +214,7 @@ mod tests {
 
     #[test]
     fn write_then_read_an_item() {
-        let a = Arena::new(4096, 2).unwrap_or_else(|e| panic!("{e}"));
+        let a = Arena::new(4096, 2).unwrap();
         let f = Fields { flags: 7, ..Fields::default() };
         let len = encoded_len(3, 5, &f);
         // SAFETY: single-threaded test owns the whole arena.
@@ -233,7 +233,7 @@ mod tests {
         // Under Miri, which checks every byte the test reads one by one, a
         // smaller segment: still whole pages inside, partial ones at its edges.
         let seg = if cfg!(miri) { 9 << 13 } else { 1 << 20 };
-        let a = Arena::new(seg, 3).unwrap_or_else(|e| panic!("{e}"));
+        let a = Arena::new(seg, 3).unwrap();
         for s in 0..3 {
             // SAFETY: single-threaded test owns the whole arena.
             unsafe { a.bytes_mut(s, 0, seg) }.fill(0xa5);
@@ -256,7 +256,7 @@ mod tests {
     #[test]
     #[should_panic(expected = "arena bounds")]
     fn out_of_bounds_is_refused() {
-        let a = Arena::new(4096, 1).unwrap_or_else(|e| panic!("{e}"));
+        let a = Arena::new(4096, 1).unwrap();
         // SAFETY: the call must panic before touching memory.
         let _ = unsafe { a.bytes(0, 4000, 200) };
     }

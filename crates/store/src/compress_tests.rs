@@ -3,6 +3,10 @@
 //! values name them, and the totals count both sizes. Not under Miri: zstd
 //! is C.
 
+// Test code: a panic is how a test fails (clippy.toml allows unwrap in
+// #[test] functions; these helpers live beside them).
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use crate::tests::{check, get, op_with, ops_len, set, store_of, Op};
 use crate::*;
 use proptest::prelude::*;

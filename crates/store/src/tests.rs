@@ -15,7 +15,7 @@ pub(crate) fn store_of(cfg: Config) -> (Arc<Store>, Worker) {
     // of a small test's time there.
     let hash_power = if cfg.hash_power == 0 { scaled(0, 4) as u32 } else { cfg.hash_power };
     let cfg = Config { hash_power, ..cfg };
-    let s = Store::new(cfg, Arc::new(Clock::manual(1_700_000_000))).unwrap_or_else(|e| panic!("{e}"));
+    let s = Store::new(cfg, Arc::new(Clock::manual(1_700_000_000))).unwrap();
     let w = s.worker();
     (s, w)
 }
@@ -27,11 +27,11 @@ pub(crate) fn get(w: &mut Worker, k: &[u8]) -> Option<(Vec<u8>, u32, u64)> {
 /// The classic `cas` command: a set with a compare value.
 fn cas(w: &mut Worker, unique: u64, k: &[u8], v: &[u8]) -> StoreOutcome {
     let write = Write { compare: Some(unique), ..Write::new(SetOp::Set, k, 0, 0, v) };
-    w.set_with(&write).map(|s| s.outcome).unwrap_or_else(|e| panic!("{e}"))
+    w.set_with(&write).map(|s| s.outcome).unwrap()
 }
 
 pub(crate) fn set(w: &mut Worker, op: SetOp, k: &[u8], v: &[u8]) -> StoreOutcome {
-    w.set(op, k, 0, 0, v).unwrap_or_else(|e| panic!("{e}"))
+    w.set(op, k, 0, 0, v).unwrap()
 }
 
 #[test]
@@ -207,7 +207,7 @@ fn overwrites_do_not_fill_a_no_eviction_store() {
 #[cfg_attr(miri, ignore = "fills megabytes: too slow under Miri")]
 fn memory_limit_can_shrink_and_grow_within_the_reserve() {
     let cfg = Config { memory_limit: 4 << 20, memory_reserve: 16 << 20, ..Config::default() };
-    let s = Store::new(cfg, Arc::new(Clock::manual(0))).unwrap_or_else(|e| panic!("{e}"));
+    let s = Store::new(cfg, Arc::new(Clock::manual(0))).unwrap();
     let mut w = s.worker();
     let value = vec![b'v'; 1000];
     let fill = |w: &mut Worker| {
@@ -239,8 +239,7 @@ fn too_large_is_refused() {
 
 /// What a meta read saw: value, won, token already sent, stale, fetched.
 fn read(w: &mut Worker, k: &[u8], opts: &ReadOpts) -> Option<(Vec<u8>, bool, bool, bool, bool)> {
-    w.read(k, opts, |it| (it.value.to_vec(), it.won, it.token_sent, it.stale, it.fetched))
-        .unwrap_or_else(|e| panic!("{e}"))
+    w.read(k, opts, |it| (it.value.to_vec(), it.won, it.token_sent, it.stale, it.fetched)).unwrap()
 }
 
 #[test]
@@ -357,7 +356,7 @@ fn a_stale_store_keeps_ttl_and_a_token_already_sent() {
 #[test]
 fn delete_with_compare_and_empty_value() {
     let (_s, mut w) = store(4 << 20, true);
-    w.set(SetOp::Set, b"k", 9, 0, b"value").unwrap_or_else(|e| panic!("{e}"));
+    w.set(SetOp::Set, b"k", 9, 0, b"value").unwrap();
     let cas = get(&mut w, b"k").map_or(0, |g| g.2);
     let wrong = Delete { compare: Some(cas + 1), ..Delete::default() };
     assert_eq!(w.delete_with(b"k", &wrong), Ok(DeleteOutcome::Exists));
@@ -373,9 +372,9 @@ fn delete_with_compare_and_empty_value() {
 fn arith_vivifies_with_the_initial_value_and_checks_cas() {
     let (s, mut w) = store(4 << 20, true);
     let a = Arith { incr: true, delta: 5, vivify: Some(s.clock().expiry(60)), initial: 10, ..Arith::default() };
-    let c = w.arith_with(b"n", &a).unwrap_or_else(|e| panic!("{e}"));
+    let c = w.arith_with(b"n", &a).unwrap();
     assert_eq!((c.outcome, c.expiry_before, c.expiry), (ArithOutcome::Value(10), 0, s.clock().expiry(60)));
-    let c2 = w.arith_with(b"n", &a).unwrap_or_else(|e| panic!("{e}"));
+    let c2 = w.arith_with(b"n", &a).unwrap();
     assert_eq!(c2.outcome, ArithOutcome::Value(15));
     let wrong = Arith { compare: Some(c2.cas + 1), ..a };
     assert_eq!(w.arith_with(b"n", &wrong).map(|c| c.outcome), Ok(ArithOutcome::Exists));
@@ -1029,11 +1028,11 @@ fn restored_images_read_back_with_their_cas_flags_and_times() {
         .unwrap_or_else(|| panic!("timeline"));
     assert_eq!(clock.now(), facts.now + 20);
     let cfg = Config { hash_power: 6, ..s.config().clone() };
-    let s2 = Store::new(cfg, Arc::new(clock)).unwrap_or_else(|e| panic!("{e}"));
+    let s2 = Store::new(cfg, Arc::new(clock)).unwrap();
     s2.resume(facts.epoch, facts.flush_epoch, facts.flush_at);
     let mut restored = Restored::default();
     for img in &images {
-        let r = s2.restore(img).unwrap_or_else(|e| panic!("{e}"));
+        let r = s2.restore(img).unwrap();
         restored.items += r.items;
         restored.dropped += r.dropped;
         assert_eq!(r.malformed, 0);
@@ -1058,7 +1057,7 @@ fn restored_images_read_back_with_their_cas_flags_and_times() {
     let lasting = images.iter().find(|i| i.max_expire > facts.now + 100).unwrap_or_else(|| panic!("an image"));
     let mut bad = lasting.clone();
     bad.live = vec![bad.bytes.len() as u32, u32::MAX - 7];
-    let r = s2.restore(&bad).unwrap_or_else(|e| panic!("{e}"));
+    let r = s2.restore(&bad).unwrap();
     assert_eq!((r.items, r.malformed), (0, 2));
     let mut huge = images[0].clone();
     huge.bytes.resize(32 << 10, 0);

@@ -3,6 +3,10 @@
 //! first, and damage or I/O errors are misses, never wrong values.
 //! (Files on disk: not under Miri.)
 
+// Test code: a panic is how a test fails (clippy.toml allows unwrap in
+// #[test] functions; these helpers live beside them).
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use crate::tests::{get, store_of};
 use crate::*;
 use std::sync::Arc;
@@ -33,13 +37,12 @@ fn tier_with(memory_mib: usize, flash_mib: u64, recache_rate: u32) -> Tier {
 
 /// [`tier_with`], with `io_threads` I/O threads for asynchronous reads.
 pub(crate) fn tier_cfg(memory_mib: usize, flash_mib: u64, recache_rate: u32, io_threads: usize) -> Tier {
-    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
-    let file: Arc<dyn Device> =
-        Arc::new(FileDevice::open(&dir.path().join("flash"), flash_mib << 20).unwrap_or_else(|e| panic!("{e}")));
+    let dir = tempfile::tempdir().unwrap();
+    let file: Arc<dyn Device> = Arc::new(FileDevice::open(&dir.path().join("flash"), flash_mib << 20).unwrap());
     let dev = FaultDevice::new(file);
     let faults = dev.faults();
-    let log = Flash::new(&strata_flash::Config { region_size: 1 << 20, max_record: 64 << 10 }, vec![Arc::new(dev)])
-        .unwrap_or_else(|e| panic!("{e}"));
+    let log =
+        Flash::new(&strata_flash::Config { region_size: 1 << 20, max_record: 64 << 10 }, vec![Arc::new(dev)]).unwrap();
     let flash = FlashTier {
         log: Arc::new(log),
         min_item: 16,

@@ -740,18 +740,18 @@ mod tests {
             "-l",
             "127.0.0.1,::1",
         ])
-        .unwrap_or_else(|e| panic!("{e}"));
+        .unwrap();
         assert_eq!((sv.port, st.memory_limit, st.item_size_max), (1234, 128 << 20, 2 << 20));
         assert!(!st.cas && !st.evictions && sv.shutdown_enabled && !sv.flush_enabled);
         assert_eq!((sv.max_conns, sv.threads), (7, 3));
-        let (_, sv) = parse(&["--port=99", "--listen=0.0.0.0"]).unwrap_or_else(|e| panic!("{e}"));
+        let (_, sv) = parse(&["--port=99", "--listen=0.0.0.0"]).unwrap();
         assert_eq!((sv.port, sv.listen.as_slice()), (99, &["0.0.0.0".to_string()][..]));
     }
 
     #[test]
     fn operational_flags() {
-        let (_, sv) = parse(&["-u", "memcache", "-P", "/run/m.pid", "-o", "idle_timeout=30", "-d", "-k", "-L"])
-            .unwrap_or_else(|e| panic!("{e}"));
+        let (_, sv) =
+            parse(&["-u", "memcache", "-P", "/run/m.pid", "-o", "idle_timeout=30", "-d", "-k", "-L"]).unwrap();
         assert_eq!(sv.user.as_deref(), Some("memcache"));
         assert_eq!(sv.pid_file, Some(PathBuf::from("/run/m.pid")));
         assert_eq!(sv.idle_timeout, 30);
@@ -765,9 +765,9 @@ mod tests {
         .is_ok());
         assert!(parse(&["-o", "slab_reasign"]).is_err(), "a misspelt option is an error");
         // A configuration file's flags come first: the command line's win.
-        let (st, sv) = parse(&["-m", "32", "-p", "1", "-p", "2", "-m", "16"]).unwrap_or_else(|e| panic!("{e}"));
+        let (st, sv) = parse(&["-m", "32", "-p", "1", "-p", "2", "-m", "16"]).unwrap();
         assert_eq!((st.memory_limit, sv.port), (16 << 20, 2));
-        let (_, sv) = parse(&["-l", "127.0.0.1", "-l", "::1"]).unwrap_or_else(|e| panic!("{e}"));
+        let (_, sv) = parse(&["-l", "127.0.0.1", "-l", "::1"]).unwrap();
         assert_eq!(sv.listen.len(), 2, "-l adds up");
     }
 
@@ -781,27 +781,25 @@ mod tests {
         assert_eq!(parse(&["-U", "11211"]).map(|(_, sv)| sv.udp_port), Ok(11211));
         assert_eq!(parse(&["-U", "0"]).map(|(_, sv)| sv.udp_port), Ok(0));
         assert!(parse(&["-Z"]).is_err(), "TLS needs a certificate");
-        let (_, sv) = parse(&["-Z", "-o", "ssl_chain_cert=/c.pem,ssl_min_version=3,ssl_verify_mode=1"])
-            .unwrap_or_else(|e| panic!("{e}"));
+        let (_, sv) = parse(&["-Z", "-o", "ssl_chain_cert=/c.pem,ssl_min_version=3,ssl_verify_mode=1"]).unwrap();
         let tls = sv.tls.unwrap_or_else(|| panic!("-Z"));
         assert_eq!((tls.verify_mode, tls.min_version), (1, strata_server::MinVersion::Tls13));
         assert!(parse(&["-o", "ssl_verify_mode=4"]).is_err());
         assert!(parse(&["-o", "ssl_keyformat=DER"]).is_err());
         assert!(parse(&["-a", "999"]).is_err());
         assert!(parse(&["-o", "nonsense"]).is_err());
-        let (st, _) = parse(&["-o", "compression=on,compression_level=5", "-o", "compression_min_size=1k"])
-            .unwrap_or_else(|e| panic!("{e}"));
+        let (st, _) = parse(&["-o", "compression=on,compression_level=5", "-o", "compression_min_size=1k"]).unwrap();
         let z = st.compression.unwrap_or_else(|| panic!("compression is on"));
         assert_eq!((z.level, z.min_size, z.dict_size), (5, 1024, 256 << 10));
-        let (st, _) = parse(&["-o", "compression=off"]).unwrap_or_else(|e| panic!("{e}"));
+        let (st, _) = parse(&["-o", "compression=off"]).unwrap();
         assert!(st.compression.is_none());
         assert!(parse(&["-o", "compression=maybe"]).is_err());
         assert!(parse(&["-o", "compression=on,compression_level=25"]).is_err());
         assert!(parse(&["-o", "compression_sample=0"]).is_err());
         assert!(parse(&["-o", "compression_dict_size=x"]).is_err());
-        let (_, sv) = parse(&["-D", "/"]).unwrap_or_else(|e| panic!("{e}"));
+        let (_, sv) = parse(&["-D", "/"]).unwrap();
         assert_eq!((sv.prefix_delimiter, sv.detail_enabled), (b'/', true));
-        let (_, sv) = parse(&[]).unwrap_or_else(|e| panic!("{e}"));
+        let (_, sv) = parse(&[]).unwrap();
         assert_eq!((sv.prefix_delimiter, sv.detail_enabled), (b':', false));
         assert!(parse(&["-D", ""]).is_err());
         assert!(parse(&["--bogus"]).is_err());

@@ -181,18 +181,16 @@ logfile /var/log/memcached.log
 
     #[test]
     fn the_command_line_comes_after_the_file() {
-        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("memcached.conf");
-        std::fs::write(&path, "-m 32\n-p 1\n").unwrap_or_else(|e| panic!("{e}"));
+        std::fs::write(&path, "-m 32\n-p 1\n").unwrap();
         let argv = |v: &[&str]| v.iter().map(OsString::from).collect::<Vec<_>>();
         let p = path.to_string_lossy().to_string();
-        let (out, _) = expand(argv(&["strata", "-p", "2", "--config", &p]))
-            .unwrap_or_else(|e| panic!("{e}"))
-            .unwrap_or_else(|| panic!("a config"));
+        let (out, _) =
+            expand(argv(&["strata", "-p", "2", "--config", &p])).unwrap().unwrap_or_else(|| panic!("a config"));
         assert_eq!(out, argv(&["strata", "-m", "32", "-p", "1", "-p", "2"]));
-        let (out, _) = expand(argv(&["strata", &format!("--config={p}")]))
-            .unwrap_or_else(|e| panic!("{e}"))
-            .unwrap_or_else(|| panic!("a config"));
+        let (out, _) =
+            expand(argv(&["strata", &format!("--config={p}")])).unwrap().unwrap_or_else(|| panic!("a config"));
         assert_eq!(out, argv(&["strata", "-m", "32", "-p", "1"]));
         assert_eq!(expand(argv(&["strata", "-m", "8"])), Ok(None));
         assert!(expand(argv(&["strata", "--config", "/nonexistent/x.conf"])).is_err());

@@ -212,21 +212,21 @@ mod tests {
 
     #[test]
     fn opens_a_sparse_file_in_regions() {
-        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let dir = tempfile::tempdir().unwrap();
         let mut o = ExtOptions::default();
         let path = dir.path().join("flash");
-        o.take("ext_path", &format!("{}:256M", path.display())).unwrap_or_else(|e| panic!("{e}"));
-        let t = o.open(1 << 20).unwrap_or_else(|e| panic!("{e}")).unwrap_or_else(|| panic!("on"));
+        o.take("ext_path", &format!("{}:256M", path.display())).unwrap();
+        let t = o.open(1 << 20).unwrap().unwrap_or_else(|| panic!("on"));
         assert_eq!((t.log.region_size(), t.log.regions(), t.min_item), (16 << 20, 16, 512));
         assert_eq!(t.write_buffer, 4 << 20);
         let mut small_pages = ExtOptions::default();
         let p2 = dir.path().join("p");
-        small_pages.take("ext_path", &format!("{}:64M", p2.display())).unwrap_or_else(|e| panic!("{e}"));
-        let t = small_pages.open(1 << 20).unwrap_or_else(|e| panic!("{e}")).unwrap_or_else(|| panic!("on"));
+        small_pages.take("ext_path", &format!("{}:64M", p2.display())).unwrap();
+        let t = small_pages.open(1 << 20).unwrap().unwrap_or_else(|| panic!("on"));
         assert_eq!((t.log.region_size(), t.write_buffer), (4 << 20, 2 << 20), "half a region");
         assert_eq!(std::fs::metadata(&path).map(|m| m.len()).ok(), Some(256 << 20));
         let mut small = ExtOptions::default();
-        small.take("ext_path", &format!("{}:3M", dir.path().join("s").display())).unwrap_or_else(|e| panic!("{e}"));
+        small.take("ext_path", &format!("{}:3M", dir.path().join("s").display())).unwrap();
         assert!(small.open(1 << 20).is_err(), "fewer than two regions");
     }
 }
