@@ -20,8 +20,8 @@ from wirelib import (
     assert_in_sync,
     expect,
     gets_cas,
+    meta,
     read_line_or_partial,
-    read_n,
     read_until_end,
     run_binary,
     stats,
@@ -78,14 +78,6 @@ def flash_server(make_server, tmp_path):
     assert int(s["extstore_objects_used"]) > N // 2, "most items went to flash"
     assert s["evictions"] == "0"
     return srv, c, tmp_path / "flash"
-
-
-def meta(c, request):
-    c.send(request)
-    line = read_line_or_partial(c)
-    if line.startswith(b"VA "):
-        line += read_n(c, int(line.split()[1]) + 2)
-    return line
 
 
 def test_every_read_form_returns_flash_items_exactly(flash_server):

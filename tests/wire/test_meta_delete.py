@@ -8,32 +8,12 @@ from wirelib import (
     assert_in_sync,
     assert_missing,
     assert_value,
+    cas_of,
     expect,
     get,
     gets_cas,
-    read_line_or_partial,
-    read_n,
+    meta,
 )
-
-
-def read_reply(c):
-    """One meta reply: its line, plus the data block after a VA line."""
-    line = read_line_or_partial(c)
-    if line.startswith(b"VA "):
-        line += read_n(c, int(line.split()[1]) + 2)
-    return line
-
-
-def meta(c, request):
-    c.send(request)
-    return read_reply(c)
-
-
-def cas_of(c, key):
-    """The item's CAS, read without marking it fetched (u)."""
-    reply = meta(c, b"mg %s c u\r\n" % key)
-    assert reply.startswith(b"HD c") and reply.endswith(b"\r\n"), reply
-    return int(reply.split()[1][1:])
 
 
 def ticks(template, n):

@@ -8,36 +8,7 @@ strata's debug clock and are strata_only.
 import pytest
 
 from harness import Server
-from wirelib import (
-    advance_clock,
-    assert_in_sync,
-    expect,
-    get,
-    gets_cas,
-    read_line_or_partial,
-    read_n,
-    value_reply,
-)
-
-
-def read_reply(c):
-    """One meta reply: its line, plus the data block after a VA line."""
-    line = read_line_or_partial(c)
-    if line.startswith(b"VA "):
-        line += read_n(c, int(line.split()[1]) + 2)
-    return line
-
-
-def meta(c, request):
-    c.send(request)
-    return read_reply(c)
-
-
-def cas_of(c, key):
-    """The item's CAS, read without marking it fetched (u)."""
-    reply = meta(c, b"mg %s c u\r\n" % key)
-    assert reply.startswith(b"HD c") and reply.endswith(b"\r\n"), reply
-    return int(reply.split()[1][1:])
+from wirelib import advance_clock, assert_in_sync, cas_of, expect, get, gets_cas, meta, value_reply
 
 
 def ticks(template, n, later=-1):

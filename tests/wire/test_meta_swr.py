@@ -5,29 +5,10 @@ import threading
 
 import pytest
 
-from wirelib import READ_TIMEOUT, expect, read_line_or_partial, read_n
+from wirelib import READ_TIMEOUT, cas_of, expect, meta, read_reply
 
 CLIENTS = 16
 ROUNDS = 4
-
-
-def read_reply(c):
-    """One meta reply: its line, plus the data block after a VA line."""
-    line = read_line_or_partial(c)
-    if line.startswith(b"VA "):
-        line += read_n(c, int(line.split()[1]) + 2)
-    return line
-
-
-def meta(c, request):
-    c.send(request)
-    return read_reply(c)
-
-
-def cas_of(c, key):
-    reply = meta(c, b"mg %s c u\r\n" % key)
-    assert reply.startswith(b"HD c"), reply
-    return int(reply.split()[1][1:])
 
 
 @pytest.fixture

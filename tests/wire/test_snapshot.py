@@ -20,17 +20,9 @@ import pytest
 
 import binlib as b
 from harness import Server
-from wirelib import advance_clock, assert_in_sync, expect, gets_cas, read_line_or_partial, read_n, stats, wait_exit
+from wirelib import advance_clock, assert_in_sync, expect, gets_cas, meta, read_line_or_partial, read_n, stats
 
 pytestmark = [pytest.mark.strata_only, pytest.mark.not_over_flash("a restart gets a new flash file in that run")]
-
-
-def meta(c, request):
-    c.send(request)
-    line = read_line_or_partial(c)
-    if line.startswith(b"VA "):
-        line += read_n(c, int(line.split()[1]) + 2)
-    return line
 
 
 def start(path, *args, flag="--snapshot-dir"):

@@ -119,6 +119,27 @@ def read_until_end(c, terminator=b"END\r\n", timeout=READ_TIMEOUT):
 # ---------------------------------------------------------------- protocol helpers
 
 
+def read_reply(c):
+    """One meta reply: its line, plus the data block after a VA line."""
+    line = read_line_or_partial(c)
+    if line.startswith(b"VA "):
+        line += read_n(c, int(line.split()[1]) + 2)
+    return line
+
+
+def meta(c, request):
+    """Sends a meta request and reads its one reply."""
+    c.send(request)
+    return read_reply(c)
+
+
+def cas_of(c, key):
+    """The item's CAS, read without marking it fetched (u)."""
+    reply = meta(c, b"mg %s c u\r\n" % key)
+    assert reply.startswith(b"HD c") and reply.endswith(b"\r\n"), reply
+    return int(reply.split()[1][1:])
+
+
 def set_cmd(key, value, flags=0, exptime=0, cmd=b"set", noreply=False):
     key = key.encode() if isinstance(key, str) else key
     line = b"%s %s %d %d %d" % (cmd, key, flags, exptime, len(value))
