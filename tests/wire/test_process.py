@@ -249,3 +249,6 @@ def test_a_panic_closes_only_its_connection(make_server):
     expect(srv.connect(), b"get k\r\n", b"VALUE k 0 1\r\nv\r\nEND\r\n")
     assert stats(other)["strata_worker_panics"] == "1"
     assert srv.proc.poll() is None
+    # stats reset zeroes it, as every worker counter (it used to be left out).
+    expect(other, b"stats reset\r\n", b"RESET\r\n")
+    assert stats(other)["strata_worker_panics"] == "0"

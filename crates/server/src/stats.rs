@@ -27,86 +27,81 @@ pub(crate) const VERSION: &str = "1.6.38";
 /// strata's own version (`strata -V`, `stats` → `strata_version`).
 pub(crate) const STRATA_VERSION: &str = env!("CARGO_PKG_VERSION");
 
-/// One worker's request counters. Only its worker writes them (plain load
-/// and store, no locked instructions); `stats` reads them from any thread.
-#[derive(Debug, Default)]
-pub(crate) struct WorkerStats {
-    /// The last snapshot seal request this worker carried out.
-    pub sealed: AtomicU64,
-    pub cmd_get: AtomicU64,
-    pub cmd_set: AtomicU64,
-    pub cmd_flush: AtomicU64,
-    pub cmd_touch: AtomicU64,
-    pub cmd_meta: AtomicU64,
-    pub get_hits: AtomicU64,
-    pub get_misses: AtomicU64,
-    pub delete_hits: AtomicU64,
-    pub delete_misses: AtomicU64,
-    pub incr_hits: AtomicU64,
-    pub incr_misses: AtomicU64,
-    pub decr_hits: AtomicU64,
-    pub decr_misses: AtomicU64,
-    pub cas_hits: AtomicU64,
-    pub cas_misses: AtomicU64,
-    pub cas_badval: AtomicU64,
-    pub touch_hits: AtomicU64,
-    pub touch_misses: AtomicU64,
-    pub store_too_large: AtomicU64,
-    pub store_no_memory: AtomicU64,
-    /// Operations that lost the race for an item to concurrent writers
-    /// [`strata_store::MAX_RETRIES`] times in a row.
-    pub store_contended: AtomicU64,
-    /// Authentication attempts (SASL and ASCII) and the failed ones.
-    pub auth_cmds: AtomicU64,
-    pub auth_errors: AtomicU64,
-    /// Connections closed for [`crate::dispatch::MAX_AUTH_FAILURES`] failed
-    /// attempts in a row.
-    pub auth_closed: AtomicU64,
-    /// Connections closed by `-o idle_timeout` (memcached's `idle_kicks`).
-    pub idle_kicks: AtomicU64,
-    /// Connections closed because serving them panicked.
-    pub panics: AtomicU64,
-    /// Turns a connection ended at `-R` requests with more to do.
-    pub conn_yields: AtomicU64,
-    pub bytes_read: AtomicU64,
-    pub bytes_written: AtomicU64,
-    /// Request latency by command family (with `--metrics-listen`).
-    pub latency: crate::latency::Latency,
+/// A worker counter's name, help, whether the general `stats` lists it
+/// in the run of [`WORKER_FIELDS`] (the others it shows in their own
+/// places, in memcached's order), and its place in [`WorkerStats`].
+type Field = (&'static str, &'static str, bool, fn(&WorkerStats) -> &AtomicU64);
+
+/// Declares each worker counter once: its field in [`WorkerStats`], and
+/// its entry in [`WORKER_FIELDS`], which `stats` shows and `stats reset`
+/// zeroes. Written in the order `stats` lists them.
+macro_rules! worker_counters {
+    ($( $(#[$attr:meta])* $field:ident: $name:literal, $listed:literal, $help:literal; )*) => {
+        /// One worker's request counters. Only its worker writes them (plain load
+        /// and store, no locked instructions); `stats` reads them from any thread.
+        #[derive(Debug, Default)]
+        pub(crate) struct WorkerStats {
+            /// The last snapshot seal request this worker carried out.
+            pub sealed: AtomicU64,
+            $( $(#[$attr])* pub $field: AtomicU64, )*
+            /// Request latency by command family (with `--metrics-listen`).
+            pub latency: crate::latency::Latency,
+        }
+
+        /// Every worker counter, summed over the workers for `stats` and
+        /// zeroed by `stats reset`.
+        const WORKER_FIELDS: &[Field] = &[ $( ($name, $help, $listed, |w| &w.$field), )* ];
+    };
 }
 
-/// A worker counter's name, help and place in [`WorkerStats`].
-type Field = (&'static str, &'static str, fn(&WorkerStats) -> &AtomicU64);
-
-/// The worker counters `stats` shows, in memcached's order; all are
-/// counters, summed over the workers, and zeroed by `stats reset`.
-const WORKER_FIELDS: &[Field] = &[
-    ("cmd_get", "Reads (each key of a multi-get, and mg, counts once).", |w| &w.cmd_get),
-    ("cmd_set", "Storage commands (set, add, replace, append, prepend, cas, ms).", |w| &w.cmd_set),
-    ("cmd_flush", "flush_all commands.", |w| &w.cmd_flush),
-    ("cmd_touch", "Touching reads (touch, gat, gats, mg T).", |w| &w.cmd_touch),
+worker_counters! {
+    cmd_get: "cmd_get", true, "Reads (each key of a multi-get, and mg, counts once).";
+    cmd_set: "cmd_set", true, "Storage commands (set, add, replace, append, prepend, cas, ms).";
+    cmd_flush: "cmd_flush", true, "flush_all commands.";
+    cmd_touch: "cmd_touch", true, "Touching reads (touch, gat, gats, mg T).";
     // memcached 1.6.18 counts only `me` here; mg, ms, md and ma count as
     // gets, sets, deletes and incr/decr.
-    ("cmd_meta", "Meta debug commands (me).", |w| &w.cmd_meta),
-    ("get_hits", "Reads that found the key.", |w| &w.get_hits),
-    ("get_misses", "Reads that did not find the key.", |w| &w.get_misses),
-    ("delete_misses", "Deletes of keys that were not there.", |w| &w.delete_misses),
-    ("delete_hits", "Deletes that removed an item.", |w| &w.delete_hits),
-    ("incr_misses", "incr of keys that were not there.", |w| &w.incr_misses),
-    ("incr_hits", "incr that changed a value.", |w| &w.incr_hits),
-    ("decr_misses", "decr of keys that were not there.", |w| &w.decr_misses),
-    ("decr_hits", "decr that changed a value.", |w| &w.decr_hits),
-    ("cas_misses", "cas on keys that were not there.", |w| &w.cas_misses),
-    ("cas_hits", "cas that stored.", |w| &w.cas_hits),
-    ("cas_badval", "cas refused because the item had changed.", |w| &w.cas_badval),
-    ("touch_hits", "Touching reads that found the key.", |w| &w.touch_hits),
-    ("touch_misses", "Touching reads that did not find the key.", |w| &w.touch_misses),
-    ("store_too_large", "Writes refused for exceeding the item size limit (-I).", |w| &w.store_too_large),
-    ("store_no_memory", "Writes refused because no memory could be freed.", |w| &w.store_no_memory),
-    ("auth_cmds", "Authentication attempts (SASL and ASCII).", |w| &w.auth_cmds),
-    ("auth_errors", "Failed authentication attempts.", |w| &w.auth_errors),
-    ("bytes_read", "Bytes read from clients.", |w| &w.bytes_read),
-    ("bytes_written", "Bytes written to clients.", |w| &w.bytes_written),
-];
+    cmd_meta: "cmd_meta", true, "Meta debug commands (me).";
+    get_hits: "get_hits", true, "Reads that found the key.";
+    get_misses: "get_misses", true, "Reads that did not find the key.";
+    delete_misses: "delete_misses", true, "Deletes of keys that were not there.";
+    delete_hits: "delete_hits", true, "Deletes that removed an item.";
+    incr_misses: "incr_misses", true, "incr of keys that were not there.";
+    incr_hits: "incr_hits", true, "incr that changed a value.";
+    decr_misses: "decr_misses", true, "decr of keys that were not there.";
+    decr_hits: "decr_hits", true, "decr that changed a value.";
+    cas_misses: "cas_misses", true, "cas on keys that were not there.";
+    cas_hits: "cas_hits", true, "cas that stored.";
+    cas_badval: "cas_badval", true, "cas refused because the item had changed.";
+    touch_hits: "touch_hits", true, "Touching reads that found the key.";
+    touch_misses: "touch_misses", true, "Touching reads that did not find the key.";
+    store_too_large: "store_too_large", true, "Writes refused for exceeding the item size limit (-I).";
+    store_no_memory: "store_no_memory", true, "Writes refused because no memory could be freed.";
+    auth_cmds: "auth_cmds", true, "Authentication attempts (SASL and ASCII).";
+    auth_errors: "auth_errors", true, "Failed authentication attempts.";
+    bytes_read: "bytes_read", true, "Bytes read from clients.";
+    bytes_written: "bytes_written", true, "Bytes written to clients.";
+    /// Turns a connection ended at `-R` requests with more to do.
+    conn_yields: "conn_yields", false, "Times a connection gave up its turn at -R requests with more to do.";
+    /// Operations that lost the race for an item to concurrent writers
+    /// [`strata_store::MAX_RETRIES`] times in a row.
+    store_contended: "strata_store_contended", false, "Operations that lost the race for an item too often.";
+    /// Connections closed for [`crate::dispatch::MAX_AUTH_FAILURES`] failed
+    /// attempts in a row.
+    auth_closed: "strata_auth_closed", false, "Connections closed after repeated failed authentication attempts.";
+    /// Connections closed by `-o idle_timeout` (memcached's `idle_kicks`).
+    idle_kicks: "idle_kicks", false, "Connections closed for going -o idle_timeout seconds without a request.";
+    /// Connections closed because serving them panicked.
+    panics: "strata_worker_panics", false, "Connections closed because serving them panicked (a bug: the log has it).";
+}
+
+/// The worker counter `name` of [`WORKER_FIELDS`], summed, where `stats`
+/// shows it apart from the run of the others.
+fn worker_counter(s: &mut Snapshot, shared: &Shared, name: &str) {
+    if let Some(&(name, help, _, f)) = WORKER_FIELDS.iter().find(|f| f.0 == name) {
+        s.counter(name, help, sum(shared, f));
+    }
+}
 
 fn sum(shared: &Shared, f: fn(&WorkerStats) -> &AtomicU64) -> u64 {
     shared.workers.iter().map(|w| f(w).load(Relaxed)).sum()
@@ -127,13 +122,9 @@ pub(crate) fn command(shared: &Shared, args: Tokens<'_>) -> Reply {
         None => general(shared),
         Some(b"reset") => {
             for w in &shared.workers {
-                for (_, _, f) in WORKER_FIELDS {
+                for (_, _, _, f) in WORKER_FIELDS {
                     f(w).store(0, Relaxed);
                 }
-                w.store_contended.store(0, Relaxed);
-                w.auth_closed.store(0, Relaxed);
-                w.idle_kicks.store(0, Relaxed);
-                w.conn_yields.store(0, Relaxed);
             }
             shared.total_conns.store(0, Relaxed);
             shared.rejected_conns.store(0, Relaxed);
@@ -198,7 +189,7 @@ fn general(shared: &Shared) -> Snapshot {
     s.counter("rejected_connections", "Connections refused over the limit.", shared.rejected_conns.load(Relaxed));
     let structures = shared.curr_conns.load(Relaxed) + shared.listeners.len();
     s.gauge("connection_structures", "Connections and listeners.", structures);
-    for &(name, help, f) in WORKER_FIELDS {
+    for &(name, help, _, f) in WORKER_FIELDS.iter().filter(|f| f.2) {
         s.counter(name, help, sum(shared, f));
     }
     s.counter("get_expired", "Reads that found the item expired.", st.get_expired);
@@ -210,11 +201,7 @@ fn general(shared: &Shared) -> Snapshot {
         u64::from(!shared.draining.load(Relaxed)),
     );
     s.info("threads", "Worker threads (-t).", shared.cfg.threads);
-    s.counter(
-        "conn_yields",
-        "Times a connection gave up its turn at -R requests with more to do.",
-        sum(shared, |w| &w.conn_yields),
-    );
+    worker_counter(&mut s, shared, "conn_yields");
     s.gauge("hash_power_level", "log2 of the index's buckets now.", st.hash_power);
     s.gauge("hash_bytes", "Bytes of the index.", st.index_bytes);
     // A stripe of the index grows at once, under its lock: never midway
@@ -270,21 +257,9 @@ fn general(shared: &Shared) -> Snapshot {
         "Unread reply bytes beyond each connection's 64 KiB, counted against -o read_buf_mem_limit.",
         shared.replies.charged(),
     );
-    s.counter(
-        "idle_kicks",
-        "Connections closed for going -o idle_timeout seconds without a request.",
-        sum(shared, |w| &w.idle_kicks),
-    );
-    s.counter(
-        "strata_worker_panics",
-        "Connections closed because serving them panicked (a bug: the log has it).",
-        sum(shared, |w| &w.panics),
-    );
-    s.counter(
-        "strata_auth_closed",
-        "Connections closed after repeated failed authentication attempts.",
-        sum(shared, |w| &w.auth_closed),
-    );
+    worker_counter(&mut s, shared, "idle_kicks");
+    worker_counter(&mut s, shared, "strata_worker_panics");
+    worker_counter(&mut s, shared, "strata_auth_closed");
     s.counter("strata_bytes_stored", "Bytes of items written by requests (header, key, value).", st.bytes_stored);
     s.counter("strata_bytes_copied", "Bytes of items copied forward by the cleaner and eviction.", st.bytes_copied);
     let wa =
@@ -302,8 +277,7 @@ fn general(shared: &Shared) -> Snapshot {
     );
     s.counter("strata_cleaner_us", "Microseconds spent cleaning.", st.cleaner_us);
     s.gauge("strata_dead_bytes", "Dead bytes in sealed segments now.", st.dead_bytes);
-    let contended = sum(shared, |w| &w.store_contended);
-    s.counter("strata_store_contended", "Operations that lost the race for an item too often.", contended);
+    worker_counter(&mut s, shared, "strata_store_contended");
     if let Some(tls) = &shared.tls {
         s.counter("ssl_handshake_errors", "TLS handshakes that failed.", tls.handshake_errors.load(Relaxed));
         let loaded = i64::try_from(tls.loaded_at.load(Relaxed)).unwrap_or(i64::MAX);
