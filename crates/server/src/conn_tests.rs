@@ -5,7 +5,7 @@
 
 use std::collections::VecDeque;
 use std::io;
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering::Relaxed};
+use std::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering::Relaxed};
 use std::sync::Arc;
 
 use proptest::prelude::*;
@@ -40,8 +40,7 @@ impl Fixture {
             tls: None,
             cfg,
             store: store.clone(),
-            shutdown: AtomicBool::new(false),
-            draining: AtomicBool::new(false),
+            run: crate::RunState::default(),
             curr_conns: AtomicUsize::new(0),
             total_conns: AtomicU64::new(0),
             rejected_conns: AtomicU64::new(0),
@@ -384,4 +383,21 @@ fn stats_conns_sees_the_state() {
     conn.service(&mut t, &mut f.ctx());
     assert_eq!((conn.state(), conn.stuck()), (ConnState::Nread, true));
     assert_eq!(conn.info.state.load(Relaxed), ConnState::Nread as u32);
+}
+
+/// The server's life only moves forward: a drain asked for while stopping
+/// does not bring it back to draining.
+#[test]
+fn run_state_moves_forward_only() {
+    use crate::{Run, RunState};
+    let r = RunState::default();
+    assert_eq!(r.get(), Run::Serving);
+    r.drain();
+    assert!(r.draining() && !r.stopping());
+    r.drain();
+    assert_eq!(r.get(), Run::Draining);
+    r.stop();
+    assert!(r.stopping() && !r.draining());
+    r.drain();
+    assert_eq!(r.get(), Run::Stopping);
 }

@@ -254,9 +254,9 @@ pub(crate) fn execute(ctx: &mut Ctx<'_>, req: Request<'_>, out: &mut Vec<u8>, re
             } else if mode.is_none() || mode == Some(b"graceful") {
                 tracing::info!(graceful = mode.is_some(), "shutdown requested by a client");
                 if mode.is_some() {
-                    ctx.shared.draining.store(true, Relaxed);
+                    ctx.shared.run.drain();
                 } else {
-                    ctx.shared.shutdown.store(true, Relaxed);
+                    ctx.shared.run.stop();
                 }
                 let _ = ctx.shared.acceptor.wake();
                 return Outcome::CloseAfterWrite(CloseReason::Shutdown);

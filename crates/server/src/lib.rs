@@ -41,7 +41,7 @@ mod worker;
 
 use std::collections::BTreeMap;
 use std::io;
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicU8, AtomicUsize, Ordering::*};
+use std::sync::atomic::{AtomicU32, AtomicU64, AtomicU8, AtomicUsize, Ordering::*};
 use std::sync::{mpsc, Arc};
 use std::time::{Duration, Instant};
 
@@ -237,15 +237,56 @@ impl ConnState {
     }
 }
 
+/// Where the server is in its life. It only moves forward: serving, then
+/// possibly draining (`shutdown graceful`, SIGUSR1: no new connections;
+/// each open one is closed once nothing of it is under way, for at most
+/// [`DRAIN_LIMIT`]), then stopping (`shutdown`, SIGTERM, SIGINT, or the end
+/// of a drain).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+#[repr(u8)]
+pub(crate) enum Run {
+    Serving = 0,
+    Draining = 1,
+    Stopping = 2,
+}
+
+/// The shared [`Run`], read by every loop on each turn.
+#[derive(Debug, Default)]
+pub(crate) struct RunState(std::sync::atomic::AtomicU8);
+
+impl RunState {
+    pub fn get(&self) -> Run {
+        match self.0.load(Relaxed) {
+            0 => Run::Serving,
+            1 => Run::Draining,
+            _ => Run::Stopping,
+        }
+    }
+
+    pub fn stopping(&self) -> bool {
+        self.get() == Run::Stopping
+    }
+
+    pub fn draining(&self) -> bool {
+        self.get() == Run::Draining
+    }
+
+    /// A graceful stop begins (unless the server is already stopping).
+    pub fn drain(&self) {
+        self.0.fetch_max(Run::Draining as u8, Relaxed);
+    }
+
+    pub fn stop(&self) {
+        self.0.store(Run::Stopping as u8, Relaxed);
+    }
+}
+
 /// State every thread shares.
 pub(crate) struct Shared {
     pub cfg: ServerConfig,
     pub store: Arc<Store>,
-    pub shutdown: AtomicBool,
-    /// A graceful stop (`shutdown graceful`, SIGUSR1): no new connections;
-    /// each open one is closed once nothing of it is under way, for at
-    /// most [`DRAIN_LIMIT`]; then the stop is as `shutdown`'s.
-    pub draining: AtomicBool,
+    /// Serving, draining (a graceful stop) or stopping.
+    pub run: RunState,
     pub curr_conns: AtomicUsize,
     pub total_conns: AtomicU64,
     pub rejected_conns: AtomicU64,
@@ -457,8 +498,7 @@ pub fn run(cfg: ServerConfig, store: Arc<Store>) -> Result<(), ServerError> {
         listeners: listeners.iter().map(|l| (l.fd(), l.name())).collect(),
         cfg,
         store,
-        shutdown: AtomicBool::new(false),
-        draining: AtomicBool::new(false),
+        run: RunState::default(),
         curr_conns: AtomicUsize::new(0),
         total_conns: AtomicU64::new(0),
         rejected_conns: AtomicU64::new(0),
@@ -516,7 +556,7 @@ pub fn run(cfg: ServerConfig, store: Arc<Store>) -> Result<(), ServerError> {
         // Ticks to the next look (a countdown).
         let mut ticks = 10u32;
         std::thread::Builder::new().name("clock".into()).spawn(move || {
-            while !sh.shutdown.load(Relaxed) {
+            while !sh.run.stopping() {
                 sh.store.clock().tick();
                 ticks -= 1;
                 if ticks == 0 {
@@ -570,8 +610,8 @@ pub fn run(cfg: ServerConfig, store: Arc<Store>) -> Result<(), ServerError> {
     let mut next_id = 0u64;
     let mut at_limit = AtLimit::default();
     let mut drain_until = None;
-    while !shared.shutdown.load(Relaxed) {
-        if shared.draining.load(Relaxed) {
+    while !shared.run.stopping() {
+        if shared.run.draining() {
             let until = *drain_until.get_or_insert_with(|| {
                 // Not one more connection: the listeners close, so the
                 // kernel refuses new ones rather than queueing them.
@@ -605,11 +645,11 @@ pub fn run(cfg: ServerConfig, store: Arc<Store>) -> Result<(), ServerError> {
                         }
                         if sig == SIGUSR1 {
                             tracing::info!("SIGUSR1: stopping gracefully");
-                            shared.draining.store(true, Relaxed);
+                            shared.run.drain();
                             continue;
                         }
                         tracing::info!(signal = sig, "shutting down");
-                        shared.shutdown.store(true, Relaxed);
+                        shared.run.stop();
                     }
                 }
                 ACCEPTOR_WAKE => {}
@@ -683,7 +723,7 @@ pub fn run(cfg: ServerConfig, store: Arc<Store>) -> Result<(), ServerError> {
         }
     }
 
-    shared.shutdown.store(true, Relaxed);
+    shared.run.stop();
     process::notify("STOPPING=1");
     for (_, wake) in &workers {
         wake.wake();

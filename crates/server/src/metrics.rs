@@ -12,7 +12,6 @@
 
 use std::io::{self, Read, Write};
 use std::net::{TcpListener, TcpStream};
-use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -33,7 +32,7 @@ pub(crate) fn bind(addr: &str) -> io::Result<TcpListener> {
 
 /// Serves scrapes until the server stops.
 pub(crate) fn run(shared: Arc<Shared>, listener: TcpListener) {
-    while !shared.shutdown.load(Relaxed) {
+    while !shared.run.stopping() {
         match listener.accept() {
             Ok((stream, _)) => {
                 if let Err(e) = serve(&shared, stream) {

@@ -187,7 +187,7 @@ pub(crate) fn run(shared: Arc<Shared>, snaps: Arc<Snapshots>, wakes: Vec<Arc<Wak
     loop {
         {
             let mut p = snaps.pending.lock();
-            while !*p && !shared.shutdown.load(Relaxed) {
+            while !*p && !shared.run.stopping() {
                 match next {
                     Some(at) => {
                         if Instant::now() >= at {
@@ -198,7 +198,7 @@ pub(crate) fn run(shared: Arc<Shared>, snaps: Arc<Snapshots>, wakes: Vec<Arc<Wak
                     None => snaps.kick.wait(&mut p),
                 }
             }
-            if shared.shutdown.load(Relaxed) {
+            if shared.run.stopping() {
                 return;
             }
             *p = false;
@@ -317,7 +317,7 @@ fn seal_workers(shared: &Shared, wakes: &[Arc<Wake>]) {
     }
     let deadline = Instant::now() + Duration::from_secs(1);
     while shared.workers.iter().any(|w| w.sealed.load(Acquire) < gen) {
-        if Instant::now() >= deadline || shared.shutdown.load(Relaxed) {
+        if Instant::now() >= deadline || shared.run.stopping() {
             tracing::warn!("snapshot: a worker did not seal its segments in time");
             return;
         }

@@ -198,7 +198,7 @@ fn general(shared: &Shared) -> Snapshot {
     s.gauge(
         "accepting_conns",
         "1 while the listeners accept connections (0 in a graceful stop).",
-        u64::from(!shared.draining.load(Relaxed)),
+        u64::from(shared.run.get() == crate::Run::Serving),
     );
     s.info("threads", "Worker threads (-t).", shared.cfg.threads);
     worker_counter(&mut s, shared, "conn_yields");

@@ -24,7 +24,6 @@
 
 use std::io;
 use std::net::{SocketAddr, UdpSocket};
-use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -164,7 +163,7 @@ pub(crate) fn run(shared: Arc<Shared>, stats: Arc<WorkerStats>, sock: UdpSocket,
     }
     let mut store = shared.store.worker();
     let mut buf = vec![0u8; 64 << 10];
-    while !shared.shutdown.load(Relaxed) {
+    while !shared.run.stopping() {
         // A snapshot waits for every worker to seal its segments, this
         // thread's too (between datagrams, at least every 200 ms).
         crate::snapshot::seal_if_asked(&shared, &stats, &mut store);

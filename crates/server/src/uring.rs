@@ -24,7 +24,6 @@
 
 use std::io;
 use std::mem::ManuallyDrop;
-use std::sync::atomic::Ordering::Relaxed;
 use std::sync::{mpsc, Arc};
 
 use io_uring::{cqueue, opcode, squeue, types, IoUring};
@@ -213,7 +212,7 @@ pub(crate) fn run(
     let mut cqes: Vec<Cqe> = Vec::new();
     let mut last_sweep = shared.store.clock().now();
 
-    while !shared.shutdown.load(Relaxed) {
+    while !shared.run.stopping() {
         if !lp.wake_armed {
             let buf: *mut u64 = &mut **lp.wake_buf;
             let sqe = opcode::Read::new(types::Fd(wake.fd()), buf.cast(), 8).build().user_data(OP_WAKE);
@@ -274,7 +273,7 @@ pub(crate) fn run(
             }
         }
         lp.ready = ready;
-        if shared.draining.load(Relaxed) {
+        if shared.run.draining() {
             lp.close_quiescent();
         }
     }
@@ -284,7 +283,7 @@ pub(crate) fn run(
 /// A worker that cannot serve stops the server rather than leave the
 /// connections handed to it unanswered.
 fn stop_server(shared: &Shared) {
-    shared.shutdown.store(true, Relaxed);
+    shared.run.stop();
     let _ = shared.acceptor.wake();
 }
 

@@ -134,7 +134,7 @@ pub(crate) fn run(
     let mut again: Vec<usize> = Vec::new();
     let mut held: Vec<usize> = Vec::new();
 
-    while !shared.shutdown.load(Relaxed) {
+    while !shared.run.stopping() {
         let timeout = if again.is_empty() { None } else { Some(std::time::Duration::ZERO) };
         if let Err(e) = poll.poll(&mut events, timeout) {
             if e.kind() == io::ErrorKind::Interrupted {
@@ -267,7 +267,7 @@ pub(crate) fn run(
                 }
             }
         }
-        if shared.draining.load(Relaxed) {
+        if shared.run.draining() {
             for (i, s) in slots.iter_mut().enumerate() {
                 // A TLS connection's records still unsent are under way too,
                 // and so are bytes the client sent that wait in the socket
