@@ -1,26 +1,18 @@
 //! `ma <key> <flag>*`: increment or decrement, optionally creating the item.
 
-use super::{check_opaque, flag_tokens, key, preparse, Reply, MAX_TOKENS};
+use super::{check_opaque, prologue, strict_flags, Reply};
 use crate::ops::Arith;
 use crate::text::{done, error, ClientError, Command, Line, Parse};
-use crate::KEY_MAX_LENGTH;
 
 pub(crate) fn parse<'a>(l: &Line<'a>, consumed: usize) -> Parse<'a> {
-    if l.ntokens < 3 {
-        return error(ClientError::Error, false, consumed);
-    }
-    if l.tokens[1].len() > KEY_MAX_LENGTH {
-        return error(ClientError::BadFormat, false, consumed);
-    }
-    if l.ntokens > MAX_TOKENS {
-        return error(ClientError::OptionsTooLongShort, false, consumed);
-    }
-    let flags = flag_tokens(l, 2);
-    // memcached's md and ma report any trouble in the flag pass (the key's
-    // base64 included) with one message.
-    let bad_flags = error(ClientError::InvalidOrDuplicateFlag, false, consumed);
-    let Ok((f, None)) = preparse(flags) else { return bad_flags };
-    let Ok(key) = key(l, f.base64) else { return bad_flags };
+    let flags = match prologue(l, ClientError::OptionsTooLongShort) {
+        Ok(flags) => flags,
+        Err(e) => return error(e, false, consumed),
+    };
+    let (f, key) = match strict_flags(l, flags) {
+        Ok(fk) => fk,
+        Err(e) => return error(e, false, consumed),
+    };
     let incr = match f.mode {
         None | Some(b'I' | b'+') => true,
         Some(b'D' | b'-') => false,

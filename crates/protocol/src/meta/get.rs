@@ -1,22 +1,15 @@
 //! `mg <key> <flag>*`: read an item, and optionally touch it, hand out the
 //! recache token, or create it on a miss.
 
-use super::{check_opaque, flag_tokens, key, preparse, Reply, MAX_TOKENS};
+use super::{check_opaque, key, preparse, prologue, Reply};
 use crate::ops::{Get, Read};
 use crate::text::{done, error, ClientError, Command, Line, Parse};
-use crate::KEY_MAX_LENGTH;
 
 pub(crate) fn parse<'a>(l: &Line<'a>, consumed: usize) -> Parse<'a> {
-    if l.ntokens < 3 {
-        return error(ClientError::Error, false, consumed);
-    }
-    if l.tokens[1].len() > KEY_MAX_LENGTH {
-        return error(ClientError::BadFormat, false, consumed);
-    }
-    if l.ntokens > MAX_TOKENS {
-        return error(ClientError::OptionsTooLong, false, consumed);
-    }
-    let flags = flag_tokens(l, 2);
+    let flags = match prologue(l, ClientError::OptionsTooLong) {
+        Ok(flags) => flags,
+        Err(e) => return error(e, false, consumed),
+    };
     let f = match preparse(flags) {
         Ok((_, Some(e))) | Err(e) => return error(e, false, consumed),
         Ok((f, None)) => f,

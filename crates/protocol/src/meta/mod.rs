@@ -172,6 +172,31 @@ pub(crate) fn key<'a>(l: &Line<'a>, base64: bool) -> Result<Key<'a>, ClientError
     decode_key(raw).ok_or(ClientError::KeyDecode)
 }
 
+/// The opening `mg`, `md` and `ma` share, in memcached's order: too few
+/// tokens (`ERROR`), a key over 250 bytes (`CLIENT_ERROR bad command line
+/// format`), then too many flags (`too_many`: each command's wording).
+/// The flag tokens, or the error to answer with.
+pub(crate) fn prologue<'a>(l: &Line<'a>, too_many: ClientError) -> Result<Tokens<'a>, ClientError> {
+    if l.ntokens < 3 {
+        return Err(ClientError::Error);
+    }
+    if l.tokens[1].len() > crate::KEY_MAX_LENGTH {
+        return Err(ClientError::BadFormat);
+    }
+    if l.ntokens > MAX_TOKENS {
+        return Err(too_many);
+    }
+    Ok(flag_tokens(l, 2))
+}
+
+/// `md` and `ma`'s flag pass: memcached reports any trouble in it (the
+/// key's base64 included) as one error. The flags and the key.
+pub(crate) fn strict_flags<'a>(l: &Line<'a>, flags: Tokens<'a>) -> Result<(Flags, Key<'a>), ClientError> {
+    let Ok((f, None)) = preparse(flags) else { return Err(ClientError::InvalidOrDuplicateFlag) };
+    let key = key(l, f.base64).map_err(|_| ClientError::InvalidOrDuplicateFlag)?;
+    Ok((f, key))
+}
+
 /// The flag tokens of a line, from token `first` on.
 pub(crate) fn flag_tokens<'a>(l: &Line<'a>, first: usize) -> Tokens<'a> {
     Tokens(l.rest_from(first))
