@@ -21,6 +21,47 @@ pub mod text {
     pub const SHUTDOWN_DISABLED: &[u8] = b"ERROR: shutdown not enabled\r\n";
     pub const FLUSH_DISABLED: &[u8] = b"CLIENT_ERROR flush_all not allowed\r\n";
     pub const TOO_MANY_CONNECTIONS: &[u8] = b"ERROR Too many open connections\r\n";
+    /// `slabs reassign` with reassignment off (strata has none).
+    pub const REASSIGN_DISABLED: &[u8] = b"CLIENT_ERROR slab reassignment disabled\r\n";
+    /// `lru_crawler enable` of a crawler that is on.
+    pub const CRAWLER_START_FAILED: &[u8] = b"ERROR failed to start lru crawler thread\r\n";
+    /// `lru_crawler crawl` or a dump after `lru_crawler disable`.
+    pub const CRAWLER_DISABLED: &[u8] = b"CLIENT_ERROR lru crawler disabled\r\n";
+    /// `lru_crawler crawl` of classes that hold no item.
+    pub const CRAWLER_NOTHING: &[u8] = b"NOTSTARTED no items to crawl\r\n";
+    /// `lru_crawler crawl` while a crawl runs.
+    pub const CRAWLER_BUSY: &[u8] = b"BUSY currently processing crawler request\r\n";
+    /// `lru_crawler crawl` whose thread could not start.
+    pub const CRAWLER_FAILED: &[u8] = b"ERROR an unknown error happened\r\n";
+    pub const BAD_FORMAT: &[u8] = b"CLIENT_ERROR bad command line format\r\n";
+    pub const MEMLIMIT_TOO_SMALL: &[u8] = b"MEMLIMIT_TOO_SMALL cannot set maxbytes to less than 8m\r\n";
+    pub const MEMLIMIT_NOT_BYTES: &[u8] = b"MEMLIMIT_ADJUST_FAILED input value is megabytes not bytes\r\n";
+    pub const MEMLIMIT_FAILED: &[u8] = b"MEMLIMIT_ADJUST_FAILED out of bounds or unable to adjust\r\n";
+    /// `lru_crawler mgdump` with -X.
+    pub const KEY_DUMP_DISABLED: &[u8] = b"ERROR key dump not allowed\r\n";
+    /// `lru_crawler metadump` with -X.
+    pub const METADUMP_DISABLED: &[u8] = b"ERROR metadump not allowed\r\n";
+    /// The end of an `lru_crawler mgdump`, and a meta miss.
+    pub const EN: &[u8] = b"EN\r\n";
+    pub const BAD_SHUTDOWN_MODE: &[u8] = b"CLIENT_ERROR invalid shutdown mode\r\n";
+    /// `refresh_certs` without -Z (memcached's wording, case and all).
+    pub const TLS_NOT_ENABLED: &[u8] = b"Error TLS not enabled\r\n";
+    pub const WATCH_DISABLED: &[u8] = b"CLIENT_ERROR watch commands not allowed\r\n";
+    pub const WATCHER_TOO_MANY: &[u8] = b"WATCHER_TOO_MANY log watcher limit reached\r\n";
+    pub const CACHEDUMP_DISABLED: &[u8] = b"CLIENT_ERROR stats cachedump not allowed\r\n";
+    /// strata's `snapshot` while one is being taken.
+    pub const SNAPSHOT_RUNNING: &[u8] = b"SERVER_ERROR snapshot already in progress\r\n";
+    /// `mn`'s reply.
+    pub const MN: &[u8] = b"MN\r\n";
+    /// `stats cachedump` without its arguments.
+    pub const BAD_COMMAND_LINE: &[u8] = b"CLIENT_ERROR bad command line\r\n";
+    pub const ILLEGAL_SLAB_ID: &[u8] = b"CLIENT_ERROR Illegal slab id\r\n";
+    pub const UNAUTHENTICATED: &[u8] = b"CLIENT_ERROR unauthenticated\r\n";
+    pub const AUTH_BAD_TERMINATION: &[u8] = b"CLIENT_ERROR bad command line termination\r\n";
+    pub const AUTH_BAD_FORMAT: &[u8] = b"CLIENT_ERROR bad authentication token format\r\n";
+    pub const AUTH_FAILURE: &[u8] = b"CLIENT_ERROR authentication failure\r\n";
+    /// A reply over 64 UDP datagrams.
+    pub const UDP_TOO_LARGE: &[u8] = b"SERVER_ERROR reply too large for UDP\r\n";
 }
 
 /// Appends `VALUE <key> <flags> <bytes>[ <cas>]\r\n<data>\r\n`.

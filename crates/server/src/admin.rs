@@ -15,6 +15,7 @@
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64};
 use std::sync::Arc;
+use strata_protocol::reply::text as r;
 
 use parking_lot::Mutex;
 use strata_protocol::text::admin::{AutomoveParam, ExtSetting, Tune};
@@ -114,8 +115,6 @@ impl Tuning {
     }
 }
 
-const OK: &[u8] = b"OK\r\n";
-
 /// Carries out `t` and gives memcached's reply. `lru_maintainer` is
 /// whether the background reclaimer runs (memcached answers `lru mode`
 /// and `lru temp_ttl` only with its LRU maintainer thread).
@@ -129,7 +128,7 @@ pub(crate) fn tune(store: &Arc<Store>, tuning: &Arc<Tuning>, lru_maintainer: boo
         // memcached's reply with slab_reassign off, which is what `stats
         // settings` reports: memory is not divided by size here, so there
         // is never a page to move between classes.
-        Tune::SlabsReassign => return b"CLIENT_ERROR slab reassignment disabled\r\n",
+        Tune::SlabsReassign => return r::REASSIGN_DISABLED,
         Tune::Crawl { classes } => {
             drop(rec);
             return crawl(store, tuning, classes);
@@ -140,11 +139,11 @@ pub(crate) fn tune(store: &Arc<Store>, tuning: &Arc<Tuning>, lru_maintainer: boo
             // memcached answers an enable of a running crawler with this
             // (its thread start fails); a disable always succeeds.
             if on && tuning.crawler.swap(true, Relaxed) {
-                return b"ERROR failed to start lru crawler thread\r\n";
+                return r::CRAWLER_START_FAILED;
             }
             tuning.crawler.store(on, Relaxed);
         }
-        Tune::LruSegmented(_) | Tune::LruTempTtl(_) if !lru_maintainer => return b"ERROR\r\n",
+        Tune::LruSegmented(_) | Tune::LruTempTtl(_) if !lru_maintainer => return r::ERROR,
         Tune::LruSegmented(on) => rec.lru_segmented = on,
         // A negative TTL turns the temporary LRU off and keeps the TTL.
         Tune::LruTempTtl(ttl) if ttl < 0 => rec.temp_lru = false,
@@ -155,7 +154,7 @@ pub(crate) fn tune(store: &Arc<Store>, tuning: &Arc<Tuning>, lru_maintainer: boo
         }
         Tune::Extstore(setting, v) => extstore(store, &mut rec, setting, v),
     }
-    OK
+    r::OK
 }
 
 /// `extstore <setting> <value>`: what the flash tier has, it takes (a
@@ -182,15 +181,15 @@ fn extstore(store: &Store, rec: &mut Recorded, setting: ExtSetting, v: f64) {
 /// answers at once, as memcached does.
 fn crawl(store: &Arc<Store>, tuning: &Arc<Tuning>, classes: u64) -> &'static [u8] {
     if !tuning.crawler.load(Relaxed) {
-        return b"CLIENT_ERROR lru crawler disabled\r\n";
+        return r::CRAWLER_DISABLED;
     }
     let bands = store.size_bands();
     let with_items = bands.iter().enumerate().filter(|(i, b)| b.items > 0 && classes & (1 << (i + 1)) != 0).count();
     if with_items == 0 {
-        return b"NOTSTARTED no items to crawl\r\n";
+        return r::CRAWLER_NOTHING;
     }
     if tuning.crawling.swap(true, Relaxed) {
-        return b"BUSY currently processing crawler request\r\n";
+        return r::CRAWLER_BUSY;
     }
     tuning.crawler_starts.fetch_add(with_items as u64, Relaxed);
     let limit = u64::from(tuning.crawler_tocrawl.load(Relaxed)) * with_items as u64;
@@ -214,11 +213,11 @@ fn crawl(store: &Arc<Store>, tuning: &Arc<Tuning>, classes: u64) -> &'static [u8
         tuning2.crawling.store(false, Relaxed);
     });
     match spawned {
-        Ok(_) => b"OK\r\n",
+        Ok(_) => r::OK,
         Err(e) => {
             tracing::warn!(error = %e, "lru_crawler: no crawler thread");
             tuning.crawling.store(false, Relaxed);
-            b"ERROR an unknown error happened\r\n"
+            r::CRAWLER_FAILED
         }
     }
 }

@@ -102,7 +102,7 @@ impl Detail {
             // Writing into a Vec cannot fail.
             let _ = write!(out, " get {} hit {} set {} del {}\r\n", c.gets, c.hits, c.sets, c.deletes);
         }
-        out.extend_from_slice(b"END\r\n");
+        out.extend_from_slice(strata_protocol::reply::text::END);
         out
     }
 }

@@ -98,7 +98,7 @@ pub(crate) fn execute(ctx: &mut Ctx<'_>, req: Request<'_>, out: &mut Vec<u8>, re
                         // memcached drops the values it had gathered for this
                         // command and sends only the error.
                         out.truncate(start);
-                        out.extend_from_slice(b"CLIENT_ERROR bad command line format\r\n");
+                        out.extend_from_slice(r::BAD_FORMAT);
                         break;
                     }
                     Some((Key::Ok(key), next)) => {
@@ -199,13 +199,13 @@ pub(crate) fn execute(ctx: &mut Ctx<'_>, req: Request<'_>, out: &mut Vec<u8>, re
         }
         Command::CacheMemlimit { megabytes } => {
             let msg: &[u8] = if megabytes < 8 {
-                b"MEMLIMIT_TOO_SMALL cannot set maxbytes to less than 8m\r\n"
+                r::MEMLIMIT_TOO_SMALL
             } else if megabytes > 1_000_000_000 {
-                b"MEMLIMIT_ADJUST_FAILED input value is megabytes not bytes\r\n"
+                r::MEMLIMIT_NOT_BYTES
             } else if ctx.shared.store.set_memory_limit(megabytes as usize * (1 << 20)).is_ok() {
                 r::OK
             } else {
-                b"MEMLIMIT_ADJUST_FAILED out of bounds or unable to adjust\r\n"
+                r::MEMLIMIT_FAILED
             };
             reply(out, msg);
         }
@@ -213,15 +213,11 @@ pub(crate) fn execute(ctx: &mut Ctx<'_>, req: Request<'_>, out: &mut Vec<u8>, re
             reply(out, crate::admin::tune(&ctx.shared.store, &ctx.shared.tuning, ctx.shared.cfg.background_reclaim, t))
         }
         Command::Metadump { .. } if !ctx.shared.tuning.crawler.load(Relaxed) => {
-            out.extend_from_slice(b"CLIENT_ERROR lru crawler disabled\r\n")
+            out.extend_from_slice(r::CRAWLER_DISABLED)
         }
         Command::Metadump { mg, .. } if !ctx.shared.cfg.dump_enabled => {
             // memcached's wording for each.
-            out.extend_from_slice(if mg {
-                b"ERROR key dump not allowed\r\n"
-            } else {
-                b"ERROR metadump not allowed\r\n"
-            })
+            out.extend_from_slice(if mg { r::KEY_DUMP_DISABLED } else { r::METADUMP_DISABLED })
         }
         Command::Metadump { classes, mg } => {
             // A class id is a size band's number, as `stats items` and
@@ -245,7 +241,7 @@ pub(crate) fn execute(ctx: &mut Ctx<'_>, req: Request<'_>, out: &mut Vec<u8>, re
                     });
                 }
             }
-            out.extend_from_slice(if mg { b"EN\r\n" } else { r::END });
+            out.extend_from_slice(if mg { r::EN } else { r::END });
         }
         Command::Quit => return Outcome::CloseAfterWrite(CloseReason::Normal),
         Command::Shutdown { mode } => {
@@ -261,12 +257,12 @@ pub(crate) fn execute(ctx: &mut Ctx<'_>, req: Request<'_>, out: &mut Vec<u8>, re
                 let _ = ctx.shared.acceptor.wake();
                 return Outcome::CloseAfterWrite(CloseReason::Shutdown);
             } else {
-                out.extend_from_slice(b"CLIENT_ERROR invalid shutdown mode\r\n");
+                out.extend_from_slice(r::BAD_SHUTDOWN_MODE);
             }
         }
         Command::RefreshCerts => match &ctx.shared.tls {
             // memcached's replies, errors included (its text, then ours).
-            None => out.extend_from_slice(b"Error TLS not enabled\r\n"),
+            None => out.extend_from_slice(r::TLS_NOT_ENABLED),
             Some(tls) => match tls.refresh() {
                 Ok(()) => reply(out, r::OK),
                 Err(e) => {
@@ -277,7 +273,7 @@ pub(crate) fn execute(ctx: &mut Ctx<'_>, req: Request<'_>, out: &mut Vec<u8>, re
         },
         Command::Watch { args } => {
             if !ctx.shared.cfg.watch_enabled {
-                out.extend_from_slice(b"CLIENT_ERROR watch commands not allowed\r\n");
+                out.extend_from_slice(r::WATCH_DISABLED);
                 return Outcome::Continue;
             }
             let mut kinds = 0;
@@ -297,20 +293,20 @@ pub(crate) fn execute(ctx: &mut Ctx<'_>, req: Request<'_>, out: &mut Vec<u8>, re
                     out.extend_from_slice(r::OK);
                     return Outcome::Watch(w);
                 }
-                None => out.extend_from_slice(b"WATCHER_TOO_MANY log watcher limit reached\r\n"),
+                None => out.extend_from_slice(r::WATCHER_TOO_MANY),
             }
         }
         Command::Stats { args } if args.iter().next() == Some(b"cachedump") => {
             if ctx.shared.cfg.dump_enabled {
                 cachedump(ctx, args, out)
             } else {
-                out.extend_from_slice(b"CLIENT_ERROR stats cachedump not allowed\r\n")
+                out.extend_from_slice(r::CACHEDUMP_DISABLED)
             }
         }
         Command::Stats { args } => strata_protocol::stats::text(out, &stats::command(ctx.shared, args)),
         Command::Snapshot => out.extend_from_slice(match ctx.shared.snapshots.as_ref().map(|s| s.request()) {
             Some(Ok(())) => r::OK,
-            Some(Err(_)) => b"SERVER_ERROR snapshot already in progress\r\n",
+            Some(Err(_)) => r::SNAPSHOT_RUNNING,
             None => b"SERVER_ERROR snapshots are off (start with --snapshot-dir)\r\n",
         }),
         Command::DebugAdvanceClock { seconds } => {
@@ -329,7 +325,7 @@ pub(crate) fn execute(ctx: &mut Ctx<'_>, req: Request<'_>, out: &mut Vec<u8>, re
         }
         Command::MetaDelete { del, reply } => meta::delete(ctx, &del, &reply, out),
         Command::MetaArith { arith, reply, value } => meta::arith(ctx, &arith, &reply, value, out),
-        Command::MetaNoop => out.extend_from_slice(b"MN\r\n"),
+        Command::MetaNoop => out.extend_from_slice(r::MN),
         Command::MetaDebug { key, .. } => {
             meta::debug(ctx, &key, out);
             if !ctx.parked() {
@@ -357,15 +353,15 @@ fn cachedump(ctx: &mut Ctx<'_>, args: strata_protocol::text::Tokens<'_>, out: &m
     use strata_protocol::numbers::parse_u32;
     let args: Vec<&[u8]> = args.iter().collect();
     if args.len() < 3 {
-        out.extend_from_slice(b"CLIENT_ERROR bad command line\r\n");
+        out.extend_from_slice(r::BAD_COMMAND_LINE);
         return;
     }
     let (Some(class), Some(limit)) = (parse_u32(args[1]), parse_u32(args[2])) else {
-        out.extend_from_slice(b"CLIENT_ERROR bad command line format\r\n");
+        out.extend_from_slice(r::BAD_FORMAT);
         return;
     };
     if class >= 64 {
-        out.extend_from_slice(b"CLIENT_ERROR Illegal slab id\r\n");
+        out.extend_from_slice(r::ILLEGAL_SLAB_ID);
         return;
     }
     {
@@ -482,9 +478,9 @@ pub(crate) fn authenticate(
     let users = ctx.shared.cfg.auth_file.as_deref()?;
     let (reply, consumed): (&[u8], usize) = match parsed {
         AuthParse::Incomplete { .. } | AuthParse::Close => return None,
-        AuthParse::Unauthenticated { consumed } => (b"CLIENT_ERROR unauthenticated\r\n", consumed),
-        AuthParse::BadTermination { consumed } => (b"CLIENT_ERROR bad command line termination\r\n", consumed),
-        AuthParse::BadFormat { consumed } => (b"CLIENT_ERROR bad authentication token format\r\n", consumed),
+        AuthParse::Unauthenticated { consumed } => (r::UNAUTHENTICATED, consumed),
+        AuthParse::BadTermination { consumed } => (r::AUTH_BAD_TERMINATION, consumed),
+        AuthParse::BadFormat { consumed } => (r::AUTH_BAD_FORMAT, consumed),
         AuthParse::Credentials { user, password, consumed } => {
             inc(&ctx.stats.auth_cmds);
             if users.check(user, password) {
@@ -492,7 +488,7 @@ pub(crate) fn authenticate(
                 auth.failures = 0;
                 (r::STORED, consumed)
             } else {
-                out.extend_from_slice(b"CLIENT_ERROR authentication failure\r\n");
+                out.extend_from_slice(r::AUTH_FAILURE);
                 let close = auth_failed(ctx, &mut auth.failures);
                 let outcome = if close { Outcome::CloseAfterWrite(CloseReason::Error) } else { Outcome::Continue };
                 return Some((consumed, outcome));

@@ -2,9 +2,9 @@
 //! request dispatch, `stats`, signals and graceful shutdown.
 //!
 //! Owns sockets and threads; owns no cached data (that is `strata-store`).
-//! Wire syntax is `strata-protocol`'s, but for some reply lines written
-//! here (`dispatch.rs`, `admin.rs`, `watch.rs`, `udp.rs`: docs/design.md
-//! lists them). One acceptor thread hands new
+//! Wire syntax is `strata-protocol`'s (fixed reply lines are its
+//! `reply::text` constants), but for some lines formatted here: `VERSION`,
+//! cachedump's `ITEM`, watch's events, UDP's frame header (docs/design.md). One acceptor thread hands new
 //! connections round-robin to `-t` worker threads; each worker runs its own
 //! `mio` event loop over its own connections and executes requests itself
 //! against its [`strata_store::Worker`] handle — no request crosses threads.

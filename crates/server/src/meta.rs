@@ -109,7 +109,7 @@ pub(crate) fn arith(ctx: &mut Ctx<'_>, op: &ops::Arith<'_>, rep: &Reply<'_>, val
 pub(crate) fn debug(ctx: &mut Ctx<'_>, k: &ops::Key<'_>, out: &mut Vec<u8>) {
     let now = ctx.shared.store.clock().now();
     let Some(i) = ctx.store.inspect(k.as_bytes()) else {
-        out.extend_from_slice(b"EN\r\n");
+        out.extend_from_slice(r::EN);
         return;
     };
     let d = reply::Debug {

@@ -26,6 +26,7 @@ use std::io;
 use std::net::{SocketAddr, UdpSocket};
 use std::sync::Arc;
 use std::time::Duration;
+use strata_protocol::reply::text as r;
 
 use crate::conn::{Conn, Status};
 use crate::dispatch::Ctx;
@@ -44,7 +45,7 @@ pub(crate) const DATAGRAM: usize = 1400;
 pub(crate) const MAX_DATAGRAMS: usize = 64;
 
 /// Sent instead of a reply over [`MAX_DATAGRAMS`].
-pub(crate) const TOO_LARGE: &[u8] = b"SERVER_ERROR reply too large for UDP\r\n";
+pub(crate) const TOO_LARGE: &[u8] = r::UDP_TOO_LARGE;
 
 /// The frame header of a datagram.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
