@@ -177,6 +177,15 @@ fn extstore(store: &Store, rec: &mut Recorded, setting: ExtSetting, v: f64) {
     }
 }
 
+/// Marks the crawl over when dropped.
+struct Crawling(Arc<Tuning>);
+
+impl Drop for Crawling {
+    fn drop(&mut self) {
+        self.0.crawling.store(false, Relaxed);
+    }
+}
+
 /// `lru_crawler crawl <classes>`: starts a crawl on its own thread and
 /// answers at once, as memcached does.
 fn crawl(store: &Arc<Store>, tuning: &Arc<Tuning>, classes: u64) -> &'static [u8] {
@@ -195,6 +204,9 @@ fn crawl(store: &Arc<Store>, tuning: &Arc<Tuning>, classes: u64) -> &'static [u8
     let limit = u64::from(tuning.crawler_tocrawl.load(Relaxed)) * with_items as u64;
     let (store, tuning2) = (store.clone(), tuning.clone());
     let spawned = std::thread::Builder::new().name("strata-crawler".into()).spawn(move || {
+        // The crawl is over when this thread ends, however it ends (a
+        // panic included): otherwise every later crawl would be BUSY.
+        let _done = Crawling(tuning2.clone());
         let mut worker = store.worker();
         let mut left = limit;
         for stripe in 0..worker.stripes() {
@@ -210,7 +222,6 @@ fn crawl(store: &Arc<Store>, tuning: &Arc<Tuning>, classes: u64) -> &'static [u8
                 std::thread::sleep(std::time::Duration::from_micros(u64::from(pause)));
             }
         }
-        tuning2.crawling.store(false, Relaxed);
     });
     match spawned {
         Ok(_) => r::OK,
