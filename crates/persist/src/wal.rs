@@ -574,12 +574,15 @@ pub fn replay(
     // A log left by a long durable run can be gigabytes: the replay logs
     // its progress, against the files' sizes (what cannot be sized counts
     // as nothing; read_log reports the error).
-    let size = |path: &Path| backend.open(path).and_then(|f| f.size()).unwrap_or(0);
+    let sizes: Vec<u64> = files
+        .iter()
+        .map(|(n, path)| if *n < from { 0 } else { backend.open(path).and_then(|f| f.size()).unwrap_or(0) })
+        .collect();
     let mut progress = crate::Progress::new("durability log replay");
-    progress.set_total(files.iter().filter(|(n, _)| *n >= from).map(|(_, p)| size(p)).sum());
+    progress.set_total(sizes.iter().sum());
     // Bytes of the files done.
     let mut done = 0u64;
-    for (n, path) in files {
+    for ((n, path), size) in files.into_iter().zip(sizes) {
         r.last = r.last.max(n);
         if n < from {
             continue;
@@ -601,7 +604,7 @@ pub fn replay(
                 progress.at_records(done + bytes, records);
             }
         })?;
-        done += size(&path);
+        done += size;
         r.records += read.records;
         r.skipped += skipped;
         r.torn += u64::from(read.torn);

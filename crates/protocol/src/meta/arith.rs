@@ -1,16 +1,12 @@
 //! `ma <key> <flag>*`: increment or decrement, optionally creating the item.
 
-use super::{check_opaque, prologue, strict_flags, Reply};
+use super::{check_opaque, strict_prologue, Reply};
 use crate::ops::Arith;
 use crate::text::{done, error, ClientError, Command, Line, Parse};
 
 pub(crate) fn parse<'a>(l: &Line<'a>, consumed: usize) -> Parse<'a> {
-    let flags = match prologue(l, ClientError::OptionsTooLongShort) {
-        Ok(flags) => flags,
-        Err(e) => return error(e, false, consumed),
-    };
-    let (f, key) = match strict_flags(l, flags) {
-        Ok(fk) => fk,
+    let (flags, f, key) = match strict_prologue(l) {
+        Ok(parsed) => parsed,
         Err(e) => return error(e, false, consumed),
     };
     let incr = match f.mode {

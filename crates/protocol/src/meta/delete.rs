@@ -1,16 +1,12 @@
 //! `md <key> <flag>*`: delete, or with `I` mark stale, or with `x` empty.
 
-use super::{check_opaque, prologue, strict_flags, Reply};
+use super::{check_opaque, strict_prologue, Reply};
 use crate::ops::Delete;
-use crate::text::{done, error, ClientError, Command, Line, Parse};
+use crate::text::{done, error, Command, Line, Parse};
 
 pub(crate) fn parse<'a>(l: &Line<'a>, consumed: usize) -> Parse<'a> {
-    let flags = match prologue(l, ClientError::OptionsTooLongShort) {
-        Ok(flags) => flags,
-        Err(e) => return error(e, false, consumed),
-    };
-    let (f, key) = match strict_flags(l, flags) {
-        Ok(fk) => fk,
+    let (flags, f, key) = match strict_prologue(l) {
+        Ok(parsed) => parsed,
         Err(e) => return error(e, false, consumed),
     };
     if let Err(e) = check_opaque(flags) {

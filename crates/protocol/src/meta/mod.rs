@@ -189,12 +189,14 @@ pub(crate) fn prologue<'a>(l: &Line<'a>, too_many: ClientError) -> Result<Tokens
     Ok(flag_tokens(l, 2))
 }
 
-/// `md` and `ma`'s flag pass: memcached reports any trouble in it (the
-/// key's base64 included) as one error. The flags and the key.
-pub(crate) fn strict_flags<'a>(l: &Line<'a>, flags: Tokens<'a>) -> Result<(Flags, Key<'a>), ClientError> {
+/// `md` and `ma`'s opening: the [`prologue`], then a flag pass in which
+/// memcached reports any trouble (the key's base64 included) as one error.
+/// The flag tokens, the flags and the key.
+pub(crate) fn strict_prologue<'a>(l: &Line<'a>) -> Result<(Tokens<'a>, Flags, Key<'a>), ClientError> {
+    let flags = prologue(l, ClientError::OptionsTooLongShort)?;
     let Ok((f, None)) = preparse(flags) else { return Err(ClientError::InvalidOrDuplicateFlag) };
     let key = key(l, f.base64).map_err(|_| ClientError::InvalidOrDuplicateFlag)?;
-    Ok((f, key))
+    Ok((flags, f, key))
 }
 
 /// The flag tokens of a line, from token `first` on.
