@@ -417,6 +417,46 @@ def test_replies_keep_request_order_around_flash_reads(make_server, tmp_path):
     assert got[3].opcode == b.NOOP
 
 
+def test_changes_to_flash_keys_wait_then_run_once(make_server, tmp_path):
+    """Every command that changes a flash item, or must see it exactly,
+    waits for its record (the connection parks) and then runs once: the
+    replies are exact and in order, the changes are made, and each
+    command is counted once however long it waited."""
+    srv = slow_flash(make_server, tmp_path, "-o", "ext_item_size=0")
+    c = srv.connect()
+    keys = [b"a%d" % i for i in range(1, 9)]
+    cas = {}
+    for k in keys:
+        reply = meta(c, b"ms %s 2 c F5\r\n41\r\n" % k)
+        assert reply.startswith(b"HD c"), reply
+        cas[k] = int(reply.split()[1][1:])
+    before = stats(c)
+    c.send(b"add a1 0 0 1\r\nx\r\n"
+           b"replace a2 7 0 2\r\nhi\r\n"
+           b"cas a3 0 0 2 %d\r\nok\r\n"
+           b"append a4 0 0 1\r\n!\r\n"
+           b"incr a5 1\r\n"
+           b"delete a6\r\n"
+           b"touch a7 100\r\n"
+           b"me a8\r\n"
+           b"mn\r\n" % cas[b"a3"])
+    # One record read after another (the read-ahead covers reads only).
+    got = read_until_end(c, terminator=b"MN\r\n", timeout=8 * READ_DELAY_MS / 1000 + 10)
+    assert re.fullmatch(
+        rb"NOT_STORED\r\nSTORED\r\nSTORED\r\nSTORED\r\n42\r\nDELETED\r\nTOUCHED\r\n"
+        rb"ME a8 exp=-1 la=\d+ cas=%d fetch=no cls=\d+ size=\d+\r\nMN\r\n" % cas[b"a8"], got), got
+    after = stats(c)
+    delta = {k: int(after[k]) - int(before[k]) for k in (
+        "cmd_set", "cas_hits", "incr_hits", "delete_hits", "cmd_touch", "touch_hits", "cmd_get",
+        "strata_extstore_reads_async")}
+    assert delta == {"cmd_set": 4, "cas_hits": 1, "incr_hits": 1, "delete_hits": 1, "cmd_touch": 1,
+                     "touch_hits": 1, "cmd_get": 0, "strata_extstore_reads_async": 8}, delta
+    c.send(b"get a1 a2 a3 a4 a5 a6\r\n")
+    assert read_until_end(c) == (b"VALUE a1 5 2\r\n41\r\nVALUE a2 7 2\r\nhi\r\nVALUE a3 0 2\r\nok\r\n"
+                                 b"VALUE a4 5 3\r\n41!\r\nVALUE a5 5 2\r\n42\r\nEND\r\n")
+    assert meta(c, b"mg a7 t\r\n") in (b"HD t100\r\n", b"HD t99\r\n")
+
+
 def test_concurrent_reads_of_a_flash_key_coalesce(make_server, tmp_path):
     srv = slow_flash(make_server, tmp_path)
     c = srv.connect()

@@ -9,7 +9,7 @@ use strata_protocol::binary::response::{self, Body};
 use strata_protocol::binary::{opcode, Command, Header, Request, Status};
 use strata_protocol::ops;
 use strata_protocol::text::Tokens;
-use strata_store::{ArithOutcome, DeleteOutcome, StoreError, StoreOutcome};
+use strata_store::{ArithOutcome, DeleteOutcome, Flow, StoreError, StoreOutcome};
 
 use crate::core::inc;
 use crate::dispatch::{Ctx, Outcome};
@@ -78,9 +78,11 @@ pub(crate) fn execute(ctx: &mut Ctx<'_>, req: Request<'_>, auth: &mut Auth, out:
                     Body { extras: &it.flags.to_be_bytes(), key: if with_key { it.key } else { b"" }, value: it.value };
                 response::packet(out, h, Status::Success, it.cas, body);
             });
-            if !ctx.parked() {
-                ctx.shared.detail.record_get(get.key.as_bytes(), matches!(hit, Ok(Some(()))));
-            }
+            let hit = match hit {
+                Flow::Ready(hit) => hit,
+                Flow::Wait(t) => return Outcome::Wait { ticket: t, at: None },
+            };
+            ctx.shared.detail.record_get(get.key.as_bytes(), matches!(hit, Ok(Some(()))));
             match hit {
                 Ok(Some(())) => {}
                 Ok(None) if quiet => {}
@@ -97,10 +99,11 @@ pub(crate) fn execute(ctx: &mut Ctx<'_>, req: Request<'_>, auth: &mut Auth, out:
             }
         }
         Command::Touch(get) => {
-            let r = ctx.get(&get, |it| (it.flags, it.cas));
-            if !ctx.parked() {
-                ctx.shared.detail.record_get(get.key.as_bytes(), matches!(r, Ok(Some(_))));
-            }
+            let r = match ctx.get(&get, |it| (it.flags, it.cas)) {
+                Flow::Ready(r) => r,
+                Flow::Wait(t) => return Outcome::Wait { ticket: t, at: None },
+            };
+            ctx.shared.detail.record_get(get.key.as_bytes(), matches!(r, Ok(Some(_))));
             match r {
                 Ok(Some((flags, cas))) => response::packet(
                     out,
@@ -114,10 +117,11 @@ pub(crate) fn execute(ctx: &mut Ctx<'_>, req: Request<'_>, auth: &mut Auth, out:
             }
         }
         Command::Store(set) => {
-            let r = ctx.set(&set);
-            if !ctx.parked() {
-                ctx.shared.detail.record_set(set.key.as_bytes());
-            }
+            let r = match ctx.set(&set) {
+                Flow::Ready(r) => r,
+                Flow::Wait(t) => return Outcome::Wait { ticket: t, at: None },
+            };
+            ctx.shared.detail.record_set(set.key.as_bytes());
             match r {
                 Ok(stored) => match stored.outcome {
                     StoreOutcome::Stored => ok(out, stored.cas, Body::default()),
@@ -145,10 +149,11 @@ pub(crate) fn execute(ctx: &mut Ctx<'_>, req: Request<'_>, auth: &mut Auth, out:
             return Outcome::Swallow(swallow);
         }
         Command::Delete(del) => {
-            let r = ctx.delete(&del);
-            if !ctx.parked() {
-                ctx.shared.detail.record_delete(del.key.as_bytes());
-            }
+            let r = match ctx.delete(&del) {
+                Flow::Ready(r) => r,
+                Flow::Wait(t) => return Outcome::Wait { ticket: t, at: None },
+            };
+            ctx.shared.detail.record_delete(del.key.as_bytes());
             match r {
                 Ok(DeleteOutcome::Deleted) => ok(out, 0, Body::default()),
                 Ok(DeleteOutcome::Exists) => response::error(out, h, Status::KeyExists),
@@ -157,14 +162,15 @@ pub(crate) fn execute(ctx: &mut Ctx<'_>, req: Request<'_>, auth: &mut Auth, out:
             }
         }
         Command::Arith(arith) => match ctx.arith(&arith) {
-            Ok(c) => match c.outcome {
+            Flow::Wait(t) => return Outcome::Wait { ticket: t, at: None },
+            Flow::Ready(Ok(c)) => match c.outcome {
                 ArithOutcome::Value(v) => ok(out, c.cas, Body { value: &v.to_be_bytes(), ..Body::default() }),
                 ArithOutcome::NotFound => response::error(out, h, Status::KeyNotFound),
                 ArithOutcome::NonNumeric => response::error(out, h, Status::DeltaBadValue),
                 ArithOutcome::Exists => response::error(out, h, Status::KeyExists),
                 ArithOutcome::NotStored => response::error(out, h, Status::NotStored),
             },
-            Err(_) => response::error(out, h, Status::OutOfMemory),
+            Flow::Ready(Err(_)) => response::error(out, h, Status::OutOfMemory),
         },
         Command::Quit => {
             ok(out, 0, Body::default());

@@ -13,7 +13,7 @@
 //!    │ │ │ └─ incomplete ──────────► Waiting { need }  (more input makes it Ready)
 //!    │ │ └─── refused, data follows ► Swallowing { left } ─ left = 0 ─► Ready
 //!    │ └───── multi-get over the reply limit ► Resuming { at } ─ replies drain ─► Ready
-//!    │        (a read from flash to wait for ► Parked { at, addr } ─ read done ─► Resuming/Ready)
+//!    │        (Outcome::Wait ► Parked { at, ticket } ─ read done ─► Woken { at, ticket } ─ runs ─► Ready)
 //!    └─────── quit, fatal binary request ► Closing (only its replies are left)
 //! ```
 //!
@@ -40,6 +40,7 @@ use std::sync::Arc;
 
 use strata_protocol::text::{self, Parse};
 use strata_protocol::{binary, peek};
+use strata_store::{Reading, Ticket};
 
 use crate::config::Protocol;
 use crate::dispatch::{self, Outcome};
@@ -82,10 +83,15 @@ enum Phase {
     /// After `quit` (or a request that ends the connection): nothing more
     /// is read or run; the connection closes once its replies are out.
     Closing,
-    /// The request at the front waits for a read from flash (`addr`, the
-    /// store's token for it); it runs again once that is done, from key
+    /// The request at the front waits for a read from flash (the store's
+    /// `ticket` for it); it runs again once that is done, from key
     /// position `at` for a multi-get whose earlier keys are answered.
-    Parked { at: Option<usize>, addr: u64 },
+    Parked { at: Option<usize>, ticket: Ticket },
+    /// The read it was parked for is done: the request runs again (from
+    /// `at`) with [`Reading::Resumed`], so that read is not waited for
+    /// twice even if the worker let its record go meanwhile: every park
+    /// ends in progress.
+    Woken { at: Option<usize>, ticket: Ticket },
     /// After `watch`: input is no longer read as commands (memcached stops
     /// reading it); event lines are sent until the client closes.
     Watching,
@@ -200,10 +206,6 @@ pub(crate) struct Conn {
     lost: bool,
     /// Parked, and the worker not yet told what for ([`Conn::take_park`]).
     park_new: bool,
-    /// Woken from a park: the read it waited for may be done again here
-    /// and now if the worker let its record go meanwhile, so that every
-    /// park ends in progress.
-    retry: Option<u64>,
     /// When the parked request began, and its command family (for the
     /// latency histograms, which count the wait).
     park_t0: Option<(std::time::Instant, usize)>,
@@ -245,7 +247,6 @@ impl Conn {
             barrier: None,
             lost: false,
             park_new: false,
-            retry: None,
             park_t0: None,
             last_request: info.last_cmd.load(std::sync::atomic::Ordering::Relaxed),
             charged: 0,
@@ -284,25 +285,21 @@ impl Conn {
 
     /// The flash read this connection just parked for, once: the worker
     /// wakes it with [`Conn::unpark`] when that read is done.
-    pub fn take_park(&mut self) -> Option<u64> {
+    pub fn take_park(&mut self) -> Option<Ticket> {
         match self.phase {
-            Phase::Parked { addr, .. } if std::mem::take(&mut self.park_new) => Some(addr),
+            Phase::Parked { ticket, .. } if std::mem::take(&mut self.park_new) => Some(ticket),
             _ => None,
         }
     }
 
-    /// The flash read `addr` is done: true if this connection waited for
-    /// it and can run again (the worker then serves it).
-    pub fn unpark(&mut self, addr: u64) -> bool {
-        let Phase::Parked { at, addr: a } = self.phase else { return false };
-        if a != addr {
+    /// The flash read of `done` is done: true if this connection waited
+    /// for it and can run again (the worker then serves it).
+    pub fn unpark(&mut self, done: Ticket) -> bool {
+        let Phase::Parked { at, ticket } = self.phase else { return false };
+        if ticket != done {
             return false;
         }
-        self.phase = match at {
-            Some(at) => Phase::Resuming { at },
-            None => Phase::Ready,
-        };
-        self.retry = Some(addr);
+        self.phase = Phase::Woken { at, ticket };
         true
     }
 
@@ -676,7 +673,7 @@ impl Conn {
                     }
                     return Served::Need(0);
                 }
-                Phase::Ready | Phase::Waiting { .. } | Phase::Resuming { .. } => {}
+                Phase::Ready | Phase::Waiting { .. } | Phase::Resuming { .. } | Phase::Woken { .. } => {}
             }
             if self.rpos == self.filled {
                 self.phase = Phase::Waiting { need: 0 };
@@ -693,9 +690,10 @@ impl Conn {
             if self.rpos >= self.hinted {
                 self.read_ahead(ctx);
             }
-            let resume = match self.phase {
-                Phase::Resuming { at } => Some(at),
-                _ => None,
+            let (resume, reading) = match self.phase {
+                Phase::Resuming { at } => (Some(at), Reading::MayWait),
+                Phase::Woken { at, ticket } => (at, Reading::Resumed(ticket)),
+                _ => (None, Reading::MayWait),
             };
             let mark = self.replies.mark();
             let timed = ctx
@@ -705,20 +703,15 @@ impl Conn {
                 .is_some()
                 .then(|| self.park_t0.take().unwrap_or_else(|| (std::time::Instant::now(), self.family())));
             let before = self.replies.buf().len();
-            let retry = self.retry.take();
-            if retry.is_some() {
-                ctx.store.allow_sync_read(retry);
-            }
+            ctx.reading = reading;
             let step = self.step(ctx, &limits.parse, resume);
-            if retry.is_some() {
-                ctx.store.allow_sync_read(None);
-            }
+            ctx.reading = Reading::MayWait;
             match step {
+                Step::Done { outcome: Outcome::Wait { ticket, at }, .. } => {
+                    self.park(ctx, at, before, resume, ticket, timed);
+                    return Served::Parked;
+                }
                 Step::Done { outcome, consumed } => {
-                    if let Some(addr) = ctx.store.take_blocked() {
-                        self.park(ctx, outcome, before, resume, addr, timed);
-                        return Served::Parked;
-                    }
                     if let Some((t0, family)) = timed {
                         ctx.stats.latency.record(family, t0.elapsed());
                     }
@@ -754,6 +747,8 @@ impl Conn {
                             self.watch = Some(crate::watch::WatchHandle { watchers, watcher });
                             self.watch_new = true;
                         }
+                        // Taken above.
+                        Outcome::Wait { .. } => {}
                     }
                 }
                 Step::Incomplete { need } => {
@@ -768,27 +763,27 @@ impl Conn {
         }
     }
 
-    /// The request at the front stopped to wait for flash read `addr`:
-    /// takes back what it wrote (a multi-get keeps the keys it answered,
-    /// and resumes after them) and asks for the flash reads of the
+    /// The request at the front stopped to wait for the flash read of
+    /// `ticket`: takes back what it wrote (a multi-get keeps the keys it
+    /// answered, and resumes at `at`) and asks for the flash reads of the
     /// requests behind it, so that they overlap with this one.
     fn park(
         &mut self,
         ctx: &mut dispatch::Ctx<'_>,
-        outcome: Outcome,
+        at: Option<usize>,
         before: usize,
         resume: Option<usize>,
-        addr: u64,
+        ticket: Ticket,
         timed: Option<(std::time::Instant, usize)>,
     ) {
-        let at = match outcome {
-            Outcome::Resume(at) => Some(at),
-            _ => {
+        let at = match at {
+            Some(at) => Some(at),
+            None => {
                 self.replies.buf().truncate(before);
                 resume
             }
         };
-        self.phase = Phase::Parked { at, addr };
+        self.phase = Phase::Parked { at, ticket };
         self.park_new = true;
         self.park_t0 = timed;
         let mut keys: [&[u8]; READ_AHEAD_KEYS] = [&[]; READ_AHEAD_KEYS];

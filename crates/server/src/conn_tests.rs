@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering::Relaxed};
 use std::sync::Arc;
 
 use proptest::prelude::*;
-use strata_store::{Clock, Config, Store};
+use strata_store::{Clock, Config, Reading, Store};
 
 use super::*;
 use crate::config::ServerConfig;
@@ -61,7 +61,7 @@ impl Fixture {
     }
 
     fn ctx(&mut self) -> Ctx<'_> {
-        Ctx { shared: &self.shared, store: &mut self.store, stats: &self.stats, fd: -1 }
+        Ctx { shared: &self.shared, store: &mut self.store, stats: &self.stats, fd: -1, reading: Reading::MayWait }
     }
 
     fn conn(&self) -> Conn {
@@ -307,7 +307,7 @@ fn a_multi_get_over_the_reply_limit_pauses_and_resumes_in_order() {
     for i in 0..40 {
         let k = format!("key{i}");
         let w = strata_store::Write::new(strata_store::SetOp::Set, k.as_bytes(), 0, 0, &value);
-        assert!(f.store.set_with(&w).is_ok());
+        assert!(matches!(f.store.set_with(&w, Reading::Now), Ok(strata_store::Flow::Ready(_))));
         keys.push(k);
     }
     let request = format!("get {}\r\nmn\r\n", keys.join(" "));

@@ -8,8 +8,8 @@ use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
 use strata_protocol::ops;
 use strata_store::{
-    Arith, ArithOutcome, Counted, Delete, DeleteOutcome, Found, ItemView, ReadOpts, SetOp, StoreError, StoreOutcome,
-    Stored, Write,
+    Arith, ArithOutcome, Counted, Delete, DeleteOutcome, Flow, Found, Inspect, ItemView, ReadOpts, SetOp, StoreError,
+    StoreOutcome, Stored, Write,
 };
 
 use crate::dispatch::Ctx;
@@ -42,15 +42,19 @@ impl Ctx<'_> {
         self.shared.store.clock().expiry(i64::from(exptime))
     }
 
-    /// The last operation stopped to wait for a read from flash: the
-    /// connection parks and runs the request again once it is done
-    /// (`conn.rs`), so nothing about it is counted or recorded now.
-    pub fn parked(&self) -> bool {
-        self.store.waiting()
-    }
-
     /// A read. `f` sees the item under its bucket lock; `None` on a miss.
-    pub fn get<R>(&mut self, op: &ops::Get<'_>, f: impl FnOnce(ItemView<'_>) -> R) -> Result<Option<R>, StoreError> {
+    ///
+    /// Every operation here returns [`Flow::Wait`] when it must wait for a
+    /// read from flash: nothing was done or counted, and the executor
+    /// hands the ticket up to the connection, which parks and runs the
+    /// request again once the read is done (`conn.rs`). Stats are counted
+    /// here, on the ready outcome only, so a request that waited counts
+    /// once.
+    pub fn get<R>(
+        &mut self,
+        op: &ops::Get<'_>,
+        f: impl FnOnce(ItemView<'_>) -> R,
+    ) -> Flow<Result<Option<R>, StoreError>> {
         let r = &op.read;
         let opts = ReadOpts {
             bump: r.bump,
@@ -72,19 +76,17 @@ impl Ctx<'_> {
         // Fetch, read (and decompressed) here without the lock; one that
         // fails to decompress is a miss. (A value on flash that is not in
         // the page cache is read by the I/O threads: the store answers
-        // `Pending` and the connection parks, `conn.rs`.)
+        // `Wait` and the connection parks, `conn.rs`.)
         let mut f = Some(f);
-        let res = match self.store.find(op.key.as_bytes(), &opts, |it| f.take().map(|f| f(it))) {
-            Ok(Found::Read(r)) => Ok(r),
-            Ok(Found::Missing) => Ok(None),
-            Ok(Found::Fetch(fetch)) => Ok(f.take().and_then(|f| fetch.read(self.store, f))),
-            Err(e) => Err(e),
+        let res = match Flow::of(self.store.find(op.key.as_bytes(), &opts, self.reading, |it| f.take().map(|f| f(it))))
+        {
+            Flow::Wait(t) => return Flow::Wait(t),
+            Flow::Ready(Ok(Found::Read(r))) => Ok(r),
+            Flow::Ready(Ok(Found::Missing)) => Ok(None),
+            Flow::Ready(Ok(Found::Fetch(fetch))) => Ok(f.take().and_then(|f| fetch.read(self.store, f))),
+            Flow::Ready(Err(e)) => Err(e),
         };
         let s = self.stats;
-        if let Err(StoreError::Pending) = res {
-            // Parked: counted when it runs again.
-            return res;
-        }
         self.count_contention(&res);
         let hit = matches!(res, Ok(Some(_)));
         if self.shared.watchers.wants(watch::FETCHERS) {
@@ -111,11 +113,11 @@ impl Ctx<'_> {
             (false, true) => (inc(&s.cmd_get), inc(&s.get_hits)),
             (_, false) => (inc(&s.cmd_get), inc(&s.get_misses)),
         };
-        res
+        Flow::Ready(res)
     }
 
     /// A write of a whole value or an append/prepend.
-    pub fn set(&mut self, op: &ops::Set<'_>) -> Result<Stored, StoreError> {
+    pub fn set(&mut self, op: &ops::Set<'_>) -> Flow<Result<Stored, StoreError>> {
         let s = self.stats;
         let w = Write {
             op: match op.mode {
@@ -135,11 +137,10 @@ impl Ctx<'_> {
             vivify: op.vivify.map(|t| self.expiry(t)),
             binary_key: op.binary_key,
         };
-        let r = self.store.set_with(&w);
-        if let Err(StoreError::Pending) = r {
-            // Parked: counted when it runs again.
-            return r;
-        }
+        let r = match Flow::of(self.store.set_with(&w, self.reading)) {
+            Flow::Wait(t) => return Flow::Wait(t),
+            Flow::Ready(r) => r,
+        };
         inc(&s.cmd_set);
         if self.shared.watchers.wants(watch::MUTATIONS) {
             let status = match &r {
@@ -165,7 +166,7 @@ impl Ctx<'_> {
             Ok(_) => {}
             Err(e) => self.count_error(e),
         }
-        r
+        Flow::Ready(r)
     }
 
     /// A `watch mutations` line (memcached's `item_store`): `expiry` is
@@ -191,9 +192,8 @@ impl Ctx<'_> {
         match e {
             StoreError::TooLarge => inc(&s.store_too_large),
             StoreError::OutOfMemory => inc(&s.store_no_memory),
-            // The store settles flash items itself: OnFlash never gets here.
-            StoreError::Contended | StoreError::OnFlash => inc(&s.store_contended),
-            StoreError::Pending | StoreError::NotLogged => {}
+            StoreError::Contended => inc(&s.store_contended),
+            StoreError::NotLogged => {}
         }
     }
 
@@ -216,8 +216,8 @@ impl Ctx<'_> {
         }
         if drop_old {
             // The refused data is being discarded: this request cannot wait
-            // for a read from flash and run again.
-            self.store.without_waiting(|w| w.delete(key));
+            // for a read from flash and run again (`delete` reads now).
+            self.store.delete(key);
         }
     }
 
@@ -232,7 +232,7 @@ impl Ctx<'_> {
         true
     }
 
-    pub fn delete(&mut self, op: &ops::Delete<'_>) -> Result<DeleteOutcome, StoreError> {
+    pub fn delete(&mut self, op: &ops::Delete<'_>) -> Flow<Result<DeleteOutcome, StoreError>> {
         let d = Delete {
             compare: op.compare,
             new_cas: op.new_cas,
@@ -241,17 +241,20 @@ impl Ctx<'_> {
             remove_value: op.remove_value,
             flags: op.flags,
         };
-        let r = self.store.delete_with(op.key.as_bytes(), &d);
+        let r = match Flow::of(self.store.delete_with(op.key.as_bytes(), &d, self.reading)) {
+            Flow::Wait(t) => return Flow::Wait(t),
+            Flow::Ready(r) => r,
+        };
         let s = self.stats;
         match &r {
             Ok(DeleteOutcome::Deleted) if !op.invalidate => inc(&s.delete_hits),
             Ok(DeleteOutcome::NotFound | DeleteOutcome::Exists) => inc(&s.delete_misses),
             _ => self.count_contention(&r),
         }
-        r
+        Flow::Ready(r)
     }
 
-    pub fn arith(&mut self, op: &ops::Arith<'_>) -> Result<Counted, StoreError> {
+    pub fn arith(&mut self, op: &ops::Arith<'_>) -> Flow<Result<Counted, StoreError>> {
         let a = Arith {
             incr: op.incr,
             delta: op.delta,
@@ -261,7 +264,10 @@ impl Ctx<'_> {
             vivify: op.vivify.map(|t| self.expiry(t)),
             initial: op.initial,
         };
-        let r = self.store.arith_with(op.key.as_bytes(), &a);
+        let r = match Flow::of(self.store.arith_with(op.key.as_bytes(), &a, self.reading)) {
+            Flow::Wait(t) => return Flow::Wait(t),
+            Flow::Ready(r) => r,
+        };
         let s = self.stats;
         let (hits, misses) = if op.incr { (&s.incr_hits, &s.incr_misses) } else { (&s.decr_hits, &s.decr_misses) };
         match &r {
@@ -269,6 +275,15 @@ impl Ctx<'_> {
             Ok(Counted { outcome: ArithOutcome::NotFound, .. }) => inc(misses),
             _ => self.count_contention(&r),
         }
-        r
+        Flow::Ready(r)
+    }
+
+    /// `me`: what is known about a key, not counted as a read (memcached
+    /// counts only `cmd_meta` for it, in the executor).
+    pub fn inspect(&mut self, key: &[u8]) -> Flow<Option<Inspect>> {
+        match Flow::of(self.store.inspect_with(key, self.reading)) {
+            Flow::Wait(t) => Flow::Wait(t),
+            Flow::Ready(r) => Flow::Ready(r.ok().flatten()),
+        }
     }
 }

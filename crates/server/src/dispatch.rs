@@ -9,7 +9,7 @@ use strata_protocol::ops;
 use strata_protocol::reply::{self, text as r};
 use strata_protocol::text::auth::AuthParse;
 use strata_protocol::text::{retrieval::Key, Command, Config as ParseConfig, Request};
-use strata_store::{ArithOutcome, Counted, DeleteOutcome, StoreError, StoreOutcome, Worker};
+use strata_store::{ArithOutcome, Counted, DeleteOutcome, Flow, Reading, StoreError, StoreOutcome, Ticket, Worker};
 
 use crate::core::inc;
 use crate::meta;
@@ -24,6 +24,9 @@ pub(crate) struct Ctx<'a> {
     /// The descriptor of the connection being served (`cfd` in `watch`
     /// lines); set by the connection.
     pub fd: i32,
+    /// How the request may read from flash: set by the connection
+    /// ([`Reading::Resumed`] when it runs a request again after waiting).
+    pub reading: Reading,
 }
 
 impl Ctx<'_> {
@@ -62,6 +65,29 @@ pub(crate) enum Outcome {
     CloseAfterWrite(CloseReason),
     /// `watch`: from now on the connection receives event lines.
     Watch(std::sync::Arc<crate::watch::Watcher>),
+    /// The request waits for a read from flash: the connection parks on the
+    /// ticket and runs it again once the read is done. What it wrote is
+    /// dropped, unless `at` says where a multi-get stopped (the keys before
+    /// it are answered, and it resumes there).
+    Wait {
+        ticket: Ticket,
+        at: Option<usize>,
+    },
+}
+
+impl Outcome {
+    /// A request that wrote nothing waits for `ticket`.
+    fn wait(ticket: Ticket) -> Outcome {
+        Outcome::Wait { ticket, at: None }
+    }
+}
+
+/// A meta executor's [`Flow`] as the connection's next step.
+fn after(flow: Flow<()>) -> Outcome {
+    match flow {
+        Flow::Ready(()) => Outcome::Continue,
+        Flow::Wait(t) => Outcome::wait(t),
+    }
 }
 
 /// Runs one request, appending its reply (if any) to `out`.
@@ -107,13 +133,13 @@ pub(crate) fn execute(ctx: &mut Ctx<'_>, req: Request<'_>, out: &mut Vec<u8>, re
                         let get = ops::Get { key: ops::Key::Raw(key), read };
                         // A failed rewrite for a touch leaves the old expiry;
                         // the read itself has no error to report.
-                        let hit = ctx.get(&get, |it| write_value(out, it, cas));
-                        if let Err(StoreError::Pending) = hit {
+                        let hit = match ctx.get(&get, |it| write_value(out, it, cas)) {
+                            Flow::Ready(hit) => hit,
                             // The keys before it are answered; the request
                             // runs again from this one once its value is
                             // read from flash (the connection parks).
-                            return Outcome::Resume(pos);
-                        }
+                            Flow::Wait(ticket) => return Outcome::Wait { ticket, at: Some(pos) },
+                        };
                         if let Err(StoreError::NotLogged) = hit {
                             // gat with the durability log down: the touch
                             // cannot be kept, so nothing is answered but that.
@@ -128,10 +154,11 @@ pub(crate) fn execute(ctx: &mut Ctx<'_>, req: Request<'_>, out: &mut Vec<u8>, re
             }
         }
         Command::Store(set) => {
-            let r = ctx.set(&set);
-            if !ctx.parked() {
-                ctx.shared.detail.record_set(set.key.as_bytes());
-            }
+            let r = match ctx.set(&set) {
+                Flow::Ready(r) => r,
+                Flow::Wait(t) => return Outcome::wait(t),
+            };
+            ctx.shared.detail.record_set(set.key.as_bytes());
             match r {
                 Ok(stored) => reply(
                     out,
@@ -155,10 +182,11 @@ pub(crate) fn execute(ctx: &mut Ctx<'_>, req: Request<'_>, out: &mut Vec<u8>, re
             return Outcome::Swallow(swallow);
         }
         Command::Delete(del) => {
-            let r = ctx.delete(&del);
-            if !ctx.parked() {
-                ctx.shared.detail.record_delete(del.key.as_bytes());
-            }
+            let r = match ctx.delete(&del) {
+                Flow::Ready(r) => r,
+                Flow::Wait(t) => return Outcome::wait(t),
+            };
+            ctx.shared.detail.record_delete(del.key.as_bytes());
             match r {
                 Ok(DeleteOutcome::Deleted) => reply(out, r::DELETED),
                 Err(StoreError::NotLogged) => reply(out, r::LOG_FAILED),
@@ -166,23 +194,25 @@ pub(crate) fn execute(ctx: &mut Ctx<'_>, req: Request<'_>, out: &mut Vec<u8>, re
             }
         }
         Command::Arith(arith) => match ctx.arith(&arith) {
-            Ok(Counted { outcome: ArithOutcome::Value(v), .. }) => {
+            Flow::Wait(t) => return Outcome::wait(t),
+            Flow::Ready(Ok(Counted { outcome: ArithOutcome::Value(v), .. })) => {
                 if !noreply {
                     reply::number(out, v);
                 } else if crate::verbose::on(shared) {
                     crate::verbose::noreply(fd, v.to_string().as_bytes());
                 }
             }
-            Ok(Counted { outcome: ArithOutcome::NonNumeric, .. }) => reply(out, r::NON_NUMERIC),
-            Ok(_) => reply(out, r::NOT_FOUND),
-            Err(StoreError::NotLogged) => reply(out, r::LOG_FAILED),
-            Err(_) => reply(out, r::OUT_OF_MEMORY),
+            Flow::Ready(Ok(Counted { outcome: ArithOutcome::NonNumeric, .. })) => reply(out, r::NON_NUMERIC),
+            Flow::Ready(Ok(_)) => reply(out, r::NOT_FOUND),
+            Flow::Ready(Err(StoreError::NotLogged)) => reply(out, r::LOG_FAILED),
+            Flow::Ready(Err(_)) => reply(out, r::OUT_OF_MEMORY),
         },
         Command::Touch(get) => match ctx.get(&get, |_| ()) {
-            Ok(Some(())) => reply(out, r::TOUCHED),
-            Ok(None) => reply(out, r::NOT_FOUND),
-            Err(StoreError::NotLogged) => reply(out, r::LOG_FAILED),
-            Err(_) => reply(out, r::OUT_OF_MEMORY),
+            Flow::Wait(t) => return Outcome::wait(t),
+            Flow::Ready(Ok(Some(()))) => reply(out, r::TOUCHED),
+            Flow::Ready(Ok(None)) => reply(out, r::NOT_FOUND),
+            Flow::Ready(Err(StoreError::NotLogged)) => reply(out, r::LOG_FAILED),
+            Flow::Ready(Err(_)) => reply(out, r::OUT_OF_MEMORY),
         },
         Command::FlushAll { delay } => reply(out, if ctx.flush_all(delay) { r::OK } else { r::FLUSH_DISABLED }),
         Command::Version => {
@@ -317,20 +347,20 @@ pub(crate) fn execute(ctx: &mut Ctx<'_>, req: Request<'_>, out: &mut Vec<u8>, re
         // can check that a panic closes only its own connection.
         #[allow(clippy::panic)]
         Command::DebugPanic => panic!("debug_panic: a test asked for a panic"),
-        Command::MetaGet { get, reply, value } => meta::get(ctx, &get, &reply, value, out),
-        Command::MetaSet { set, reply } => meta::set(ctx, &set, &reply, out),
+        Command::MetaGet { get, reply, value } => return after(meta::get(ctx, &get, &reply, value, out)),
+        Command::MetaSet { set, reply } => return after(meta::set(ctx, &set, &reply, out)),
         Command::MetaTooLarge { key, swallow, .. } => {
             meta::too_large(ctx, key.as_bytes(), out);
             return Outcome::Swallow(swallow);
         }
-        Command::MetaDelete { del, reply } => meta::delete(ctx, &del, &reply, out),
-        Command::MetaArith { arith, reply, value } => meta::arith(ctx, &arith, &reply, value, out),
+        Command::MetaDelete { del, reply } => return after(meta::delete(ctx, &del, &reply, out)),
+        Command::MetaArith { arith, reply, value } => return after(meta::arith(ctx, &arith, &reply, value, out)),
         Command::MetaNoop => out.extend_from_slice(r::MN),
         Command::MetaDebug { key, .. } => {
-            meta::debug(ctx, &key, out);
-            if !ctx.parked() {
-                inc(&ctx.stats.cmd_meta);
+            if let Flow::Wait(t) = meta::debug(ctx, &key, out) {
+                return Outcome::wait(t);
             }
+            inc(&ctx.stats.cmd_meta);
         }
         Command::Error(e) => reply(out, e.reply()),
         Command::Swallow { error, swallow } => {

@@ -33,6 +33,7 @@ use crate::dispatch::Ctx;
 use crate::stats::WorkerStats;
 use crate::transport::Transport;
 use crate::{ConnInfo, Shared};
+use strata_store::Reading;
 
 /// The frame header's bytes.
 pub(crate) const HEADER: usize = 8;
@@ -178,7 +179,7 @@ pub(crate) fn run(shared: Arc<Shared>, stats: Arc<WorkerStats>, sock: UdpSocket,
             }
         };
         let Some(frame) = Frame::parse(&buf[..n]) else { continue };
-        let mut ctx = Ctx { shared: &shared, store: &mut store, stats: &stats, fd: info.fd };
+        let mut ctx = Ctx { shared: &shared, store: &mut store, stats: &stats, fd: info.fd, reading: Reading::Now };
         let reply = crate::worker::contain(&stats, || serve(&buf[HEADER..n], &info, &mut ctx)).unwrap_or_default();
         frames(frame.id, &reply, |d| {
             // A full socket buffer or an unreachable peer loses the reply,

@@ -37,7 +37,7 @@ use crate::stats::WorkerStats;
 use crate::transport::Received;
 use crate::worker::{close, NewConn, Parked, Wake};
 use crate::Shared;
-use strata_store::Hint;
+use strata_store::{Hint, Reading};
 
 /// Submission queue entries per ring; a turn with more to queue submits
 /// early (the completion queue is sized for every connection).
@@ -256,7 +256,7 @@ pub(crate) fn run(
             lp.close_idle(&stats, &mut last_sweep);
         }
         lp.watch_due();
-        let mut ctx = Ctx { shared: &shared, store: &mut store, stats: &stats, fd: -1 };
+        let mut ctx = Ctx { shared: &shared, store: &mut store, stats: &stats, fd: -1, reading: Reading::MayWait };
         let ready = std::mem::take(&mut lp.ready);
         lp.read_ahead(&ready, &ctx);
         for &i in &ready {
@@ -423,9 +423,9 @@ impl Loop<'_> {
     /// Serves the connections whose reads from flash are done.
     fn unpark(&mut self, store: &mut strata_store::Worker) {
         let mut parked = std::mem::take(&mut self.parked);
-        parked.finished(store, |i, addr| {
+        parked.finished(store, |i, ticket| {
             if let Some(Some(s)) = self.slots.get_mut(i) {
-                if s.conn.unpark(addr) {
+                if s.conn.unpark(ticket) {
                     self.mark(i);
                 }
             }
@@ -468,8 +468,8 @@ impl Loop<'_> {
     /// Notes the read slot `i` parked for, if it just did.
     fn note_parked(&mut self, i: usize) {
         if let Some(Some(s)) = self.slots.get_mut(i) {
-            if let Some(addr) = s.conn.take_park() {
-                self.parked.wait(addr, i);
+            if let Some(ticket) = s.conn.take_park() {
+                self.parked.wait(ticket, i);
             }
         }
     }

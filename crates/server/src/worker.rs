@@ -14,6 +14,7 @@ use std::sync::{mpsc, Arc};
 
 use mio::unix::SourceFd;
 use mio::{Events, Interest, Poll, Token};
+use strata_store::{Reading, Ticket};
 
 use crate::conn::{Conn, Status};
 use crate::dispatch::Ctx;
@@ -217,9 +218,9 @@ pub(crate) fn run(
         // After the wake-up counter was drained above: a read that
         // finished since wrote it again, so the next poll returns for it.
         if async_reads {
-            parked.finished(&mut store, |i, addr| {
+            parked.finished(&mut store, |i, ticket| {
                 let Some(Some(s)) = slots.get_mut(i) else { return };
-                if s.conn.unpark(addr) && !s.queued {
+                if s.conn.unpark(ticket) && !s.queued {
                     s.queued = true;
                     ready.push(i);
                 }
@@ -236,7 +237,7 @@ pub(crate) fn run(
         for &i in &ready {
             let Some(Some(slot)) = slots.get_mut(i) else { continue };
             slot.queued = false;
-            let mut ctx = Ctx { shared: &shared, store: &mut store, stats: &stats, fd: -1 };
+            let mut ctx = Ctx { shared: &shared, store: &mut store, stats: &stats, fd: -1, reading: Reading::MayWait };
             let served = contain(&stats, || slot.service(&mut ctx));
             match served.unwrap_or(Status::Close) {
                 Status::Open { more } => {
@@ -248,8 +249,8 @@ pub(crate) fn run(
                         slot.held = true;
                         held.push(i);
                     }
-                    if let Some(addr) = slot.conn.take_park() {
-                        parked.wait(addr, i);
+                    if let Some(ticket) = slot.conn.take_park() {
+                        parked.wait(ticket, i);
                     }
                     if let Some(w) = slot.conn.take_watch() {
                         if watching.attach(i, w, &wake) && !slot.queued {
@@ -296,25 +297,25 @@ pub(crate) fn run(
 /// wait for: a loop of either kind wakes them when the read is done.
 #[derive(Default)]
 pub(crate) struct Parked {
-    by_read: std::collections::HashMap<u64, Vec<usize>>,
-    done: Vec<u64>,
+    by_read: std::collections::HashMap<Ticket, Vec<usize>>,
+    done: Vec<Ticket>,
 }
 
 impl Parked {
-    /// Slot `i` waits for read `addr`.
-    pub fn wait(&mut self, addr: u64, i: usize) {
-        self.by_read.entry(addr).or_default().push(i);
+    /// Slot `i` waits for the read of `ticket`.
+    pub fn wait(&mut self, ticket: Ticket, i: usize) {
+        self.by_read.entry(ticket).or_default().push(i);
     }
 
     /// Hands `wake` each slot waiting for a read that is done. A slot
     /// closed since (or taken by another connection) is handed over too:
     /// `Conn::unpark` checks that it waits for that read.
-    pub fn finished(&mut self, store: &mut strata_store::Worker, mut wake: impl FnMut(usize, u64)) {
+    pub fn finished(&mut self, store: &mut strata_store::Worker, mut wake: impl FnMut(usize, Ticket)) {
         self.done.clear();
         store.flash_completions(&mut self.done);
-        for &addr in &self.done {
-            for i in self.by_read.remove(&addr).unwrap_or_default() {
-                wake(i, addr);
+        for &ticket in &self.done {
+            for i in self.by_read.remove(&ticket).unwrap_or_default() {
+                wake(i, ticket);
             }
         }
     }

@@ -5,12 +5,12 @@
 //! ```text
 //!   worker                              I/O thread (Pool)
 //!   read_back(addr): not in `ready` ──► queue Job{addr, gen}
-//!     → StoreError::Pending,            read + verify the record
-//!       `blocked_on = addr`             ◄── Done into the worker's Inbox,
-//!   server parks the connection              then its wake-up (eventfd)
-//!   next turn: completions(): Done → `ready`; the server wakes the
-//!   connections parked on addr, which run their request again and find
-//!   the record in `ready` (no second read).
+//!     → Flow::Wait(Ticket(addr))        read + verify the record
+//!   the connection parks on it          ◄── Done into the worker's Inbox,
+//!                                            then its wake-up (eventfd)
+//!   next turn: completions(): Done → `ready`, Ticket(addr) out; the
+//!   server wakes the connections parked on it, which run their request
+//!   again (Reading::Resumed) and find the record in `ready`.
 //! ```
 //!
 //! A record stays valid as long as its region's generation is the one
@@ -27,9 +27,9 @@
 //! waits for the same read (`strata_extstore_reads_coalesced`). `ready`
 //! is bounded ([`READY_MAX`], [`READY_BYTES`]), oldest out first; a
 //! connection whose record was pushed out before it ran again may read
-//! that one address synchronously ([`Reads::sync_for`]), so every park
+//! that one address synchronously ([`Reading::Resumed`](crate::Reading::Resumed)), so every park
 //! ends in progress. Reads that cannot park (an operation part way, a
-//! snapshot's worker) are synchronous too ([`Reads::blocking`]).
+//! refused write's delete) are synchronous ([`Reading::Now`](crate::Reading::Now)).
 
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering::Relaxed};
@@ -38,6 +38,8 @@ use std::time::Duration;
 
 use parking_lot::{Condvar, Mutex};
 use strata_flash::{record, Flash};
+
+use crate::types::Ticket;
 
 /// Ready records a worker keeps at most, and their bytes: enough for a
 /// connection's read-ahead (32 keys) and every connection parked in a
@@ -225,13 +227,6 @@ pub(crate) struct Reads {
     order: VecDeque<u64>,
     bytes: usize,
     taken: Vec<Done>,
-    /// The address the last operation stopped for, until the server takes it.
-    pub blocked_on: Option<u64>,
-    /// An address this worker may read synchronously (a parked connection
-    /// running again).
-    pub sync_for: Option<u64>,
-    /// Every read is synchronous meanwhile.
-    pub blocking: bool,
 }
 
 impl Reads {
@@ -244,15 +239,7 @@ impl Reads {
             order: VecDeque::new(),
             bytes: 0,
             taken: Vec::new(),
-            blocked_on: None,
-            sync_for: None,
-            blocking: false,
         }
-    }
-
-    /// Whether a read of `addr` must be done here and now.
-    pub fn synchronous(&self, addr: u64) -> bool {
-        self.blocking || self.sync_for == Some(addr)
     }
 
     /// The ready record at `addr` if its region is still in generation
@@ -308,12 +295,12 @@ impl Reads {
     }
 
     /// Takes the reads finished since the last call into `ready`, their
-    /// addresses into `out`.
-    pub fn completions(&mut self, out: &mut Vec<u64>) {
+    /// tickets into `out`.
+    pub fn completions(&mut self, out: &mut Vec<Ticket>) {
         std::mem::swap(&mut *self.inbox.done.lock(), &mut self.taken);
         for d in self.taken.drain(..) {
             self.inflight.remove(&d.addr);
-            out.push(d.addr);
+            out.push(Ticket(d.addr));
             if d.moved {
                 continue;
             }

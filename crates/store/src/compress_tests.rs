@@ -7,6 +7,7 @@
 // #[test] functions; these helpers live beside them).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+use crate::testing::Now;
 use crate::tests::{check, get, op_with, ops_len, set, store_of, Op};
 use crate::*;
 use proptest::prelude::*;
@@ -214,7 +215,7 @@ fn a_fetch_is_decompressed_only_by_a_worker_of_its_own_store() {
     let page: Vec<u8> = (0..10).flat_map(json).collect();
     set(&mut w, SetOp::Set, b"page", &page);
     let opts = ReadOpts::default();
-    let fetch = |w: &mut Worker| match w.find(b"page", &opts, |_| ()) {
+    let fetch = |w: &mut Worker| match w.find_now(b"page", &opts, |_| ()) {
         Ok(Found::Fetch(f)) => f,
         other => panic!("a compressed value is read in two phases: {other:?}"),
     };

@@ -62,8 +62,8 @@ pub use reclaim::Reclaimer;
 pub use store::{Evicted, EvictionWatcher, Store};
 pub use tier::{FlashImage, FlashRestored};
 pub use types::{
-    Arith, ArithOutcome, Config, ConfigError, Counted, Delete, DeleteOutcome, FlashStats, FlashTier, Inspect, ItemView,
-    ReadOpts, SetOp, StoreError, StoreOutcome, StoreStats, Stored, Write, NO_ITEM_AGE,
+    Arith, ArithOutcome, Config, ConfigError, Counted, Delete, DeleteOutcome, FlashStats, FlashTier, Flow, Inspect,
+    ItemView, ReadOpts, Reading, SetOp, StoreError, StoreOutcome, StoreStats, Stored, Ticket, Write, NO_ITEM_AGE,
 };
 pub use worker::{Hint, Worker};
 
@@ -108,6 +108,45 @@ pub(crate) mod testing {
             cases: scaled(cases as usize, miri as usize) as u32,
             failure_persistence,
             ..default
+        }
+    }
+
+    use crate::{
+        Arith, Counted, Delete, DeleteOutcome, Found, ItemView, ReadOpts, Reading, StoreError, Stored, Worker, Write,
+    };
+
+    /// The operations that may wait for flash, run with
+    /// [`Reading::Now`] (never waiting), for tests that are not about
+    /// waiting.
+    pub trait Now {
+        fn set_now(&mut self, w: &Write<'_>) -> Result<Stored, StoreError>;
+        fn delete_now(&mut self, key: &[u8], d: &Delete) -> Result<DeleteOutcome, StoreError>;
+        fn arith_now(&mut self, key: &[u8], a: &Arith) -> Result<Counted, StoreError>;
+        fn find_now<R>(
+            &mut self,
+            key: &[u8],
+            opts: &ReadOpts,
+            f: impl FnOnce(ItemView<'_>) -> R,
+        ) -> Result<Found<R>, StoreError>;
+    }
+
+    impl Now for Worker {
+        fn set_now(&mut self, w: &Write<'_>) -> Result<Stored, StoreError> {
+            crate::types::now(self.set_with(w, Reading::Now))
+        }
+        fn delete_now(&mut self, key: &[u8], d: &Delete) -> Result<DeleteOutcome, StoreError> {
+            crate::types::now(self.delete_with(key, d, Reading::Now))
+        }
+        fn arith_now(&mut self, key: &[u8], a: &Arith) -> Result<Counted, StoreError> {
+            crate::types::now(self.arith_with(key, a, Reading::Now))
+        }
+        fn find_now<R>(
+            &mut self,
+            key: &[u8],
+            opts: &ReadOpts,
+            f: impl FnOnce(ItemView<'_>) -> R,
+        ) -> Result<Found<R>, StoreError> {
+            crate::types::now(self.find(key, opts, Reading::Now, f))
         }
     }
 }

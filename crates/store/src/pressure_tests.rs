@@ -4,6 +4,7 @@
 //! (`evict.rs`, "The last resort"); and eviction's copying forward stays
 //! bounded on a write-once fill.
 
+use crate::testing::Now;
 use crate::testing::{proptest_config, scaled};
 use crate::*;
 use proptest::prelude::*;
@@ -96,7 +97,7 @@ fn run(item_max: usize, mem: usize, ops: &[Op]) -> Result<(), TestCaseError> {
             }
             Op::Pin(k) => {
                 pinned = None;
-                if let Ok(Found::Fetch(f)) = w.find(format!("key{k}").as_bytes(), &ReadOpts::GET, |_| ()) {
+                if let Ok(Found::Fetch(f)) = w.find_now(format!("key{k}").as_bytes(), &ReadOpts::GET, |_| ()) {
                     pinned = Some(f);
                 }
             }
@@ -248,7 +249,7 @@ fn an_overwritten_key_outlives_the_small_queue_unread() {
     for k in [&b"once"[..], b"twice", b"twice"] {
         assert_eq!(w.set(SetOp::Set, k, 0, 0, &value), Ok(StoreOutcome::Stored));
     }
-    let read = w.find(b"twice", &ReadOpts { bump: false, ..ReadOpts::GET }, |it| it.fetched);
+    let read = w.find_now(b"twice", &ReadOpts { bump: false, ..ReadOpts::GET }, |it| it.fetched);
     assert!(matches!(read, Ok(Found::Read(false))), "an overwrite is not a read: {read:?}");
     for i in 0..3 * 16 * seg / 1000 {
         assert_eq!(w.set(SetOp::Set, format!("cold{i}").as_bytes(), 0, 0, &value), Ok(StoreOutcome::Stored));

@@ -21,7 +21,7 @@ use std::sync::Arc;
 use crate::index::slot;
 use crate::item::{state, Fields, Item};
 use crate::store::{bump, Miss, Store};
-use crate::types::{Inspect, ItemView, ReadOpts, SetOp, StoreError, StoreOutcome, Write};
+use crate::types::{now, Flow, Inspect, ItemView, ReadOpts, Reading, SetOp, Stop, StoreError, StoreOutcome, Write};
 use crate::worker::Worker;
 use crate::write::{Plan, Rewritten, Step};
 use crate::MAX_RETRIES;
@@ -121,6 +121,7 @@ impl Worker {
 
     /// Both phases of a read (see [`Worker::find`]): `f` gets the item,
     /// under its bucket lock or (a large value) after it. `None` on a miss.
+    /// Reads flash synchronously ([`Reading::Now`]).
     pub fn read<R>(
         &mut self,
         key: &[u8],
@@ -128,7 +129,7 @@ impl Worker {
         f: impl FnOnce(ItemView<'_>) -> R,
     ) -> Result<Option<R>, StoreError> {
         let mut f = Some(f);
-        Ok(match self.find(key, opts, |it| f.take().map(|f| f(it)))? {
+        Ok(match now(self.find(key, opts, Reading::Now, |it| f.take().map(|f| f(it))))? {
             Found::Read(r) => r,
             Found::Missing => None,
             Found::Fetch(fetch) => f.take().and_then(|f| fetch.read(self, f)),
@@ -140,31 +141,35 @@ impl Worker {
     /// value is in RAM and small, hands the item to `f` under its bucket
     /// lock; otherwise says how to read the value ([`Found::Fetch`]). The
     /// token is handed out under that lock, so exactly one reader gets it.
+    /// A value only on flash may have to be waited for, as `reading` allows.
     pub fn find<R>(
         &mut self,
         key: &[u8],
         opts: &ReadOpts,
+        reading: Reading,
         f: impl FnOnce(ItemView<'_>) -> R,
-    ) -> Result<Found<R>, StoreError> {
+    ) -> Result<Flow<Found<R>>, StoreError> {
         if opts.touch.is_some() || opts.vivify.is_some() {
             self.store.check_journal()?;
         }
         // `f` runs at most once: a round that stops at a flash slot stops
         // before it.
         let mut f = Some(f);
-        Ok(match self.with_flash(key, |w| w.find_once(key, opts, |it| f.take().map(|f| f(it))))? {
+        let found = self.with_flash(key, reading, |w| w.find_once(key, opts, reading, |it| f.take().map(|f| f(it))))?;
+        Ok(found.map(|found| match found {
             Found::Read(Some(r)) => Found::Read(r),
             Found::Read(None) | Found::Missing => Found::Missing,
             Found::Fetch(fetch) => Found::Fetch(fetch),
-        })
+        }))
     }
 
     fn find_once<R>(
         &mut self,
         key: &[u8],
         opts: &ReadOpts,
+        reading: Reading,
         f: impl FnOnce(ItemView<'_>) -> R,
-    ) -> Result<Found<R>, StoreError> {
+    ) -> Result<Flow<Found<R>>, Stop> {
         self.store.maybe_flush();
         let loc = self.store.index.locate(key);
         // What earlier rounds did: a rewrite that handed us the token, or
@@ -194,7 +199,11 @@ impl Worker {
                             // flash, the item left there.
                             let fresh = !won && !created && !relaid;
                             if fresh {
-                                if let Some(h) = self.read_flash(key, opts)? {
+                                let h = match self.read_flash(key, opts, reading) {
+                                    Flow::Wait(t) => return Ok(Flow::Wait(t)),
+                                    Flow::Ready(h) => h,
+                                };
+                                if let Some(h) = h {
                                     let b = &self.flash_buf;
                                     let view = ItemView {
                                         key: &b[h.key],
@@ -211,7 +220,7 @@ impl Worker {
                                         created: false,
                                         binary_key: h.binary_key,
                                     };
-                                    return Ok(Found::Read(f(view)));
+                                    return Ok(Flow::Ready(Found::Read(f(view))));
                                 }
                             }
                             // Otherwise brought back here rather than by
@@ -219,16 +228,15 @@ impl Worker {
                             // (a token won, an item created or touched)
                             // still counts: after such a round the read
                             // cannot stop to wait, and reads here and now.
-                            if fresh {
-                                self.settle(key)?;
-                            } else {
-                                self.settle_blocking(key)?;
+                            let reading = if fresh { reading } else { Reading::Now };
+                            if let Flow::Wait(t) = self.settle(key, reading)? {
+                                return Ok(Flow::Wait(t));
                             }
                             continue;
                         }
                     }
                     drop(stripe);
-                    let Some(expiry) = opts.vivify else { return Ok(Found::Missing) };
+                    let Some(expiry) = opts.vivify else { return Ok(Flow::Ready(Found::Missing)) };
                     let f = Fields { expiry, cas: opts.new_cas, state: state::TOKEN_SENT, ..Fields::default() };
                     let w = Write { new_cas: opts.new_cas, ..Write::new(SetOp::Add, key, 0, expiry, b"") };
                     if self.store_item(&w, f)?.outcome == StoreOutcome::Stored {
@@ -240,7 +248,7 @@ impl Worker {
             // What the in-place writes below need, read before them: the
             // view `it` must be dead once they start (arena rule 4).
             let (header, bits, expiry, wins) = {
-                let Some(it) = st.item_at(s) else { return Ok(Found::Missing) };
+                let Some(it) = st.item_at(s) else { return Ok(Flow::Ready(Found::Missing)) };
                 (it.header, it.state(), it.expiry(), wins_token(opts, &it))
             };
             let touch = opts.touch.filter(|&e| e != expiry);
@@ -271,7 +279,7 @@ impl Worker {
                 stripe.set(pos, slot::read_once(s));
             }
             // A fresh view, taken after the writes.
-            let Some(it) = st.item_at(s) else { return Ok(Found::Missing) };
+            let Some(it) = st.item_at(s) else { return Ok(Flow::Ready(Found::Missing)) };
             let view = ItemView {
                 key: it.key(),
                 value: it.value(),
@@ -291,7 +299,7 @@ impl Worker {
             // A compressed value is decompressed without the lock.
             let plain_len = it.compressed().then(|| strata_compress::original_len(it.value()).unwrap_or(0));
             if plain_len.is_none() && (vlen < st.cfg.unlocked_read_min || st.cfg.unlocked_read_min == 0) {
-                return Ok(Found::Read(f(view)));
+                return Ok(Flow::Ready(Found::Read(f(view))));
             }
             let seg = slot::seg(s);
             st.pin(seg);
@@ -299,15 +307,15 @@ impl Worker {
             let view = view.without_bytes();
             let (klen, value_at) = (it.key().len(), key_at + it.key().len());
             let store = self.store.clone();
-            return Ok(Found::Fetch(Fetch { store, view, seg, key_at, klen, value_at, vlen, plain_len }));
+            return Ok(Flow::Ready(Found::Fetch(Fetch { store, view, seg, key_at, klen, value_at, vlen, plain_len })));
         }
-        Err(StoreError::Contended)
+        Err(StoreError::Contended.into())
     }
 
     /// Moves an item to a layout with room for the expiry and state a read
     /// wants to change in place, handing out the recache token on the way if
     /// the read wins it. Returns whether it did.
-    pub(crate) fn relayout(&mut self, key: &[u8], opts: &ReadOpts, touch: Option<u32>) -> Result<bool, StoreError> {
+    pub(crate) fn relayout(&mut self, key: &[u8], opts: &ReadOpts, touch: Option<u32>) -> Result<bool, Stop> {
         let r = self.rewrite(
             key,
             |it, cas| {
@@ -325,12 +333,19 @@ impl Worker {
         Ok(matches!(r, Rewritten::Written(true, _)))
     }
 
-    /// Everything known about `key`, without counting it as a read (`me`).
+    /// Everything known about `key`, without counting it as a read,
+    /// reading flash synchronously.
     pub fn inspect(&mut self, key: &[u8]) -> Option<Inspect> {
-        self.with_flash(key, |w| w.inspect_once(key)).ok().flatten()
+        now(self.inspect_with(key, Reading::Now)).ok().flatten()
     }
 
-    fn inspect_once(&mut self, key: &[u8]) -> Result<Option<Inspect>, StoreError> {
+    /// [`Worker::inspect`] for `me`: a key on flash is brought back first,
+    /// which may have to be waited for, as `reading` allows.
+    pub fn inspect_with(&mut self, key: &[u8], reading: Reading) -> Result<Flow<Option<Inspect>>, StoreError> {
+        self.with_flash(key, reading, |w| w.inspect_once(key).map(Flow::Ready))
+    }
+
+    fn inspect_once(&mut self, key: &[u8]) -> Result<Option<Inspect>, Stop> {
         let st = &*self.store;
         st.maybe_flush();
         let loc = st.index.locate(key);
@@ -338,7 +353,7 @@ impl Worker {
         let mut stripe = st.index.lock(loc.stripe);
         let s = match st.lookup(&mut stripe, loc, key, now, &self.active.counters) {
             Ok((_, s)) => s,
-            Err(Miss::OnFlash) => return Err(StoreError::OnFlash),
+            Err(Miss::OnFlash) => return Err(Stop::OnFlash),
             Err(_) => return Ok(None),
         };
         Ok(st.item_at(s).map(|it| st.inspect_of(s, &it)))

@@ -1,3 +1,4 @@
+use crate::testing::Now;
 use crate::testing::{proptest_config, scaled};
 use crate::write::parse_counter;
 use crate::*;
@@ -27,7 +28,7 @@ pub(crate) fn get(w: &mut Worker, k: &[u8]) -> Option<(Vec<u8>, u32, u64)> {
 /// The classic `cas` command: a set with a compare value.
 fn cas(w: &mut Worker, unique: u64, k: &[u8], v: &[u8]) -> StoreOutcome {
     let write = Write { compare: Some(unique), ..Write::new(SetOp::Set, k, 0, 0, v) };
-    w.set_with(&write).map(|s| s.outcome).unwrap()
+    w.set_now(&write).map(|s| s.outcome).unwrap()
 }
 
 pub(crate) fn set(w: &mut Worker, op: SetOp, k: &[u8], v: &[u8]) -> StoreOutcome {
@@ -248,7 +249,7 @@ fn stale_items_hand_out_one_recache_token() {
     set(&mut w, SetOp::Set, b"k", b"v");
     let cas = get(&mut w, b"k").map_or(0, |g| g.2);
     let d = Delete { invalidate: true, touch: Some(s.clock().expiry(30)), ..Delete::default() };
-    assert_eq!(w.delete_with(b"k", &d), Ok(DeleteOutcome::Deleted));
+    assert_eq!(w.delete_now(b"k", &d), Ok(DeleteOutcome::Deleted));
     let after = get(&mut w, b"k").map_or(0, |g| g.2);
     assert_ne!(after, cas, "invalidation gives a new CAS");
     let plain = ReadOpts { tokens: true, ..ReadOpts::GET };
@@ -256,7 +257,7 @@ fn stale_items_hand_out_one_recache_token() {
     assert_eq!(read(&mut w, b"k", &plain), Some((b"v".to_vec(), true, false, true, true)), "first: X W");
     assert_eq!(read(&mut w, b"k", &plain), Some((b"v".to_vec(), false, true, true, true)), "then: Z X");
     // Invalidating again clears the token, so the next reader wins again.
-    assert_eq!(w.delete_with(b"k", &d), Ok(DeleteOutcome::Deleted));
+    assert_eq!(w.delete_now(b"k", &d), Ok(DeleteOutcome::Deleted));
     assert_eq!(read(&mut w, b"k", &plain).map(|r| r.1), Some(true));
     // A plain write replaces the stale item: no state left.
     set(&mut w, SetOp::Set, b"k", b"fresh");
@@ -309,19 +310,19 @@ fn writes_with_compare_invalidate_and_new_cas() {
     set(&mut w, SetOp::Set, b"k", b"a");
     let cas = get(&mut w, b"k").map_or(0, |g| g.2);
     let stale = Write { compare: Some(cas - 1), invalidate: true, ..Write::new(SetOp::Set, b"k", 0, 0, b"b") };
-    let r = w.set_with(&stale).map(|s| s.outcome);
+    let r = w.set_now(&stale).map(|s| s.outcome);
     assert_eq!(r, Ok(StoreOutcome::Stored), "an older CAS with I stores");
     assert_eq!(read(&mut w, b"k", &ReadOpts::GET).map(|x| (x.0, x.3)), Some((b"b".to_vec(), true)));
     let newer = Write { compare: Some(u64::MAX), invalidate: true, ..Write::new(SetOp::Set, b"k", 0, 0, b"c") };
-    assert_eq!(w.set_with(&newer).map(|s| s.outcome), Ok(StoreOutcome::Exists));
+    assert_eq!(w.set_now(&newer).map(|s| s.outcome), Ok(StoreOutcome::Exists));
     let given = Write { new_cas: Some(12345), ..Write::new(SetOp::Set, b"k", 0, 0, b"d") };
-    assert_eq!(w.set_with(&given).map(|s| (s.outcome, s.cas)), Ok((StoreOutcome::Stored, 12345)));
+    assert_eq!(w.set_now(&given).map(|s| (s.outcome, s.cas)), Ok((StoreOutcome::Stored, 12345)));
     assert_eq!(get(&mut w, b"k").map(|g| g.2), Some(12345));
     let add = Write { compare: Some(1), ..Write::new(SetOp::Add, b"new", 0, 0, b"x") };
-    assert_eq!(w.set_with(&add).map(|s| s.outcome), Ok(StoreOutcome::Stored), "add ignores a compare value");
+    assert_eq!(w.set_now(&add).map(|s| s.outcome), Ok(StoreOutcome::Stored), "add ignores a compare value");
     let viv = Write { vivify: Some(0), ..Write::new(SetOp::Append, b"log", 3, 0, b"line") };
-    assert_eq!(w.set_with(&viv).map(|s| (s.outcome, s.size)), Ok((StoreOutcome::Stored, 4)));
-    assert_eq!(w.set_with(&viv).map(|s| (s.outcome, s.size)), Ok((StoreOutcome::Stored, 8)));
+    assert_eq!(w.set_now(&viv).map(|s| (s.outcome, s.size)), Ok((StoreOutcome::Stored, 4)));
+    assert_eq!(w.set_now(&viv).map(|s| (s.outcome, s.size)), Ok((StoreOutcome::Stored, 8)));
     assert_eq!(get(&mut w, b"log").map(|g| (g.0, g.1)), Some((b"lineline".to_vec(), 3)));
 }
 
@@ -332,23 +333,23 @@ fn a_stale_store_keeps_ttl_and_a_token_already_sent() {
     // Three TTL classes' active segments and the eviction target.
     let (s, mut w) = store(8 << 20, true);
     let c = s.clock().clone();
-    let old = w.set_with(&Write::new(SetOp::Set, b"k", 0, c.expiry(100), b"v1")).map_or(0, |s| s.cas);
-    assert_eq!(w.delete_with(b"k", &Delete { invalidate: true, ..Delete::default() }), Ok(DeleteOutcome::Deleted));
+    let old = w.set_now(&Write::new(SetOp::Set, b"k", 0, c.expiry(100), b"v1")).map_or(0, |s| s.cas);
+    assert_eq!(w.delete_now(b"k", &Delete { invalidate: true, ..Delete::default() }), Ok(DeleteOutcome::Deleted));
     let tokens = ReadOpts { tokens: true, ..ReadOpts::GET };
     assert_eq!(w.read(b"k", &tokens, |it| it.won), Ok(Some(true)));
     let stale = Write { compare: Some(old), invalidate: true, ..Write::new(SetOp::Set, b"k", 5, c.expiry(500), b"v0") };
-    assert_eq!(w.set_with(&stale).map(|s| s.outcome), Ok(StoreOutcome::Stored));
+    assert_eq!(w.set_now(&stale).map(|s| s.outcome), Ok(StoreOutcome::Stored));
     let seen = w.read(b"k", &tokens, |it| (it.value.to_vec(), it.flags, it.expiry, it.stale, it.won, it.token_sent));
     assert_eq!(seen, Ok(Some((b"v0".to_vec(), 5, c.expiry(100), true, false, true))), "old TTL, Z, not W");
 
     // No token handed out yet: the stale item offers one.
-    let old = w.set_with(&Write::new(SetOp::Set, b"n", 0, 0, b"v1")).map_or(0, |s| s.cas);
+    let old = w.set_now(&Write::new(SetOp::Set, b"n", 0, 0, b"v1")).map_or(0, |s| s.cas);
     assert_eq!(
-        w.set_with(&Write::new(SetOp::Set, b"n", 0, c.expiry(50), b"v2")).map(|s| s.outcome),
+        w.set_now(&Write::new(SetOp::Set, b"n", 0, c.expiry(50), b"v2")).map(|s| s.outcome),
         Ok(StoreOutcome::Stored)
     );
     let stale = Write { compare: Some(old), invalidate: true, ..Write::new(SetOp::Set, b"n", 0, 0, b"v0") };
-    assert_eq!(w.set_with(&stale).map(|s| s.outcome), Ok(StoreOutcome::Stored));
+    assert_eq!(w.set_now(&stale).map(|s| s.outcome), Ok(StoreOutcome::Stored));
     let seen = w.read(b"n", &tokens, |it| (it.expiry, it.stale, it.won));
     assert_eq!(seen, Ok(Some((c.expiry(50), true, true))));
 }
@@ -359,27 +360,27 @@ fn delete_with_compare_and_empty_value() {
     w.set(SetOp::Set, b"k", 9, 0, b"value").unwrap();
     let cas = get(&mut w, b"k").map_or(0, |g| g.2);
     let wrong = Delete { compare: Some(cas + 1), ..Delete::default() };
-    assert_eq!(w.delete_with(b"k", &wrong), Ok(DeleteOutcome::Exists));
+    assert_eq!(w.delete_now(b"k", &wrong), Ok(DeleteOutcome::Exists));
     let empty = Delete { remove_value: true, flags: 4, ..Delete::default() };
-    assert_eq!(w.delete_with(b"k", &empty), Ok(DeleteOutcome::Deleted));
+    assert_eq!(w.delete_now(b"k", &empty), Ok(DeleteOutcome::Deleted));
     assert_eq!(get(&mut w, b"k"), Some((Vec::new(), 4, cas)), "x keeps the CAS");
     let right = Delete { compare: Some(cas), ..Delete::default() };
-    assert_eq!(w.delete_with(b"k", &right), Ok(DeleteOutcome::Deleted));
-    assert_eq!(w.delete_with(b"k", &right), Ok(DeleteOutcome::NotFound));
+    assert_eq!(w.delete_now(b"k", &right), Ok(DeleteOutcome::Deleted));
+    assert_eq!(w.delete_now(b"k", &right), Ok(DeleteOutcome::NotFound));
 }
 
 #[test]
 fn arith_vivifies_with_the_initial_value_and_checks_cas() {
     let (s, mut w) = store(4 << 20, true);
     let a = Arith { incr: true, delta: 5, vivify: Some(s.clock().expiry(60)), initial: 10, ..Arith::default() };
-    let c = w.arith_with(b"n", &a).unwrap();
+    let c = w.arith_now(b"n", &a).unwrap();
     assert_eq!((c.outcome, c.expiry_before, c.expiry), (ArithOutcome::Value(10), 0, s.clock().expiry(60)));
-    let c2 = w.arith_with(b"n", &a).unwrap();
+    let c2 = w.arith_now(b"n", &a).unwrap();
     assert_eq!(c2.outcome, ArithOutcome::Value(15));
     let wrong = Arith { compare: Some(c2.cas + 1), ..a };
-    assert_eq!(w.arith_with(b"n", &wrong).map(|c| c.outcome), Ok(ArithOutcome::Exists));
+    assert_eq!(w.arith_now(b"n", &wrong).map(|c| c.outcome), Ok(ArithOutcome::Exists));
     let right = Arith { compare: Some(c2.cas), new_cas: Some(999), ..a };
-    assert_eq!(w.arith_with(b"n", &right).map(|c| (c.outcome, c.cas)), Ok((ArithOutcome::Value(20), 999)));
+    assert_eq!(w.arith_now(b"n", &right).map(|c| (c.outcome, c.cas)), Ok((ArithOutcome::Value(20), 999)));
 }
 
 #[test]
@@ -408,7 +409,7 @@ fn concurrent_readers_get_exactly_one_token() {
         if stale {
             set(&mut w, SetOp::Set, &key, b"v");
             let d = Delete { invalidate: true, ..Delete::default() };
-            assert_eq!(w.delete_with(&key, &d), Ok(DeleteOutcome::Deleted));
+            assert_eq!(w.delete_now(&key, &d), Ok(DeleteOutcome::Deleted));
         }
         let opts = ReadOpts { tokens: true, vivify: Some(s.clock().expiry(30)), ..ReadOpts::GET };
         let wins: u32 = std::thread::scope(|scope| {
@@ -831,7 +832,7 @@ fn touching_and_token_reads_write_in_place_soundly() {
     let opts = ReadOpts { touch: Some(c.expiry(200)), ..ReadOpts::GET };
     let got = w.read(b"k", &opts, |it| (it.value.to_vec(), it.flags, it.expiry_before, it.expiry));
     assert_eq!(got, Ok(Some((b"value".to_vec(), 3, c.expiry(100), c.expiry(200)))));
-    assert_eq!(w.delete_with(b"k", &Delete { invalidate: true, ..Delete::default() }), Ok(DeleteOutcome::Deleted));
+    assert_eq!(w.delete_now(b"k", &Delete { invalidate: true, ..Delete::default() }), Ok(DeleteOutcome::Deleted));
     let opts = ReadOpts { tokens: true, touch: Some(c.expiry(300)), ..ReadOpts::GET };
     let got = w.read(b"k", &opts, |it| (it.value.to_vec(), it.won, it.stale, it.expiry));
     assert_eq!(got, Ok(Some((b"value".to_vec(), true, true, c.expiry(300)))));
@@ -858,9 +859,9 @@ fn large_values_are_read_without_their_bucket_lock() {
     let big = vec![b'b'; 5000];
     assert_eq!(w.set(SetOp::Set, b"big", 7, 0, &big), Ok(StoreOutcome::Stored));
     assert_eq!(w.set(SetOp::Set, b"small", 0, 0, b"s"), Ok(StoreOutcome::Stored));
-    let small = w.find(b"small", &ReadOpts::GET, |it| it.value.to_vec());
+    let small = w.find_now(b"small", &ReadOpts::GET, |it| it.value.to_vec());
     assert!(matches!(small, Ok(Found::Read(ref v)) if v == b"s"), "{small:?}");
-    let Ok(Found::Fetch(fetch)) = w.find(b"big", &ReadOpts::GET, |_| ()) else { panic!("not a fetch") };
+    let Ok(Found::Fetch(fetch)) = w.find_now(b"big", &ReadOpts::GET, |_| ()) else { panic!("not a fetch") };
     assert_eq!(fetch.value_len(), 5000);
     // The bucket lock is free while the fetch is held: the same key (same
     // stripe) reads again on this very thread.
@@ -870,10 +871,10 @@ fn large_values_are_read_without_their_bucket_lock() {
     let read = fetch.read(&mut w, |it| (it.key.to_vec(), it.value.to_vec(), it.flags));
     assert_eq!(read, Some((b"big".to_vec(), big, 7)));
     assert!(!s.is_pinned(seg), "reading the fetch releases the pin");
-    let Ok(Found::Fetch(dropped)) = w.find(b"big", &ReadOpts::GET, |_| ()) else { panic!("not a fetch") };
+    let Ok(Found::Fetch(dropped)) = w.find_now(b"big", &ReadOpts::GET, |_| ()) else { panic!("not a fetch") };
     drop(dropped);
     assert!(!s.is_pinned(seg), "so does dropping it");
-    assert!(matches!(w.find(b"none", &ReadOpts::GET, |_| ()), Ok(Found::Missing)));
+    assert!(matches!(w.find_now(b"none", &ReadOpts::GET, |_| ()), Ok(Found::Missing)));
 }
 
 fn fetch_segment(f: &Fetch) -> u32 {
@@ -887,7 +888,7 @@ fn a_pinned_segment_outlives_the_evictions_around_it() {
     let (s, mut w) = small_segments(64 << 10, 6, 2000);
     let big: Vec<u8> = (0..9000u32).map(|i| (i % 251) as u8).collect();
     assert_eq!(w.set(SetOp::Set, b"big", 0, 0, &big), Ok(StoreOutcome::Stored));
-    let Ok(Found::Fetch(fetch)) = w.find(b"big", &ReadOpts::GET, |_| ()) else { panic!("not a fetch") };
+    let Ok(Found::Fetch(fetch)) = w.find_now(b"big", &ReadOpts::GET, |_| ()) else { panic!("not a fetch") };
     let value = vec![b'v'; 900];
     for i in 0..scaled(4000, 300) {
         assert_eq!(w.set(SetOp::Set, format!("k{i}").as_bytes(), 0, 0, &value), Ok(StoreOutcome::Stored));
@@ -934,7 +935,7 @@ fn images_hold_the_live_items_as_they_are_now() {
         assert_eq!(touched, Ok((i - 1) % 5 != 0), "k{i}");
     }
     for i in (2..n).step_by(7) {
-        w.delete_with(format!("k{i}").as_bytes(), &Delete { invalidate: true, ..Delete::default() }).ok();
+        w.delete_now(format!("k{i}").as_bytes(), &Delete { invalidate: true, ..Delete::default() }).ok();
     }
     drop(w);
     let mut w = s.worker();

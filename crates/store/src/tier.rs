@@ -65,7 +65,7 @@ use crate::index::{flash, slot, Loc, Pos, Stripe};
 use crate::item::{Fields, Header, Item};
 use crate::segments::{ttl_class, Active};
 use crate::store::{add, bump, Counters, Store};
-use crate::types::{FlashStats, StoreError};
+use crate::types::{FlashStats, Flow, Reading, Stop, StoreError, Ticket};
 use crate::worker::Worker;
 use crate::MAX_RETRIES;
 
@@ -669,7 +669,7 @@ enum Back {
     /// The region was reclaimed during the read: look again.
     Moved,
     /// Asked of the I/O threads; the operation waits for it.
-    Pending,
+    Pending(Ticket),
 }
 
 impl Worker {
@@ -701,11 +701,12 @@ impl Worker {
         &mut self,
         key: &[u8],
         opts: &crate::types::ReadOpts,
-    ) -> Result<Option<FlashHit>, StoreError> {
+        reading: Reading,
+    ) -> Flow<Option<FlashHit>> {
         let store = self.store.clone();
-        let Some(tier) = store.cfg.flash.as_ref() else { return Ok(None) };
+        let Some(tier) = store.cfg.flash.as_ref() else { return Flow::Ready(None) };
         if opts.touch.is_some() {
-            return Ok(None);
+            return Flow::Ready(None);
         }
         // Reading synchronously, a recache is decided before the read (it
         // reads the record itself); with the I/O threads, once the record
@@ -713,19 +714,19 @@ impl Worker {
         // recache uses the bytes read.
         let rate = store.flash_tuning.recache_rate.load(Relaxed);
         if self.reads.is_none() && self.recache_due(rate) {
-            return Ok(None);
+            return Flow::Ready(None);
         }
         let log = &tier.log;
         let loc = store.index.locate(key);
         let mut candidates = std::mem::take(&mut self.flash_candidates);
         store.flash_candidates(loc, &mut candidates);
         let mut buf = std::mem::take(&mut self.flash_buf);
-        let mut hit = Ok(None);
+        let mut hit = Flow::Ready(None);
         for &s in &candidates {
-            let (epoch, written, gen) = match self.read_back(log, loc, s, &mut buf) {
+            let (epoch, written, gen) = match self.read_back(log, loc, s, &mut buf, reading) {
                 Back::Record { epoch, written, gen } => (epoch, written, gen),
-                Back::Pending => {
-                    hit = Err(StoreError::Pending);
+                Back::Pending(t) => {
+                    hit = Flow::Wait(t);
                     break;
                 }
                 Back::Bad | Back::Moved => break,
@@ -759,7 +760,7 @@ impl Worker {
             let state = it.state();
             let key_at = it.header.header_len();
             let value_at = key_at + it.key().len();
-            hit = Ok(Some(FlashHit {
+            hit = Flow::Ready(Some(FlashHit {
                 key: key_at..value_at,
                 value: value_at..value_at + it.value().len(),
                 flags: it.flags(),
@@ -794,39 +795,42 @@ impl Worker {
     }
 
     /// Runs `op` until it no longer stops at a flash slot, settling `key`
-    /// in between (see the module doc).
+    /// in between (see the module doc), or until a read it needs must be
+    /// waited for.
     pub(crate) fn with_flash<T>(
         &mut self,
         key: &[u8],
-        mut op: impl FnMut(&mut Worker) -> Result<T, StoreError>,
-    ) -> Result<T, StoreError> {
+        reading: Reading,
+        mut op: impl FnMut(&mut Worker) -> Result<Flow<T>, Stop>,
+    ) -> Result<Flow<T>, StoreError> {
         for _ in 0..MAX_RETRIES {
             match op(self) {
-                Err(StoreError::OnFlash) => self.settle(key)?,
-                r => return r,
+                Ok(flow) => return Ok(flow),
+                Err(Stop::Failed(e)) => return Err(e),
+                Err(Stop::OnFlash) => {
+                    if let Flow::Wait(t) = self.settle(key, reading)? {
+                        return Ok(Flow::Wait(t));
+                    }
+                }
             }
         }
         Err(StoreError::Contended)
     }
 
-    /// [`Worker::settle`], reading synchronously whatever is not ready.
-    pub(crate) fn settle_blocking(&mut self, key: &[u8]) -> Result<(), StoreError> {
-        self.without_waiting(|w| w.settle(key))
-    }
-
     /// Brings every flash slot with `key`'s tags back into memory, or
-    /// unlinks it if it is dead or damaged.
-    pub(crate) fn settle(&mut self, key: &[u8]) -> Result<(), StoreError> {
+    /// unlinks it if it is dead or damaged; stops at the first record that
+    /// must be waited for.
+    pub(crate) fn settle(&mut self, key: &[u8], reading: Reading) -> Result<Flow<()>, StoreError> {
         let store = self.store.clone();
-        let Some(log) = store.flash_log() else { return Ok(()) };
+        let Some(log) = store.flash_log() else { return Ok(Flow::Ready(())) };
         let loc = store.index.locate(key);
         let mut candidates = std::mem::take(&mut self.flash_candidates);
         store.flash_candidates(loc, &mut candidates);
         let mut buf = std::mem::take(&mut self.flash_buf);
-        let mut r = Ok(());
+        let mut r = Ok(Flow::Ready(()));
         for &s in &candidates {
-            r = self.bring_back(log, loc, s, &mut buf);
-            if r.is_err() {
+            r = self.bring_back(log, loc, s, &mut buf, reading);
+            if !matches!(r, Ok(Flow::Ready(()))) {
                 break;
             }
         }
@@ -838,14 +842,15 @@ impl Worker {
     /// Reads the record flash slot `s` points at, its item's bytes into
     /// `buf`: from the worker's ready records, from the I/O threads (the
     /// operation then waits: [`Back::Pending`]), or here and now.
-    fn read_back(&mut self, log: &Flash, loc: Loc, s: u64, buf: &mut Vec<u8>) -> Back {
+    fn read_back(&mut self, log: &Flash, loc: Loc, s: u64, buf: &mut Vec<u8>, reading: Reading) -> Back {
         let addr = log.from_slot(flash::addr(s));
         let region = log.region_of(addr);
         let gen = log.generation(region);
         let inline = self.store.cfg.flash.as_ref().is_some_and(|t| t.read_cached_inline);
         // Synchronously (no I/O threads, or a read that must not wait), from
         // the records in hand, from the page cache, or by the I/O threads.
-        let (epoch, written) = match self.reads.as_mut().map(|r| (r.lookup(addr, gen, buf), r.synchronous(addr))) {
+        let (epoch, written) = match self.reads.as_mut().map(|r| (r.lookup(addr, gen, buf), reading.synchronous(addr)))
+        {
             Some((Cached::Record { epoch, written }, _)) => (epoch, written),
             Some((Cached::Bad, _)) => return Back::Bad,
             Some((Cached::Absent, false)) => {
@@ -855,10 +860,9 @@ impl Worker {
                     Err(Some(back)) => return back,
                     Err(None) => {
                         let Some(r) = self.reads.as_mut() else { return Back::Bad };
-                        r.blocked_on = Some(addr);
                         let c = &self.active.counters;
                         bump(if r.request(addr, gen) { &c.flash_reads_async } else { &c.flash_reads_coalesced });
-                        return Back::Pending;
+                        return Back::Pending(Ticket(addr));
                     }
                 }
             }
@@ -909,30 +913,38 @@ impl Worker {
     }
 
     /// Brings the flash slot `s` (in `loc`'s chain) back into memory.
-    fn bring_back(&mut self, log: &Flash, loc: Loc, s: u64, buf: &mut Vec<u8>) -> Result<(), StoreError> {
+    fn bring_back(
+        &mut self,
+        log: &Flash,
+        loc: Loc,
+        s: u64,
+        buf: &mut Vec<u8>,
+        reading: Reading,
+    ) -> Result<Flow<()>, StoreError> {
         let store = self.store.clone();
         let c = self.active.counters.clone();
         let same = |st: &Stripe| same_slot(st, loc.bucket, s);
         let addr = log.from_slot(flash::addr(s));
-        let read = self.read_back(log, loc, s, buf);
+        let read = self.read_back(log, loc, s, buf, reading);
         // Whatever happens next, nobody needs the record read for it again.
-        if let (Some(r), false) = (self.reads.as_mut(), matches!(read, Back::Pending)) {
+        if let (Some(r), false) = (self.reads.as_mut(), matches!(read, Back::Pending(_))) {
             r.forget(addr);
         }
+        let done = Ok(Flow::Ready(()));
         let (epoch, written) = match read {
-            Back::Pending => return Err(StoreError::Pending),
-            Back::Moved => return Ok(()),
+            Back::Pending(t) => return Ok(Flow::Wait(t)),
+            Back::Moved => return done,
             Back::Bad => {
                 let mut st = store.index.lock(loc.stripe);
                 if let Some((pos, x)) = same(&st) {
                     store.unlink(&mut st, loc.bucket, pos, x);
                     bump(&c.flash_misses);
                 }
-                return Ok(());
+                return done;
             }
             Back::Record { epoch, written, .. } => (epoch, written),
         };
-        let Some(it) = parse_item(buf) else { return Ok(()) };
+        let Some(it) = parse_item(buf) else { return done };
         let now = store.clock.now();
         if epoch <= store.flush_epoch.load(Relaxed) || Clock::is_expired(it.expiry(), now) {
             let mut st = store.index.lock(loc.stripe);
@@ -940,7 +952,7 @@ impl Worker {
                 store.unlink(&mut st, loc.bucket, pos, x);
                 bump(&c.flash_misses);
             }
-            return Ok(());
+            return done;
         }
         let len = it.header.total_len();
         let (seg, off) = match self.active.reserve(&store, ttl_class(it.expiry(), now), len, written) {
@@ -960,7 +972,7 @@ impl Worker {
         let Some((pos, x)) = same(&st) else {
             drop(st);
             self.active.unreserve(&store, seg, off, len);
-            return Ok(());
+            return done;
         };
         // Unread: the read that asked for it counts itself (`mg`'s `h`
         // says whether it was read before).
@@ -971,62 +983,28 @@ impl Worker {
         bump(&c.flash_hits);
         bump(&c.flash_recached);
         add(&c.bytes_copied, len as u64);
-        Ok(())
+        done
     }
 }
 
 /// Asynchronous reads, for the server (see `aio.rs`).
 impl Worker {
     /// Hands this worker's reads from flash to the I/O threads: an
-    /// operation that needs a record not yet read returns
-    /// [`StoreError::Pending`] instead of waiting for the disk, and `wake`
-    /// is called (from an I/O thread) when a read is done. False (reads
-    /// stay synchronous) without the flash tier or its threads.
+    /// operation that needs a record not yet read returns [`Flow::Wait`]
+    /// instead of waiting for the disk (with [`Reading::MayWait`]), and
+    /// `wake` is called (from an I/O thread) when a read is done. False
+    /// (reads stay synchronous) without the flash tier or its threads.
     pub fn enable_async_flash(&mut self, wake: Box<dyn Fn() + Send + Sync>) -> bool {
         let Some(pool) = self.store.aio.as_ref() else { return false };
         self.reads = Some(crate::aio::Reads::new(pool, wake));
         true
     }
 
-    /// The flash address the last operation that returned
-    /// [`StoreError::Pending`] waits for (an opaque token), once.
-    pub fn take_blocked(&mut self) -> Option<u64> {
-        self.reads.as_mut()?.blocked_on.take()
-    }
-
-    /// Runs `f` with every read from flash synchronous: for operations
-    /// that cannot be run again later (a refused write's delete, with its
-    /// data being discarded).
-    pub fn without_waiting<T>(&mut self, f: impl FnOnce(&mut Worker) -> T) -> T {
-        let was = self.reads.as_mut().map(|r| std::mem::replace(&mut r.blocking, true));
-        let res = f(self);
-        if let (Some(r), Some(was)) = (self.reads.as_mut(), was) {
-            r.blocking = was;
-        }
-        res
-    }
-
-    /// Whether the last operation stopped to wait for a read from flash
-    /// (see [`Worker::take_blocked`]).
-    pub fn waiting(&self) -> bool {
-        self.reads.as_ref().is_some_and(|r| r.blocked_on.is_some())
-    }
-
-    /// Takes the reads finished since the last call; the addresses they
+    /// Takes the reads finished since the last call; the tickets they
     /// were for into `out` (operations waiting for them can run again).
-    pub fn flash_completions(&mut self, out: &mut Vec<u64>) {
+    pub fn flash_completions(&mut self, out: &mut Vec<Ticket>) {
         if let Some(r) = self.reads.as_mut() {
             r.completions(out);
-        }
-    }
-
-    /// Lets the next operations read `addr` synchronously if it is not
-    /// ready (an operation that waited for it runs again: if its record
-    /// was pushed out of the ready ones meanwhile it must not wait again);
-    /// `None` ends that.
-    pub fn allow_sync_read(&mut self, addr: Option<u64>) {
-        if let Some(r) = self.reads.as_mut() {
-            r.sync_for = addr;
         }
     }
 

@@ -7,6 +7,7 @@
 // #[test] functions; these helpers live beside them).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+use crate::testing::Now;
 use crate::tests::{get, store_of};
 use crate::*;
 use std::sync::Arc;
@@ -135,7 +136,7 @@ fn every_operation_works_on_flash_items() {
     fill_more(&mut t, 30_000, 36_000);
     let k0 = key(0);
     let cas = Write { compare: Some(cas0), ..Write::new(SetOp::Set, &k0, 0, 0, b"swapped, and long enough for flash") };
-    assert_eq!(t.w.set_with(&cas).map(|s| s.outcome), Ok(StoreOutcome::Stored));
+    assert_eq!(t.w.set_now(&cas).map(|s| s.outcome), Ok(StoreOutcome::Stored));
 
     // Keys 1..: on flash now (written long ago, not read since).
     assert_eq!(t.w.set(SetOp::Add, &key(1), 0, 0, b"x"), Ok(StoreOutcome::NotStored), "add sees it");

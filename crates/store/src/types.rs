@@ -19,20 +19,107 @@ pub enum StoreError {
     /// [`MAX_RETRIES`](crate::MAX_RETRIES) attempts.
     #[error("the item kept changing under concurrent writers")]
     Contended,
-    /// Internal: the key may be on flash and must be brought into memory
-    /// first. The store does that itself; no public method returns this.
-    #[error("the item is on flash")]
-    OnFlash,
-    /// The operation waits for a read from flash, asked of the I/O threads
-    /// (see [`Worker::take_blocked`](crate::Worker::take_blocked)); nothing
-    /// was changed, and the caller runs it again once the read is done.
-    /// Only a worker with asynchronous reads on returns it.
-    #[error("waiting for a read from flash")]
-    Pending,
     /// The durability log cannot be written (`--durability`): nothing was
     /// changed, since the change could not be kept.
     #[error("durability log failed")]
     NotLogged,
+}
+
+/// Why one attempt at an operation stopped, inside the store: failed, or
+/// at a flash slot its key may be in, which the store brings into memory
+/// before it tries again ([`Worker::with_flash`](crate::Worker)). Never
+/// leaves the crate: a caller sees the failure, or a [`Flow`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Stop {
+    Failed(StoreError),
+    OnFlash,
+}
+
+impl From<StoreError> for Stop {
+    fn from(e: StoreError) -> Stop {
+        Stop::Failed(e)
+    }
+}
+
+/// What an operation that may need a value from flash came to: done, or
+/// waiting for a read the I/O threads are doing (memcached's `io_pending`).
+/// Waiting changed nothing and counted nothing: the caller runs the same
+/// operation again once [`Worker::flash_completions`](crate::Worker::flash_completions)
+/// hands the ticket back, passing [`Reading::Resumed`] with it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[must_use]
+pub enum Flow<T> {
+    Ready(T),
+    Wait(Ticket),
+}
+
+impl<T> Flow<T> {
+    pub fn map<U>(self, f: impl FnOnce(T) -> U) -> Flow<U> {
+        match self {
+            Flow::Ready(t) => Flow::Ready(f(t)),
+            Flow::Wait(t) => Flow::Wait(t),
+        }
+    }
+}
+
+impl<T, E> Flow<Result<T, E>> {
+    /// `Ok(Flow)` turned inside out, the shape a caller that counts
+    /// outcomes wants: waiting first, then success or failure.
+    pub fn of(r: Result<Flow<T>, E>) -> Flow<Result<T, E>> {
+        match r {
+            Ok(Flow::Ready(t)) => Flow::Ready(Ok(t)),
+            Ok(Flow::Wait(t)) => Flow::Wait(t),
+            Err(e) => Flow::Ready(Err(e)),
+        }
+    }
+}
+
+/// The result of an operation run with [`Reading::Now`], which reads
+/// everything synchronously and so never waits.
+pub(crate) fn now<T>(r: Result<Flow<T>, StoreError>) -> Result<T, StoreError> {
+    match r {
+        Ok(Flow::Ready(t)) => Ok(t),
+        // Cannot happen (nothing is asked of the I/O threads); reported as
+        // a lost race rather than a panic on a request's path.
+        Ok(Flow::Wait(_)) => Err(StoreError::Contended),
+        Err(e) => Err(e),
+    }
+}
+
+/// A read from flash in flight that an operation waits for: which record
+/// (an opaque token), handed back when the read is done.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Ticket(pub(crate) u64);
+
+/// How an operation may read from flash what it needs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Reading {
+    /// A record not in memory or the page cache is asked of the I/O
+    /// threads and the operation returns [`Flow::Wait`] (on a worker with
+    /// [`Worker::enable_async_flash`](crate::Worker::enable_async_flash);
+    /// without it every read is synchronous).
+    #[default]
+    MayWait,
+    /// The operation waited for this ticket and runs again: that one
+    /// record is read here and now if it was pushed out of the worker's
+    /// ready records meanwhile, so every wait ends in progress. Others
+    /// may still wait.
+    Resumed(Ticket),
+    /// Every read is synchronous: for operations that cannot run again
+    /// later (a refused write's delete, its data being discarded), and
+    /// the store's own convenience methods.
+    Now,
+}
+
+impl Reading {
+    /// Whether the record at `addr` must be read here and now.
+    pub(crate) fn synchronous(self, addr: u64) -> bool {
+        match self {
+            Reading::MayWait => false,
+            Reading::Resumed(t) => t.0 == addr,
+            Reading::Now => true,
+        }
+    }
 }
 
 /// Why a store could not be built or a setting changed: a configuration

@@ -17,7 +17,8 @@ use crate::item::{encoded_len, state, write_head, Fields, Item};
 use crate::segments::{ttl_class, Placed};
 use crate::store::{bump, Miss};
 use crate::types::{
-    Arith, ArithOutcome, Counted, Delete, DeleteOutcome, SetOp, StoreError, StoreOutcome, Stored, Write,
+    now, Arith, ArithOutcome, Counted, Delete, DeleteOutcome, Flow, Reading, SetOp, Stop, StoreError, StoreOutcome,
+    Stored, Write,
 };
 use crate::worker::{Worker, Zip};
 use crate::MAX_RETRIES;
@@ -53,20 +54,22 @@ impl Worker {
         expiry: u32,
         value: &[u8],
     ) -> Result<StoreOutcome, StoreError> {
-        Ok(self.set_with(&Write::new(op, key, flags, expiry, value))?.outcome)
+        Ok(now(self.set_with(&Write::new(op, key, flags, expiry, value), Reading::Now))?.outcome)
     }
 
-    /// A storage request with the meta protocol's options.
-    pub fn set_with(&mut self, w: &Write<'_>) -> Result<Stored, StoreError> {
+    /// A storage request with the meta protocol's options; it waits for a
+    /// read from flash (add/replace/cas/append on a key there) as `reading`
+    /// allows.
+    pub fn set_with(&mut self, w: &Write<'_>, reading: Reading) -> Result<Flow<Stored>, StoreError> {
         self.store.check_journal()?;
-        let r = self.with_flash(w.key, |wk| wk.set_once(w));
-        if matches!(r, Ok(Stored { outcome: StoreOutcome::Stored, .. })) {
+        let r = self.with_flash(w.key, reading, |wk| wk.set_once(w).map(Flow::Ready));
+        if matches!(r, Ok(Flow::Ready(Stored { outcome: StoreOutcome::Stored, .. }))) {
             self.flash_every_write(w.key);
         }
         r
     }
 
-    fn set_once(&mut self, w: &Write<'_>) -> Result<Stored, StoreError> {
+    fn set_once(&mut self, w: &Write<'_>) -> Result<Stored, Stop> {
         self.store.maybe_flush();
         match w.op {
             SetOp::Append | SetOp::Prepend => self.concat(w),
@@ -80,10 +83,10 @@ impl Worker {
 
     /// Writes a whole new item (set/add/replace/cas) with fields `f`,
     /// compressed if that pays.
-    pub(crate) fn store_item(&mut self, w: &Write<'_>, fresh: Fields) -> Result<Stored, StoreError> {
+    pub(crate) fn store_item(&mut self, w: &Write<'_>, fresh: Fields) -> Result<Stored, Stop> {
         // `-I` applies to what the client sent, compressed or not.
         if encoded_len(w.key.len(), w.value.len(), &fresh) > self.store.cfg.item_size_max {
-            return Err(StoreError::TooLarge);
+            return Err(StoreError::TooLarge.into());
         }
         let Some(mut zip) = self.zip.take() else { return self.store_form(w, fresh, w.value) };
         let r = if zip.compress(w.value) {
@@ -100,7 +103,7 @@ impl Worker {
 
     /// Writes `value` (the client's, or its compressed form when
     /// `fresh.compressed`) as a new item.
-    fn store_form(&mut self, w: &Write<'_>, fresh: Fields, value: &[u8]) -> Result<Stored, StoreError> {
+    fn store_form(&mut self, w: &Write<'_>, fresh: Fields, value: &[u8]) -> Result<Stored, Stop> {
         // A compare value applies to set only (memcached's add ignores it).
         let (op, compare) = match w.op {
             SetOp::Set => (SetOp::Set, w.compare),
@@ -116,7 +119,7 @@ impl Worker {
             let store = &*self.store;
             let plain = Fields { compressed: false, ..f };
             if encoded_len(key.len(), w.value.len(), &plain) > store.cfg.item_size_max {
-                return Err(StoreError::TooLarge);
+                return Err(StoreError::TooLarge.into());
             }
             let len = encoded_len(key.len(), value.len(), &f);
             let now = store.clock.now();
@@ -142,7 +145,7 @@ impl Worker {
                 Err(Miss::OnFlash) => {
                     drop(stripe);
                     self.active.unreserve(store, seg, off, len);
-                    return Err(StoreError::OnFlash);
+                    return Err(Stop::OnFlash);
                 }
                 Err(_) => None,
             };
@@ -188,22 +191,22 @@ impl Worker {
             let outcome = StoreOutcome::Stored;
             return Ok(Stored { outcome, cas: store.placed_cas(seg, off, &f), size: w.value.len() });
         }
-        Err(StoreError::Contended)
+        Err(StoreError::Contended.into())
     }
 
     /// Deletes `key`; false if it was not there.
     pub fn delete(&mut self, key: &[u8]) -> bool {
-        matches!(self.delete_with(key, &Delete::default()), Ok(DeleteOutcome::Deleted))
+        matches!(now(self.delete_with(key, &Delete::default(), Reading::Now)), Ok(DeleteOutcome::Deleted))
     }
 
     /// A delete with the meta protocol's options: compare, or keep the item
     /// marked stale, or keep it with an empty value.
-    pub fn delete_with(&mut self, key: &[u8], d: &Delete) -> Result<DeleteOutcome, StoreError> {
+    pub fn delete_with(&mut self, key: &[u8], d: &Delete, reading: Reading) -> Result<Flow<DeleteOutcome>, StoreError> {
         self.store.check_journal()?;
-        self.with_flash(key, |w| w.delete_once(key, d))
+        self.with_flash(key, reading, |w| w.delete_once(key, d).map(Flow::Ready))
     }
 
-    fn delete_once(&mut self, key: &[u8], d: &Delete) -> Result<DeleteOutcome, StoreError> {
+    fn delete_once(&mut self, key: &[u8], d: &Delete) -> Result<DeleteOutcome, Stop> {
         self.store.maybe_flush();
         let cas_on = self.store.cfg.cas;
         if d.invalidate || d.remove_value {
@@ -253,7 +256,7 @@ impl Worker {
                 }
                 Ok(DeleteOutcome::Deleted)
             }
-            Err(Miss::OnFlash) => Err(StoreError::OnFlash),
+            Err(Miss::OnFlash) => Err(Stop::OnFlash),
             Err(_) => Ok(DeleteOutcome::NotFound),
         }
     }
@@ -266,7 +269,7 @@ impl Worker {
         key: &[u8],
         plan: impl FnMut(&Item<'_>, u64) -> Step<E, T>,
         fill: impl Fn(&Item<'_>, &E, &mut [u8]),
-    ) -> Result<Rewritten<E, T>, StoreError> {
+    ) -> Result<Rewritten<E, T>, Stop> {
         self.rewrite_prepared(key, plan, |_, _, _| None, fill)
     }
 
@@ -279,7 +282,7 @@ impl Worker {
         mut plan: impl FnMut(&Item<'_>, u64) -> Step<E, T>,
         mut prepare: impl FnMut(&mut Plan, &mut E, Option<&mut Zip>) -> Option<T>,
         fill: impl Fn(&Item<'_>, &E, &mut [u8]),
-    ) -> Result<Rewritten<E, T>, StoreError> {
+    ) -> Result<Rewritten<E, T>, Stop> {
         self.store.maybe_flush();
         let loc = self.store.index.locate(key);
         for _ in 0..MAX_RETRIES {
@@ -289,7 +292,7 @@ impl Worker {
                 let mut stripe = store.index.lock(loc.stripe);
                 let s = match store.lookup(&mut stripe, loc, key, now, &self.active.counters) {
                     Ok((_, s)) => s,
-                    Err(Miss::OnFlash) => return Err(StoreError::OnFlash),
+                    Err(Miss::OnFlash) => return Err(Stop::OnFlash),
                     Err(_) => return Ok(Rewritten::Missing),
                 };
                 let Some(it) = store.item_at(s) else { return Ok(Rewritten::Missing) };
@@ -307,7 +310,7 @@ impl Worker {
             let store = &*self.store;
             let len = encoded_len(key.len(), p.vlen, &p.fields);
             if len > store.cfg.item_size_max {
-                return Err(StoreError::TooLarge);
+                return Err(StoreError::TooLarge.into());
             }
             let (seg, off) = self.active.reserve(store, ttl_class(p.fields.expiry, now), len, written)?;
             let mut stripe = store.index.lock(loc.stripe);
@@ -316,7 +319,7 @@ impl Worker {
                 Err(Miss::OnFlash) => {
                     drop(stripe);
                     self.active.unreserve(store, seg, off, len);
-                    return Err(StoreError::OnFlash);
+                    return Err(Stop::OnFlash);
                 }
                 Err(_) => None,
             };
@@ -356,10 +359,10 @@ impl Worker {
                 (Some(_), false) => self.active.unreserve(store, seg, off, len),
             }
         }
-        Err(StoreError::Contended)
+        Err(StoreError::Contended.into())
     }
 
-    pub(crate) fn concat(&mut self, w: &Write<'_>) -> Result<Stored, StoreError> {
+    pub(crate) fn concat(&mut self, w: &Write<'_>) -> Result<Stored, Stop> {
         let prepend = w.op == SetOp::Prepend;
         let (key, data) = (w.key, w.value);
         let (cas_on, max) = (self.store.cfg.cas, self.store.cfg.item_size_max);
@@ -444,26 +447,26 @@ impl Worker {
                 Rewritten::Written((size, _), cas) => Ok(Stored { outcome: StoreOutcome::Stored, cas, size }),
             };
         }
-        Err(StoreError::Contended)
+        Err(StoreError::Contended.into())
     }
 
     /// incr/decr. Like memcached, a result with fewer digits than the stored
     /// value keeps the value's length, padded with trailing spaces.
     pub fn arith(&mut self, key: &[u8], incr: bool, delta: u64) -> Result<ArithOutcome, StoreError> {
-        Ok(self.arith_with(key, &Arith { incr, delta, ..Arith::default() })?.outcome)
+        Ok(now(self.arith_with(key, &Arith { incr, delta, ..Arith::default() }, Reading::Now))?.outcome)
     }
 
     /// incr/decr with the meta protocol's options.
-    pub fn arith_with(&mut self, key: &[u8], a: &Arith) -> Result<Counted, StoreError> {
+    pub fn arith_with(&mut self, key: &[u8], a: &Arith, reading: Reading) -> Result<Flow<Counted>, StoreError> {
         self.store.check_journal()?;
-        let r = self.with_flash(key, |w| w.arith_once(key, a));
-        if matches!(r, Ok(Counted { outcome: ArithOutcome::Value(_), .. })) {
+        let r = self.with_flash(key, reading, |w| w.arith_once(key, a).map(Flow::Ready));
+        if matches!(r, Ok(Flow::Ready(Counted { outcome: ArithOutcome::Value(_), .. }))) {
             self.flash_every_write(key);
         }
         r
     }
 
-    fn arith_once(&mut self, key: &[u8], a: &Arith) -> Result<Counted, StoreError> {
+    fn arith_once(&mut self, key: &[u8], a: &Arith) -> Result<Counted, Stop> {
         let cas_on = self.store.cfg.cas;
         for _ in 0..MAX_RETRIES {
             let r = self.rewrite(
