@@ -179,7 +179,7 @@ pub(crate) fn run(shared: Arc<Shared>, stats: Arc<WorkerStats>, sock: UdpSocket,
         };
         let Some(frame) = Frame::parse(&buf[..n]) else { continue };
         let mut ctx = Ctx { shared: &shared, store: &mut store, stats: &stats, fd: info.fd };
-        let reply = crate::worker::contain(&stats, || serve(&buf[HEADER..n], &info, &mut ctx)).unwrap_or_default();
+        let reply = crate::epoll::contain(&stats, || serve(&buf[HEADER..n], &info, &mut ctx)).unwrap_or_default();
         frames(frame.id, &reply, |d| {
             // A full socket buffer or an unreachable peer loses the reply,
             // as UDP may.

@@ -1,5 +1,5 @@
 //! A worker thread on io_uring: the same connections, state machine and
-//! dispatch as the epoll loop in `worker.rs`, with the socket I/O moved into
+//! dispatch as the epoll loop in `epoll.rs`, with the socket I/O moved into
 //! one ring per worker (`-o io=uring`; `auto` picks it where the kernel
 //! offers it).
 //!
@@ -32,10 +32,10 @@ use crate::bufring::BufRing;
 use crate::config::IoBackend;
 use crate::conn::{Advance, Conn};
 use crate::dispatch::Ctx;
+use crate::epoll::{close, NewConn, Parked, Wake};
 use crate::listen::Stream;
 use crate::stats::WorkerStats;
 use crate::transport::Received;
-use crate::worker::{close, NewConn, Parked, Wake};
 use crate::Shared;
 use strata_store::Hint;
 
@@ -126,7 +126,7 @@ struct Loop<'a> {
     /// Its watching connections (`watch.rs`).
     watching: crate::watch::WatchList,
     /// Its wake-up, which watchers use.
-    wake: Arc<crate::worker::Wake>,
+    wake: Arc<crate::epoll::Wake>,
     /// Completions reaped early to make room for submissions.
     backlog: Vec<Cqe>,
     /// The eventfd read lands here; boxed so the address stays put.
@@ -179,8 +179,8 @@ pub(crate) fn run(
         }
         Err(e) => {
             tracing::warn!(error = %e, "io_uring refused by this thread, using epoll");
-            match crate::worker::poll_for(&wake) {
-                Ok(poll) => return crate::worker::run(shared, stats, poll, wake, rx),
+            match crate::epoll::poll_for(&wake) {
+                Ok(poll) => return crate::epoll::run(shared, stats, poll, wake, rx),
                 Err(e) => {
                     tracing::error!(error = %e, "worker cannot create an event loop");
                     stop_server(&shared);
@@ -261,7 +261,7 @@ pub(crate) fn run(
         lp.read_ahead(&ready, &ctx);
         for &i in &ready {
             let alone = ready.len() == 1;
-            match crate::worker::contain(&stats, || lp.serve(i, &mut ctx, alone)) {
+            match crate::epoll::contain(&stats, || lp.serve(i, &mut ctx, alone)) {
                 Some(true) => again.push(i),
                 Some(false) => {}
                 None => lp.close(i),
