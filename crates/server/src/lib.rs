@@ -30,6 +30,7 @@ mod meta;
 mod metrics;
 mod process;
 mod replies;
+mod sched;
 pub mod snapshot;
 mod stats;
 mod tls;
@@ -335,7 +336,7 @@ impl Backend {
     }
 }
 
-fn backend(cfg: &ServerConfig, wake: &epoll::Wake) -> io::Result<Backend> {
+fn backend(cfg: &ServerConfig, wake: &sched::Wake) -> io::Result<Backend> {
     if cfg.io != IoBackend::Epoll {
         match uring::ring(cfg.max_conns) {
             Ok(ring) => return Ok(Backend::Uring(Box::new(ring))),
@@ -368,7 +369,7 @@ struct AtLimit {
 impl AtLimit {
     const SETTLE: Duration = Duration::from_millis(100);
 
-    fn full(&mut self, shared: &Shared, workers: &[(mpsc::Sender<epoll::NewConn>, Arc<epoll::Wake>)]) -> bool {
+    fn full(&mut self, shared: &Shared, workers: &[(mpsc::Sender<sched::NewConn>, Arc<sched::Wake>)]) -> bool {
         let over = || shared.curr_conns.load(Relaxed) >= shared.cfg.max_conns;
         if !over() {
             self.real = false;
@@ -466,7 +467,7 @@ pub fn run(cfg: ServerConfig, store: Arc<Store>) -> Result<(), ServerError> {
     let acceptor = Arc::new(Waker::new(poll.registry(), ACCEPTOR_WAKE)?);
 
     let threads = cfg.threads.max(1);
-    let wakes = (0..threads).map(|_| epoll::Wake::new().map(Arc::new)).collect::<io::Result<Vec<_>>>()?;
+    let wakes = (0..threads).map(|_| sched::Wake::new().map(Arc::new)).collect::<io::Result<Vec<_>>>()?;
     let snapshots = cfg.snapshot.clone().map(|c| Arc::new(snapshot::Snapshots::new(c)));
     // The workers', then each UDP thread's.
     let workers_stats: Vec<_> =
@@ -700,13 +701,13 @@ pub fn run(cfg: ServerConfig, store: Arc<Store>) -> Result<(), ServerError> {
                                 shared.conns.lock().insert(next_id, info.clone());
                                 let (tx, wake) = &workers[next % workers.len()];
                                 next += 1;
-                                if tx.send(epoll::NewConn { id: next_id, stream, info, tls }).is_ok() {
+                                if tx.send(sched::NewConn { id: next_id, stream, info, tls }).is_ok() {
                                     wake.wake();
                                 } else {
                                     // That worker has stopped (the server is
                                     // stopping with it): the stream is dropped,
                                     // so it must not be counted.
-                                    epoll::close(&shared, next_id);
+                                    sched::close(&shared, next_id);
                                 }
                             }
                             Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,

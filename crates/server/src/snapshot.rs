@@ -13,7 +13,7 @@ use parking_lot::{Condvar, Mutex};
 use strata_persist::backend::Backend;
 use strata_persist::{Durability, EpochLease, Recovery, SaveReport, Saver, Wal};
 
-use crate::epoll::Wake;
+use crate::sched::Wake;
 use crate::stats::WorkerStats;
 use crate::Shared;
 
