@@ -25,8 +25,12 @@
 //! itself; on io_uring, the worker owns the I/O and calls [`Conn::receive`]
 //! with what a receive brought, [`Conn::advance`] to run it, and
 //! [`Conn::next_send`] / [`Conn::sent`] (or [`Conn::send_now`]) for the
-//! replies. Replies leave in request order through reply slots
-//! ([`Replies`]), so one reply can wait while later ones are answered.
+//! replies. Either pass returns what the worker's scheduler (`sched.rs`)
+//! is to do next as a value ([`Effects`]: work left, replies held for the
+//! log, a park, a watch); the scheduler's ways back in are
+//! [`Conn::release_durable`] and [`Conn::unpark`]. Replies leave in request
+//! order through reply slots ([`Replies`]), so one reply can wait while
+//! later ones are answered.
 //!
 //! Bounds: the read buffer never grows past one request (the largest item plus
 //! its command line, or the longest `get` line; on io_uring plus what arrived
@@ -116,25 +120,64 @@ enum Step {
     Close,
 }
 
+/// What a service pass leaves the scheduler (`sched.rs`) to do for the
+/// connection: handed back as a value, so nothing has to be asked of the
+/// connection afterwards.
+#[derive(Default)]
+pub(crate) struct Effects {
+    /// Work is left that needs no new input: serve it again next turn.
+    pub more: bool,
+    /// Its replies wait for the durability log ([`Conn::release_durable`]).
+    pub held: bool,
+    /// It just parked for this flash read ([`Conn::unpark`] when it is done).
+    pub park: Option<Ticket>,
+    /// It just became this watcher: serve it whenever lines arrive.
+    pub watch: Option<Arc<crate::watch::Watcher>>,
+}
+
+impl std::fmt::Debug for Effects {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Effects")
+            .field("more", &self.more)
+            .field("held", &self.held)
+            .field("park", &self.park)
+            .field("watch", &self.watch.is_some())
+            .finish()
+    }
+}
+
+/// Equal when they ask for the same things (a watcher compared by identity).
+impl PartialEq for Effects {
+    fn eq(&self, other: &Effects) -> bool {
+        let same_watch = match (&self.watch, &other.watch) {
+            (Some(a), Some(b)) => Arc::ptr_eq(a, b),
+            (a, b) => a.is_none() && b.is_none(),
+        };
+        self.more == other.more && self.held == other.held && self.park == other.park && same_watch
+    }
+}
+
+impl Eq for Effects {}
+
 /// What the worker should do with the connection after servicing it.
 #[derive(Debug, PartialEq, Eq)]
 pub(crate) enum Status {
-    Open { more: bool },
+    Open(Effects),
     Close,
 }
 
 /// What the io_uring worker should do after [`Conn::advance`].
 #[derive(Debug, PartialEq, Eq)]
 pub(crate) enum Advance {
-    /// `more`: work is left that needs no new input (come back next turn).
+    /// `effects`: for the scheduler, as after [`Conn::service`].
     /// `read`: everything buffered is used up and input may still come
     /// (the receive buffer grows to fit, so how much is not needed).
-    /// `held`: work is left but waits for replies to drain below the limit
-    /// (a send that drains them must bring the connection back).
+    /// `backlogged`: work is left but waits for replies to drain below the
+    /// limit (a send that drains them must bring the connection back).
     Open {
-        more: bool,
+        effects: Effects,
         read: bool,
-        held: bool,
+        backlogged: bool,
     },
     Close,
 }
@@ -276,7 +319,7 @@ impl Conn {
 
     /// The watcher this connection just became, once: the worker serves
     /// it again whenever lines arrive for it.
-    pub fn take_watch(&mut self) -> Option<Arc<crate::watch::Watcher>> {
+    fn take_watch(&mut self) -> Option<Arc<crate::watch::Watcher>> {
         if !std::mem::take(&mut self.watch_new) {
             return None;
         }
@@ -285,7 +328,7 @@ impl Conn {
 
     /// The flash read this connection just parked for, once: the worker
     /// wakes it with [`Conn::unpark`] when that read is done.
-    pub fn take_park(&mut self) -> Option<Ticket> {
+    fn take_park(&mut self) -> Option<Ticket> {
         match self.phase {
             Phase::Parked { ticket, .. } if std::mem::take(&mut self.park_new) => Some(ticket),
             _ => None,
@@ -314,9 +357,17 @@ impl Conn {
         }
     }
 
-    /// Replies wait for the durability log.
+    /// Replies wait for the durability log. The event loops have this from
+    /// the pass's [`Effects`]; UDP asks after a pass that may have closed.
     pub fn held_for_durability(&self) -> bool {
         self.barrier.is_some()
+    }
+
+    /// What the scheduler is to do for it after a pass that leaves it open
+    /// (`more`: work is left that needs no new input). Takes the park and
+    /// the watch it just began, so each is handed over once.
+    fn effects(&mut self, more: bool) -> Effects {
+        Effects { more, held: self.held_for_durability(), park: self.take_park(), watch: self.take_watch() }
     }
 
     /// Lets the replies held for durability go if the log is on disk up to
@@ -552,7 +603,7 @@ impl Conn {
         }
         if self.held_back(limits.max_output) {
             self.charge();
-            return Status::Open { more: false };
+            return Status::Open(self.effects(false));
         }
         let mut drained = true;
         // `t` was read empty during this call: once the buffer is used up
@@ -610,7 +661,7 @@ impl Conn {
         // With replies still queued the socket is full: its writable edge
         // will wake us. Otherwise come back if work was left.
         let more = !parked && (stalled || !drained) && !self.held_back(limits.max_output);
-        Status::Open { more }
+        Status::Open(self.effects(more))
     }
 
     /// Runs what is buffered without touching the socket: the io_uring
@@ -639,7 +690,7 @@ impl Conn {
             return Advance::Close;
         }
         let more = stalled && !self.held_back(limits.max_output);
-        Advance::Open { more, read, held: stalled && !more }
+        Advance::Open { effects: self.effects(more), read, backlogged: stalled && !more }
     }
 
     /// Parses and runs buffered requests until the buffer is used up, the
@@ -938,4 +989,4 @@ impl Conn {
 
 #[cfg(test)]
 #[path = "conn_tests.rs"]
-mod tests;
+pub(crate) mod tests;

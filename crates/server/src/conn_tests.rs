@@ -19,15 +19,16 @@ use crate::transport::Received;
 use crate::Shared;
 
 /// A real store and what a worker thread holds, for building a [`Ctx`].
-struct Fixture {
-    shared: Arc<Shared>,
-    store: strata_store::Worker,
-    stats: Arc<WorkerStats>,
+/// (`sched_tests.rs` builds its connections on one too.)
+pub(crate) struct Fixture {
+    pub shared: Arc<Shared>,
+    pub store: strata_store::Worker,
+    pub stats: Arc<WorkerStats>,
     _poll: mio::Poll,
 }
 
 impl Fixture {
-    fn new(cfg: ServerConfig) -> Fixture {
+    pub fn new(cfg: ServerConfig) -> Fixture {
         let store_cfg = Config { memory_limit: 8 << 20, item_size_max: cfg.item_size_max, ..Config::default() };
         let store = Store::new(store_cfg, Arc::new(Clock::manual(1_700_000_000))).unwrap();
         let poll = mio::Poll::new().unwrap();
@@ -137,6 +138,12 @@ impl Transport for Fake {
     }
 }
 
+/// What a pass that leaves the connection open hands the scheduler when
+/// it neither waits for the log, nor parks, nor watches.
+fn open(more: bool) -> Effects {
+    Effects { more, ..Effects::default() }
+}
+
 /// Services the connection the way the epoll loop does — once per
 /// readiness, again while it has work left — until it closes or nothing is
 /// left to happen.
@@ -146,8 +153,8 @@ fn drive(conn: &mut Conn, t: &mut Fake, f: &mut Fixture) -> Status {
         let idle = t.reads.iter().all(|r| matches!(r, Rd::End)) && conn.replies.pending() == 0;
         match status {
             Status::Close => return Status::Close,
-            Status::Open { more: false } if idle => return status,
-            Status::Open { .. } => {}
+            Status::Open(Effects { more: false, .. }) if idle => return status,
+            Status::Open(_) => {}
         }
     }
     panic!("the connection never settled");
@@ -185,7 +192,7 @@ fn one_read_one_write() {
     let mut f = Fixture::new(small_config());
     let mut conn = f.conn();
     let mut t = Fake::with_input(&[&pipeline()]);
-    assert_eq!(drive(&mut conn, &mut t, &mut f), Status::Open { more: false });
+    assert_eq!(drive(&mut conn, &mut t, &mut f), Status::Open(open(false)));
     check_expected(&t.out);
 }
 
@@ -219,7 +226,7 @@ proptest! {
             t.reads.push_back(Rd::Bytes(input[at..].to_vec()));
         }
         t.writes = writes.into_iter().map(|n| if n == 0 { Wr::WouldBlock } else { Wr::Take(n) }).collect();
-        prop_assert_eq!(drive(&mut conn, &mut t, &mut f), Status::Open { more: false });
+        prop_assert_eq!(drive(&mut conn, &mut t, &mut f), Status::Open(open(false)));
         check_expected(&t.out);
     }
 
@@ -249,7 +256,7 @@ proptest! {
                 out.extend_from_slice(&buf[..n]);
                 conn.sent(n);
             }
-            if at == input.len() && conn.next_send().is_none() && adv == (Advance::Open { more: false, read: true, held: false }) {
+            if at == input.len() && conn.next_send().is_none() && adv == (Advance::Open { effects: open(false), read: true, backlogged: false }) {
                 break;
             }
         }
@@ -280,9 +287,9 @@ fn a_half_closed_client_gets_every_complete_reply_then_the_close() {
     // start and at its end): the close waits for the replies.
     t.writes = [Wr::WouldBlock, Wr::WouldBlock, Wr::WouldBlock].into();
     conn.note_peer_closed();
-    assert_eq!(conn.service(&mut t, &mut f.ctx()), Status::Open { more: false });
+    assert_eq!(conn.service(&mut t, &mut f.ctx()), Status::Open(open(false)));
     assert!(t.out.is_empty());
-    assert_eq!(conn.service(&mut t, &mut f.ctx()), Status::Open { more: false }, "still not written");
+    assert_eq!(conn.service(&mut t, &mut f.ctx()), Status::Open(open(false)), "still not written");
     assert_eq!(conn.service(&mut t, &mut f.ctx()), Status::Close);
     assert_eq!(t.out, b"STORED\r\nVALUE b 0 1\r\nx\r\nEND\r\n", "the partial `get c` is never answered");
 }
@@ -314,10 +321,10 @@ fn a_multi_get_over_the_reply_limit_pauses_and_resumes_in_order() {
     let mut conn = f.conn();
     let mut t = Fake::with_input(&[request.as_bytes()]);
     t.writes = [Wr::WouldBlock].into();
-    assert_eq!(conn.service(&mut t, &mut f.ctx()), Status::Open { more: false });
+    assert_eq!(conn.service(&mut t, &mut f.ctx()), Status::Open(open(false)));
     let held = conn.replies.pending();
     assert!((8 << 10..(8 << 10) + 2000).contains(&held), "stopped at the limit: {held}");
-    assert_eq!(drive(&mut conn, &mut t, &mut f), Status::Open { more: false });
+    assert_eq!(drive(&mut conn, &mut t, &mut f), Status::Open(open(false)));
     let mut want = Vec::new();
     for k in &keys {
         want.extend_from_slice(format!("VALUE {k} 0 1000\r\n").as_bytes());
@@ -337,7 +344,7 @@ fn a_reply_slot_holds_later_replies_until_it_is_filled() {
     // A reply that waits (as a flash read will), then later requests.
     let slot = conn.replies.wait();
     t.reads.push_back(Rd::Bytes(b"get x\r\nmn\r\n".to_vec()));
-    assert_eq!(conn.service(&mut t, &mut f.ctx()), Status::Open { more: false });
+    assert_eq!(conn.service(&mut t, &mut f.ctx()), Status::Open(open(false)));
     assert_eq!(t.out, b"MN\r\n", "nothing behind the slot leaves");
     assert_eq!(f.stats.cmd_get.load(Relaxed), 1, "but the requests behind it ran");
     assert!(conn.replies.fill(slot, b"VALUE w 0 1\r\n1\r\nEND\r\n"));
@@ -351,12 +358,12 @@ fn too_many_waiting_replies_stop_the_parsing() {
     let mut conn = f.conn();
     let slots: Vec<_> = (0..MAX_WAITING_REPLIES).map(|_| conn.replies.wait()).collect();
     let mut t = Fake::with_input(&[b"mn\r\nmn\r\n"]);
-    assert_eq!(conn.service(&mut t, &mut f.ctx()), Status::Open { more: true }, "stalled, come back");
+    assert_eq!(conn.service(&mut t, &mut f.ctx()), Status::Open(open(true)), "stalled, come back");
     assert_eq!(conn.replies.pending(), 0, "nothing parsed");
     for s in slots {
         conn.replies.fill(s, b"");
     }
-    assert_eq!(drive(&mut conn, &mut t, &mut f), Status::Open { more: false });
+    assert_eq!(drive(&mut conn, &mut t, &mut f), Status::Open(open(false)));
     assert_eq!(t.out, b"MN\r\nMN\r\n");
 }
 
@@ -366,7 +373,7 @@ fn a_refused_value_is_swallowed_across_reads() {
     let mut conn = f.conn();
     let big = vec![b'q'; 100_000];
     let mut t = Fake::with_input(&[b"set k 0 0 100000\r\n", &big[..30_000], &big[30_000..], b"\r\nget k\r\n"]);
-    assert_eq!(drive(&mut conn, &mut t, &mut f), Status::Open { more: false });
+    assert_eq!(drive(&mut conn, &mut t, &mut f), Status::Open(open(false)));
     assert_eq!(t.out, b"SERVER_ERROR object too large for cache\r\nEND\r\n");
     assert_eq!(conn.state(), ConnState::ParseCmd);
 }

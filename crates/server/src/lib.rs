@@ -23,12 +23,14 @@ mod conn;
 mod core;
 mod detail;
 mod dispatch;
+mod epoll;
 mod latency;
 mod listen;
 mod meta;
 mod metrics;
 mod process;
 mod replies;
+mod sched;
 pub mod snapshot;
 mod stats;
 mod tls;
@@ -37,7 +39,6 @@ mod udp;
 mod uring;
 mod verbose;
 mod watch;
-mod worker;
 
 use std::collections::BTreeMap;
 use std::io;
@@ -335,7 +336,7 @@ impl Backend {
     }
 }
 
-fn backend(cfg: &ServerConfig, wake: &worker::Wake) -> io::Result<Backend> {
+fn backend(cfg: &ServerConfig, wake: &sched::Wake) -> io::Result<Backend> {
     if cfg.io != IoBackend::Epoll {
         match uring::ring(cfg.max_conns) {
             Ok(ring) => return Ok(Backend::Uring(Box::new(ring))),
@@ -343,7 +344,7 @@ fn backend(cfg: &ServerConfig, wake: &worker::Wake) -> io::Result<Backend> {
             Err(e) => tracing::info!(error = %e, "io_uring unavailable, using epoll"),
         }
     }
-    Ok(Backend::Epoll(worker::poll_for(wake)?))
+    Ok(Backend::Epoll(epoll::poll_for(wake)?))
 }
 
 /// The acceptor's check of `-c`. `curr_connections` counts a connection
@@ -368,7 +369,7 @@ struct AtLimit {
 impl AtLimit {
     const SETTLE: Duration = Duration::from_millis(100);
 
-    fn full(&mut self, shared: &Shared, workers: &[(mpsc::Sender<worker::NewConn>, Arc<worker::Wake>)]) -> bool {
+    fn full(&mut self, shared: &Shared, workers: &[(mpsc::Sender<sched::NewConn>, Arc<sched::Wake>)]) -> bool {
         let over = || shared.curr_conns.load(Relaxed) >= shared.cfg.max_conns;
         if !over() {
             self.real = false;
@@ -466,7 +467,7 @@ pub fn run(cfg: ServerConfig, store: Arc<Store>) -> Result<(), ServerError> {
     let acceptor = Arc::new(Waker::new(poll.registry(), ACCEPTOR_WAKE)?);
 
     let threads = cfg.threads.max(1);
-    let wakes = (0..threads).map(|_| worker::Wake::new().map(Arc::new)).collect::<io::Result<Vec<_>>>()?;
+    let wakes = (0..threads).map(|_| sched::Wake::new().map(Arc::new)).collect::<io::Result<Vec<_>>>()?;
     let snapshots = cfg.snapshot.clone().map(|c| Arc::new(snapshot::Snapshots::new(c)));
     // The workers', then each UDP thread's.
     let workers_stats: Vec<_> =
@@ -530,7 +531,7 @@ pub fn run(cfg: ServerConfig, store: Arc<Store>) -> Result<(), ServerError> {
         let w = wake.clone();
         handles.push(std::thread::Builder::new().name(format!("worker-{i}")).spawn(move || match backend {
             Backend::Uring(ring) => uring::run(sh, stats, *ring, w, rx),
-            Backend::Epoll(poll) => worker::run(sh, stats, poll, w, rx),
+            Backend::Epoll(poll) => epoll::run(sh, stats, poll, w, rx),
         })?);
         workers.push((tx, wake));
     }
@@ -700,13 +701,13 @@ pub fn run(cfg: ServerConfig, store: Arc<Store>) -> Result<(), ServerError> {
                                 shared.conns.lock().insert(next_id, info.clone());
                                 let (tx, wake) = &workers[next % workers.len()];
                                 next += 1;
-                                if tx.send(worker::NewConn { id: next_id, stream, info, tls }).is_ok() {
+                                if tx.send(sched::NewConn { id: next_id, stream, info, tls }).is_ok() {
                                     wake.wake();
                                 } else {
                                     // That worker has stopped (the server is
                                     // stopping with it): the stream is dropped,
                                     // so it must not be counted.
-                                    worker::close(&shared, next_id);
+                                    sched::close(&shared, next_id);
                                 }
                             }
                             Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,

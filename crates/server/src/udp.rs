@@ -28,7 +28,7 @@ use std::sync::Arc;
 use std::time::Duration;
 use strata_protocol::reply::text as r;
 
-use crate::conn::{Conn, Status};
+use crate::conn::{Conn, Effects, Status};
 use crate::dispatch::Ctx;
 use crate::stats::WorkerStats;
 use crate::transport::Transport;
@@ -129,7 +129,7 @@ pub(crate) fn serve(payload: &[u8], info: &Arc<ConnInfo>, ctx: &mut Ctx<'_>) -> 
     let mut t = Datagram { input: payload, output: Vec::new() };
     // A multi-get larger than the reply limit is served a part per pass;
     // the bound on what a datagram may be answered with ends it.
-    while let Status::Open { more: true } = conn.service(&mut t, ctx) {
+    while let Status::Open(Effects { more: true, .. }) = conn.service(&mut t, ctx) {
         if t.output.len() > MAX_DATAGRAMS * (DATAGRAM - HEADER) {
             break;
         }
@@ -180,7 +180,7 @@ pub(crate) fn run(shared: Arc<Shared>, stats: Arc<WorkerStats>, sock: UdpSocket,
         };
         let Some(frame) = Frame::parse(&buf[..n]) else { continue };
         let mut ctx = Ctx { shared: &shared, store: &mut store, stats: &stats, fd: info.fd, reading: Reading::Now };
-        let reply = crate::worker::contain(&stats, || serve(&buf[HEADER..n], &info, &mut ctx)).unwrap_or_default();
+        let reply = crate::sched::contain(&stats, || serve(&buf[HEADER..n], &info, &mut ctx)).unwrap_or_default();
         frames(frame.id, &reply, |d| {
             // A full socket buffer or an unreachable peer loses the reply,
             // as UDP may.

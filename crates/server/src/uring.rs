@@ -1,7 +1,8 @@
-//! A worker thread on io_uring: the same connections, state machine and
-//! dispatch as the epoll loop in `worker.rs`, with the socket I/O moved into
-//! one ring per worker (`-o io=uring`; `auto` picks it where the kernel
-//! offers it).
+//! A worker thread on io_uring: the same connections, state machine,
+//! dispatch and scheduler (`sched.rs`) as the epoll loop in `epoll.rs`,
+//! with the socket I/O moved into one ring per worker (`-o io=uring`;
+//! `auto` picks it where the kernel offers it). This module is the ring's
+//! mechanics only: submissions, completions, buffers, TLS records.
 //!
 //! Why: the epoll loop pays a `recvfrom`, a `sendto` and a share of
 //! `epoll_wait` for every request. Here each connection keeps one multishot
@@ -30,12 +31,12 @@ use io_uring::{cqueue, opcode, squeue, types, IoUring};
 
 use crate::bufring::BufRing;
 use crate::config::IoBackend;
-use crate::conn::{Advance, Conn};
+use crate::conn::{Advance, Conn, Effects};
 use crate::dispatch::Ctx;
 use crate::listen::Stream;
+use crate::sched::{close, contain, NewConn, Sched, Slots, Wake};
 use crate::stats::WorkerStats;
 use crate::transport::Received;
-use crate::worker::{close, NewConn, Parked, Wake};
 use crate::Shared;
 use strata_store::{Hint, Reading};
 
@@ -86,29 +87,48 @@ pub(crate) fn ring(max_conns: usize) -> io::Result<IoUring> {
         .build(RING_ENTRIES)
 }
 
+/// Where a connection's slot is in its life.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Life {
+    Open,
+    /// TLS: the connection is done, but records (its last replies, the
+    /// close_notify) are still to be sent; it closes once they are.
+    Lingering,
+    /// Its operations are being cancelled; dropped once none is left.
+    Closing,
+}
+
+/// The connection's multishot receive.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Recv {
+    /// None armed: its last completion came back (or none was armed yet).
+    Idle,
+    Armed,
+    /// Armed, and its cancellation asked for; `Idle` once it comes back.
+    Cancelling,
+}
+
 struct Slot {
     id: u64,
     conn: Conn,
     /// The socket: the ring's receives and sends name its descriptor, and
     /// a turn that sends at once writes through it.
     stream: Stream,
-    /// A multishot receive is armed.
-    recv: bool,
-    /// Its cancellation has been asked for.
-    cancelling: bool,
+    recv: Recv,
+    /// A send is in flight (it owns the buffer it sends from).
     send: bool,
-    /// Closing: its operations are being cancelled; dropped once none is left.
-    closing: bool,
-    /// Already in this turn's `ready` list.
-    queued: bool,
-    /// On the loop's list of connections whose replies wait for the
-    /// durability log.
-    held: bool,
+    life: Life,
     /// Its TLS state, from a TLS listener: the ring moves ciphertext.
     tls: Option<Box<crate::tls::RingTls>>,
-    /// TLS: the connection is done, but records (its last replies, the
-    /// close_notify) are still to be sent; it closes once they are.
-    linger: bool,
+}
+
+/// What a completion came to, for the turn.
+enum Completed {
+    /// The wake-up read: new connections may be waiting.
+    Wake,
+    /// Slot `i` is to be served this turn.
+    Serve(usize),
+    Nothing,
 }
 
 struct Loop<'a> {
@@ -118,15 +138,6 @@ struct Loop<'a> {
     bufs: ManuallyDrop<BufRing>,
     slots: Vec<Option<Slot>>,
     free: Vec<usize>,
-    ready: Vec<usize>,
-    /// Connections whose replies wait for the durability log.
-    held: Vec<usize>,
-    /// Connections waiting for reads from flash.
-    parked: Parked,
-    /// Its watching connections (`watch.rs`).
-    watching: crate::watch::WatchList,
-    /// Its wake-up, which watchers use.
-    wake: Arc<crate::worker::Wake>,
     /// Completions reaped early to make room for submissions.
     backlog: Vec<Cqe>,
     /// The eventfd read lands here; boxed so the address stays put.
@@ -179,8 +190,8 @@ pub(crate) fn run(
         }
         Err(e) => {
             tracing::warn!(error = %e, "io_uring refused by this thread, using epoll");
-            match crate::worker::poll_for(&wake) {
-                Ok(poll) => return crate::worker::run(shared, stats, poll, wake, rx),
+            match crate::epoll::poll_for(&wake) {
+                Ok(poll) => return crate::epoll::run(shared, stats, poll, wake, rx),
                 Err(e) => {
                     tracing::error!(error = %e, "worker cannot create an event loop");
                     stop_server(&shared);
@@ -192,25 +203,19 @@ pub(crate) fn run(
     let mut store = shared.store.worker();
     let w = wake.clone();
     let async_reads = store.enable_async_flash(Box::new(move || w.wake()));
+    let mut sched = Sched::new(shared.clone(), stats.clone(), wake.clone(), async_reads);
     let mut lp = Loop {
         shared: &shared,
         ring,
         bufs: ManuallyDrop::new(bufs),
         slots: Vec::new(),
         free: Vec::new(),
-        ready: Vec::new(),
-        held: Vec::new(),
-        parked: Parked::default(),
-        watching: crate::watch::WatchList::default(),
-        wake: wake.clone(),
         backlog: Vec::new(),
         wake_buf: ManuallyDrop::new(Box::new(0u64)),
         wake_armed: false,
         clean: false,
     };
-    let mut again: Vec<usize> = Vec::new();
     let mut cqes: Vec<Cqe> = Vec::new();
-    let mut last_sweep = shared.store.clock().now();
 
     while !shared.run.stopping() {
         if !lp.wake_armed {
@@ -222,7 +227,7 @@ pub(crate) fn run(
             }
             lp.wake_armed = true;
         }
-        match lp.ring.submit_and_wait(if again.is_empty() { 1 } else { 0 }) {
+        match lp.ring.submit_and_wait(if sched.work_left() { 0 } else { 1 }) {
             Ok(_) => {}
             Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
             // EBUSY: completions must be reaped before more can be
@@ -233,49 +238,34 @@ pub(crate) fn run(
                 break;
             }
         }
-        crate::snapshot::seal_if_asked(&shared, &stats, &mut store);
+        sched.begin(&mut store, &mut lp);
         cqes.clear();
         cqes.append(&mut lp.backlog);
         lp.reap_completions(&mut cqes);
-        lp.ready.clear();
-        for i in again.drain(..) {
-            lp.mark(i);
-        }
-        lp.release_durable();
-        if async_reads {
-            lp.unpark(&mut store);
-        }
         for &cqe in &cqes {
-            if lp.complete(cqe) {
-                while let Ok(nc) = rx.try_recv() {
-                    lp.adopt(nc);
+            match lp.complete(cqe) {
+                Completed::Wake => {
+                    while let Ok(nc) = rx.try_recv() {
+                        sched.adopt(lp.adopt(nc));
+                    }
                 }
+                Completed::Serve(i) => sched.mark(i),
+                Completed::Nothing => {}
             }
         }
-        if shared.cfg.idle_timeout > 0 {
-            lp.close_idle(&stats, &mut last_sweep);
-        }
-        lp.watch_due();
+        sched.sweep(&mut store, &mut lp);
         let mut ctx = Ctx { shared: &shared, store: &mut store, stats: &stats, fd: -1, reading: Reading::MayWait };
-        let ready = std::mem::take(&mut lp.ready);
+        let ready = sched.take_ready();
         lp.read_ahead(&ready, &ctx);
         for &i in &ready {
             let alone = ready.len() == 1;
-            match crate::worker::contain(&stats, || lp.serve(i, &mut ctx, alone)) {
-                Some(true) => again.push(i),
-                Some(false) => {}
+            match contain(&stats, || lp.serve(i, &mut ctx, alone)) {
+                Some(Some(effects)) => sched.served(i, effects),
+                Some(None) => {}
                 None => lp.close(i),
             }
-            lp.note_held(i);
-            lp.note_parked(i);
-            if lp.note_watch(i) {
-                again.push(i);
-            }
         }
-        lp.ready = ready;
-        if shared.run.draining() {
-            lp.close_quiescent();
-        }
+        sched.end(ready, &mut lp);
     }
     lp.shutdown();
 }
@@ -305,7 +295,7 @@ impl Loop<'_> {
         let mut n = 0;
         for &i in ready {
             let Some(Some(s)) = self.slots.get_mut(i) else { continue };
-            if s.closing {
+            if s.life == Life::Closing {
                 continue;
             }
             s.conn.look_ahead(TURN_READ_AHEAD - n, |key| {
@@ -354,136 +344,27 @@ impl Loop<'_> {
         out.extend(self.ring.completion().map(|c: cqueue::Entry| (c.user_data(), c.result(), c.flags())));
     }
 
-    /// Hands one completion to its connection; true when it was the
-    /// wake-up read (new connections may be waiting).
-    fn complete(&mut self, (ud, res, flags): Cqe) -> bool {
+    /// Hands one completion to its connection.
+    fn complete(&mut self, (ud, res, flags): Cqe) -> Completed {
         let i = (ud >> OP_BITS) as usize;
-        match ud & ((1 << OP_BITS) - 1) {
+        let serve = match ud & ((1 << OP_BITS) - 1) {
             OP_RECV => self.received(i, res, flags),
             OP_SEND => self.sent(i, res),
             OP_WAKE => {
                 self.wake_armed = false;
-                return true;
+                return Completed::Wake;
             }
-            _ => {}
-        }
-        false
-    }
-
-    /// Serves the connections whose replies the durability log has
-    /// freed (or whose log failed: they close).
-    fn release_durable(&mut self) {
-        let Some(wal) = &self.shared.durable_acks else { return };
-        let mut held = std::mem::take(&mut self.held);
-        held.retain(|&i| {
-            // A slot closed and taken by a new connection since it was
-            // listed is listed again only if that one waits too.
-            let Some(Some(s)) = self.slots.get_mut(i) else { return false };
-            if !s.held {
-                return false;
-            }
-            if !s.conn.release_durable(wal) {
-                return true;
-            }
-            s.held = false;
-            self.mark(i);
-            false
-        });
-        self.held = held;
-    }
-
-    /// Puts slot `i` on the held list if its replies wait for the log.
-    fn note_held(&mut self, i: usize) {
-        if let Some(Some(s)) = self.slots.get_mut(i) {
-            if !s.held && s.conn.held_for_durability() {
-                s.held = true;
-                self.held.push(i);
-            }
+            _ => false,
+        };
+        if serve {
+            Completed::Serve(i)
+        } else {
+            Completed::Nothing
         }
     }
 
-    /// Once a second with `-o idle_timeout`: closes the connections that
-    /// went that long without completing a request.
-    fn close_idle(&mut self, stats: &WorkerStats, last_sweep: &mut u32) {
-        let now = self.shared.store.clock().now();
-        if now == *last_sweep {
-            return;
-        }
-        *last_sweep = now;
-        let timeout = self.shared.cfg.idle_timeout;
-        for i in 0..self.slots.len() {
-            if let Some(s) = self.slots[i].as_ref().filter(|s| !s.closing && s.conn.idle(now, timeout)) {
-                s.conn.info.set_close_reason(crate::CloseReason::IdleTimeout);
-                crate::core::inc(&stats.idle_kicks);
-                self.close(i);
-            }
-        }
-    }
-
-    /// Serves the connections whose reads from flash are done.
-    fn unpark(&mut self, store: &mut strata_store::Worker) {
-        let mut parked = std::mem::take(&mut self.parked);
-        parked.finished(store, |i, ticket| {
-            if let Some(Some(s)) = self.slots.get_mut(i) {
-                if s.conn.unpark(ticket) {
-                    self.mark(i);
-                }
-            }
-        });
-        self.parked = parked;
-    }
-
-    /// A graceful stop: closes the connections with nothing under way.
-    /// Bytes still in the socket are under way too: with `DEFER_TASKRUN`
-    /// the ring receives them only when this thread next enters the
-    /// kernel, so a request part-sent before the stop may not have reached
-    /// the connection yet.
-    fn close_quiescent(&mut self) {
-        for i in 0..self.slots.len() {
-            if self.slots[i].as_mut().is_some_and(|s| !s.closing && !s.send && s.conn.quiescent() && !s.stream.unread())
-            {
-                if let Some(s) = &self.slots[i] {
-                    s.conn.info.set_close_reason(crate::CloseReason::Shutdown);
-                }
-                self.close(i);
-            }
-        }
-    }
-
-    /// Marks the watching connections that have lines waiting.
-    fn watch_due(&mut self) {
-        let mut watching = std::mem::take(&mut self.watching);
-        watching.due(|i| self.mark(i));
-        self.watching = watching;
-    }
-
-    /// Puts slot `i` on the watch list if it just sent `watch`; true if
-    /// lines already wait for it.
-    fn note_watch(&mut self, i: usize) -> bool {
-        let Some(Some(s)) = self.slots.get_mut(i) else { return false };
-        let Some(w) = s.conn.take_watch() else { return false };
-        self.watching.attach(i, w, &self.wake)
-    }
-
-    /// Notes the read slot `i` parked for, if it just did.
-    fn note_parked(&mut self, i: usize) {
-        if let Some(Some(s)) = self.slots.get_mut(i) {
-            if let Some(ticket) = s.conn.take_park() {
-                self.parked.wait(ticket, i);
-            }
-        }
-    }
-
-    fn mark(&mut self, i: usize) {
-        if let Some(Some(s)) = self.slots.get_mut(i) {
-            if !s.queued {
-                s.queued = true;
-                self.ready.push(i);
-            }
-        }
-    }
-
-    fn adopt(&mut self, nc: NewConn) {
+    /// Takes a new connection into a free slot; returns the slot.
+    fn adopt(&mut self, nc: NewConn) -> usize {
         let i = self.free.pop().unwrap_or_else(|| {
             self.slots.push(None);
             self.slots.len() - 1
@@ -493,36 +374,32 @@ impl Loop<'_> {
             id: nc.id,
             conn,
             stream: nc.stream,
-            recv: false,
-            cancelling: false,
+            recv: Recv::Idle,
             send: false,
-            closing: false,
-            queued: false,
-            held: false,
+            life: Life::Open,
             tls: nc.tls.map(|t| Box::new(crate::tls::RingTls::new(t))),
-            linger: false,
         };
         self.slots[i] = Some(slot);
-        self.mark(i);
+        i
     }
 
     /// A receive completion: bytes (in a ring buffer), end of input, or the
-    /// end of the multishot receive.
-    fn received(&mut self, i: usize, res: i32, flags: u32) {
+    /// end of the multishot receive. True if the connection is to be served.
+    fn received(&mut self, i: usize, res: i32, flags: u32) -> bool {
         let bid = cqueue::buffer_select(flags);
         let Some(Some(s)) = self.slots.get_mut(i) else {
             if let Some(bid) = bid {
                 self.bufs.give_back(bid);
             }
-            return;
+            return false;
         };
         if !cqueue::more(flags) {
-            s.recv = false;
-            s.cancelling = false;
+            s.recv = Recv::Idle;
         }
+        let closing = s.life == Life::Closing;
         let failed = match res {
             n if n > 0 => match bid {
-                Some(bid) if !s.closing => {
+                Some(bid) if !closing => {
                     let bytes = self.bufs.bytes(bid, n as usize);
                     match (&mut s.tls, &self.shared.tls) {
                         (Some(t), Some(server)) => t.received(bytes, &mut s.conn, &server.handshake_errors).is_err(),
@@ -549,15 +426,16 @@ impl Loop<'_> {
         if let Some(bid) = bid {
             self.bufs.give_back(bid);
         }
-        if failed && !s.closing {
+        if failed && !closing {
             self.close(i);
-        } else {
-            self.mark(i);
+            return false;
         }
+        true
     }
 
-    fn sent(&mut self, i: usize, res: i32) {
-        let Some(Some(s)) = self.slots.get_mut(i) else { return };
+    /// A send completion. True if the connection is to be served.
+    fn sent(&mut self, i: usize, res: i32) -> bool {
+        let Some(Some(s)) = self.slots.get_mut(i) else { return false };
         s.send = false;
         let failed = match res {
             // A send that took nothing of a non-empty buffer: the socket is
@@ -573,46 +451,51 @@ impl Loop<'_> {
             n if n == -libc::EINTR || n == -libc::EAGAIN => false,
             _ => true,
         };
-        if failed && !s.closing {
+        if failed && s.life != Life::Closing {
             self.close(i);
-        } else {
-            self.mark(i);
+            return false;
         }
+        true
     }
 
-    /// Runs a connection's buffered requests and queues its I/O. True when
-    /// it has work left that needs no new input. `alone`: it is the only
+    /// Runs a connection's buffered requests and queues its I/O. Returns
+    /// what the scheduler is to do for it (`more`: it has work left that
+    /// needs no new input), unless it is closing. `alone`: it is the only
     /// connection this turn serves, so its replies go out with a plain
     /// `send` — one system call, where a ring send would cost a completion
     /// and a second `io_uring_enter` before the worker can sleep (measured:
     /// 13.7 against 14.3 µs/op at one connection). Several connections'
     /// replies are cheaper batched through the ring.
-    fn serve(&mut self, i: usize, ctx: &mut Ctx<'_>, alone: bool) -> bool {
-        let Some(Some(s)) = self.slots.get_mut(i) else { return false };
-        s.queued = false;
-        if s.closing {
-            // A send that was in flight when it started closing may have
-            // delivered bytes since; count them before the slot goes.
-            s.conn.report_traffic(ctx);
-            self.reap(i);
-            return false;
+    fn serve(&mut self, i: usize, ctx: &mut Ctx<'_>, alone: bool) -> Option<Effects> {
+        let Some(Some(s)) = self.slots.get_mut(i) else { return None };
+        match s.life {
+            Life::Closing => {
+                // A send that was in flight when it started closing may
+                // have delivered bytes since; count them before the slot goes.
+                s.conn.report_traffic(ctx);
+                self.reap(i);
+                return None;
+            }
+            Life::Lingering => {
+                self.linger(i);
+                return None;
+            }
+            Life::Open => {}
         }
         let fd = s.stream.fd();
-        if s.linger {
-            return self.linger(i);
-        }
-        let (mut more, read, held) = match s.conn.advance(ctx) {
-            Advance::Open { more, read, held } => (more, read, held),
+        let (mut effects, read, backlogged) = match s.conn.advance(ctx) {
+            Advance::Open { effects, read, backlogged } => (effects, read, backlogged),
             Advance::Close if s.tls.is_some() => {
-                s.linger = true;
+                s.life = Life::Lingering;
                 if let Some(t) = &mut s.tls {
                     t.tls.send_close_notify();
                 }
-                return self.linger(i);
+                self.linger(i);
+                return None;
             }
             Advance::Close => {
                 self.close(i);
-                return false;
+                return None;
             }
         };
         let mut sqes: [Option<squeue::Entry>; 2] = [None, None];
@@ -627,22 +510,22 @@ impl Loop<'_> {
                 s.send = true;
             }
             s.conn.report_traffic(ctx);
-            more |= held && s.conn.below_reply_limit(ctx);
+            effects.more |= backlogged && s.conn.below_reply_limit(ctx);
         } else if alone && !s.send {
             if s.conn.send_now(&mut s.stream).is_err() {
                 self.close(i);
-                return false;
+                return None;
             }
             s.conn.report_traffic(ctx);
             // After end of input or `quit`, the last replies just left:
             // nothing else would come back to close it.
             if s.conn.done() {
                 self.close(i);
-                return false;
+                return None;
             }
             // Held back by its replies, which the socket just took: nothing
             // else would wake it (no send completion is coming).
-            more |= held && s.conn.below_reply_limit(ctx);
+            effects.more |= backlogged && s.conn.below_reply_limit(ctx);
         }
         if !s.send && s.tls.is_none() {
             if let Some(buf) = s.conn.next_send() {
@@ -652,27 +535,27 @@ impl Loop<'_> {
                 s.send = true;
             }
         }
-        if read && !s.recv {
+        if read && s.recv == Recv::Idle {
             let recv = opcode::RecvMulti::new(types::Fd(fd), BUFFER_GROUP);
             sqes[1] = Some(recv.build().user_data(user_data(i, OP_RECV)));
-            s.recv = true;
-        } else if !read && s.recv && !s.cancelling && s.conn.pause_reading(ctx) {
+            s.recv = Recv::Armed;
+        } else if !read && s.recv == Recv::Armed && s.conn.pause_reading(ctx) {
             // Stop taking input until the buffered work is done, as the
             // epoll path stops reading; the socket's buffer then fills and
             // TCP holds the client back.
             sqes[1] = Some(opcode::AsyncCancel::new(user_data(i, OP_RECV)).build().user_data(OP_CANCEL));
-            s.cancelling = true;
+            s.recv = Recv::Cancelling;
         }
         for sqe in sqes.iter().flatten() {
             self.push(sqe);
         }
-        more
+        Some(effects)
     }
 
     /// A TLS connection that is done: sends what records are left, and
     /// closes once none is (a send's completion brings it back here).
-    fn linger(&mut self, i: usize) -> bool {
-        let Some(Some(s)) = self.slots.get_mut(i) else { return false };
+    fn linger(&mut self, i: usize) {
+        let Some(Some(s)) = self.slots.get_mut(i) else { return };
         let fd = s.stream.fd();
         let next = match &mut s.tls {
             Some(t) => t.outgoing(&mut s.conn, s.send).map(|buf| {
@@ -689,17 +572,16 @@ impl Loop<'_> {
             None if !s.send => self.close(i),
             None => {}
         }
-        false
     }
 
     /// Starts closing slot `i`: cancels what it has in flight, or drops it
     /// now if nothing is.
     fn close(&mut self, i: usize) {
         let Some(Some(s)) = self.slots.get_mut(i) else { return };
-        s.closing = true;
+        s.life = Life::Closing;
         let mut cancels: [Option<u64>; 2] = [None, None];
-        if s.recv && !s.cancelling {
-            s.cancelling = true;
+        if s.recv == Recv::Armed {
+            s.recv = Recv::Cancelling;
             cancels[0] = Some(user_data(i, OP_RECV));
         }
         if s.send {
@@ -714,7 +596,7 @@ impl Loop<'_> {
     /// Drops a closing slot once nothing of it is in flight.
     fn reap(&mut self, i: usize) {
         let Some(Some(s)) = self.slots.get(i) else { return };
-        if s.recv || s.send {
+        if s.recv != Recv::Idle || s.send {
             return;
         }
         if let Some(s) = self.slots[i].take() {
@@ -730,7 +612,7 @@ impl Loop<'_> {
     /// leaks what did not.
     fn shutdown(&mut self) {
         for i in 0..self.slots.len() {
-            if let Some(Some(s)) = self.slots.get(i).filter(|s| s.as_ref().is_some_and(|s| !s.closing)) {
+            if let Some(Some(s)) = self.slots.get(i).filter(|s| s.as_ref().is_some_and(|s| s.life != Life::Closing)) {
                 s.conn.info.set_close_reason(crate::CloseReason::Shutdown);
             }
             self.close(i);
@@ -759,5 +641,32 @@ impl Loop<'_> {
         if !self.wake_armed && self.slots.iter().all(Option::is_none) {
             self.clean = self.ring.submitter().unregister_buf_ring(BUFFER_GROUP).is_ok();
         }
+    }
+}
+
+impl Slots for Loop<'_> {
+    fn len(&self) -> usize {
+        self.slots.len()
+    }
+
+    fn conn(&mut self, i: usize) -> Option<&mut Conn> {
+        self.slots.get_mut(i)?.as_mut().map(|s| &mut s.conn)
+    }
+
+    fn closing(&self, i: usize) -> bool {
+        matches!(self.slots.get(i), Some(Some(s)) if s.life == Life::Closing)
+    }
+
+    /// A send in flight is still under way, and so are bytes still in the
+    /// socket: with `DEFER_TASKRUN` the ring receives them only when this
+    /// thread next enters the kernel, so a request part-sent before the
+    /// stop may not have reached the connection yet.
+    fn under_way(&mut self, i: usize) -> bool {
+        let Some(Some(s)) = self.slots.get(i) else { return false };
+        s.send || s.stream.unread()
+    }
+
+    fn close(&mut self, i: usize) {
+        Loop::close(self, i);
     }
 }

@@ -25,7 +25,7 @@ use std::sync::{Arc, OnceLock};
 
 use parking_lot::Mutex;
 
-use crate::worker::Wake;
+use crate::sched::Wake;
 
 /// Event kinds, as `watch` names them.
 pub(crate) const FETCHERS: u32 = 1;

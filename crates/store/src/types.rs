@@ -91,6 +91,14 @@ pub(crate) fn now<T>(r: Result<Flow<T>, StoreError>) -> Result<T, StoreError> {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct Ticket(pub(crate) u64);
 
+impl Ticket {
+    /// A ticket no read is behind, for tests of code that parks on
+    /// tickets (the server's scheduler): distinct `n`, distinct tickets.
+    pub const fn unbacked(n: u64) -> Ticket {
+        Ticket(n)
+    }
+}
+
 /// How an operation may read from flash what it needs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Reading {
