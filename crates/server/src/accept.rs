@@ -60,6 +60,7 @@ impl Acceptor {
         self.waker.clone()
     }
 
+    /// The listening sockets (for `stats conns`' entries).
     pub fn listeners(&self) -> &[Listener] {
         &self.listeners
     }

@@ -18,9 +18,11 @@ use strata_store::Store;
 use crate::{admin, detail, listen, snapshot, stats, tls, watch};
 use crate::{ConnInfo, ReplyBudget, RunState, ServerConfig};
 
-/// State every thread shares. Fields other modules read are public; the
-/// ones set only here are private behind accessors, so it is built with
-/// [`Shared::new`] alone.
+/// State every thread shares. Nothing changes a field after
+/// [`Shared::new`] (the counters and locks change inside). The fields read
+/// across the crate are public; the few only `stats` reads are private
+/// behind accessors, which also means no other module (or test) can build
+/// one by hand.
 pub(crate) struct Shared {
     pub cfg: ServerConfig,
     pub store: Arc<Store>,
