@@ -18,6 +18,7 @@ use crate::CloseReason;
 
 /// The only SASL mechanism offered.
 const MECHS: &[u8] = response::SASL_MECHS;
+const AUTHENTICATED: &[u8] = response::SASL_AUTHENTICATED;
 
 /// A connection's authentication state (SASL for binary, `-Y` for text).
 #[derive(Debug, Default)]
@@ -234,13 +235,9 @@ fn plain(ctx: &Ctx<'_>, auth: &mut Auth, data: &[u8]) -> Status {
 /// ([`crate::dispatch::MAX_AUTH_FAILURES`]).
 fn sasl_reply(ctx: &Ctx<'_>, out: &mut Vec<u8>, h: &Header, status: Status, auth: &mut Auth) -> Outcome {
     match status {
-        Status::Success => response::packet(
-            out,
-            h,
-            Status::Success,
-            0,
-            Body { value: response::SASL_AUTHENTICATED, ..Body::default() },
-        ),
+        Status::Success => {
+            response::packet(out, h, Status::Success, 0, Body { value: AUTHENTICATED, ..Body::default() })
+        }
         Status::AuthContinue => response::packet(out, h, Status::AuthContinue, 0, Body::default()),
         other => {
             response::error(out, h, other);
