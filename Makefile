@@ -21,9 +21,10 @@
 #   make miri         the store's unit tests under Miri (Stacked Borrows;
 #                     MIRI_MODELS="stacked tree" adds Tree Borrows); installs the
 #                     nightly toolchain's miri component if missing
-#   make fuzz         cargo-fuzz on FUZZ_TARGET (binary_decoder, text_parser or
-#                     meta_parser) for FUZZ_SECS, from its kept corpus (nightly;
-#                     not in `test`); `make fuzz-all` runs the three in turn
+#   make fuzz         cargo-fuzz on FUZZ_TARGET (binary_decoder, text_parser,
+#                     meta_parser or udp_header) for FUZZ_SECS, from its kept
+#                     corpus (nightly; not in `test`); `make fuzz-all` runs the
+#                     four in turn
 #
 # WIRE_TARGET=memcached runs the server-facing stages against Debian's
 # memcached instead of target/release/strata (and skips the cargo build).
@@ -51,7 +52,7 @@ JAVA_STAMP := $(JAVA_DIR)/lib/.installed
 CONCURRENCY_SECS ?= 20
 FUZZ_SECS ?= 300
 FUZZ_TARGET ?= binary_decoder
-FUZZ_TARGETS := binary_decoder text_parser meta_parser
+FUZZ_TARGETS := binary_decoder text_parser meta_parser udp_header
 WIRE_DIR := $(wildcard tests/wire)
 
 # Server-facing stages need the release binary, unless they run against memcached.

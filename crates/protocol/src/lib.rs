@@ -1,8 +1,8 @@
 //! memcached's wire protocols (classic text, meta, binary) as pure functions
 //! over bytes.
 //!
-//! This crate owns parsing requests out of a connection's read buffer and the
-//! exact byte strings of replies. It does no I/O and knows nothing of storage:
+//! This crate owns parsing requests out of a connection's read buffer, the
+//! exact byte strings of replies, and UDP's frame header ([`udp`]). It does no I/O and knows nothing of storage:
 //! the server crate feeds it bytes and executes what it returns.
 //!
 //! Parsing is check-then-parse (as in mini-redis): a request that is not fully
@@ -17,6 +17,7 @@ pub mod peek;
 pub mod reply;
 pub mod stats;
 pub mod text;
+pub mod udp;
 
 /// memcached's longest key, in bytes (`KEY_MAX_LENGTH`).
 pub const KEY_MAX_LENGTH: usize = 250;

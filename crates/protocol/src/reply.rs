@@ -62,6 +62,10 @@ pub mod text {
     pub const AUTH_FAILURE: &[u8] = b"CLIENT_ERROR authentication failure\r\n";
     /// A reply over 64 UDP datagrams.
     pub const UDP_TOO_LARGE: &[u8] = b"SERVER_ERROR reply too large for UDP\r\n";
+    /// strata's `snapshot` without --snapshot-dir.
+    pub const SNAPSHOTS_OFF: &[u8] = b"SERVER_ERROR snapshots are off (start with --snapshot-dir)\r\n";
+    /// `stats detail` with an argument other than on, off or dump.
+    pub const DETAIL_USAGE: &[u8] = b"CLIENT_ERROR usage: stats detail on|off|dump\r\n";
 }
 
 /// Appends `VALUE <key> <flags> <bytes>[ <cas>]\r\n<data>\r\n`.

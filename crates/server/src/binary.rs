@@ -17,7 +17,8 @@ use crate::stats;
 use crate::CloseReason;
 
 /// The only SASL mechanism offered.
-const MECHS: &[u8] = b"PLAIN";
+const MECHS: &[u8] = response::SASL_MECHS;
+const AUTHENTICATED: &[u8] = response::SASL_AUTHENTICATED;
 
 /// A connection's authentication state (SASL for binary, `-Y` for text).
 #[derive(Debug, Default)]
@@ -241,7 +242,7 @@ fn plain(ctx: &Ctx<'_>, auth: &mut Auth, data: &[u8]) -> Status {
 fn sasl_reply(ctx: &Ctx<'_>, out: &mut Vec<u8>, h: &Header, status: Status, auth: &mut Auth) -> Outcome {
     match status {
         Status::Success => {
-            response::packet(out, h, Status::Success, 0, Body { value: b"Authenticated", ..Body::default() })
+            response::packet(out, h, Status::Success, 0, Body { value: AUTHENTICATED, ..Body::default() })
         }
         Status::AuthContinue => response::packet(out, h, Status::AuthContinue, 0, Body::default()),
         other => {

@@ -5,7 +5,7 @@
 
 use std::collections::VecDeque;
 use std::io;
-use std::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering::Relaxed};
+use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 
 use proptest::prelude::*;
@@ -33,31 +33,8 @@ impl Fixture {
         let store = Store::new(store_cfg, Arc::new(Clock::manual(1_700_000_000))).unwrap();
         let poll = mio::Poll::new().unwrap();
         let acceptor = Arc::new(mio::Waker::new(poll.registry(), mio::Token(0)).unwrap());
-        let stats = Arc::new(WorkerStats::default());
-        let budget = Arc::new(crate::ReplyBudget { limit: cfg.reply_budget, ..Default::default() });
-        let shared = Arc::new(Shared {
-            detail: crate::detail::Detail::new(cfg.prefix_delimiter, cfg.detail_enabled),
-            watchers: Arc::default(),
-            tls: None,
-            cfg,
-            store: store.clone(),
-            run: crate::RunState::default(),
-            curr_conns: AtomicUsize::new(0),
-            total_conns: AtomicU64::new(0),
-            rejected_conns: AtomicU64::new(0),
-            verbosity: AtomicU32::new(0),
-            replies: budget,
-            started: std::time::Instant::now(),
-            workers: vec![stats.clone()],
-            conns: parking_lot::Mutex::new(Default::default()),
-            listeners: Vec::new(),
-            udp: Vec::new(),
-            acceptor,
-            seal_gen: AtomicU64::new(0),
-            snapshots: None,
-            durable_acks: None,
-            tuning: Arc::new(crate::admin::Tuning::new(&Default::default())),
-        });
+        let shared = Arc::new(Shared::new(cfg, store.clone(), None, acceptor, &[], &[]));
+        let stats = shared.workers[0].clone();
         Fixture { store: store.worker(), shared, stats, _poll: poll }
     }
 

@@ -337,7 +337,7 @@ pub(crate) fn execute(ctx: &mut Ctx<'_>, req: Request<'_>, out: &mut Vec<u8>, re
         Command::Snapshot => out.extend_from_slice(match ctx.shared.snapshots.as_ref().map(|s| s.request()) {
             Some(Ok(())) => r::OK,
             Some(Err(_)) => r::SNAPSHOT_RUNNING,
-            None => b"SERVER_ERROR snapshots are off (start with --snapshot-dir)\r\n",
+            None => r::SNAPSHOTS_OFF,
         }),
         Command::DebugAdvanceClock { seconds } => {
             clock.advance(seconds);

@@ -3,16 +3,22 @@
 //!
 //! Owns sockets and threads; owns no cached data (that is `strata-store`).
 //! Wire syntax is `strata-protocol`'s (fixed reply lines are its
-//! `reply::text` constants), but for some lines formatted here: `VERSION`,
-//! cachedump's `ITEM`, watch's events, UDP's frame header (docs/design.md). One acceptor thread hands new
-//! connections round-robin to `-t` worker threads; each worker runs its own
-//! `mio` event loop over its own connections and executes requests itself
-//! against its [`strata_store::Worker`] handle — no request crosses threads.
-//! Beside them: the clock thread, the snapshot and log-writer threads
+//! `reply::text` constants, UDP's frame header its `udp`), but for some
+//! lines formatted here: `VERSION`, cachedump's `ITEM`, watch's events
+//! (docs/design.md).
+//!
+//! [`run`] is the server's life in order: start, serve, stop, keep the
+//! cache. While it serves, the acceptor (`accept`) hands new connections
+//! round-robin to `-t` worker threads; each worker runs its own event loop
+//! over its own connections and executes requests itself against its
+//! [`strata_store::Worker`] handle — no request crosses threads. Beside
+//! them: the clock thread, the snapshot and log-writer threads
 //! (`--snapshot-dir`, `--durability`) and the metrics responder
 //! (`--metrics-listen`). Once the ports are open: the pid file and the
-//! switch away from root (`process`).
+//! switch away from root (`process`). What the threads share is
+//! `Shared` (`shared`).
 
+mod accept;
 pub mod admin;
 pub mod auth;
 mod binary;
@@ -31,6 +37,7 @@ mod metrics;
 mod process;
 mod replies;
 mod sched;
+mod shared;
 pub mod snapshot;
 mod stats;
 mod tls;
@@ -40,16 +47,14 @@ mod uring;
 mod verbose;
 mod watch;
 
-use std::collections::BTreeMap;
 use std::io;
-use std::sync::atomic::{AtomicU32, AtomicU64, AtomicU8, AtomicUsize, Ordering::*};
+use std::net::{TcpListener, UdpSocket};
+use std::sync::atomic::{AtomicU32, AtomicU8, AtomicUsize, Ordering::*};
 use std::sync::{mpsc, Arc};
-use std::time::{Duration, Instant};
+use std::thread::JoinHandle;
+use std::time::Duration;
 
-use mio::{Events, Interest, Poll, Token, Waker};
-use parking_lot::Mutex;
-use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM, SIGUSR1};
-use signal_hook_mio::v1_0::Signals;
+use mio::Poll;
 use strata_store::Store;
 
 pub use auth::{AuthError, Credentials};
@@ -57,6 +62,8 @@ pub use config::{IoBackend, Protocol, ServerConfig};
 pub use process::{ExtendTimeout, PrivilegeError};
 pub use snapshot::{Loaded, SnapshotConfig};
 pub use tls::{MinVersion, TlsError, TlsSettings};
+
+pub(crate) use shared::Shared;
 
 /// What changes the log level when a client sends `verbosity N` (set once
 /// by the binary, which owns logging).
@@ -282,44 +289,6 @@ impl RunState {
     }
 }
 
-/// State every thread shares.
-pub(crate) struct Shared {
-    pub cfg: ServerConfig,
-    pub store: Arc<Store>,
-    /// Serving, draining (a graceful stop) or stopping.
-    pub run: RunState,
-    pub curr_conns: AtomicUsize,
-    pub total_conns: AtomicU64,
-    pub rejected_conns: AtomicU64,
-    pub verbosity: AtomicU32,
-    /// Queued replies across connections (`-o read_buf_mem_limit`).
-    pub replies: Arc<ReplyBudget>,
-    pub started: Instant,
-    pub workers: Vec<Arc<stats::WorkerStats>>,
-    pub conns: Mutex<BTreeMap<u64, Arc<ConnInfo>>>,
-    pub listeners: Vec<(i32, String)>,
-    /// The UDP sockets (`-U`), each an entry in `stats conns` as in
-    /// memcached.
-    pub udp: Vec<Arc<ConnInfo>>,
-    pub acceptor: Arc<Waker>,
-    /// `stats detail`'s per-prefix counts.
-    pub detail: detail::Detail,
-    /// `watch`'s connections and counters.
-    pub watchers: Arc<watch::Watchers>,
-    /// With `-Z`: the configuration new TLS connections get.
-    pub tls: Option<tls::Tls>,
-    /// Bumped to ask every worker to seal its active segments (a snapshot
-    /// is starting); each notes the last request it carried out.
-    pub seal_gen: AtomicU64,
-    /// With `--snapshot-dir`.
-    pub snapshots: Option<Arc<snapshot::Snapshots>>,
-    /// With `--durability always`: the log whose durable position a
-    /// change's reply waits for.
-    pub durable_acks: Option<Arc<strata_persist::Wal>>,
-    /// What memcached's tuning commands set (`admin.rs`).
-    pub tuning: Arc<admin::Tuning>,
-}
-
 /// The event loop a worker runs, built before its thread starts so that a
 /// failure stops the server at start-up.
 enum Backend {
@@ -345,47 +314,6 @@ fn backend(cfg: &ServerConfig, wake: &sched::Wake) -> io::Result<Backend> {
         }
     }
     Ok(Backend::Epoll(epoll::poll_for(wake)?))
-}
-
-/// The acceptor's check of `-c`. `curr_connections` counts a connection
-/// from its accept until its worker has closed it, so one its client has
-/// already closed still counts until the worker notices. When connections
-/// open and close fast on a busy machine (two cores, the acceptor running
-/// while the workers wait for a core), accepts run ahead of those closes:
-/// 9 clients connecting and closing in a loop were refused 13,192 times
-/// in 4 s at `-c 64` (`rejected_connections`), and once 50,985 times at
-/// `-c 1024` (memcached refused none at 1024, though thousands at `-c
-/// 64`). Here, at the limit the
-/// acceptor first wakes the workers and gives them up to
-/// [`AtLimit::SETTLE`] to catch up; only a limit that still holds refuses
-/// the connection. Having found the limit real, it refuses at once until
-/// the count drops below it, so a flood of connections over the limit
-/// cannot stall the acceptor.
-#[derive(Default)]
-struct AtLimit {
-    real: bool,
-}
-
-impl AtLimit {
-    const SETTLE: Duration = Duration::from_millis(100);
-
-    fn full(&mut self, shared: &Shared, workers: &[(mpsc::Sender<sched::NewConn>, Arc<sched::Wake>)]) -> bool {
-        let over = || shared.curr_conns.load(Relaxed) >= shared.cfg.max_conns;
-        if !over() {
-            self.real = false;
-            return false;
-        }
-        if self.real {
-            return true;
-        }
-        let deadline = Instant::now() + Self::SETTLE;
-        while over() && Instant::now() < deadline {
-            workers.iter().for_each(|(_, w)| w.wake());
-            std::thread::sleep(Duration::from_micros(200));
-        }
-        self.real = over();
-        self.real
-    }
 }
 
 /// The start-up line: the version and the settings in effect (`io`: the
@@ -425,97 +353,110 @@ fn started(shared: &Shared, io: &str) {
 /// The longest a graceful stop waits for connections to finish.
 pub const DRAIN_LIMIT: Duration = Duration::from_secs(10);
 
-const LISTENER_BASE: usize = 0;
-const SIGNALS: Token = Token(usize::MAX - 1);
-const ACCEPTOR_WAKE: Token = Token(usize::MAX - 2);
-
 /// Runs the server until SIGTERM, SIGINT or `shutdown`. Returns once every
 /// connection is closed and every thread has stopped.
+///
+/// The server's life, in order: it starts (the ports open, then the pid
+/// file and the switch away from root, then the threads), serves (the
+/// acceptor, until a stop or the end of a drain), stops (the workers finish
+/// what their connections sent, then the threads beside them) and keeps
+/// the cache (the durability log's last writes, the snapshot).
 pub fn run(cfg: ServerConfig, store: Arc<Store>) -> Result<(), ServerError> {
     let tls = cfg.tls.clone().map(tls::Tls::new).transpose()?;
-    let mut listeners = listen::bind(&cfg)?;
-    let udp_sockets = listen::bind_udp(&cfg)?;
-    let metrics_listener = match &cfg.metrics_listen {
-        Some(addr) => Some(
-            metrics::bind(addr).map_err(|source| ServerError::Listen { addr: format!("metrics {addr}"), source })?,
-        ),
-        None => None,
-    };
+    let ports = Ports::bind(&cfg)?;
     // Bound: now the pid file, then the switch away from root.
-    let _pid_file = match &cfg.pid_file {
-        Some(path) => Some(
+    let _pid_file = pid_file(&cfg)?;
+    process::drop_privileges(cfg.user.as_deref())?;
+    let mut acceptor = accept::Acceptor::new(ports.listeners, &cfg)?;
+    let wakes = (0..cfg.threads.max(1)).map(|_| sched::Wake::new().map(Arc::new)).collect::<io::Result<Vec<_>>>()?;
+    let shared = Arc::new(Shared::new(cfg, store, tls, acceptor.waker(), acceptor.listeners(), &ports.udp));
+    hook_store(&shared, &wakes);
+    let mut workers = start_workers(&shared, &wakes)?;
+    started(&shared, workers.io);
+    start_udp(&shared, ports.udp, &mut workers.threads)?;
+    let helpers = Helpers::start(&shared, wakes, ports.metrics)?;
+    // Listening, workers running: a `Type=notify` unit is started.
+    process::notify(&format!("READY=1\nMAINPID={}", std::process::id()));
+
+    acceptor.serve(&shared, &workers.links)?;
+
+    shared.run.stop();
+    process::notify("STOPPING=1");
+    for (_, wake) in &workers.links {
+        wake.wake();
+    }
+    for h in workers.threads {
+        let _ = h.join();
+    }
+    let savers = helpers.stop(&shared);
+    acceptor.close();
+    if let Some(path) = &shared.cfg.unix_socket {
+        let _ = std::fs::remove_file(path);
+    }
+
+    if let Err(why) = keep(&shared, savers) {
+        tracing::error!("stopped without keeping the cache: {why}");
+        return Err(ServerError::NotKept(why));
+    }
+    tracing::info!("stopped");
+    Ok(())
+}
+
+/// The sockets the server serves on, all bound before anything else
+/// happens, so that a port in use stops the start at once.
+struct Ports {
+    listeners: Vec<listen::Listener>,
+    udp: Vec<(UdpSocket, String)>,
+    metrics: Option<TcpListener>,
+}
+
+impl Ports {
+    fn bind(cfg: &ServerConfig) -> Result<Ports, ServerError> {
+        let listeners = listen::bind(cfg)?;
+        let udp = listen::bind_udp(cfg)?;
+        let metrics = match &cfg.metrics_listen {
+            Some(addr) => Some(
+                metrics::bind(addr)
+                    .map_err(|source| ServerError::Listen { addr: format!("metrics {addr}"), source })?,
+            ),
+            None => None,
+        };
+        Ok(Ports { listeners, udp, metrics })
+    }
+}
+
+fn pid_file(cfg: &ServerConfig) -> Result<Option<process::PidFile>, ServerError> {
+    match &cfg.pid_file {
+        Some(path) => Ok(Some(
             process::PidFile::create(path)
                 .map_err(|source| ServerError::PidFile { path: path.display().to_string(), source })?,
-        ),
-        None => None,
-    };
-    process::drop_privileges(cfg.user.as_deref())?;
-    let mut poll = Poll::new()?;
-    for (i, l) in listeners.iter_mut().enumerate() {
-        poll.registry().register(l, Token(LISTENER_BASE + i), Interest::READABLE)?;
-        tracing::info!(addr = %l.name(), "listening");
-        if cfg.verbosity > 1 {
-            verbose::listening(l.fd(), Some(cfg.protocol));
-        }
+        )),
+        None => Ok(None),
     }
-    // memcached's: SIGTERM and SIGINT stop, SIGUSR1 stops gracefully (all
-    // three finish what connections sent and save the snapshot), SIGHUP
-    // reloads the proxy's configuration there and does nothing here (its
-    // default would end the process).
-    let mut signals = Signals::new([SIGTERM, SIGINT, SIGUSR1, SIGHUP])?;
-    poll.registry().register(&mut signals, SIGNALS, Interest::READABLE)?;
-    let acceptor = Arc::new(Waker::new(poll.registry(), ACCEPTOR_WAKE)?);
+}
 
-    let threads = cfg.threads.max(1);
-    let wakes = (0..threads).map(|_| sched::Wake::new().map(Arc::new)).collect::<io::Result<Vec<_>>>()?;
-    let snapshots = cfg.snapshot.clone().map(|c| Arc::new(snapshot::Snapshots::new(c)));
-    // The workers', then each UDP thread's.
-    let workers_stats: Vec<_> =
-        (0..threads + udp_sockets.len()).map(|_| Arc::new(stats::WorkerStats::default())).collect();
-    let watchers: Arc<watch::Watchers> = Arc::default();
-    store.on_evict(watchers.clone());
-    {
-        // A writer that finds every segment held by workers' half-filled
-        // ones wakes them so that idle ones seal theirs.
-        let wakes = wakes.clone();
-        store.on_starved(Box::new(move || wakes.iter().for_each(|w| w.wake())));
-    }
-    let cfg_tuning = cfg.tuning.clone();
-    let replies = Arc::new(ReplyBudget { limit: cfg.reply_budget, ..ReplyBudget::default() });
-    let udp: Vec<_> = udp_sockets
-        .iter()
-        .map(|(sock, name)| {
-            let fd = std::os::fd::AsRawFd::as_raw_fd(sock);
-            Arc::new(ConnInfo::new(fd, name.clone(), name.clone(), store.clock().now(), replies.clone()))
-        })
-        .collect();
-    let shared = Arc::new(Shared {
-        verbosity: AtomicU32::new(cfg.verbosity),
-        replies,
-        udp: udp.clone(),
-        detail: detail::Detail::new(cfg.prefix_delimiter, cfg.detail_enabled),
-        watchers,
-        tls,
-        listeners: listeners.iter().map(|l| (l.fd(), l.name())).collect(),
-        cfg,
-        store,
-        run: RunState::default(),
-        curr_conns: AtomicUsize::new(0),
-        total_conns: AtomicU64::new(0),
-        rejected_conns: AtomicU64::new(0),
-        started: Instant::now(),
-        workers: workers_stats,
-        conns: Mutex::new(BTreeMap::new()),
-        acceptor,
-        seal_gen: AtomicU64::new(0),
-        durable_acks: snapshots
-            .as_ref()
-            .and_then(|s| s.cfg.wal.clone())
-            .filter(|w| w.mode() == strata_persist::Durability::Always),
-        snapshots: snapshots.clone(),
-        tuning: Arc::new(admin::Tuning::new(&cfg_tuning)),
-    });
+/// The store's calls into the server: evictions for `watch`, and a writer
+/// that finds every segment held by workers' half-filled ones wakes them,
+/// so that idle ones seal theirs.
+fn hook_store(shared: &Shared, wakes: &[Arc<sched::Wake>]) {
+    shared.store.on_evict(shared.watchers.clone());
+    let wakes = wakes.to_vec();
+    shared.store.on_starved(Box::new(move || wakes.iter().for_each(|w| w.wake())));
+}
 
+/// The running workers, as `run` holds them.
+struct Workers {
+    /// How the acceptor hands each its connections and wakes it.
+    links: Vec<accept::WorkerLink>,
+    /// Their threads, then the UDP threads.
+    threads: Vec<JoinHandle<()>>,
+    /// The name of the first one's event loop.
+    io: &'static str,
+}
+
+/// Builds each worker's event loop (a failure stops the start) and starts
+/// its thread.
+fn start_workers(shared: &Arc<Shared>, wakes: &[Arc<sched::Wake>]) -> io::Result<Workers> {
     let mut handles = Vec::new();
     let mut workers = Vec::new();
     let mut io = "epoll";
@@ -535,229 +476,137 @@ pub fn run(cfg: ServerConfig, store: Arc<Store>) -> Result<(), ServerError> {
         })?);
         workers.push((tx, wake));
     }
+    Ok(Workers { links: workers, threads: handles, io })
+}
 
-    started(&shared, io);
-
-    for (i, ((sock, name), info)) in udp_sockets.into_iter().zip(udp).enumerate() {
+/// Starts a thread per UDP socket (`-U`), after the workers' in `threads`.
+fn start_udp(
+    shared: &Arc<Shared>,
+    sockets: Vec<(UdpSocket, String)>,
+    threads: &mut Vec<JoinHandle<()>>,
+) -> io::Result<()> {
+    let first = shared.cfg.threads.max(1);
+    for (i, ((sock, name), info)) in sockets.into_iter().zip(shared.udp().iter().cloned()).enumerate() {
         tracing::info!(addr = %name, "listening");
-        if verbose::on(&shared) {
+        if verbose::on(shared) {
             verbose::listening(info.fd, None);
         }
         let sh = shared.clone();
-        let stats = shared.workers[threads + i].clone();
-        handles
+        let stats = shared.workers[first + i].clone();
+        threads
             .push(std::thread::Builder::new().name(format!("udp-{i}")).spawn(move || udp::run(sh, stats, sock, info))?);
     }
+    Ok(())
+}
 
-    let ticker = {
-        let sh = shared.clone();
-        // With -o idle_timeout the workers look for idle connections once
-        // a second; a worker with nothing to do is woken for it.
-        let idle_wakes = (sh.cfg.idle_timeout > 0).then(|| wakes.clone());
-        // Ticks to the next look (a countdown).
-        let mut ticks = 10u32;
-        std::thread::Builder::new().name("clock".into()).spawn(move || {
-            while !sh.run.stopping() {
-                sh.store.clock().tick();
-                ticks -= 1;
-                if ticks == 0 {
-                    ticks = 10;
-                    if let Some(w) = &idle_wakes {
-                        w.iter().for_each(|w| w.wake());
-                    }
-                }
-                if let Some(snaps) = &sh.snapshots {
-                    snaps.keep_lease(sh.store.epoch());
-                    snaps.snapshot_if_log_grew((sh.store.memory_limit() as u64).max(64 << 20));
-                }
-                std::thread::park_timeout(Duration::from_millis(100));
-            }
-        })?
-    };
-    let reclaimer = if shared.cfg.background_reclaim {
-        let r = shared.store.reclaimer();
-        Some(std::thread::Builder::new().name("reclaim".into()).spawn(move || r.run(Duration::from_millis(10)))?)
-    } else {
-        None
-    };
-    let wal_writer = match snapshots.as_ref().and_then(|s| s.cfg.wal.clone()) {
-        Some(wal) => {
-            let wakes = wakes.clone();
-            // Workers holding replies for durability look again when it moves.
-            wal.on_durable(Box::new(move || wakes.iter().for_each(|w| w.wake())));
-            Some(std::thread::Builder::new().name("wal".into()).spawn(move || wal.run())?)
-        }
-        None => None,
-    };
-    let metrics = match metrics_listener {
-        Some(l) => {
+/// The threads beside the workers: the clock, the background reclaimer,
+/// the durability log's writer, the metrics responder and the snapshot
+/// thread.
+struct Helpers {
+    clock: JoinHandle<()>,
+    reclaimer: Option<JoinHandle<()>>,
+    metrics: Option<JoinHandle<()>>,
+    savers: Savers,
+}
+
+/// The threads that keep the cache, stopped last.
+struct Savers {
+    wal_writer: Option<JoinHandle<()>>,
+    snapshotter: Option<JoinHandle<()>>,
+}
+
+impl Helpers {
+    fn start(shared: &Arc<Shared>, wakes: Vec<Arc<sched::Wake>>, metrics: Option<TcpListener>) -> io::Result<Helpers> {
+        let clock = {
             let sh = shared.clone();
-            Some(std::thread::Builder::new().name("metrics".into()).spawn(move || metrics::run(sh, l))?)
-        }
-        None => None,
-    };
-    let snapshotter = match &snapshots {
-        Some(snaps) => {
-            let (sh, sn) = (shared.clone(), snaps.clone());
-            Some(std::thread::Builder::new().name("snapshot".into()).spawn(move || snapshot::run(sh, sn, wakes))?)
-        }
-        None => None,
-    };
-
-    // Listening, workers running: a `Type=notify` unit is started.
-    process::notify(&format!("READY=1\nMAINPID={}", std::process::id()));
-    let mut events = Events::with_capacity(256);
-    let mut next = 0usize;
-    let mut next_id = 0u64;
-    let mut at_limit = AtLimit::default();
-    let mut drain_until = None;
-    while !shared.run.stopping() {
-        if shared.run.draining() {
-            let until = *drain_until.get_or_insert_with(|| {
-                // Not one more connection: the listeners close, so the
-                // kernel refuses new ones rather than queueing them.
-                for l in listeners.iter_mut() {
-                    let _ = poll.registry().deregister(l);
-                }
-                listeners.clear();
-                for (_, wake) in &workers {
-                    wake.wake();
-                }
-                Instant::now() + DRAIN_LIMIT
-            });
-            if shared.curr_conns.load(Relaxed) == 0 || Instant::now() >= until {
-                break;
-            }
-        }
-        let timeout = drain_until.map(|_| Duration::from_millis(20));
-        if let Err(e) = poll.poll(&mut events, timeout) {
-            if e.kind() == io::ErrorKind::Interrupted {
-                continue;
-            }
-            return Err(e.into());
-        }
-        for ev in events.iter() {
-            match ev.token() {
-                SIGNALS => {
-                    for sig in signals.pending() {
-                        if sig == SIGHUP {
-                            tracing::info!("SIGHUP: nothing to reload");
-                            continue;
-                        }
-                        if sig == SIGUSR1 {
-                            tracing::info!("SIGUSR1: stopping gracefully");
-                            shared.run.drain();
-                            continue;
-                        }
-                        tracing::info!(signal = sig, "shutting down");
-                        shared.run.stop();
-                    }
-                }
-                ACCEPTOR_WAKE => {}
-                Token(i) => {
-                    let Some(l) = listeners.get_mut(i - LISTENER_BASE) else { continue };
-                    loop {
-                        match l.accept() {
-                            Ok(mut stream) => {
-                                let tls = match (&shared.tls, l.tls()) {
-                                    (Some(t), true) => match t.accept() {
-                                        Ok(c) => Some(c),
-                                        Err(e) => {
-                                            tracing::warn!(error = %e, "TLS connection refused");
-                                            continue;
-                                        }
-                                    },
-                                    _ => None,
-                                };
-                                if at_limit.full(&shared, &workers) {
-                                    shared.rejected_conns.fetch_add(1, Relaxed);
-                                    stream.reject(strata_protocol::reply::text::TOO_MANY_CONNECTIONS);
-                                    continue;
-                                }
-                                shared.curr_conns.fetch_add(1, Relaxed);
-                                shared.total_conns.fetch_add(1, Relaxed);
-                                tracing::debug!(peer = %stream.peer_name(), "connection accepted");
-                                next_id += 1;
-                                let info = Arc::new(ConnInfo::new(
-                                    stream.fd(),
-                                    stream.peer_name(),
-                                    l.name(),
-                                    shared.store.clock().now(),
-                                    shared.replies.clone(),
-                                ));
-                                if verbose::on(&shared) {
-                                    verbose::accepted(info.fd, shared.cfg.protocol);
-                                }
-                                if shared.watchers.wants(watch::CONNEVENTS) {
-                                    let (rip, rport, transport) = watch::endpoint(&info.addr);
-                                    shared.watchers.log(
-                                        watch::CONNEVENTS,
-                                        format_args!(
-                                            "type=conn_new rip={rip} rport={rport} transport={transport} cfd={}",
-                                            info.fd
-                                        ),
-                                    );
-                                }
-                                shared.conns.lock().insert(next_id, info.clone());
-                                let (tx, wake) = &workers[next % workers.len()];
-                                next += 1;
-                                if tx.send(sched::NewConn { id: next_id, stream, info, tls }).is_ok() {
-                                    wake.wake();
-                                } else {
-                                    // That worker has stopped (the server is
-                                    // stopping with it): the stream is dropped,
-                                    // so it must not be counted.
-                                    sched::close(&shared, next_id);
-                                }
-                            }
-                            Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
-                            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                            Err(e) => {
-                                // Out of descriptors and the like: log and keep serving.
-                                tracing::warn!(error = %e, "accept failed");
-                                break;
-                            }
+            // With -o idle_timeout the workers look for idle connections once
+            // a second; a worker with nothing to do is woken for it.
+            let idle_wakes = (sh.cfg.idle_timeout > 0).then(|| wakes.clone());
+            // Ticks to the next look (a countdown).
+            let mut ticks = 10u32;
+            std::thread::Builder::new().name("clock".into()).spawn(move || {
+                while !sh.run.stopping() {
+                    sh.store.clock().tick();
+                    ticks -= 1;
+                    if ticks == 0 {
+                        ticks = 10;
+                        if let Some(w) = &idle_wakes {
+                            w.iter().for_each(|w| w.wake());
                         }
                     }
+                    if let Some(snaps) = &sh.snapshots {
+                        snaps.keep_lease(sh.store.epoch());
+                        snaps.snapshot_if_log_grew((sh.store.memory_limit() as u64).max(64 << 20));
+                    }
+                    std::thread::park_timeout(Duration::from_millis(100));
                 }
+            })?
+        };
+        let reclaimer = if shared.cfg.background_reclaim {
+            let r = shared.store.reclaimer();
+            Some(std::thread::Builder::new().name("reclaim".into()).spawn(move || r.run(Duration::from_millis(10)))?)
+        } else {
+            None
+        };
+        let wal_writer = match shared.snapshots.as_ref().and_then(|s| s.cfg.wal.clone()) {
+            Some(wal) => {
+                let wakes = wakes.clone();
+                // Workers holding replies for durability look again when it moves.
+                wal.on_durable(Box::new(move || wakes.iter().for_each(|w| w.wake())));
+                Some(std::thread::Builder::new().name("wal".into()).spawn(move || wal.run())?)
             }
-        }
+            None => None,
+        };
+        let metrics = match metrics {
+            Some(l) => {
+                let sh = shared.clone();
+                Some(std::thread::Builder::new().name("metrics".into()).spawn(move || metrics::run(sh, l))?)
+            }
+            None => None,
+        };
+        let snapshotter = match &shared.snapshots {
+            Some(snaps) => {
+                let (sh, sn) = (shared.clone(), snaps.clone());
+                Some(std::thread::Builder::new().name("snapshot".into()).spawn(move || snapshot::run(sh, sn, wakes))?)
+            }
+            None => None,
+        };
+        Ok(Helpers { clock, reclaimer, metrics, savers: Savers { wal_writer, snapshotter } })
     }
 
-    shared.run.stop();
-    process::notify("STOPPING=1");
-    for (_, wake) in &workers {
-        wake.wake();
+    /// Once the workers are gone: stops the reclaimer, the clock and the
+    /// metrics responder; the threads that keep the cache go on.
+    fn stop(self, shared: &Shared) -> Savers {
+        // Before the shutdown snapshot: the reclaimer seals its copy targets.
+        if let Some(t) = self.reclaimer {
+            shared.store.stop_reclaimer();
+            let _ = t.join();
+        }
+        self.clock.thread().unpark();
+        let _ = self.clock.join();
+        if let Some(t) = self.metrics {
+            let _ = t.join();
+        }
+        self.savers
     }
-    for h in handles {
-        let _ = h.join();
-    }
-    // Before the shutdown snapshot: the reclaimer seals its copy targets.
-    if let Some(t) = reclaimer {
-        shared.store.stop_reclaimer();
-        let _ = t.join();
-    }
-    ticker.thread().unpark();
-    let _ = ticker.join();
-    if let Some(t) = metrics {
-        let _ = t.join();
-    }
-    drop(listeners);
-    if let Some(path) = &shared.cfg.unix_socket {
-        let _ = std::fs::remove_file(path);
-    }
+}
+
+/// With `--snapshot-dir`: writes the durability log's last writes and the
+/// snapshot, once the workers are gone and the port is closed. Why the
+/// cache is not kept, if it is not.
+fn keep(shared: &Shared, savers: Savers) -> Result<(), String> {
     let mut kept: Result<(), String> = Ok(());
-    if let Some(snaps) = &snapshots {
+    if let Some(snaps) = &shared.snapshots {
         // A large cache takes longer to save than TimeoutStopSec, after
         // which systemd would kill the save half-way.
         let _more_time = ExtendTimeout::start("saving the snapshot");
         snapshot::stop(snaps);
-        if let Some(t) = snapshotter {
+        if let Some(t) = savers.snapshotter {
             let _ = t.join();
         }
         if let Some(wal) = &snaps.cfg.wal {
             wal.stop();
-            if let Some(t) = wal_writer {
+            if let Some(t) = savers.wal_writer {
                 let _ = t.join();
             }
             if let Err(e) = wal.flush() {
@@ -767,15 +616,10 @@ pub fn run(cfg: ServerConfig, store: Arc<Store>) -> Result<(), ServerError> {
         }
         // The workers are gone and sealed everything they wrote: one pass
         // copies the whole cache. The port is already closed.
-        if let Err(e) = snaps.save(&shared, &mut snapshot::AtShutdown(&shared)) {
+        if let Err(e) = snaps.save(shared, &mut snapshot::AtShutdown(shared)) {
             kept = Err(format!("snapshot: {e}"));
         }
         snaps.keep_lease(shared.store.epoch());
     }
-    if let Err(why) = kept {
-        tracing::error!("stopped without keeping the cache: {why}");
-        return Err(ServerError::NotKept(why));
-    }
-    tracing::info!("stopped");
-    Ok(())
+    kept
 }

@@ -155,7 +155,7 @@ pub(crate) fn command(shared: &Shared, args: Tokens<'_>) -> Reply {
                     Reply::Done
                 }
                 Some(b"dump") => Reply::Lines("detailed", shared.detail.dump()),
-                _ => Reply::Usage(b"CLIENT_ERROR usage: stats detail on|off|dump\r\n"),
+                _ => Reply::Usage(strata_protocol::reply::text::DETAIL_USAGE),
             };
         }
         Some(_) => return Reply::Unknown,
@@ -176,7 +176,7 @@ fn general(shared: &Shared) -> Snapshot {
     let (user, sys) = rusage();
     let mut s = Snapshot::default();
     s.info("pid", "Process id.", std::process::id());
-    s.counter("uptime", "Seconds since the server started.", shared.started.elapsed().as_secs());
+    s.counter("uptime", "Seconds since the server started.", shared.uptime().as_secs());
     s.gauge("time", "The server's unix time.", clock.unix_now());
     s.info("version", "The memcached release whose protocol this implements.", VERSION);
     s.info("strata_version", "strata's own version.", STRATA_VERSION);
@@ -187,7 +187,7 @@ fn general(shared: &Shared) -> Snapshot {
     s.gauge("curr_connections", "Open client connections.", shared.curr_conns.load(Relaxed));
     s.counter("total_connections", "Connections accepted.", shared.total_conns.load(Relaxed));
     s.counter("rejected_connections", "Connections refused over the limit.", shared.rejected_conns.load(Relaxed));
-    let structures = shared.curr_conns.load(Relaxed) + shared.listeners.len();
+    let structures = shared.curr_conns.load(Relaxed) + shared.listeners().len();
     s.gauge("connection_structures", "Connections and listeners.", structures);
     for &(name, help, _, f) in WORKER_FIELDS.iter().filter(|f| f.2) {
         s.counter(name, help, sum(shared, f));
@@ -711,13 +711,13 @@ fn slabs(shared: &Shared) -> Snapshot {
 fn conns(shared: &Shared) -> Snapshot {
     let now = shared.store.clock().now();
     let mut s = Snapshot::default();
-    for (fd, name) in &shared.listeners {
+    for (fd, name) in shared.listeners() {
         s.info(format!("{fd}:addr"), "Listening address.", name.clone());
         s.info(format!("{fd}:state"), "Connection state.", "conn_listening");
     }
     // memcached lists each UDP socket as a connection waiting to read,
     // marked `UDP`, without a listening address of its own.
-    for u in &shared.udp {
+    for u in shared.udp() {
         let fd = u.fd;
         s.info(format!("{fd}:UDP"), "A UDP socket (-U).", "UDP");
         s.info(format!("{fd}:addr"), "Its address.", u.addr.clone());

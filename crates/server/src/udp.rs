@@ -1,32 +1,18 @@
-//! memcached's UDP protocol (`-U PORT`; off by default, as in memcached
-//! since 1.5.6).
+//! memcached's UDP transport (`-U PORT`; off by default, as in memcached
+//! since 1.5.6): a thread per socket, each datagram served as a
+//! connection's input.
 //!
-//! Every datagram starts with an 8-byte frame header, big-endian:
-//!
-//! ```text
-//! 0      2        4         6          8
-//! +------+--------+---------+----------+------------------------+
-//! | id   | seq    | total   | reserved | requests (text, meta,  |
-//! |      |        |         |          | binary), complete      |
-//! +------+--------+---------+----------+------------------------+
-//! ```
-//!
-//! A request must fit one datagram (`total` 1, as memcached requires;
-//! others are dropped). Its requests run as a connection's would (the same
-//! [`Conn`] state machine, fed the payload and then the end of input), and
-//! the replies go back in datagrams of at most [`DATAGRAM`] bytes, each
-//! with the request's id, its sequence number and the count.
-//!
-//! UDP lets a spoofed source address aim the replies at someone else
-//! (memcached's 2018 amplification attacks). Beyond keeping it off by
-//! default, strata bounds a reply at [`MAX_DATAGRAMS`] datagrams: a larger
-//! one is replaced by one `SERVER_ERROR` line (memcached has no bound).
+//! The frame header and how a reply is cut into datagrams (and bounded,
+//! against amplification) are wire syntax: `strata_protocol::udp`. A
+//! request's payload runs as a connection's would (the same [`Conn`] state
+//! machine, fed the payload and then the end of input), and its replies go
+//! back through [`udp::frames`].
 
 use std::io;
 use std::net::{SocketAddr, UdpSocket};
 use std::sync::Arc;
 use std::time::Duration;
-use strata_protocol::reply::text as r;
+use strata_protocol::udp::{self, Frame, HEADER, MAX_REPLY};
 
 use crate::conn::{Conn, Effects, Status};
 use crate::dispatch::Ctx;
@@ -34,64 +20,6 @@ use crate::stats::WorkerStats;
 use crate::transport::Transport;
 use crate::{ConnInfo, Shared};
 use strata_store::Reading;
-
-/// The frame header's bytes.
-pub(crate) const HEADER: usize = 8;
-
-/// Largest datagram sent, header included (memcached's
-/// `UDP_MAX_PAYLOAD_SIZE`).
-pub(crate) const DATAGRAM: usize = 1400;
-
-/// Most datagrams one request may be answered with (about 87 KiB).
-pub(crate) const MAX_DATAGRAMS: usize = 64;
-
-/// Sent instead of a reply over [`MAX_DATAGRAMS`].
-pub(crate) const TOO_LARGE: &[u8] = r::UDP_TOO_LARGE;
-
-/// The frame header of a datagram.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct Frame {
-    pub id: u16,
-    pub seq: u16,
-    pub total: u16,
-}
-
-impl Frame {
-    /// The header of a request datagram, if it is one strata serves.
-    pub fn parse(datagram: &[u8]) -> Option<Frame> {
-        let h = datagram.get(..HEADER)?;
-        let f = Frame {
-            id: u16::from_be_bytes([h[0], h[1]]),
-            seq: u16::from_be_bytes([h[2], h[3]]),
-            total: u16::from_be_bytes([h[4], h[5]]),
-        };
-        // memcached serves single-datagram requests only (whatever the
-        // sequence number and the reserved bytes say).
-        (f.total == 1).then_some(f)
-    }
-
-    fn write(&self, out: &mut Vec<u8>) {
-        out.extend_from_slice(&self.id.to_be_bytes());
-        out.extend_from_slice(&self.seq.to_be_bytes());
-        out.extend_from_slice(&self.total.to_be_bytes());
-        out.extend_from_slice(&[0, 0]);
-    }
-}
-
-/// Splits `reply` into the datagrams that carry it for request `id`,
-/// handing each to `send`.
-pub(crate) fn frames(id: u16, reply: &[u8], mut send: impl FnMut(&[u8])) {
-    let body = if reply.len() > MAX_DATAGRAMS * (DATAGRAM - HEADER) { TOO_LARGE } else { reply };
-    let chunks: Vec<&[u8]> = body.chunks(DATAGRAM - HEADER).collect();
-    let total = u16::try_from(chunks.len()).unwrap_or(u16::MAX);
-    let mut dgram = Vec::with_capacity(DATAGRAM);
-    for (seq, chunk) in chunks.into_iter().enumerate() {
-        dgram.clear();
-        Frame { id, seq: u16::try_from(seq).unwrap_or(u16::MAX), total }.write(&mut dgram);
-        dgram.extend_from_slice(chunk);
-        send(&dgram);
-    }
-}
 
 /// A request datagram's payload as a connection's input (then its end),
 /// and the replies it writes.
@@ -111,7 +39,7 @@ impl Transport for Datagram<'_> {
     fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
         // Past the bound the reply is dropped anyway: stop taking it, and
         // the connection stops running what would only add to it.
-        if self.output.len() > MAX_DATAGRAMS * (DATAGRAM - HEADER) {
+        if self.output.len() > MAX_REPLY {
             return Err(io::ErrorKind::WouldBlock.into());
         }
         self.output.extend_from_slice(buf);
@@ -130,7 +58,7 @@ pub(crate) fn serve(payload: &[u8], info: &Arc<ConnInfo>, ctx: &mut Ctx<'_>) -> 
     // A multi-get larger than the reply limit is served a part per pass;
     // the bound on what a datagram may be answered with ends it.
     while let Status::Open(Effects { more: true, .. }) = conn.service(&mut t, ctx) {
-        if t.output.len() > MAX_DATAGRAMS * (DATAGRAM - HEADER) {
+        if t.output.len() > MAX_REPLY {
             break;
         }
     }
@@ -178,50 +106,13 @@ pub(crate) fn run(shared: Arc<Shared>, stats: Arc<WorkerStats>, sock: UdpSocket,
                 continue;
             }
         };
-        let Some(frame) = Frame::parse(&buf[..n]) else { continue };
+        let Some(frame) = Frame::request(&buf[..n]) else { continue };
         let mut ctx = Ctx { shared: &shared, store: &mut store, stats: &stats, fd: info.fd, reading: Reading::Now };
         let reply = crate::sched::contain(&stats, || serve(&buf[HEADER..n], &info, &mut ctx)).unwrap_or_default();
-        frames(frame.id, &reply, |d| {
+        udp::frames(frame.id, &reply, |d| {
             // A full socket buffer or an unreachable peer loses the reply,
             // as UDP may.
             let _ = sock.send_to(d, peer);
         });
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn frame_headers_and_single_datagram_requests() {
-        assert_eq!(Frame::parse(&[0, 7, 0, 3, 0, 1, 0, 9, b'x']), Some(Frame { id: 7, seq: 3, total: 1 }));
-        assert_eq!(Frame::parse(&[0, 7, 0, 0, 0, 2, 0, 0]), None, "a request in two datagrams");
-        assert_eq!(Frame::parse(&[0, 7, 0, 0, 0, 1, 0]), None, "short header");
-    }
-
-    #[test]
-    fn replies_split_into_numbered_datagrams() {
-        let reply = vec![b'v'; 3000];
-        let mut got = Vec::new();
-        frames(0x1234, &reply, |d| got.push(d.to_vec()));
-        assert_eq!(got.len(), 3);
-        for (i, d) in got.iter().enumerate() {
-            assert!(d.len() <= DATAGRAM);
-            assert_eq!(
-                Frame::parse(&[&d[..4], &[0, 1, 0, 0]].concat()).map(|f| (f.id, f.seq)),
-                Some((0x1234, i as u16))
-            );
-            assert_eq!(&d[4..8], &[0, 3, 0, 0]);
-        }
-        assert_eq!(got.iter().map(|d| d.len() - HEADER).sum::<usize>(), 3000);
-    }
-
-    #[test]
-    fn a_reply_over_the_bound_becomes_one_error() {
-        let reply = vec![b'v'; MAX_DATAGRAMS * (DATAGRAM - HEADER) + 1];
-        let mut got = Vec::new();
-        frames(1, &reply, |d| got.push(d.to_vec()));
-        assert_eq!(got, vec![[&[0, 1, 0, 0, 0, 1, 0, 0][..], TOO_LARGE].concat()]);
     }
 }

@@ -2,6 +2,12 @@
 
 use super::{Header, Status, HEADER_LEN, RESPONSE_MAGIC};
 
+/// The SASL mechanisms offered (`SASL list mechs`' value): PLAIN only.
+pub const SASL_MECHS: &[u8] = b"PLAIN";
+
+/// The value of a successful SASL authentication's response.
+pub const SASL_AUTHENTICATED: &[u8] = b"Authenticated";
+
 /// The parts of a response after its header.
 #[derive(Debug, Default, Clone, Copy)]
 pub struct Body<'a> {
