@@ -17,6 +17,9 @@ pub mod peek;
 pub mod reply;
 pub mod stats;
 pub mod text;
+pub mod view;
+
+pub use view::ItemView;
 
 /// memcached's longest key, in bytes (`KEY_MAX_LENGTH`).
 pub const KEY_MAX_LENGTH: usize = 250;

@@ -205,21 +205,7 @@ impl Worker {
                                 };
                                 if let Some(h) = h {
                                     let b = &self.flash_buf;
-                                    let view = ItemView {
-                                        key: &b[h.key],
-                                        value: &b[h.value],
-                                        flags: h.flags,
-                                        cas: h.cas,
-                                        expiry_before: h.expiry,
-                                        expiry: h.expiry,
-                                        fetched: h.fetched,
-                                        written: h.written,
-                                        stale: h.stale,
-                                        token_sent: h.token_sent,
-                                        won: false,
-                                        created: false,
-                                        binary_key: h.binary_key,
-                                    };
+                                    let view = ItemView { key: &b[h.key], value: &b[h.value], ..h.view };
                                     return Ok(Flow::Ready(Found::Read(f(view))));
                                 }
                             }

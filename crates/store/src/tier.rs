@@ -65,7 +65,7 @@ use crate::index::{flash, slot, Loc, Pos, Stripe};
 use crate::item::{Fields, Header, Item};
 use crate::segments::{ttl_class, Active};
 use crate::store::{add, bump, Counters, Store};
-use crate::types::{FlashStats, Flow, Reading, Stop, StoreError, Ticket};
+use crate::types::{FlashStats, Flow, ItemView, Reading, Stop, StoreError, Ticket};
 use crate::worker::Worker;
 use crate::MAX_RETRIES;
 
@@ -637,20 +637,13 @@ impl Store {
     }
 }
 
-/// A plain read served from flash without bringing the item back: what
-/// the reader's view needs, the key and value being in the worker's flash
-/// buffer (at `key` and `value`).
+/// A plain read served from flash without bringing the item back: the
+/// reader's view but for its key and value, which are in the worker's
+/// flash buffer (at `key` and `value`).
 pub(crate) struct FlashHit {
+    pub view: ItemView<'static>,
     pub key: std::ops::Range<usize>,
     pub value: std::ops::Range<usize>,
-    pub flags: u32,
-    pub cas: u64,
-    pub expiry: u32,
-    pub written: u32,
-    pub fetched: bool,
-    pub stale: bool,
-    pub token_sent: bool,
-    pub binary_key: bool,
 }
 
 /// A record's epoch, write time and item length (what is kept of it
@@ -760,17 +753,25 @@ impl Worker {
             let state = it.state();
             let key_at = it.header.header_len();
             let value_at = key_at + it.key().len();
-            hit = Flow::Ready(Some(FlashHit {
-                key: key_at..value_at,
-                value: value_at..value_at + it.value().len(),
+            let view = ItemView {
+                key: &[],
+                value: &[],
                 flags: it.flags(),
                 cas: if store.cfg.cas { it.explicit_cas().unwrap_or(0) } else { 0 },
+                expiry_before: it.expiry(),
                 expiry: it.expiry(),
-                written: if opts.written { written } else { 0 },
                 fetched: flash::read(x) || state & crate::item::state::FETCHED != 0,
+                written: if opts.written { written } else { 0 },
                 stale: state & crate::item::state::STALE != 0,
                 token_sent: state & crate::item::state::TOKEN_SENT != 0,
+                won: false,
+                created: false,
                 binary_key: state & crate::item::state::KEY_BINARY != 0,
+            };
+            hit = Flow::Ready(Some(FlashHit {
+                view,
+                key: key_at..value_at,
+                value: value_at..value_at + it.value().len(),
             }));
             bump(&self.active.counters.flash_hits);
             break;
