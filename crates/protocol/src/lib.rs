@@ -18,6 +18,9 @@ pub mod reply;
 pub mod stats;
 pub mod text;
 pub mod udp;
+pub mod view;
+
+pub use view::ItemView;
 
 /// memcached's longest key, in bytes (`KEY_MAX_LENGTH`).
 pub const KEY_MAX_LENGTH: usize = 250;

@@ -4,11 +4,11 @@
 //! returns [`Flow::Wait`] when its key must first be read from flash, with
 //! nothing written: the connection parks and runs it again.
 
-use strata_protocol::meta::reply::{self, Found, Status};
+use strata_protocol::meta::reply::{self, Status};
 use strata_protocol::meta::Reply;
 use strata_protocol::ops;
 use strata_protocol::reply::text as r;
-use strata_store::{ArithOutcome, DeleteOutcome, Flow, ItemView, StoreError, StoreOutcome};
+use strata_store::{ArithOutcome, DeleteOutcome, Flow, StoreError, StoreOutcome};
 
 use crate::dispatch::Ctx;
 
@@ -18,24 +18,6 @@ fn store_error(out: &mut Vec<u8>, e: StoreError) {
         StoreError::NotLogged => r::LOG_FAILED,
         _ => r::OUT_OF_MEMORY_STORING,
     });
-}
-
-fn found<'a>(it: &ItemView<'a>) -> Found<'a> {
-    Found {
-        key: it.key,
-        value: it.value,
-        flags: it.flags,
-        cas: it.cas,
-        expiry_before: it.expiry_before,
-        expiry: it.expiry,
-        fetched: it.fetched,
-        written: it.written,
-        stale: it.stale,
-        token_sent: it.token_sent,
-        won: it.won,
-        created: it.created,
-        binary_key: it.binary_key,
-    }
 }
 
 fn status(o: StoreOutcome) -> Status {
@@ -49,7 +31,7 @@ fn status(o: StoreOutcome) -> Status {
 
 pub(crate) fn get(ctx: &mut Ctx<'_>, op: &ops::Get<'_>, rep: &Reply<'_>, value: bool, out: &mut Vec<u8>) -> Flow<()> {
     let now = ctx.shared.store.clock().now();
-    ctx.get(op, |it| reply::hit(out, &found(&it), rep, value, now)).map(|r| match r {
+    ctx.get(op, |it| reply::hit(out, &it, rep, value, now)).map(|r| match r {
         Ok(Some(())) => {}
         Ok(None) => reply::miss(out, rep, op.key.as_bytes()),
         Err(e) => store_error(out, e),

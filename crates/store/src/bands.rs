@@ -245,7 +245,7 @@ impl Store {
     /// rows of `stats items` and `stats slabs` (the server leaves out empty
     /// ones, as memcached does). Visits each segment's metadata once.
     pub fn size_bands(&self) -> Vec<BandStats> {
-        let b = &self.bands;
+        let b = self.bands();
         let mut out: Vec<BandStats> = b
             .bounds
             .iter()
@@ -274,9 +274,9 @@ impl Store {
                 s
             })
             .collect();
-        let now = self.clock.now();
+        let now = self.clock().now();
         let mut oldest = vec![u32::MAX; out.len()];
-        for m in self.segs.iter().filter(|m| m.live_items.load(Relaxed) > 0) {
+        for m in self.segs().iter().filter(|m| m.live_items.load(Relaxed) > 0) {
             let mask = m.bands.load(Relaxed);
             if mask == 0 {
                 continue;
@@ -300,28 +300,28 @@ impl Store {
     /// Items `lru_crawler crawl` looked at and reclaimed, all bands
     /// (without [`Store::size_bands`]' visit of every segment).
     pub fn crawler_totals(&self) -> (u64, u64) {
-        self.bands.crawled.iter().fold((0, 0), |(c, r), b| (c + b[0].load(Relaxed), r + b[1].load(Relaxed)))
+        self.bands().crawled.iter().fold((0, 0), |(c, r), b| (c + b[0].load(Relaxed), r + b[1].load(Relaxed)))
     }
 
     /// The size band (memcached's class id less one) an item of `len`
     /// stored bytes is counted in ([`crate::Inspect::size`]).
     pub fn band_of(&self, len: usize) -> usize {
-        self.bands.band_of(len)
+        self.bands().band_of(len)
     }
 
     /// The class id (band + 1) of an item of this key and value stored
     /// plain, for `watch` lines about an item the caller does not hold.
     pub fn class_of(&self, key_len: usize, value_len: usize) -> usize {
         let f = crate::item::Fields::default();
-        self.bands.band_of(crate::item::encoded_len(key_len, value_len, &f)) + 1
+        self.bands().band_of(crate::item::encoded_len(key_len, value_len, &f)) + 1
     }
 
     /// Counts the item at memory slot `s`, of `len` bytes, as linked, and
     /// marks its band in its segment.
     pub(crate) fn band_linked(&self, s: u64, len: usize) {
-        let band = self.bands.band_of(len);
-        self.bands.linked(slot::seg(s), band, len);
-        let m = &self.segs[slot::seg(s) as usize];
+        let band = self.bands().band_of(len);
+        self.bands().linked(slot::seg(s), band, len);
+        let m = self.seg(slot::seg(s));
         let bit = 1u64 << band;
         // A load first: the bit is set by the segment's first item of the
         // band, so the common case writes nothing shared.
@@ -331,7 +331,7 @@ impl Store {
     }
 
     pub(crate) fn band_unlinked(&self, s: u64, len: usize) {
-        self.bands.unlinked(slot::seg(s), self.bands.band_of(len), len);
+        self.bands().unlinked(slot::seg(s), self.bands().band_of(len), len);
     }
 }
 

@@ -26,10 +26,10 @@ impl Worker {
     pub fn crawl(&mut self, stripe: usize, classes: u64, limit: u64) -> Crawled {
         let st = &*self.store;
         st.maybe_flush();
-        let now = st.clock.now();
+        let now = st.clock().now();
         let c = &self.active.counters;
         let mut done = Crawled::default();
-        let mut guard = st.index.lock(stripe);
+        let mut guard = st.index().lock(stripe);
         let mut dead = Vec::new();
         for b in 0..1u32 << guard.table_bits() {
             if limit != 0 && done.checked >= limit {
@@ -41,12 +41,12 @@ impl Worker {
                 }
                 let Some(it) = st.item_at(s) else { return };
                 let len = it.header.total_len();
-                let band = st.bands.band_of(len);
+                let band = st.bands().band_of(len);
                 if classes & (1u64 << ((band + 1) & 63)) == 0 {
                     return;
                 }
                 done.checked += 1;
-                st.bands.crawled(band, 1, 0);
+                st.bands().crawled(band, 1, 0);
                 if let Some(why) = st.dead(s, &it, now) {
                     dead.push((s, why, len, band, it.state()));
                 }
@@ -57,7 +57,7 @@ impl Worker {
                 let Some((pos, _)) = guard.find(b, |x| x == s) else { continue };
                 st.unlink(&mut guard, b, pos, s);
                 done.reclaimed += 1;
-                st.bands.crawled(band, 0, 1);
+                st.bands().crawled(band, 0, 1);
                 if why == Miss::Flushed {
                     bump(&c.flushed_unlinked);
                 } else {
@@ -66,7 +66,7 @@ impl Worker {
                     if unfetched {
                         bump(&c.expired_unfetched);
                     }
-                    st.bands.expired(slot::seg(s), len, unfetched);
+                    st.bands().expired(slot::seg(s), len, unfetched);
                 }
             }
         }

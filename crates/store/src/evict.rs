@@ -194,22 +194,22 @@ struct Cleared {
 impl Store {
     /// Seals a worker's full segment onto a queue.
     pub(crate) fn seal(&self, seg: u32, q: Queue) {
-        let mut ev = self.evict.lock();
-        if self.snapshotting.load(Relaxed) {
-            self.segs[seg as usize].held.store(true, Relaxed);
+        let mut ev = self.lock_evict();
+        if self.snapshotting() {
+            self.seg(seg).held.store(true, Relaxed);
         }
         ev.queue(q).push_back(seg);
     }
 
     /// Whether the running snapshot still has to copy `s`.
     pub(crate) fn is_held(&self, s: u32) -> bool {
-        self.segs[s as usize].held.load(Relaxed)
+        self.seg(s).held.load(Relaxed)
     }
 
     /// Dead bytes in sealed segment `s`: written but no longer linked (all
     /// of it if it expired whole or predates a flush).
     fn dead_bytes_of(&self, s: u32, now: u32) -> usize {
-        let m = &self.segs[s as usize];
+        let m = self.seg(s);
         let written = m.write_off.load(Relaxed) as usize;
         if self.all_expired(s, now) {
             return written;
@@ -220,8 +220,8 @@ impl Store {
     /// Looks at every sealed segment: which is best to clean, and how many
     /// dead bytes they hold. Pinned segments are skipped.
     fn survey(&self, ev: &Evict, take_held: bool) -> Survey {
-        let now = self.clock.now();
-        let seg_size = self.arena.segment_size();
+        let now = self.clock().now();
+        let seg_size = self.arena().segment_size();
         let mut survey = Survey { best: None, best_need: 0, dead: 0 };
         // Cost-benefit (1 - u) / (1 + u) falls as u rises, so the best is the
         // least live; what copying takes is compared in 1/64ths of a segment
@@ -240,11 +240,11 @@ impl Store {
                 // write amplification on a write-once workload (1.25 at
                 // `-m 3`), and eviction takes it in its turn. With `-M`
                 // the tail is worth having back.
-                if dead == 0 && self.cfg.evictions {
+                if dead == 0 && self.config().evictions {
                     continue;
                 }
                 let need = self.copy_need(s, now);
-                let key = (need * 64 / seg_size, self.segs[s as usize].epoch.load(Relaxed));
+                let key = (need * 64 / seg_size, self.seg(s).epoch.load(Relaxed));
                 if key < best_key {
                     best_key = key;
                     survey.best = Some((s, q));
@@ -262,7 +262,7 @@ impl Store {
         if self.all_expired(s, now) {
             return 0;
         }
-        let m = &self.segs[s as usize];
+        let m = self.seg(s);
         m.live_bytes.load(Relaxed) as usize + m.live_items.load(Relaxed) as usize * (9 + self.granule())
     }
 
@@ -270,8 +270,9 @@ impl Store {
     /// segments, and (when eviction is allowed) a best victim no more than
     /// [`CLEAN_MAX_LIVE_PERCENT`] live.
     fn worth_cleaning(&self, survey: &Survey) -> bool {
-        let seg_size = self.arena.segment_size();
-        survey.dead >= seg_size && (!self.cfg.evictions || survey.best_need * 100 <= seg_size * CLEAN_MAX_LIVE_PERCENT)
+        let seg_size = self.arena().segment_size();
+        survey.dead >= seg_size
+            && (!self.config().evictions || survey.best_need * 100 <= seg_size * CLEAN_MAX_LIVE_PERCENT)
     }
 
     /// Takes `seg` off whichever queue holds it.
@@ -287,7 +288,7 @@ impl Store {
 
     /// Decides this allocation step (see the module doc for the order).
     pub(crate) fn step(&self, ev: &mut Evict, active: &Active) -> Option<Step> {
-        let seg_size = self.arena.segment_size();
+        let seg_size = self.arena().segment_size();
         let survey = self.survey(ev, active.take_held);
         // Worth cleaning only if it frees something, and only if its items
         // have somewhere to go: the worker's target, or one more from the
@@ -314,10 +315,9 @@ impl Store {
             return None;
         }
         // 3. A dead segment.
-        let now = self.clock.now();
-        let dead = |s: &u32| {
-            (self.segs[*s as usize].live_items.load(Relaxed) == 0 || self.all_expired(*s, now)) && !self.is_pinned(*s)
-        };
+        let now = self.clock().now();
+        let dead =
+            |s: &u32| (self.seg(*s).live_items.load(Relaxed) == 0 || self.all_expired(*s, now)) && !self.is_pinned(*s);
         for q in [&mut ev.small, &mut ev.main] {
             if let Some(i) = q.iter().position(dead) {
                 return q.remove(i).map(|s| Step::Victim(s, Clear::Evict));
@@ -331,7 +331,7 @@ impl Store {
         // 5. Evict. The reclaimer evicts ahead for one segment only: each
         // segment kept free ahead is one less holding items, and the
         // cleaner (which loses nothing) may keep more free.
-        if !self.cfg.evictions || (active.background && self.spare_ahead() >= EVICT_AHEAD) {
+        if !self.config().evictions || (active.background && self.spare_ahead() >= EVICT_AHEAD) {
             return None;
         }
         let sealed = ev.small.len() + ev.main.len();
@@ -355,7 +355,7 @@ impl Store {
         // Credit banks up to a bound, applied here (once per segment) so
         // that a write only adds to it.
         active.copy_credit = active.copy_credit.min(self.credit_cap());
-        if self.reclaiming.load(Relaxed) {
+        if self.reclaiming() {
             // The reclaimer keeps segments free ahead of the writers: take
             // one, and only reclaim here (counted) if it fell behind.
             self.give_credit(active);
@@ -388,7 +388,7 @@ impl Store {
             }
             bump(&active.counters.reclaim_inline);
             // It evicts on its own time: with the credit writers handed over.
-            active.copy_credit += self.reclaim.credit.swap(0, Relaxed);
+            active.copy_credit += self.reclaim_state().credit.swap(0, Relaxed);
         }
         if let Some(s) = self.alloc_steps(active) {
             return Ok(s);
@@ -396,7 +396,7 @@ impl Store {
         // Every victim was copied forward whole (all its items read since
         // written: a scan that brought flash items back, say): with the
         // flash tier, one more victim goes to flash, read or not.
-        if self.cfg.flash.is_some() && self.cfg.evictions {
+        if self.config().flash.is_some() && self.config().evictions {
             active.force_out = true;
             let s = self.alloc_steps(active);
             active.force_out = false;
@@ -409,7 +409,7 @@ impl Store {
         // What the cleaner moves out of a held segment is journaled again
         // (`clear_item`), so the durable modes keep it; a snapshot alone
         // may miss it (docs/design.md, "Holds").
-        if self.snapshotting.load(Relaxed) {
+        if self.snapshotting() {
             active.take_held = true;
             let s = self.alloc_steps(active);
             active.take_held = false;
@@ -417,7 +417,7 @@ impl Store {
                 return Ok(s);
             }
         }
-        if self.cfg.evictions {
+        if self.config().evictions {
             return self.last_resort(active);
         }
         Err(StoreError::OutOfMemory)
@@ -434,7 +434,7 @@ impl Store {
         bump(&active.counters.alloc_last_resort);
         active.seal_all(self);
         active.last_resort = true;
-        active.take_held = self.snapshotting.load(Relaxed);
+        active.take_held = self.snapshotting();
         let started = Instant::now();
         let mut asked = None;
         let got = loop {
@@ -449,10 +449,7 @@ impl Store {
             // may have taken another segment since.
             if asked.is_none_or(|at| waited >= at + STARVE_WAIT / 16) {
                 asked = Some(waited);
-                active.starve_seen = self.starved.fetch_add(1, Relaxed) + 1;
-                if let Some(wake) = self.starve_hook.get() {
-                    wake();
-                }
+                active.starve_seen = self.starve();
             }
             std::thread::sleep(std::time::Duration::from_micros(100));
         };
@@ -464,7 +461,7 @@ impl Store {
     /// [`Store::alloc_segment`]'s steps, up to [`STEPS_PER_ALLOC`] victims.
     fn alloc_steps(&self, active: &mut Active) -> Option<u32> {
         for _ in 0..STEPS_PER_ALLOC {
-            let step = self.step(&mut self.evict.lock(), active);
+            let step = self.step(&mut self.lock_evict(), active);
             match step {
                 Some(Step::Fresh(s)) => {
                     self.open_segment(s);
@@ -492,22 +489,14 @@ impl Store {
             self.seal(victim, if let Clear::Clean(q) = how { q } else { Queue::Small });
             return false;
         }
-        if victim >= self.limit_segs.load(Relaxed) {
-            // Above a lowered limit: retire it instead of reusing it.
-            self.retire(victim, &self.parked);
-        } else if self.over_paged() {
-            // The index has grown into the segments' share of the limit.
-            self.retire(victim, &self.free);
-        } else {
-            self.unuse(victim, &self.free);
-        }
+        self.give_back(victim);
         true
     }
 
     /// The copy-forward credit one worker (or the reclaimer) may bank: a
     /// quarter of the segments, at least [`COPY_CREDIT_SEGMENTS`].
     pub(crate) fn credit_cap(&self) -> usize {
-        (self.segment_budget() as usize / 4).max(COPY_CREDIT_SEGMENTS) * self.arena.segment_size()
+        (self.segment_budget() as usize / 4).max(COPY_CREDIT_SEGMENTS) * self.arena().segment_size()
     }
 
     /// Free segments a writer may take (beyond the cleaner's reserve).
@@ -518,14 +507,14 @@ impl Store {
     /// Segments that may still be taken into use: within the budget (the
     /// memory limit less the index) and on the free list.
     pub(crate) fn spare(&self) -> usize {
-        let room = (self.segment_budget() as usize).saturating_sub(self.in_use.load(Relaxed) as usize);
-        room.min(self.free.lock().len())
+        let room = (self.segment_budget() as usize).saturating_sub(self.budget().in_use() as usize);
+        room.min(self.budget().free_len())
     }
 
     /// Whether nothing in sealed segment `s` can be read any more: every
     /// item expired, or the segment predates the last `flush_all`.
     pub(crate) fn all_expired(&self, s: u32, now: u32) -> bool {
-        let e = self.segs[s as usize].max_expire.load(Relaxed);
+        let e = self.seg(s).max_expire.load(Relaxed);
         (e != NEVER && e <= now) || self.is_flushed(s)
     }
 
@@ -536,8 +525,8 @@ impl Store {
     pub(crate) fn clear_segment(&self, victim: u32, how: Clear, active: &mut Active) -> bool {
         let started = Instant::now();
         let c = active.counters.clone();
-        let dead = self.dead_bytes_of(victim, self.clock.now());
-        let cleared = if self.segs[victim as usize].live_items.load(Acquire) == 0 {
+        let dead = self.dead_bytes_of(victim, self.clock().now());
+        let cleared = if self.seg(victim).live_items.load(Acquire) == 0 {
             // Every item was overwritten or deleted: nothing links here.
             Cleared::default()
         } else {
@@ -563,8 +552,8 @@ impl Store {
     }
 
     fn sweep(&self, victim: u32, how: Clear, active: &mut Active) -> Cleared {
-        let end = self.segs[victim as usize].write_off.load(Acquire) as usize;
-        let now = self.clock.now();
+        let end = self.seg(victim).write_off.load(Acquire) as usize;
+        let now = self.clock().now();
         let mut cleared = Cleared::default();
         // Items are looked up in batches: the bucket of every item in a batch
         // is prefetched before the first is looked at, so that their cache
@@ -580,14 +569,14 @@ impl Store {
                 // below `end` was written before it was sealed, and nothing
                 // writes it now except expiry fields, which `header` does not
                 // read.
-                let Some(h) = (unsafe { self.arena.header(victim, scan, end) }) else {
+                let Some(h) = (unsafe { self.arena().header(victim, scan, end) }) else {
                     done = true;
                     break;
                 };
                 // SAFETY: as above; the key bytes are never rewritten.
-                let key = unsafe { self.arena.bytes(victim, scan + h.header_len(), usize::from(h.klen)) };
-                let loc = self.index.locate(key);
-                self.index.prefetch(loc);
+                let key = unsafe { self.arena().bytes(victim, scan + h.header_len(), usize::from(h.klen)) };
+                let loc = self.index().locate(key);
+                self.index().prefetch(loc);
                 batch[n] = (scan, loc);
                 n += 1;
                 scan += self.aligned(h.total_len());
@@ -616,7 +605,7 @@ impl Store {
         cleared: &mut Cleared,
     ) {
         let c = active.counters.clone();
-        let granule_off = (off >> self.granule_shift) as u32;
+        let granule_off = self.granules(off);
         let target_q = match how {
             Clear::Clean(q) => q,
             Clear::Evict => Queue::Main,
@@ -625,7 +614,7 @@ impl Store {
         // which takes the eviction and free-list locks, so not under the
         // bucket lock.
         for round in 0..2 {
-            let mut st = self.index.lock(loc.stripe);
+            let mut st = self.index().lock(loc.stripe);
             let Some((pos, s)) = st.find(loc.bucket, |s| slot::seg(s) == victim && slot::off(s) == granule_off) else {
                 // Overwritten or deleted since: nothing links here.
                 return;
@@ -641,7 +630,7 @@ impl Store {
             let fetched = if freq == 0 && slot::was_read(s) { state::FETCHED } else { 0 };
             let f = Fields { cas: Some(self.cas_of(s, &it)), state: it.state() | fetched, ..it.fields() };
             let len = encoded_len(it.key().len(), it.value().len(), &f);
-            let evicting = how == Clear::Evict && self.cfg.evictions;
+            let evicting = how == Clear::Evict && self.config().evictions;
             // What eviction copies forward is paid from the worker's credit
             // (a fifth of what it writes): past it, read items go too.
             let keep = !expired
@@ -652,21 +641,21 @@ impl Store {
                     active.targets[target_q as usize].filter(|&t| !self.is_flushed(t)).map_or(0, |t| self.room(t));
                 if self.aligned(len) <= room {
                     let Some(t) = active.targets[target_q as usize] else { return };
-                    let new_off = self.segs[t as usize].write_off.load(Relaxed) as usize;
+                    let new_off = self.seg(t).write_off.load(Relaxed) as usize;
                     // SAFETY: the target belongs to this worker, and this
                     // range is above its write offset, so nobody else can
                     // see it (rule 1).
-                    let dst = unsafe { self.arena.bytes_mut(t, new_off, len) };
+                    let dst = unsafe { self.arena().bytes_mut(t, new_off, len) };
                     let v = write_head(dst, it.key(), it.value().len(), &f);
                     dst[v..].copy_from_slice(it.value());
                     if f.compressed {
                         // The victim still holds the dictionary's reference.
                         self.attach_dict(t, strata_compress::dict_id(it.value()));
                     }
-                    self.segs[t as usize].write_off.store((new_off + self.aligned(len)) as u32, Release);
+                    self.seg(t).write_off.store((new_off + self.aligned(len)) as u32, Release);
                     self.note_written(t, new_off, self.written_at(s));
                     self.note_expiry(t, it.expiry());
-                    let moved = slot::pack(slot::tag(s), freq, t, (new_off >> self.granule_shift) as u32);
+                    let moved = slot::pack(slot::tag(s), freq, t, self.granules(new_off));
                     st.set(pos, moved);
                     self.unaccount(&mut st, s);
                     self.account(&mut st, moved);
@@ -692,11 +681,11 @@ impl Store {
                 }
                 // No segment for a target (or none it fits): the item
                 // cannot move. With -M it stays, and so does its segment.
-                if !self.cfg.evictions {
+                if !self.config().evictions {
                     cleared.stuck = true;
                     return;
                 }
-                st = self.index.lock(loc.stripe);
+                st = self.index().lock(loc.stripe);
                 let Some((pos, s)) = st.find(loc.bucket, |s| slot::seg(s) == victim && slot::off(s) == granule_off)
                 else {
                     return;
@@ -741,7 +730,7 @@ impl Store {
                 if unfetched {
                     bump(&c.expired_unfetched);
                 }
-                self.bands.expired(victim, it.header.total_len(), unfetched);
+                self.bands().expired(victim, it.header.total_len(), unfetched);
             } else {
                 self.note_evicted(&c, s, gone, now);
                 cleared.evicted = true;
@@ -752,7 +741,7 @@ impl Store {
 
     /// Tells the eviction hook (`watch evictions`), if there is one.
     fn tell_evicted(&self, s: u64, it: &crate::item::Item<'_>, now: u32) {
-        let Some(hook) = self.evict_hook.get().filter(|h| h.wanted()) else { return };
+        let Some(hook) = self.eviction_watcher() else { return };
         let expiry = it.expiry();
         hook.evicted(&crate::store::Evicted {
             key: it.key(),
@@ -760,7 +749,7 @@ impl Store {
             ttl: if expiry == 0 { -1 } else { i64::from(expiry) - i64::from(now) },
             age: now.saturating_sub(self.written_at(s)),
             size: it.value().len(),
-            class: self.bands.band_of(it.header.total_len()) + 1,
+            class: self.bands().band_of(it.header.total_len()) + 1,
         });
     }
 
@@ -778,8 +767,8 @@ impl Store {
             bump(&c.evicted_nonzero);
         }
         let age = now.saturating_sub(self.written_at(s));
-        self.evicted_age.store(age, Relaxed);
-        self.bands.evicted(slot::seg(s), len, unfetched, expiry != 0, age);
+        self.note_evicted_age(age);
+        self.bands().evicted(slot::seg(s), len, unfetched, expiry != 0, age);
     }
 
     /// Seals the worker's target for `q` (if any) and takes a fresh one,
@@ -797,7 +786,7 @@ impl Store {
     /// Bytes written to segments but no longer linked, over the sealed
     /// segments (what cleaning can win back before anything is evicted).
     pub(crate) fn dead_bytes(&self) -> usize {
-        let ev = self.evict.lock();
+        let ev = self.lock_evict();
         self.survey(&ev, false).dead
     }
 
@@ -806,7 +795,7 @@ impl Store {
     /// nothing live is evicted while it would.
     #[cfg(test)]
     pub(crate) fn worth_cleaning_now(&self) -> (usize, bool) {
-        let ev = self.evict.lock();
+        let ev = self.lock_evict();
         let survey = self.survey(&ev, false);
         (survey.dead, self.worth_cleaning(&survey))
     }

@@ -156,25 +156,25 @@ impl Store {
     /// The store-wide facts a snapshot records beside its segments.
     pub fn store_image(&self) -> StoreImage {
         StoreImage {
-            epoch: self.epoch.load(Relaxed),
-            flush_epoch: self.flush_epoch.load(Relaxed),
-            flush_at: self.flush_at.load(Relaxed),
-            now: self.clock.now(),
-            unix_now: self.clock.unix_now(),
-            segment_size: self.arena.segment_size(),
-            item_size_max: self.cfg.item_size_max,
-            cas: self.cfg.cas,
+            epoch: self.epoch(),
+            flush_epoch: self.flush_epoch(),
+            flush_at: self.flush_at(),
+            now: self.clock().now(),
+            unix_now: self.clock().unix_now(),
+            segment_size: self.arena().segment_size(),
+            item_size_max: self.config().item_size_max,
+            cas: self.config().cas,
         }
     }
 
     /// The sealed segments now, each queue oldest first.
     pub fn sealed_segments(&self) -> Vec<Sealed> {
-        let ev = self.evict.lock();
+        let ev = self.lock_evict();
         let small = ev.small.iter().map(|&s| (s, Queue::Small));
         let main = ev.main.iter().map(|&s| (s, Queue::Main));
         small
             .chain(main)
-            .map(|(segment, queue)| Sealed { segment, queue, epoch: self.segs[segment as usize].epoch.load(Relaxed) })
+            .map(|(segment, queue)| Sealed { segment, queue, epoch: self.seg(segment).epoch.load(Relaxed) })
             .collect()
     }
 
@@ -183,7 +183,7 @@ impl Store {
     /// not sealed any more (it was evicted or compacted meanwhile).
     pub fn image(&self, seg: u32, out: &mut SegmentImage) -> bool {
         let (epoch, end, max_expire, write_times) = {
-            let ev = self.evict.lock();
+            let ev = self.lock_evict();
             out.queue = if ev.small.contains(&seg) {
                 Queue::Small
             } else if ev.main.contains(&seg) {
@@ -194,7 +194,7 @@ impl Store {
             // Under the eviction lock: a sealed segment is not being
             // cleared, and while pinned it will not be.
             self.pin(seg);
-            let m = &self.segs[seg as usize];
+            let m = self.seg(seg);
             let times = m.times.lock().to_vec();
             out.dicts = self.retain_dicts(m.dicts.load(Relaxed));
             (m.epoch.load(Relaxed), m.write_off.load(Acquire) as usize, m.max_expire.load(Relaxed), times)
@@ -211,18 +211,18 @@ impl Store {
             // SAFETY: sealed and pinned, so every byte below `end` was
             // written before it was sealed and is not reused; `header` and
             // the key read only bytes that never change (rule 4).
-            let Some(h) = (unsafe { self.arena.header(seg, scan, end) }) else { break };
+            let Some(h) = (unsafe { self.arena().header(seg, scan, end) }) else { break };
             // SAFETY: as above.
-            let key = unsafe { self.arena.bytes(seg, scan + h.header_len(), usize::from(h.klen)) };
-            let loc = self.index.locate(key);
-            let granule_off = (scan >> self.granule_shift) as u32;
+            let key = unsafe { self.arena().bytes(seg, scan + h.header_len(), usize::from(h.klen)) };
+            let loc = self.index().locate(key);
+            let granule_off = self.granules(scan);
             {
-                let st = self.index.lock(loc.stripe);
+                let st = self.index().lock(loc.stripe);
                 let live = st.find(loc.bucket, |s| slot::seg(s) == seg && slot::off(s) == granule_off).is_some();
                 // SAFETY: under the item's bucket lock, which every writer
                 // of its expiry and state holds (rules 2, 4); a dead item
                 // is written by nobody.
-                let item = unsafe { self.arena.bytes(seg, scan, h.total_len()) };
+                let item = unsafe { self.arena().bytes(seg, scan, h.total_len()) };
                 if live {
                     out.live.push(scan as u32);
                 }
@@ -233,7 +233,7 @@ impl Store {
             scan = next;
         }
         out.bytes.resize(end, 0);
-        self.segs[seg as usize].held.store(false, Relaxed);
+        self.seg(seg).held.store(false, Relaxed);
         self.unpin(seg);
         true
     }
@@ -242,47 +242,40 @@ impl Store {
     /// from now on, until it is copied ([`Store::image`]) or the snapshot
     /// ends (see "Holds" in the module doc).
     pub fn hold_for_snapshot(&self) {
-        let ev = self.evict.lock();
-        self.snapshotting.store(true, Relaxed);
+        let ev = self.lock_evict();
+        self.set_snapshotting(true);
         for &s in ev.small.iter().chain(ev.main.iter()) {
-            self.segs[s as usize].held.store(true, Relaxed);
+            self.seg(s).held.store(true, Relaxed);
         }
     }
 
     /// The snapshot ended (written or failed): nothing is held any more.
     pub fn release_snapshot(&self) {
-        let _ev = self.evict.lock();
-        self.snapshotting.store(false, Relaxed);
-        for m in self.segs.iter() {
+        let _ev = self.lock_evict();
+        self.set_snapshotting(false);
+        for m in self.segs().iter() {
             m.held.store(false, Relaxed);
         }
     }
 
     /// Segments held for the running snapshot and not copied yet.
     pub fn held_segments(&self) -> usize {
-        self.segs.iter().filter(|m| m.held.load(Relaxed)).count()
+        self.segs().iter().filter(|m| m.held.load(Relaxed)).count()
     }
 }
 
 impl Store {
-    /// Epochs handed out so far (the snapshot keeps a lease above it, see
-    /// `strata-persist`).
-    pub fn epoch(&self) -> u64 {
-        self.epoch.load(Relaxed)
-    }
-
     /// Continues a snapshot's store before its segments are restored:
     /// epochs start above `epoch` (every CAS derived from here on is above
     /// every CAS derived before), and a `flush_all` done or scheduled
     /// before the snapshot stays in effect. Call before any write.
     pub fn resume(&self, epoch: u64, flush_epoch: u64, flush_at: u32) {
-        self.epoch.fetch_max(epoch, Relaxed);
-        self.flush_epoch.fetch_max(flush_epoch, Relaxed);
+        self.raise_epochs(epoch, flush_epoch);
         if flush_at == 0 {
             return;
         }
-        if flush_at > self.clock.now() {
-            self.flush_at.store(flush_at, Relaxed);
+        if flush_at > self.clock().now() {
+            self.set_flush_at(flush_at);
         } else {
             // It came due while the server was down: everything the
             // snapshot holds was written before it.
@@ -293,17 +286,16 @@ impl Store {
     /// The segments the next `n` restores will take, in order (for
     /// [`Store::prefault`] on another thread, ahead of them).
     pub fn next_free_segments(&self, n: usize) -> Vec<u32> {
-        let limit = self.limit_segs.load(Relaxed);
-        self.free.lock().iter().rev().filter(|&&s| s < limit).take(n).copied().collect()
+        self.budget().next_free(n)
     }
 
     /// Faults in segment `seg`'s pages ahead of a restore into it: a load
     /// of a large snapshot spends half its time in the kernel zeroing
     /// fresh pages, which another core can do meanwhile.
     pub fn prefault(&self, seg: u32) {
-        if (seg as usize) < self.segs.len() {
+        if (seg as usize) < self.segs().len() {
             self.note_paged(seg);
-            self.arena.populate(seg);
+            self.arena().populate(seg);
         }
     }
 
@@ -311,7 +303,7 @@ impl Store {
     /// budget, less the cleaner's reserve for `workers` workers.
     pub fn segments_available(&self, workers: usize) -> usize {
         let budget = self.segment_budget() as usize;
-        budget.saturating_sub(self.in_use.load(Relaxed) as usize + workers * crate::evict::RESERVE_SEGMENTS)
+        budget.saturating_sub(self.budget().in_use() as usize + workers * crate::evict::RESERVE_SEGMENTS)
     }
 
     /// Brings a segment image back: its bytes into a free segment at the
@@ -344,12 +336,12 @@ impl Store {
         len: usize,
         fill: &mut dyn FnMut(&mut [u8]) -> bool,
     ) -> Result<Restored, RestoreError> {
-        if len > self.arena.segment_size() {
+        if len > self.arena().segment_size() {
             return Err(RestoreError::TooLarge(len));
         }
-        let now = self.clock.now();
+        let now = self.clock().now();
         let mut r = Restored::default();
-        let whole_gone = img.epoch <= self.flush_epoch.load(Relaxed)
+        let whole_gone = img.epoch <= self.flush_epoch()
             || (img.max_expire != crate::segments::NEVER && Clock::is_expired(img.max_expire, now));
         if whole_gone || img.live.is_empty() {
             r.dropped = img.live.len() as u64;
@@ -357,12 +349,12 @@ impl Store {
         }
         let seg = self.pop_free(false).ok_or(RestoreError::Full)?;
         self.note_paged(seg);
-        let m = &self.segs[seg as usize];
+        let m = self.seg(seg);
         // SAFETY: just taken off the free list: no item links into it, no
         // reader has it pinned, and no writer holds it (rule 1).
-        let filled = fill(unsafe { self.arena.bytes_mut(seg, 0, len) });
+        let filled = fill(unsafe { self.arena().bytes_mut(seg, 0, len) });
         if !filled {
-            self.retire(seg, &self.free);
+            self.retire(seg);
             return Err(RestoreError::Rejected);
         }
         m.live_items.store(0, Relaxed);
@@ -393,15 +385,15 @@ impl Store {
                 let off = off as usize;
                 // SAFETY: the segment is this thread's alone until it is
                 // sealed below, and its bytes below `len` were all written above.
-                let header =
-                    (off >= next_free && off & (granule - 1) == 0).then(|| unsafe { self.arena.header(seg, off, len) });
+                let header = (off >= next_free && off & (granule - 1) == 0)
+                    .then(|| unsafe { self.arena().header(seg, off, len) });
                 let Some(Some(h)) = header else {
                     r.malformed += 1;
                     continue;
                 };
                 next_free = off + h.total_len();
                 // SAFETY: as above; `header` checked that the item ends by `len`.
-                let Some(it) = (unsafe { self.arena.item(seg, off) }) else {
+                let Some(it) = (unsafe { self.arena().item(seg, off) }) else {
                     r.malformed += 1;
                     continue;
                 };
@@ -413,8 +405,8 @@ impl Store {
                     r.dropped += 1;
                     continue;
                 }
-                let loc = self.index.locate(it.key());
-                self.index.prefetch(loc);
+                let loc = self.index().locate(it.key());
+                self.index().prefetch(loc);
                 batch.push((off, loc));
                 if batch.len() == BATCH {
                     break;
@@ -422,9 +414,9 @@ impl Store {
             }
             for &(off, loc) in &batch {
                 // SAFETY: as above; checked when it was batched.
-                let Some(it) = (unsafe { self.arena.item(seg, off) }) else { continue };
-                let new = slot::pack(loc.tag, 0, seg, (off >> self.granule_shift) as u32);
-                let mut st = self.index.lock(loc.stripe);
+                let Some(it) = (unsafe { self.arena().item(seg, off) }) else { continue };
+                let new = slot::pack(loc.tag, 0, seg, self.granules(off));
+                let mut st = self.index().lock(loc.stripe);
                 match self.find(&st, loc, it.key()) {
                     Some((pos, old)) => {
                         st.set(pos, new);
@@ -436,11 +428,11 @@ impl Store {
                         if st.wants_growth() {
                             // Restored before the flash tier holds anything:
                             // every slot is a memory one.
-                            self.index.grow(loc.stripe, &mut st, |s, _| {
-                                Some((self.item_at(s).map_or(0, |it| self.index.locate(it.key()).bucket), s))
+                            self.index().grow(loc.stripe, &mut st, |s, _| {
+                                Some((self.item_at(s).map_or(0, |it| self.index().locate(it.key()).bucket), s))
                             });
                         }
-                        self.index.note_footprint(before, st.footprint());
+                        self.index().note_footprint(before, st.footprint());
                     }
                 }
                 self.account(&mut st, new);
@@ -448,8 +440,8 @@ impl Store {
             }
         }
         if r.items == 0 {
-            self.segs[seg as usize].write_off.store(0, Relaxed);
-            self.retire(seg, &self.free);
+            self.seg(seg).write_off.store(0, Relaxed);
+            self.retire(seg);
         } else {
             r.used_segment = true;
             self.seal(seg, img.queue);
@@ -460,7 +452,7 @@ impl Store {
     /// One more reference to each dictionary in `bits` (the caller holds
     /// one through a pinned segment); the bits of those still loaded.
     fn retain_dicts(&self, bits: u64) -> u64 {
-        let Some(codec) = &self.codec else { return 0 };
+        let Some(codec) = self.codec() else { return 0 };
         let mut held = 0;
         for id in ids(bits) {
             if codec.retain(id) {
@@ -472,7 +464,7 @@ impl Store {
 
     /// Gives back the dictionary references of images ([`SegmentImage::dicts`]).
     pub fn release_dicts(&self, bits: u64) {
-        if let Some(codec) = &self.codec {
+        if let Some(codec) = self.codec() {
             ids(bits).for_each(|id| codec.release(id));
         }
     }
@@ -480,7 +472,7 @@ impl Store {
     /// The dictionaries in `bits` (held by the caller), and the current
     /// one, as a snapshot keeps them.
     pub fn saved_dicts(&self, bits: u64) -> Vec<strata_compress::SavedDict> {
-        let Some(codec) = &self.codec else { return Vec::new() };
+        let Some(codec) = self.codec() else { return Vec::new() };
         codec.export().into_iter().filter(|d| d.current || bits & (1 << d.id) != 0).collect()
     }
 
@@ -490,7 +482,7 @@ impl Store {
     /// Without compression nothing is loaded, and compressed items stay
     /// out (their values cannot be read).
     pub fn load_dicts(&self, dicts: &[strata_compress::SavedDict]) -> u64 {
-        let Some(codec) = &self.codec else { return 0 };
+        let Some(codec) = self.codec() else { return 0 };
         let mut held = 0;
         for d in dicts {
             if codec.import(d).is_ok() {
@@ -508,7 +500,7 @@ impl Store {
         if !it.compressed() {
             return true;
         }
-        let Some(codec) = &self.codec else { return false };
+        let Some(codec) = self.codec() else { return false };
         let id = strata_compress::dict_id(it.value());
         if !codec.retain(id) {
             return false;

@@ -11,8 +11,6 @@
 //! are not changes a client made and are not journaled; the `FETCHED` state
 //! bit is not either.
 
-use std::sync::atomic::Ordering::Relaxed;
-
 use crate::clock::Clock;
 use crate::item::{Fields, Header, Item};
 use crate::segments::ttl_class;
@@ -53,15 +51,6 @@ pub enum ReplayError {
 }
 
 impl Store {
-    /// Starts reporting changes to `journal` (once; before workers write).
-    pub fn set_journal(&self, journal: std::sync::Arc<dyn Journal>) {
-        let _ = self.journal.set(journal);
-    }
-
-    pub(crate) fn journal(&self) -> Option<&dyn Journal> {
-        self.journal.get().map(|j| &**j)
-    }
-
     /// Refuses a change the journal could not keep.
     pub(crate) fn check_journal(&self) -> Result<(), StoreError> {
         match self.journal() {
@@ -94,7 +83,7 @@ impl Worker {
         if it.key().is_empty() {
             return Err(ReplayError::Malformed);
         }
-        let now = self.store.clock.now();
+        let now = self.store.clock().now();
         if Clock::is_expired(it.expiry(), now) {
             self.replay_delete(it.key());
             return Ok(());
@@ -109,12 +98,12 @@ impl Worker {
         let st = &*self.store;
         let (seg, off) = self.active.reserve(st, ttl_class(fields.expiry, now), len, now)?;
         // SAFETY: freshly reserved by this worker in its active segment.
-        let dst = unsafe { st.arena.bytes_mut(seg, off, len) };
+        let dst = unsafe { st.arena().bytes_mut(seg, off, len) };
         let v = crate::item::write_head(dst, it.key(), it.value().len(), &fields);
         dst[v..].copy_from_slice(it.value());
         st.note_expiry(seg, fields.expiry);
-        let loc = st.index.locate(it.key());
-        let mut stripe = st.index.lock(loc.stripe);
+        let loc = st.index().locate(it.key());
+        let mut stripe = st.index().lock(loc.stripe);
         let found = st.find(&stripe, loc, it.key());
         st.link(&mut stripe, loc, found, crate::segments::Placed { seg, off, len }, 0, &self.active.counters);
         Ok(())
@@ -123,8 +112,8 @@ impl Worker {
     /// Replays a journaled delete.
     pub fn replay_delete(&mut self, key: &[u8]) {
         let st = &*self.store;
-        let loc = st.index.locate(key);
-        let mut stripe = st.index.lock(loc.stripe);
+        let loc = st.index().locate(key);
+        let mut stripe = st.index().lock(loc.stripe);
         if let Some((pos, s)) = st.find(&stripe, loc, key) {
             st.unlink(&mut stripe, loc.bucket, pos, s);
         }
@@ -133,8 +122,8 @@ impl Worker {
     /// Replays a journaled in-place expiry or state change.
     pub fn replay_in_place(&mut self, key: &[u8], expiry: Option<u32>, state: Option<u8>) {
         let st = &*self.store;
-        let loc = st.index.locate(key);
-        let stripe = st.index.lock(loc.stripe);
+        let loc = st.index().locate(key);
+        let stripe = st.index().lock(loc.stripe);
         let Some((_, s)) = st.find(&stripe, loc, key) else { return };
         let Some(header) = st.item_at(s).map(|it| it.header) else { return };
         if let Some(e) = expiry {
@@ -151,7 +140,7 @@ impl Worker {
     /// what the log wrote after it once the server runs).
     pub fn replay_flush(&mut self) {
         self.store.flush_now();
-        self.store.flush_at.store(0, Relaxed);
+        self.store.set_flush_at(0);
         // Writes that follow in the log go to segments opened after it.
         self.seal_active();
     }
@@ -160,7 +149,7 @@ impl Worker {
     /// effect on the first request: had it taken effect before the crash,
     /// its `Flush` record would follow and cancel it.
     pub fn replay_flush_at(&mut self, at: u32) {
-        self.store.flush_at.store(at, Relaxed);
+        self.store.set_flush_at(at);
     }
 }
 

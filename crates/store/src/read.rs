@@ -79,7 +79,7 @@ impl Fetch {
     /// `None` if a compressed value could not be decompressed (counted in
     /// `decompress_errors`): a miss, never wrong bytes.
     pub fn read<R>(self, w: &mut Worker, f: impl FnOnce(ItemView<'_>) -> R) -> Option<R> {
-        let arena = &self.store.arena;
+        let arena = self.store.arena();
         // SAFETY: the segment is pinned (arena rule 5) since `find` saw the
         // item linked under its bucket lock, so it is not reused; an item's
         // key and value bytes never change once it is linked (rules 1, 4).
@@ -88,7 +88,7 @@ impl Fetch {
         if self.plain_len.is_none() {
             return Some(f(ItemView { key, value, ..self.view }));
         }
-        let max = self.store.cfg.item_size_max;
+        let max = self.store.config().item_size_max;
         let zip = w.zip.as_mut().filter(|_| Arc::ptr_eq(&self.store, &w.store));
         match zip.map(|z| z.decompress(value, max).map(|()| &z.plain)) {
             Some(Ok(plain)) => Some(f(ItemView { key, value: plain, ..self.view })),
@@ -171,14 +171,14 @@ impl Worker {
         f: impl FnOnce(ItemView<'_>) -> R,
     ) -> Result<Flow<Found<R>>, Stop> {
         self.store.maybe_flush();
-        let loc = self.store.index.locate(key);
+        let loc = self.store.index().locate(key);
         // What earlier rounds did: a rewrite that handed us the token, or
         // created the item; the expiry first seen.
         let (mut won, mut created, mut first_expiry, mut relaid) = (false, false, None, false);
         for _ in 0..MAX_RETRIES {
             let st = &*self.store;
-            let now = st.clock.now();
-            let mut stripe = st.index.lock(loc.stripe);
+            let now = st.clock().now();
+            let mut stripe = st.index().lock(loc.stripe);
             let c = &self.active.counters;
             // An item this read just touched into the past (`touch k -1`)
             // still counts as found by it, as when touched in place.
@@ -205,21 +205,7 @@ impl Worker {
                                 };
                                 if let Some(h) = h {
                                     let b = &self.flash_buf;
-                                    let view = ItemView {
-                                        key: &b[h.key],
-                                        value: &b[h.value],
-                                        flags: h.flags,
-                                        cas: h.cas,
-                                        expiry_before: h.expiry,
-                                        expiry: h.expiry,
-                                        fetched: h.fetched,
-                                        written: h.written,
-                                        stale: h.stale,
-                                        token_sent: h.token_sent,
-                                        won: false,
-                                        created: false,
-                                        binary_key: h.binary_key,
-                                    };
+                                    let view = ItemView { key: &b[h.key], value: &b[h.value], ..h.view };
                                     return Ok(Flow::Ready(Found::Read(f(view))));
                                 }
                             }
@@ -298,7 +284,7 @@ impl Worker {
             let vlen = it.value().len();
             // A compressed value is decompressed without the lock.
             let plain_len = it.compressed().then(|| strata_compress::original_len(it.value()).unwrap_or(0));
-            if plain_len.is_none() && (vlen < st.cfg.unlocked_read_min || st.cfg.unlocked_read_min == 0) {
+            if plain_len.is_none() && (vlen < st.config().unlocked_read_min || st.config().unlocked_read_min == 0) {
                 return Ok(Flow::Ready(Found::Read(f(view))));
             }
             let seg = slot::seg(s);
@@ -348,9 +334,9 @@ impl Worker {
     fn inspect_once(&mut self, key: &[u8]) -> Result<Option<Inspect>, Stop> {
         let st = &*self.store;
         st.maybe_flush();
-        let loc = st.index.locate(key);
-        let now = st.clock.now();
-        let mut stripe = st.index.lock(loc.stripe);
+        let loc = st.index().locate(key);
+        let now = st.clock().now();
+        let mut stripe = st.index().lock(loc.stripe);
         let s = match st.lookup(&mut stripe, loc, key, now, &self.active.counters) {
             Ok((_, s)) => s,
             Err(Miss::OnFlash) => return Err(Stop::OnFlash),
@@ -361,7 +347,7 @@ impl Worker {
 
     /// Index stripes, for [`Worker::scan`].
     pub fn stripes(&self) -> usize {
-        self.store.index.stripes()
+        self.store.index().stripes()
     }
 
     /// The live items of index stripe `stripe` (neither expired nor
@@ -373,8 +359,8 @@ impl Worker {
     pub fn scan(&mut self, stripe: usize, mut f: impl FnMut(&[u8], &Inspect)) {
         let st = &*self.store;
         st.maybe_flush();
-        let now = st.clock.now();
-        let guard = st.index.lock(stripe);
+        let now = st.clock().now();
+        let guard = st.index().lock(stripe);
         guard.for_each_item(|s| match st.item_at(s) {
             Some(it) if st.dead(s, &it, now).is_none() => f(it.key(), &st.inspect_of(s, &it)),
             _ => {}

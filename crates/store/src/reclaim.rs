@@ -75,11 +75,9 @@ impl Store {
     /// reclaim themselves if it falls behind). One per store.
     pub fn reclaimer(self: &Arc<Self>) -> Reclaimer {
         let counters = Arc::new(Counters::default());
-        self.counters.lock().push(counters.clone());
-        self.workers.fetch_add(1, Relaxed);
-        self.reclaiming.store(true, Relaxed);
+        self.reclaimer_joined(&counters);
         let active = Active::new(self, counters, true);
-        *self.reclaim.active.lock() = Some(active);
+        *self.reclaim_state().active.lock() = Some(active);
         Reclaimer { store: self.clone(), aged_at: 0 }
     }
 
@@ -88,17 +86,17 @@ impl Store {
     /// copied into a target before the snapshot began are in no image
     /// otherwise, and the log that held them is trimmed.
     pub fn seal_reclaimer(&self) {
-        if let Some(active) = self.reclaim.active.lock().as_mut() {
+        if let Some(active) = self.reclaim_state().active.lock().as_mut() {
             active.seal_all(self);
         }
     }
 
     /// Wakes the reclaimer (a writer took a segment and few are left).
     pub(crate) fn kick_reclaimer(&self) {
-        let mut kicked = self.reclaim.kicked.lock();
+        let mut kicked = self.reclaim_state().kicked.lock();
         if !*kicked {
             *kicked = true;
-            self.reclaim.wake.notify_one();
+            self.reclaim_state().wake.notify_one();
         }
     }
 
@@ -106,7 +104,7 @@ impl Store {
     pub(crate) fn give_credit(&self, active: &mut Active) {
         let most = self.credit_cap();
         let credit = std::mem::take(&mut active.copy_credit);
-        let _ = self.reclaim.credit.fetch_update(Relaxed, Relaxed, |c| Some((c + credit).min(most)));
+        let _ = self.reclaim_state().credit.fetch_update(Relaxed, Relaxed, |c| Some((c + credit).min(most)));
     }
 
     /// A segment freed by the reclaimer, waiting for one while it works
@@ -121,22 +119,22 @@ impl Store {
                 return Some(s);
             }
             self.kick_reclaimer();
-            let mut g = self.reclaim.freed_lock.lock();
-            if self.reclaim.stuck.load(Relaxed)
-                || self.reclaim.stop.load(Relaxed)
+            let mut g = self.reclaim_state().freed_lock.lock();
+            if self.reclaim_state().stuck.load(Relaxed)
+                || self.reclaim_state().stop.load(Relaxed)
                 || std::time::Instant::now() >= deadline
             {
                 return None;
             }
-            self.reclaim.freed_cv.wait_for(&mut g, Duration::from_millis(1));
+            self.reclaim_state().freed_cv.wait_for(&mut g, Duration::from_millis(1));
         }
     }
 
     /// Stops [`Reclaimer::run`] (at shutdown).
     pub fn stop_reclaimer(&self) {
-        self.reclaim.stop.store(true, Relaxed);
+        self.reclaim_state().stop.store(true, Relaxed);
         self.kick_reclaimer();
-        self.reclaim.freed_cv.notify_all();
+        self.reclaim_state().freed_cv.notify_all();
     }
 }
 
@@ -144,11 +142,11 @@ impl Reclaimer {
     /// Reclaims until told to stop: whenever a writer wakes it, and every
     /// `tick` (expired segments come free with time alone).
     pub fn run(mut self, tick: Duration) {
-        while !self.store.reclaim.stop.load(Relaxed) {
+        while !self.store.reclaim_state().stop.load(Relaxed) {
             while self.round() {}
-            let mut kicked = self.store.reclaim.kicked.lock();
+            let mut kicked = self.store.reclaim_state().kicked.lock();
             if !*kicked {
-                self.store.reclaim.wake.wait_for(&mut kicked, tick);
+                self.store.reclaim_state().wake.wait_for(&mut kicked, tick);
             }
             *kicked = false;
         }
@@ -163,10 +161,10 @@ impl Reclaimer {
     /// more to do.
     pub fn round(&mut self) -> bool {
         let st = &*self.store;
-        let mut guard = st.reclaim.active.lock();
+        let mut guard = st.reclaim_state().active.lock();
         let Some(active) = guard.as_mut() else { return false };
         active.seal_if_starved(st);
-        let now = st.clock.now();
+        let now = st.clock().now();
         let mut aging = false;
         if now != self.aged_at {
             aging = st.age_to_flash(active);
@@ -174,27 +172,27 @@ impl Reclaimer {
                 self.aged_at = now;
             }
         }
-        let credit = st.reclaim.credit.swap(0, Relaxed);
+        let credit = st.reclaim_state().credit.swap(0, Relaxed);
         active.copy_credit = (active.copy_credit + credit).min(st.credit_cap());
         for _ in 0..STEPS_PER_ROUND {
-            let step = st.step(&mut st.evict.lock(), active);
+            let step = st.step(&mut st.lock_evict(), active);
             let freed = match step {
                 Some(Step::Victim(s, how)) => st.free_victim(s, how, active),
                 // Background steps take no fresh memory.
                 Some(Step::Fresh(s)) => {
-                    st.unuse(s, &st.free);
+                    st.unuse(s);
                     false
                 }
                 None => false,
             };
             if !freed {
-                st.reclaim.stuck.store(st.spare_ahead() == 0, Relaxed);
-                st.reclaim.freed_cv.notify_all();
+                st.reclaim_state().stuck.store(st.spare_ahead() == 0, Relaxed);
+                st.reclaim_state().freed_cv.notify_all();
                 return aging;
             }
-            st.reclaim.stuck.store(false, Relaxed);
+            st.reclaim_state().stuck.store(false, Relaxed);
             bump(&active.counters.reclaim_background);
-            st.reclaim.freed_cv.notify_all();
+            st.reclaim_state().freed_cv.notify_all();
         }
         true
     }

@@ -9,7 +9,7 @@
 //! is sealed onto an eviction queue (`evict.rs`). `-m` covers segments and
 //! the index together: a segment is taken only while both fit.
 
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering::*};
+use std::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering::*};
 use std::sync::Arc;
 
 use parking_lot::Mutex;
@@ -74,27 +74,70 @@ pub(crate) struct SegMeta {
     pub(crate) aged: std::sync::atomic::AtomicBool,
 }
 
-impl Store {
-    pub(crate) fn granule(&self) -> usize {
-        1 << self.granule_shift
+/// The memory budget: the segments free to take, those parked above a
+/// lowered limit, how many are in use and paged in, and the limit. The
+/// store holds one ([`Store::budget`]); only this module changes it.
+#[derive(Debug)]
+pub(crate) struct Budget {
+    free: Mutex<Vec<u32>>,
+    /// Segments beyond the current limit (see [`Store::set_memory_limit`]).
+    parked: Mutex<Vec<u32>>,
+    limit_segs: AtomicU32,
+    /// Segments off the free and parked lists (written, sealed or target).
+    in_use: AtomicU32,
+    /// Segments whose pages may be resident (see `Store::over_paged`).
+    paged: AtomicU32,
+    memory_limit: AtomicUsize,
+}
+
+impl Budget {
+    /// `nsegs` segments, the first `limit` free and the rest parked, under
+    /// a limit of `memory_limit` bytes.
+    pub(crate) fn new(limit: u32, nsegs: u32, memory_limit: usize) -> Budget {
+        Budget {
+            free: Mutex::new((0..limit).rev().collect()),
+            parked: Mutex::new((limit..nsegs).collect()),
+            limit_segs: AtomicU32::new(limit),
+            in_use: AtomicU32::new(0),
+            paged: AtomicU32::new(0),
+            memory_limit: AtomicUsize::new(memory_limit),
+        }
     }
 
+    pub(crate) fn memory_limit(&self) -> usize {
+        self.memory_limit.load(Relaxed)
+    }
+
+    /// Segments off the free and parked lists.
+    pub(crate) fn in_use(&self) -> u32 {
+        self.in_use.load(Relaxed)
+    }
+
+    /// Segments on the free list.
+    pub(crate) fn free_len(&self) -> usize {
+        self.free.lock().len()
+    }
+
+    /// The free segments within the limit the next `n` takers get, in order.
+    pub(crate) fn next_free(&self, n: usize) -> Vec<u32> {
+        let limit = self.limit_segs.load(Relaxed);
+        self.free.lock().iter().rev().filter(|&&s| s < limit).take(n).copied().collect()
+    }
+}
+
+impl Store {
     pub(crate) fn aligned(&self, len: usize) -> usize {
         (len + self.granule() - 1) & !(self.granule() - 1)
     }
 
-    pub(crate) fn byte_off(&self, s: u64) -> usize {
-        (slot::off(s) as usize) << self.granule_shift
-    }
-
     pub(crate) fn open_segment(&self, seg: u32) {
         self.note_paged(seg);
-        let m = &self.segs[seg as usize];
+        let m = self.seg(seg);
         m.write_off.store(0, Relaxed);
         m.live_items.store(0, Relaxed);
         m.live_bytes.store(0, Relaxed);
         m.max_expire.store(0, Relaxed);
-        m.epoch.store(self.epoch.fetch_add(1, Relaxed) + 1, Relaxed);
+        m.epoch.store(self.next_epoch(), Relaxed);
         m.last_mark.store(0, Relaxed);
         m.held.store(false, Relaxed);
         m.bands.store(0, Relaxed);
@@ -108,16 +151,16 @@ impl Store {
     /// reuse sees the pin (through that lock, or through the item's
     /// unlinking, which releases `live_items`) and waits for it.
     pub(crate) fn pin(&self, seg: u32) {
-        self.segs[seg as usize].pins.fetch_add(1, Relaxed);
+        self.seg(seg).pins.fetch_add(1, Relaxed);
     }
 
     /// Ends a pin: the copy's reads happen before any later reuse.
     pub(crate) fn unpin(&self, seg: u32) {
-        self.segs[seg as usize].pins.fetch_sub(1, Release);
+        self.seg(seg).pins.fetch_sub(1, Release);
     }
 
     pub(crate) fn is_pinned(&self, seg: u32) -> bool {
-        self.segs[seg as usize].pins.load(Acquire) != 0
+        self.seg(seg).pins.load(Acquire) != 0
     }
 
     /// Waits until nobody copies from `seg`, before it is reused. Pins are
@@ -137,7 +180,7 @@ impl Store {
     /// Notes that the item at `off` of `seg` was written at `time`; called
     /// by the segment's one writer.
     pub(crate) fn note_written(&self, seg: u32, off: usize, time: u32) {
-        let m = &self.segs[seg as usize];
+        let m = self.seg(seg);
         if m.last_mark.load(Relaxed) != time {
             m.last_mark.store(time, Relaxed);
             m.times.lock().note(off as u32, time);
@@ -148,13 +191,17 @@ impl Store {
     /// Seconds since the earliest write in a segment still holding items
     /// (memcached's `age` of a class: its oldest item); 0 when empty.
     pub fn oldest_age(&self) -> u32 {
-        let earliest =
-            self.segs.iter().filter(|m| m.live_items.load(Relaxed) > 0).filter_map(|m| m.times.lock().earliest()).min();
-        earliest.map_or(0, |t| self.clock.now().saturating_sub(t))
+        let earliest = self
+            .segs()
+            .iter()
+            .filter(|m| m.live_items.load(Relaxed) > 0)
+            .filter_map(|m| m.times.lock().earliest())
+            .min();
+        earliest.map_or(0, |t| self.clock().now().saturating_sub(t))
     }
 
     pub(crate) fn written_at(&self, s: u64) -> u32 {
-        let m = &self.segs[slot::seg(s) as usize];
+        let m = self.seg(slot::seg(s));
         m.times.lock().time_at(self.byte_off(s) as u32).unwrap_or(0)
     }
 
@@ -162,12 +209,12 @@ impl Store {
     /// then everything in it is invalid (memcached's `oldest_live`, kept per
     /// segment instead of per item).
     pub(crate) fn is_flushed(&self, seg: u32) -> bool {
-        self.segs[seg as usize].epoch.load(Relaxed) <= self.flush_epoch.load(Relaxed)
+        self.seg(seg).epoch.load(Relaxed) <= self.flush_epoch()
     }
 
     pub(crate) fn note_expiry(&self, seg: u32, expiry: u32) {
         let e = if expiry == 0 { NEVER } else { expiry };
-        self.segs[seg as usize].max_expire.fetch_max(e, Relaxed);
+        self.seg(seg).max_expire.fetch_max(e, Relaxed);
     }
 
     /// How many segments may be in use: the memory limit covers the index
@@ -175,10 +222,11 @@ impl Store {
     /// near `-m` whatever the item size (memcached's `-m` leaves its hash
     /// table out).
     pub(crate) fn segment_budget(&self) -> u32 {
-        let codec = self.codec.as_ref().map_or(0, |c| c.memory());
-        let spare = self.memory_limit.load(Relaxed).saturating_sub(self.index.memory() + codec);
-        let segs = u32::try_from(spare / self.arena.segment_size()).unwrap_or(u32::MAX);
-        segs.min(self.limit_segs.load(Relaxed)).max(2)
+        let codec = self.codec().map_or(0, |c| c.memory());
+        let b = self.budget();
+        let spare = b.memory_limit.load(Relaxed).saturating_sub(self.index().memory() + codec);
+        let segs = u32::try_from(spare / self.arena().segment_size()).unwrap_or(u32::MAX);
+        segs.min(b.limit_segs.load(Relaxed)).max(2)
     }
 
     /// A free segment within the current limit and budget; free segments
@@ -186,37 +234,59 @@ impl Store {
     /// (one segment per worker) alone.
     pub(crate) fn pop_free(&self, writer: bool) -> Option<u32> {
         let held_back = if writer { RESERVE_SEGMENTS } else { 0 };
-        if self.in_use.load(Relaxed) as usize + held_back >= self.segment_budget() as usize {
+        let b = self.budget();
+        if b.in_use.load(Relaxed) as usize + held_back >= self.segment_budget() as usize {
             return None;
         }
-        let limit = self.limit_segs.load(Relaxed);
-        let mut free = self.free.lock();
+        let limit = b.limit_segs.load(Relaxed);
+        let mut free = b.free.lock();
         while let Some(s) = free.pop() {
             if s < limit {
-                self.in_use.fetch_add(1, Relaxed);
+                b.in_use.fetch_add(1, Relaxed);
                 return Some(s);
             }
-            self.parked.lock().push(s);
+            b.parked.lock().push(s);
         }
         None
     }
 
-    /// Takes an emptied segment out of use and gives its memory back.
-    pub(crate) fn retire(&self, seg: u32, to: &Mutex<Vec<u32>>) {
+    /// Takes an emptied victim out of use, onto the free list (or parked
+    /// above a lowered limit). The caller cleared it as for
+    /// [`Store::retire`].
+    pub(crate) fn give_back(&self, seg: u32) {
+        let b = self.budget();
+        if seg >= b.limit_segs.load(Relaxed) {
+            // Above a lowered limit: retire it instead of reusing it.
+            self.retire_to(seg, &b.parked);
+        } else if self.over_paged() {
+            // The index has grown into the segments' share of the limit.
+            self.retire_to(seg, &b.free);
+        } else {
+            self.unuse_to(seg, &b.free);
+        }
+    }
+
+    /// Takes an emptied segment out of use and gives its memory back; it
+    /// goes on the free list.
+    pub(crate) fn retire(&self, seg: u32) {
+        self.retire_to(seg, &self.budget().free);
+    }
+
+    fn retire_to(&self, seg: u32, to: &Mutex<Vec<u32>>) {
         // SAFETY: the caller took `seg` off its queue and cleared it: no item
         // links into it, no reader has it pinned (`clear_segment` waited for
         // the pins to drop) and no writer holds it.
-        unsafe { self.arena.release(seg) };
-        if self.segs[seg as usize].paged.swap(false, Relaxed) {
-            self.paged.fetch_sub(1, Relaxed);
+        unsafe { self.arena().release(seg) };
+        if self.seg(seg).paged.swap(false, Relaxed) {
+            self.budget().paged.fetch_sub(1, Relaxed);
         }
-        self.unuse(seg, to);
+        self.unuse_to(seg, to);
     }
 
     /// Notes that `seg`'s pages are about to be written (resident).
     pub(crate) fn note_paged(&self, seg: u32) {
-        if !self.segs[seg as usize].paged.swap(true, Relaxed) {
-            self.paged.fetch_add(1, Relaxed);
+        if !self.seg(seg).paged.swap(true, Relaxed) {
+            self.budget().paged.fetch_add(1, Relaxed);
         }
     }
 
@@ -226,15 +296,21 @@ impl Store {
     /// to flash (its slots stay in RAM), after the segments it now crowds
     /// out were paged in.
     pub(crate) fn over_paged(&self) -> bool {
-        self.in_use.load(Relaxed) > self.segment_budget()
-            || self.paged.load(Relaxed) > self.segment_budget() + RESERVE_SEGMENTS as u32
+        let b = self.budget();
+        b.in_use.load(Relaxed) > self.segment_budget()
+            || b.paged.load(Relaxed) > self.segment_budget() + RESERVE_SEGMENTS as u32
     }
 
     /// Takes an emptied segment out of use, keeping its pages, so the next
-    /// writer to take it does not fault them in again.
-    pub(crate) fn unuse(&self, seg: u32, to: &Mutex<Vec<u32>>) {
+    /// writer to take it does not fault them in again; it goes on the free
+    /// list.
+    pub(crate) fn unuse(&self, seg: u32) {
+        self.unuse_to(seg, &self.budget().free);
+    }
+
+    fn unuse_to(&self, seg: u32, to: &Mutex<Vec<u32>>) {
         self.detach_dicts(seg);
-        self.in_use.fetch_sub(1, Relaxed);
+        self.budget().in_use.fetch_sub(1, Relaxed);
         to.lock().push(seg);
     }
 
@@ -242,24 +318,25 @@ impl Store {
     /// address space reserved at start. Raising takes effect at once;
     /// lowering retires segments above the limit as they are freed or evicted.
     pub fn set_memory_limit(&self, bytes: usize) -> Result<(), ConfigError> {
-        let seg = self.arena.segment_size();
+        let seg = self.arena().segment_size();
         let new = bytes / seg;
-        if new < 2 || new > self.segs.len() {
+        if new < 2 || new > self.segs().len() {
             return Err(ConfigError::Invalid("memory limit outside the reserved range"));
         }
         let new = new as u32;
-        self.limit_segs.store(new, Relaxed);
-        self.memory_limit.store(bytes, Relaxed);
-        let mut parked = self.parked.lock();
+        let b = self.budget();
+        b.limit_segs.store(new, Relaxed);
+        b.memory_limit.store(bytes, Relaxed);
+        let mut parked = b.parked.lock();
         let (back, keep): (Vec<u32>, Vec<u32>) = parked.drain(..).partition(|&s| s < new);
         *parked = keep;
         drop(parked);
-        self.free.lock().extend(back);
+        b.free.lock().extend(back);
         Ok(())
     }
 
     pub(crate) fn room(&self, seg: u32) -> usize {
-        self.arena.segment_size() - self.segs[seg as usize].write_off.load(Relaxed) as usize
+        self.arena().segment_size() - self.seg(seg).write_off.load(Relaxed) as usize
     }
 }
 
@@ -326,7 +403,7 @@ impl Active {
             take_held: false,
             last_resort: false,
             copy_credit: 0,
-            starve_seen: st.starved.load(Relaxed),
+            starve_seen: st.starved(),
             background,
             early_only: false,
         }
@@ -342,16 +419,16 @@ impl Active {
         time: u32,
     ) -> Result<(u32, usize), StoreError> {
         let len = st.aligned(len);
-        if len > st.arena.segment_size() {
+        if len > st.arena().segment_size() {
             return Err(StoreError::TooLarge);
         }
         self.seal_if_starved(st);
         // Capped where segments are taken (`Store::alloc_segment`).
         self.copy_credit += len / COPY_CREDIT_DIV;
         if let Some(seg) = self.segs[class] {
-            let m = &st.segs[seg as usize];
+            let m = st.seg(seg);
             let w = m.write_off.load(Relaxed) as usize;
-            if w + len <= st.arena.segment_size() && !st.is_flushed(seg) {
+            if w + len <= st.arena().segment_size() && !st.is_flushed(seg) {
                 m.write_off.store((w + len) as u32, Release);
                 st.note_written(seg, w, time);
                 return Ok((seg, w));
@@ -361,11 +438,11 @@ impl Active {
         }
         let seg = st.alloc_segment(self).inspect_err(|e| {
             if *e == StoreError::OutOfMemory {
-                st.bands.out_of_memory(len);
+                st.bands().out_of_memory(len);
             }
         })?;
         self.segs[class] = Some(seg);
-        st.segs[seg as usize].write_off.store(len as u32, Release);
+        st.seg(seg).write_off.store(len as u32, Release);
         st.note_written(seg, 0, time);
         Ok((seg, 0))
     }
@@ -373,7 +450,7 @@ impl Active {
     /// Seals every active segment and copy target if a writer starved
     /// since this worker last looked (one relaxed load when none did).
     pub(crate) fn seal_if_starved(&mut self, st: &Store) {
-        let starved = st.starved.load(Relaxed);
+        let starved = st.starved();
         if starved != self.starve_seen {
             self.starve_seen = starved;
             self.seal_all(st);
@@ -395,7 +472,7 @@ impl Active {
 
     /// Gives back the latest reservation (nothing was linked there).
     pub(crate) fn unreserve(&self, st: &Store, seg: u32, off: usize, len: usize) {
-        let m = &st.segs[seg as usize];
+        let m = st.seg(seg);
         if m.write_off.load(Relaxed) as usize == off + st.aligned(len) {
             m.write_off.store(off as u32, Release);
         }

@@ -26,7 +26,7 @@ use crate::clock::Clock;
 use crate::evict::Evict;
 use crate::index::{flash, slot, Index, Loc, Pos, Stripe};
 use crate::item::{Fields, Header, Item, MAX_HEADER_LEN};
-use crate::segments::{Active, Placed, SegMeta};
+use crate::segments::{Active, Budget, Placed, SegMeta};
 use crate::types::{Config, ConfigError, StoreStats};
 use crate::worker::{Worker, Zip};
 
@@ -93,76 +93,73 @@ pub(crate) fn add(c: &AtomicU64, n: u64) {
 }
 
 /// The shared cache. Operations go through a per-thread [`Worker`].
+///
+/// Its fields are private to this module: the crate's other modules use
+/// the methods below ("The store's parts"), which say what they need.
 pub struct Store {
-    pub(crate) cfg: Config,
-    pub(crate) arena: Arena,
-    pub(crate) segs: Box<[SegMeta]>,
-    pub(crate) index: Index,
-    pub(crate) hash_power: u32,
-    pub(crate) clock: Arc<Clock>,
-    pub(crate) granule_shift: u32,
+    cfg: Config,
+    arena: Arena,
+    segs: Box<[SegMeta]>,
+    index: Index,
+    hash_power: u32,
+    clock: Arc<Clock>,
+    granule_shift: u32,
     /// Bits of a derived CAS taken by the offset.
-    pub(crate) cas_off_bits: u32,
-    pub(crate) free: Mutex<Vec<u32>>,
-    /// Segments beyond the current limit (see [`Store::set_memory_limit`]).
-    pub(crate) parked: Mutex<Vec<u32>>,
-    pub(crate) limit_segs: AtomicU32,
-    /// Segments off the free and parked lists (written, sealed or target).
-    pub(crate) in_use: AtomicU32,
-    /// Segments whose pages may be resident (see `Store::over_paged`).
-    pub(crate) paged: AtomicU32,
-    pub(crate) memory_limit: AtomicUsize,
-    pub(crate) evict: Mutex<Evict>,
-    pub(crate) epoch: AtomicU64,
+    cas_off_bits: u32,
+    /// The memory budget: free, parked and in-use segments, the limit
+    /// (`segments.rs` owns it).
+    budget: Budget,
+    evict: Mutex<Evict>,
+    epoch: AtomicU64,
     /// Segments opened at or before this epoch hold only flushed items.
-    pub(crate) flush_epoch: AtomicU64,
-    pub(crate) flush_at: AtomicU32,
-    pub(crate) flush_lock: Mutex<()>,
-    pub(crate) counters: Mutex<Vec<Arc<Counters>>>,
+    flush_epoch: AtomicU64,
+    flush_at: AtomicU32,
+    flush_lock: Mutex<()>,
+    counters: Mutex<Vec<Arc<Counters>>>,
     /// Workers alive (each may need a copy target: the cleaner's reserve).
-    pub(crate) workers: AtomicUsize,
+    workers: AtomicUsize,
     /// Compression's shared half (dictionaries), with compression on.
-    pub(crate) codec: Option<Arc<Codec>>,
+    codec: Option<Arc<Codec>>,
     /// With `--durability`: where client changes are reported.
-    pub(crate) journal: std::sync::OnceLock<Arc<dyn crate::journal::Journal>>,
+    journal: std::sync::OnceLock<Arc<dyn crate::journal::Journal>>,
     /// With the flash tier and `ext_threads` > 0: the threads that read
     /// from flash for workers that ask ([`Worker::enable_async_flash`]).
-    pub(crate) aio: Option<crate::aio::Pool>,
+    aio: Option<crate::aio::Pool>,
     /// Seconds the item evicted last had been stored (memcached's
     /// `evicted_time`, which is since its last access: strata keeps no
     /// access time).
-    pub(crate) evicted_age: AtomicU32,
+    evicted_age: AtomicU32,
     /// Items counted by size (`bands.rs`).
-    pub(crate) bands: crate::bands::Bands,
+    bands: crate::bands::Bands,
     /// Told of items evicted from memory while it wants them (`watch
     /// evictions`).
-    pub(crate) evict_hook: std::sync::OnceLock<Arc<dyn EvictionWatcher>>,
+    evict_hook: std::sync::OnceLock<Arc<dyn EvictionWatcher>>,
     /// A snapshot is being taken: segments sealed now are held for it
     /// (see `image.rs`, "Holds").
-    pub(crate) snapshotting: std::sync::atomic::AtomicBool,
+    snapshotting: std::sync::atomic::AtomicBool,
     /// Bumped by a writer that found no segment to take: every worker
     /// seals its active segments and copy targets before its next write
     /// (`Active::reserve`, [`Worker::seal_if_starved`]), so that what they
     /// hold can be evicted (`evict.rs`, "The last resort").
-    pub(crate) starved: AtomicU64,
+    starved: AtomicU64,
     /// Wakes the workers so that idle ones seal too ([`Store::on_starved`]).
-    pub(crate) starve_hook: std::sync::OnceLock<Box<dyn Fn() + Send + Sync>>,
+    starve_hook: std::sync::OnceLock<Box<dyn Fn() + Send + Sync>>,
     /// A background reclaimer runs (`reclaim.rs`).
-    pub(crate) reclaiming: std::sync::atomic::AtomicBool,
-    pub(crate) reclaim: crate::reclaim::Shared,
+    reclaiming: std::sync::atomic::AtomicBool,
+    reclaim: crate::reclaim::Shared,
     /// The flash tier's settings that change at run time (`extstore
     /// item_age`, `item_size`, `recache_rate`); their start values are in
     /// [`FlashTier`](crate::FlashTier).
-    pub(crate) flash_tuning: FlashTuning,
+    flash_tuning: FlashTuning,
 }
 
 /// See [`Store::flash_tuning`]. Atomics: read on every eviction and
 /// flash read, set by an admin command on any worker.
 #[derive(Debug, Default)]
 pub(crate) struct FlashTuning {
-    pub(crate) min_item: AtomicUsize,
-    pub(crate) recache_rate: AtomicU32,
-    pub(crate) item_age: AtomicU32,
+    min_item: AtomicUsize,
+    recache_rate: AtomicU32,
+    item_age: AtomicU32,
 }
 
 /// Who is told of evictions ([`Store::on_evict`]).
@@ -257,12 +254,7 @@ impl Store {
             clock,
             granule_shift,
             cas_off_bits: seg_bits,
-            free: Mutex::new((0..limit as u32).rev().collect()),
-            parked: Mutex::new((limit as u32..nsegs as u32).collect()),
-            limit_segs: AtomicU32::new(limit as u32),
-            in_use: AtomicU32::new(0),
-            paged: AtomicU32::new(0),
-            memory_limit: AtomicUsize::new(cfg.memory_limit),
+            budget: Budget::new(limit as u32, nsegs as u32, cfg.memory_limit),
             evict: Mutex::new(Evict::default()),
             epoch: AtomicU64::new(0),
             flush_epoch: AtomicU64::new(0),
@@ -294,8 +286,7 @@ impl Store {
     /// A handle for one worker thread.
     pub fn worker(self: &Arc<Self>) -> Worker {
         let counters = Arc::new(Counters::default());
-        self.counters.lock().push(counters.clone());
-        self.workers.fetch_add(1, Relaxed);
+        self.worker_joined(&counters);
         // Without a context (zstd could not allocate one) this worker
         // stores values plain and reads compressed ones as misses.
         let zip = self.codec.as_ref().and_then(|c| Zip::new(c.clone()).ok());
@@ -324,10 +315,12 @@ impl Store {
         self.codec.as_ref()
     }
 
+    #[inline]
     pub fn clock(&self) -> &Arc<Clock> {
         &self.clock
     }
 
+    #[inline]
     pub fn config(&self) -> &Config {
         &self.cfg
     }
@@ -370,7 +363,7 @@ impl Store {
 
     /// The memory limit now in force (`-m`, or the last `cache_memlimit`).
     pub fn memory_limit(&self) -> usize {
-        self.memory_limit.load(Relaxed)
+        self.budget.memory_limit()
     }
 
     /// log2 of the index's bucket count at start (`hashpower_init`).
@@ -551,7 +544,7 @@ impl Store {
     ) -> u64 {
         let Placed { seg, off, len } = at;
         add(&c.bytes_stored, len as u64);
-        let new = slot::pack(loc.tag, freq, seg, (off >> self.granule_shift) as u32);
+        let new = slot::pack(loc.tag, freq, seg, self.granules(off));
         match old {
             Some((pos, s)) => {
                 st.set(pos, new);
@@ -634,8 +627,8 @@ impl Store {
     pub fn stats(&self) -> StoreStats {
         let mut s = StoreStats {
             segments_total: self.segs.len() as u64,
-            segments_free: self.free.lock().len() as u64,
-            segments_in_use: u64::from(self.in_use.load(Relaxed)),
+            segments_free: self.budget.free_len() as u64,
+            segments_in_use: u64::from(self.budget.in_use()),
             segment_size: self.arena.segment_size() as u64,
             memory_limit: self.memory_limit() as u64,
             index_bytes: self.index.memory() as u64,
@@ -740,6 +733,200 @@ impl Store {
                 a.store(0, Relaxed);
             }
         }
+    }
+}
+
+/// The store's parts, for the crate's other modules: the shared
+/// structures they work on (the index, the arena, segment metadata, size
+/// bands, the memory budget, the eviction queues), and what they do with
+/// the store-wide state (epochs, flush, snapshots, starvation, workers).
+/// The hot ones are references, inlined to the same code as a field.
+impl Store {
+    #[inline]
+    pub(crate) fn index(&self) -> &Index {
+        &self.index
+    }
+
+    #[inline]
+    pub(crate) fn arena(&self) -> &Arena {
+        &self.arena
+    }
+
+    /// Segment `seg`'s metadata.
+    #[inline]
+    pub(crate) fn seg(&self, seg: u32) -> &SegMeta {
+        &self.segs[seg as usize]
+    }
+
+    /// Every segment's metadata, in segment order.
+    #[inline]
+    pub(crate) fn segs(&self) -> &[SegMeta] {
+        &self.segs
+    }
+
+    #[inline]
+    pub(crate) fn bands(&self) -> &crate::bands::Bands {
+        &self.bands
+    }
+
+    #[inline]
+    pub(crate) fn budget(&self) -> &Budget {
+        &self.budget
+    }
+
+    /// The eviction queues, locked.
+    pub(crate) fn lock_evict(&self) -> parking_lot::MutexGuard<'_, Evict> {
+        self.evict.lock()
+    }
+
+    /// What the background reclaimer and the writers share (`reclaim.rs`).
+    pub(crate) fn reclaim_state(&self) -> &crate::reclaim::Shared {
+        &self.reclaim
+    }
+
+    /// A background reclaimer runs: writers leave reclaiming to it.
+    pub(crate) fn reclaiming(&self) -> bool {
+        self.reclaiming.load(Relaxed)
+    }
+
+    /// The I/O threads that read from flash, if any.
+    pub(crate) fn aio(&self) -> Option<&crate::aio::Pool> {
+        self.aio.as_ref()
+    }
+
+    /// A slot's offset in its segment, in bytes.
+    #[inline]
+    pub(crate) fn byte_off(&self, s: u64) -> usize {
+        (slot::off(s) as usize) << self.granule_shift
+    }
+
+    /// A byte offset in a segment as a slot holds it (in granules).
+    #[inline]
+    pub(crate) fn granules(&self, off: usize) -> u32 {
+        (off >> self.granule_shift) as u32
+    }
+
+    /// The unit items are aligned to in segments, in bytes.
+    #[inline]
+    pub(crate) fn granule(&self) -> usize {
+        1 << self.granule_shift
+    }
+
+    /// Epochs handed out so far (the snapshot keeps a lease above it, see
+    /// `strata-persist`).
+    pub fn epoch(&self) -> u64 {
+        self.epoch.load(Relaxed)
+    }
+
+    /// A new epoch, for a segment opened for writing.
+    pub(crate) fn next_epoch(&self) -> u64 {
+        self.epoch.fetch_add(1, Relaxed) + 1
+    }
+
+    /// Segments opened at or before this epoch hold only flushed items.
+    #[inline]
+    pub(crate) fn flush_epoch(&self) -> u64 {
+        self.flush_epoch.load(Relaxed)
+    }
+
+    /// A delayed `flush_all`'s time (0: none scheduled).
+    pub(crate) fn flush_at(&self) -> u32 {
+        self.flush_at.load(Relaxed)
+    }
+
+    /// Schedules a delayed `flush_all` at `at` (0 cancels it), as a
+    /// restart or the log's replay finds it.
+    pub(crate) fn set_flush_at(&self, at: u32) {
+        self.flush_at.store(at, Relaxed);
+    }
+
+    /// Raises the epochs to a snapshot's (see [`Store::resume`]).
+    pub(crate) fn raise_epochs(&self, epoch: u64, flush_epoch: u64) {
+        self.epoch.fetch_max(epoch, Relaxed);
+        self.flush_epoch.fetch_max(flush_epoch, Relaxed);
+    }
+
+    /// A snapshot is being taken: segments sealed now are held for it.
+    pub(crate) fn snapshotting(&self) -> bool {
+        self.snapshotting.load(Relaxed)
+    }
+
+    /// Marks a snapshot as begun or ended (`image.rs`, under the eviction
+    /// lock).
+    pub(crate) fn set_snapshotting(&self, on: bool) {
+        self.snapshotting.store(on, Relaxed);
+    }
+
+    /// How many times a writer found no segment to take.
+    pub(crate) fn starved(&self) -> u64 {
+        self.starved.load(Relaxed)
+    }
+
+    /// A writer found no segment to take: every worker is to seal what it
+    /// holds, and the idle ones are woken to. Returns the new count.
+    pub(crate) fn starve(&self) -> u64 {
+        let n = self.starved.fetch_add(1, Relaxed) + 1;
+        if let Some(wake) = self.starve_hook.get() {
+            wake();
+        }
+        n
+    }
+
+    /// Who wants to hear of evictions now, if anyone.
+    pub(crate) fn eviction_watcher(&self) -> Option<&Arc<dyn EvictionWatcher>> {
+        self.evict_hook.get().filter(|h| h.wanted())
+    }
+
+    /// Notes how long the item evicted last had been stored.
+    pub(crate) fn note_evicted_age(&self, age: u32) {
+        self.evicted_age.store(age, Relaxed);
+    }
+
+    /// A worker (or the reclaimer) starts: its counters join the totals.
+    pub(crate) fn worker_joined(&self, counters: &Arc<Counters>) {
+        self.counters.lock().push(counters.clone());
+        self.workers.fetch_add(1, Relaxed);
+    }
+
+    /// A worker ended.
+    pub(crate) fn worker_left(&self) {
+        self.workers.fetch_sub(1, Relaxed);
+    }
+
+    /// The background reclaimer starts: its counters join the totals and
+    /// writers leave reclaiming to it.
+    pub(crate) fn reclaimer_joined(&self, counters: &Arc<Counters>) {
+        self.worker_joined(counters);
+        self.reclaiming.store(true, Relaxed);
+    }
+
+    /// Every worker's counters, locked (for totals).
+    pub(crate) fn worker_counters(&self) -> parking_lot::MutexGuard<'_, Vec<Arc<Counters>>> {
+        self.counters.lock()
+    }
+
+    /// The flash tier's `ext_item_size` now.
+    pub(crate) fn flash_min_item(&self) -> usize {
+        self.flash_tuning.min_item.load(Relaxed)
+    }
+
+    /// The flash tier's `ext_item_age` now.
+    pub(crate) fn flash_item_age(&self) -> u32 {
+        self.flash_tuning.item_age.load(Relaxed)
+    }
+
+    /// The flash tier's `ext_recache_rate` now.
+    pub(crate) fn flash_recache_rate(&self) -> u32 {
+        self.flash_tuning.recache_rate.load(Relaxed)
+    }
+
+    /// Starts reporting changes to `journal` (once; before workers write).
+    pub fn set_journal(&self, journal: Arc<dyn crate::journal::Journal>) {
+        let _ = self.journal.set(journal);
+    }
+
+    pub(crate) fn journal(&self) -> Option<&dyn crate::journal::Journal> {
+        self.journal.get().map(|j| &**j)
     }
 }
 

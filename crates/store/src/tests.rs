@@ -664,9 +664,9 @@ fn the_index_grows_inside_the_memory_limit() {
     for i in 0..400_000u32 {
         let k = format!("key{i:09}");
         assert_eq!(w.set(SetOp::Set, k.as_bytes(), 0, 0, k.as_bytes()), Ok(StoreOutcome::Stored));
-        let seg = s.arena.segment_size();
+        let seg = s.arena().segment_size();
         assert!(
-            s.in_use.load(Relaxed) as usize * seg + s.index.memory() <= limit + seg,
+            s.budget().in_use() as usize * seg + s.index().memory() <= limit + seg,
             "segments and index over the limit at item {i}"
         );
     }
@@ -810,7 +810,7 @@ fn overwrites_are_compacted_instead_of_filling_memory() {
     }
     let st = s.stats();
     let live_segs = st.bytes.div_ceil(st.segment_size);
-    let in_use = u64::from(s.in_use.load(Relaxed));
+    let in_use = u64::from(s.budget().in_use());
     assert!(in_use <= 2 * live_segs + 4, "{in_use} segments in use for {live_segs} of live data");
     assert_eq!((st.evictions, st.curr_items), (0, keys), "{st:?}");
     assert!(st.reinserted > 0 && st.segments_reclaimed > 0, "{st:?}");

@@ -65,7 +65,7 @@ use crate::index::{flash, slot, Loc, Pos, Stripe};
 use crate::item::{Fields, Header, Item};
 use crate::segments::{ttl_class, Active};
 use crate::store::{add, bump, Counters, Store};
-use crate::types::{FlashStats, Flow, Reading, Stop, StoreError, Ticket};
+use crate::types::{FlashStats, Flow, ItemView, Reading, Stop, StoreError, Ticket};
 use crate::worker::Worker;
 use crate::MAX_RETRIES;
 
@@ -140,19 +140,19 @@ pub(crate) fn warn_rate_limited(what: &str, err: &dyn std::fmt::Display) {
 
 impl Store {
     fn flash_log(&self) -> Option<&Arc<Flash>> {
-        self.cfg.flash.as_ref().map(|t| &t.log)
+        self.config().flash.as_ref().map(|t| &t.log)
     }
 
     /// A flash slot in `loc`'s chain with the key's 22 tag bits, if any.
     pub(crate) fn flash_candidate(&self, st: &Stripe, loc: Loc) -> Option<(Pos, u64)> {
-        self.cfg.flash.as_ref()?;
+        self.config().flash.as_ref()?;
         st.find(loc.bucket, |s| is_candidate(s, loc))
     }
 
     /// Every such slot, into `out` (cleared first), under `loc`'s lock.
     fn flash_candidates(&self, loc: Loc, out: &mut Vec<u64>) {
         out.clear();
-        self.index.lock(loc.stripe).for_each_in_chain(loc.bucket, |s| {
+        self.index().lock(loc.stripe).for_each_in_chain(loc.bucket, |s| {
             if is_candidate(s, loc) {
                 out.push(s);
             }
@@ -172,9 +172,7 @@ impl Store {
     pub(crate) fn flash_eligible(&self, it: &Item<'_>) -> bool {
         // A compressed value names a dictionary that lives only as long
         // as memory segments reference it: such items are evicted.
-        self.cfg.flash.is_some()
-            && it.header.total_len() >= self.flash_tuning.min_item.load(Relaxed)
-            && !it.compressed()
+        self.config().flash.is_some() && it.header.total_len() >= self.flash_min_item() && !it.compressed()
     }
 
     /// Adds the linked item at slot `s` to the worker's batch (`aged`: for
@@ -182,12 +180,12 @@ impl Store {
     /// True when the batch holds a write buffer's worth: the caller writes
     /// it once it has let go of the lock.
     pub(crate) fn batch_for_flash(&self, active: &mut Active, s: u64, it: &Item<'_>, loc: Loc, aged: bool) -> bool {
-        let Some(t) = &self.cfg.flash else { return false };
+        let Some(t) = &self.config().flash else { return false };
         let f = Fields { cas: Some(self.cas_of(s, it)), ..it.fields() };
         let len = crate::item::encoded_len(it.key().len(), it.value().len(), &f);
         let b = &mut active.flash;
         let at = b.buf.len() as u32;
-        let epoch = self.segs[slot::seg(s) as usize].epoch.load(Relaxed);
+        let epoch = self.seg(slot::seg(s)).epoch.load(Relaxed);
         record::encode(&mut b.buf, t.log.granule(), epoch, self.written_at(s), len, |dst| {
             let v = crate::item::write_head(dst, it.key(), it.value().len(), &f);
             dst[v..].copy_from_slice(it.value());
@@ -219,12 +217,12 @@ impl Store {
             }
         });
         for p in &batch.items {
-            let mut st = self.index.lock(p.loc.stripe);
+            let mut st = self.index().lock(p.loc.stripe);
             let Some((pos, s)) = st.find(p.loc.bucket, |s| slot::seg(s) == p.seg && slot::off(s) == p.granule_off)
             else {
                 continue;
             };
-            if slot::is_flash(s) || self.segs[p.seg as usize].epoch.load(Relaxed) != p.epoch {
+            if slot::is_flash(s) || self.seg(p.seg).epoch.load(Relaxed) != p.epoch {
                 continue;
             }
             match written {
@@ -290,13 +288,13 @@ impl Store {
         c: &Counters,
     ) -> std::io::Result<()> {
         let Some(log) = self.flash_log() else { return Ok(()) };
-        let now = self.clock.now();
-        let flush_epoch = self.flush_epoch.load(Relaxed);
+        let now = self.clock().now();
+        let flush_epoch = self.flush_epoch();
         w.scan(r, buf, |addr, rec| {
             let Some(it) = parse_item(rec.item) else { return };
-            let loc = self.index.locate(it.key());
+            let loc = self.index().locate(it.key());
             let want = log.to_slot(addr);
-            let mut st = self.index.lock(loc.stripe);
+            let mut st = self.index().lock(loc.stripe);
             let Some((pos, s)) = st.find(loc.bucket, |s| slot::is_flash(s) && flash::addr(s) == want) else {
                 return;
             };
@@ -330,7 +328,7 @@ impl Store {
             _ => None,
         };
         for &(loc, old, off) in &hot.items {
-            let mut st = self.index.lock(loc.stripe);
+            let mut st = self.index().lock(loc.stripe);
             let Some((pos, x)) = st.find(loc.bucket, |x| slot::is_flash(x) && flash::location(x) == old) else {
                 continue;
             };
@@ -375,7 +373,7 @@ impl Store {
             checksum_errors: f.checksum_errors.load(Relaxed),
             ..FlashStats::default()
         };
-        for c in self.counters.lock().iter() {
+        for c in self.worker_counters().iter() {
             s.hits += c.flash_hits.load(Relaxed);
             s.recached += c.flash_recached.load(Relaxed);
             s.misses += c.flash_misses.load(Relaxed);
@@ -393,10 +391,10 @@ impl Store {
         }
         // A flash item's RAM is its slot: the index's bytes shared over
         // every item, memory and flash alike.
-        let items = (0..self.index.stripes()).map(|i| self.index.lock(i).items).sum::<u64>().max(1);
-        let index_share = self.index.memory() as u64 * s.items / items;
+        let items = (0..self.index().stripes()).map(|i| self.index().lock(i).items).sum::<u64>().max(1);
+        let index_share = self.index().memory() as u64 * s.items / items;
         s.ram_bytes = index_share + log.metadata_bytes() as u64;
-        s.io_queue = self.aio.as_ref().map_or(0, |p| p.depth() as u64);
+        s.io_queue = self.aio().map_or(0, |p| p.depth() as u64);
         Some(s)
     }
 }
@@ -416,11 +414,11 @@ impl Store {
         // Not while a snapshot is taken: it gains nothing from waiting a
         // second, and a snapshot's segment and flash images are simplest
         // to reason about with nothing moving between them but eviction.
-        if self.cfg.flash.is_none() || self.snapshotting.load(Relaxed) {
+        if self.config().flash.is_none() || self.snapshotting() {
             return false;
         }
-        let age = self.flash_tuning.item_age.load(Relaxed);
-        let now = self.clock.now();
+        let age = self.flash_item_age();
+        let now = self.clock().now();
         let Some(cutoff) = now.checked_sub(age).filter(|_| age != crate::types::NO_ITEM_AGE) else { return false };
         for _ in 0..AGED_PER_PASS {
             let Some(seg) = self.pick_aged(cutoff) else { return false };
@@ -434,9 +432,9 @@ impl Store {
     /// eviction lock, so nobody takes it as a victim meanwhile) and
     /// marked as gone through.
     fn pick_aged(&self, cutoff: u32) -> Option<u32> {
-        let ev = self.evict.lock();
+        let ev = self.lock_evict();
         let seg = ev.small.iter().chain(ev.main.iter()).copied().find(|&s| {
-            let m = &self.segs[s as usize];
+            let m = self.seg(s);
             !m.aged.load(Relaxed)
                 && m.live_items.load(Relaxed) > 0
                 && !self.is_pinned(s)
@@ -444,7 +442,7 @@ impl Store {
                 && !self.is_flushed(s)
                 && m.times.lock().latest().is_some_and(|t| t <= cutoff)
         })?;
-        self.segs[seg as usize].aged.store(true, Relaxed);
+        self.seg(seg).aged.store(true, Relaxed);
         self.pin(seg);
         Some(seg)
     }
@@ -455,7 +453,7 @@ impl Store {
     /// (a pin is never held across I/O) and taken again only if the
     /// segment is still sealed and the same (its epoch).
     fn age_segment(&self, seg: u32, now: u32, active: &mut Active) {
-        let m = &self.segs[seg as usize];
+        let m = self.seg(seg);
         let epoch = m.epoch.load(Relaxed);
         let end = m.write_off.load(Acquire) as usize;
         let mut scan = 0;
@@ -466,13 +464,13 @@ impl Store {
                 // `end` was written before it was sealed and is not reused
                 // while the pin holds; only expiry fields change, which
                 // `header` does not read.
-                let Some(h) = (unsafe { self.arena.header(seg, scan, end) }) else {
+                let Some(h) = (unsafe { self.arena().header(seg, scan, end) }) else {
                     scan = end;
                     break;
                 };
                 // SAFETY: as above; key bytes are never rewritten.
-                let key = unsafe { self.arena.bytes(seg, scan + h.header_len(), usize::from(h.klen)) };
-                let loc = self.index.locate(key);
+                let key = unsafe { self.arena().bytes(seg, scan + h.header_len(), usize::from(h.klen)) };
+                let loc = self.index().locate(key);
                 full = self.age_item(seg, scan, loc, now, active);
                 scan += self.aligned(h.total_len());
             }
@@ -481,7 +479,7 @@ impl Store {
             if scan >= end {
                 return;
             }
-            let ev = self.evict.lock();
+            let ev = self.lock_evict();
             if m.epoch.load(Relaxed) != epoch || !(ev.small.contains(&seg) || ev.main.contains(&seg)) {
                 return;
             }
@@ -494,8 +492,8 @@ impl Store {
     /// copied forward), alive, and eligible for flash. True when the batch
     /// is full.
     fn age_item(&self, seg: u32, off: usize, loc: Loc, now: u32, active: &mut Active) -> bool {
-        let granule_off = (off >> self.granule_shift) as u32;
-        let st = self.index.lock(loc.stripe);
+        let granule_off = self.granules(off);
+        let st = self.index().lock(loc.stripe);
         let Some((_, s)) =
             st.find(loc.bucket, |s| !slot::is_flash(s) && slot::seg(s) == seg && slot::off(s) == granule_off)
         else {
@@ -541,8 +539,8 @@ impl Store {
         let log = self.flash_log()?;
         let w = log.writer();
         let mut entries = Vec::new();
-        for i in 0..self.index.stripes() {
-            self.index.lock(i).for_each_item(|s| {
+        for i in 0..self.index().stripes() {
+            self.index().lock(i).for_each_item(|s| {
                 if slot::is_flash(s) {
                     entries.push(flash::addr(s));
                 }
@@ -571,8 +569,8 @@ impl Store {
             return r;
         };
         let c = Counters::default();
-        let now = self.clock.now();
-        let flush_epoch = self.flush_epoch.load(Relaxed);
+        let now = self.clock().now();
+        let flush_epoch = self.flush_epoch();
         let region_of = |e: &u64| log.region_of(log.from_slot(e & ENTRY_ADDR));
         let mut buf = Vec::new();
         let mut at = 0;
@@ -603,12 +601,12 @@ impl Store {
                 // The record at a saved address of a region still in its
                 // saved generation is the one the slot pointed at (the
                 // hash, and so the slot's tags, differ in this process).
-                let loc = self.index.locate(it.key());
+                let loc = self.index().locate(it.key());
                 if rec.epoch <= flush_epoch || Clock::is_expired(it.expiry(), now) {
                     r.dropped += 1;
                     return;
                 }
-                let mut st = self.index.lock(loc.stripe);
+                let mut st = self.index().lock(loc.stripe);
                 // A key in memory is the newer copy. (Two keys whose tags
                 // match in this process both come back, as they can be
                 // on flash together while serving.)
@@ -623,7 +621,7 @@ impl Store {
                 if st.wants_growth() {
                     self.grow(loc.stripe, &mut st, &c);
                 }
-                self.index.note_footprint(before, st.footprint());
+                self.index().note_footprint(before, st.footprint());
                 r.items += 1;
             });
             // Entries past the last record read (or all, if the region
@@ -637,20 +635,13 @@ impl Store {
     }
 }
 
-/// A plain read served from flash without bringing the item back: what
-/// the reader's view needs, the key and value being in the worker's flash
-/// buffer (at `key` and `value`).
+/// A plain read served from flash without bringing the item back: the
+/// reader's view but for its key and value, which are in the worker's
+/// flash buffer (at `key` and `value`).
 pub(crate) struct FlashHit {
+    pub view: ItemView<'static>,
     pub key: std::ops::Range<usize>,
     pub value: std::ops::Range<usize>,
-    pub flags: u32,
-    pub cas: u64,
-    pub expiry: u32,
-    pub written: u32,
-    pub fetched: bool,
-    pub stale: bool,
-    pub token_sent: bool,
-    pub binary_key: bool,
 }
 
 /// A record's epoch, write time and item length (what is kept of it
@@ -679,12 +670,12 @@ impl Worker {
     /// had been evicted meanwhile).
     pub(crate) fn flash_every_write(&mut self, key: &[u8]) {
         let store = self.store.clone();
-        if !store.cfg.flash.as_ref().is_some_and(|t| t.every_write) {
+        if !store.config().flash.as_ref().is_some_and(|t| t.every_write) {
             return;
         }
-        let loc = store.index.locate(key);
+        let loc = store.index().locate(key);
         {
-            let st = store.index.lock(loc.stripe);
+            let st = store.index().lock(loc.stripe);
             let Some((_, s)) = store.find(&st, loc, key) else { return };
             let Some(it) = store.item_at(s).filter(|it| store.flash_eligible(it)) else { return };
             store.batch_for_flash(&mut self.active, s, &it, loc, false);
@@ -704,7 +695,7 @@ impl Worker {
         reading: Reading,
     ) -> Flow<Option<FlashHit>> {
         let store = self.store.clone();
-        let Some(tier) = store.cfg.flash.as_ref() else { return Flow::Ready(None) };
+        let Some(tier) = store.config().flash.as_ref() else { return Flow::Ready(None) };
         if opts.touch.is_some() {
             return Flow::Ready(None);
         }
@@ -712,12 +703,12 @@ impl Worker {
         // reads the record itself); with the I/O threads, once the record
         // is in hand, so that a read that waited for it counts once and the
         // recache uses the bytes read.
-        let rate = store.flash_tuning.recache_rate.load(Relaxed);
+        let rate = store.flash_recache_rate();
         if self.reads.is_none() && self.recache_due(rate) {
             return Flow::Ready(None);
         }
         let log = &tier.log;
-        let loc = store.index.locate(key);
+        let loc = store.index().locate(key);
         let mut candidates = std::mem::take(&mut self.flash_candidates);
         store.flash_candidates(loc, &mut candidates);
         let mut buf = std::mem::take(&mut self.flash_buf);
@@ -736,10 +727,8 @@ impl Worker {
                 // Another key's record with the same 22 tag bits.
                 continue;
             }
-            let now = store.clock.now();
-            if epoch <= store.flush_epoch.load(Relaxed)
-                || Clock::is_expired(it.expiry(), now)
-                || crate::read::wins_token(opts, &it)
+            let now = store.clock().now();
+            if epoch <= store.flush_epoch() || Clock::is_expired(it.expiry(), now) || crate::read::wins_token(opts, &it)
             {
                 break;
             }
@@ -751,7 +740,7 @@ impl Worker {
                 }
                 break;
             }
-            let mut st = store.index.lock(loc.stripe);
+            let mut st = store.index().lock(loc.stripe);
             let Some((pos, x)) = same_slot(&st, loc.bucket, s) else { break };
             if opts.bump && !flash::read(x) {
                 st.set(pos, flash::with_read(x));
@@ -760,17 +749,25 @@ impl Worker {
             let state = it.state();
             let key_at = it.header.header_len();
             let value_at = key_at + it.key().len();
-            hit = Flow::Ready(Some(FlashHit {
-                key: key_at..value_at,
-                value: value_at..value_at + it.value().len(),
+            let view = ItemView {
+                key: &[],
+                value: &[],
                 flags: it.flags(),
-                cas: if store.cfg.cas { it.explicit_cas().unwrap_or(0) } else { 0 },
+                cas: if store.config().cas { it.explicit_cas().unwrap_or(0) } else { 0 },
+                expiry_before: it.expiry(),
                 expiry: it.expiry(),
-                written: if opts.written { written } else { 0 },
                 fetched: flash::read(x) || state & crate::item::state::FETCHED != 0,
+                written: if opts.written { written } else { 0 },
                 stale: state & crate::item::state::STALE != 0,
                 token_sent: state & crate::item::state::TOKEN_SENT != 0,
+                won: false,
+                created: false,
                 binary_key: state & crate::item::state::KEY_BINARY != 0,
+            };
+            hit = Flow::Ready(Some(FlashHit {
+                view,
+                key: key_at..value_at,
+                value: value_at..value_at + it.value().len(),
             }));
             bump(&self.active.counters.flash_hits);
             break;
@@ -823,7 +820,7 @@ impl Worker {
     pub(crate) fn settle(&mut self, key: &[u8], reading: Reading) -> Result<Flow<()>, StoreError> {
         let store = self.store.clone();
         let Some(log) = store.flash_log() else { return Ok(Flow::Ready(())) };
-        let loc = store.index.locate(key);
+        let loc = store.index().locate(key);
         let mut candidates = std::mem::take(&mut self.flash_candidates);
         store.flash_candidates(loc, &mut candidates);
         let mut buf = std::mem::take(&mut self.flash_buf);
@@ -846,7 +843,7 @@ impl Worker {
         let addr = log.from_slot(flash::addr(s));
         let region = log.region_of(addr);
         let gen = log.generation(region);
-        let inline = self.store.cfg.flash.as_ref().is_some_and(|t| t.read_cached_inline);
+        let inline = self.store.config().flash.as_ref().is_some_and(|t| t.read_cached_inline);
         // Synchronously (no I/O threads, or a read that must not wait), from
         // the records in hand, from the page cache, or by the I/O threads.
         let (epoch, written) = match self.reads.as_mut().map(|r| (r.lookup(addr, gen, buf), reading.synchronous(addr)))
@@ -878,7 +875,7 @@ impl Worker {
             return Back::Moved;
         }
         let Some(it) = parse_item(buf) else { return Back::Bad };
-        let l = self.store.index.locate(it.key());
+        let l = self.store.index().locate(it.key());
         if (l.stripe, l.tag, l.ext) != (loc.stripe, slot::tag(s), flash::ext(s)) {
             // Not what this slot was written for (a slot left behind by
             // a region that could not be read when it was reclaimed).
@@ -935,7 +932,7 @@ impl Worker {
             Back::Pending(t) => return Ok(Flow::Wait(t)),
             Back::Moved => return done,
             Back::Bad => {
-                let mut st = store.index.lock(loc.stripe);
+                let mut st = store.index().lock(loc.stripe);
                 if let Some((pos, x)) = same(&st) {
                     store.unlink(&mut st, loc.bucket, pos, x);
                     bump(&c.flash_misses);
@@ -945,9 +942,9 @@ impl Worker {
             Back::Record { epoch, written, .. } => (epoch, written),
         };
         let Some(it) = parse_item(buf) else { return done };
-        let now = store.clock.now();
-        if epoch <= store.flush_epoch.load(Relaxed) || Clock::is_expired(it.expiry(), now) {
-            let mut st = store.index.lock(loc.stripe);
+        let now = store.clock().now();
+        if epoch <= store.flush_epoch() || Clock::is_expired(it.expiry(), now) {
+            let mut st = store.index().lock(loc.stripe);
             if let Some((pos, x)) = same(&st) {
                 store.unlink(&mut st, loc.bucket, pos, x);
                 bump(&c.flash_misses);
@@ -965,10 +962,10 @@ impl Worker {
             }
         };
         // SAFETY: freshly reserved by this worker in its active segment.
-        let dst = unsafe { store.arena.bytes_mut(seg, off, len) };
+        let dst = unsafe { store.arena().bytes_mut(seg, off, len) };
         dst.copy_from_slice(it.bytes());
         store.note_expiry(seg, it.expiry());
-        let mut st = store.index.lock(loc.stripe);
+        let mut st = store.index().lock(loc.stripe);
         let Some((pos, x)) = same(&st) else {
             drop(st);
             self.active.unreserve(&store, seg, off, len);
@@ -976,7 +973,7 @@ impl Worker {
         };
         // Unread: the read that asked for it counts itself (`mg`'s `h`
         // says whether it was read before).
-        let back = slot::pack(slot::tag(x), 0, seg, (off >> store.granule_shift) as u32);
+        let back = slot::pack(slot::tag(x), 0, seg, store.granules(off));
         st.set(pos, back);
         store.unaccount(&mut st, x);
         store.account(&mut st, back);
@@ -995,7 +992,7 @@ impl Worker {
     /// `wake` is called (from an I/O thread) when a read is done. False
     /// (reads stay synchronous) without the flash tier or its threads.
     pub fn enable_async_flash(&mut self, wake: Box<dyn Fn() + Send + Sync>) -> bool {
-        let Some(pool) = self.store.aio.as_ref() else { return false };
+        let Some(pool) = self.store.aio() else { return false };
         self.reads = Some(crate::aio::Reads::new(pool, wake));
         true
     }
@@ -1017,10 +1014,10 @@ impl Worker {
         let c = &self.active.counters;
         let mut candidates = std::mem::take(&mut self.flash_candidates);
         for key in keys {
-            let loc = store.index.locate(key);
+            let loc = store.index().locate(key);
             candidates.clear();
             {
-                let st = store.index.lock(loc.stripe);
+                let st = store.index().lock(loc.stripe);
                 if store.find(&st, loc, key).is_some() {
                     continue;
                 }

@@ -345,55 +345,9 @@ impl ReadOpts {
     };
 }
 
-/// An item as handed to a reader, valid only inside the reader's closure.
-#[derive(Debug, Clone, Copy)]
-pub struct ItemView<'a> {
-    pub key: &'a [u8],
-    pub value: &'a [u8],
-    pub flags: u32,
-    pub cas: u64,
-    /// Expiry before the read (server-relative, 0 for never).
-    pub expiry_before: u32,
-    /// Expiry after the read (differs when it touched the item).
-    pub expiry: u32,
-    /// Read before this read.
-    pub fetched: bool,
-    /// When the item was written (server-relative seconds), if asked for
-    /// ([`ReadOpts::written`]); else 0.
-    pub written: u32,
-    /// Marked stale (`X`).
-    pub stale: bool,
-    /// Someone else already holds the recache token (`Z`).
-    pub token_sent: bool,
-    /// This read took the recache token (`W`).
-    pub won: bool,
-    /// This read created the item (`mg N` on a miss).
-    pub created: bool,
-    /// Stored under a base64 key (`ms b`).
-    pub binary_key: bool,
-}
-
-impl ItemView<'_> {
-    /// The view without its key and value, for a reader that takes them
-    /// from elsewhere ([`crate::Fetch`]).
-    pub(crate) fn without_bytes(&self) -> ItemView<'static> {
-        ItemView {
-            key: &[],
-            value: &[],
-            flags: self.flags,
-            cas: self.cas,
-            expiry_before: self.expiry_before,
-            expiry: self.expiry,
-            fetched: self.fetched,
-            written: self.written,
-            stale: self.stale,
-            token_sent: self.token_sent,
-            won: self.won,
-            created: self.created,
-            binary_key: self.binary_key,
-        }
-    }
-}
+/// An item as handed to a reader, valid only inside the reader's closure:
+/// the protocol crate's type, which its reply encoders take as it is.
+pub use strata_protocol::ItemView;
 
 /// Result of incr/decr.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -87,7 +87,7 @@ impl Zip {
 impl Drop for Worker {
     fn drop(&mut self) {
         self.seal_active();
-        self.store.workers.fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
+        self.store.worker_left();
     }
 }
 
@@ -132,8 +132,8 @@ impl Worker {
     /// that gather keys from several places (the io_uring worker reads
     /// ahead across every connection a turn serves).
     pub fn prefetch_bucket(&self, key: &[u8]) -> Hint {
-        let loc = self.store.index.locate(key);
-        self.store.index.prefetch(loc);
+        let loc = self.store.index().locate(key);
+        self.store.index().prefetch(loc);
         Hint(loc)
     }
 
@@ -144,9 +144,9 @@ impl Worker {
         // The lock is needed to read a slot, as a table may be replaced
         // while it is read.
         for Hint(loc) in hints {
-            let found = st.index.lock(loc.stripe).find(loc.bucket, |s| slot::tag(s) == loc.tag);
+            let found = st.index().lock(loc.stripe).find(loc.bucket, |s| slot::tag(s) == loc.tag);
             if let Some((_, s)) = found.filter(|&(_, s)| !slot::is_flash(s)) {
-                st.arena.prefetch(slot::seg(s), st.byte_off(s));
+                st.arena().prefetch(slot::seg(s), st.byte_off(s));
             }
         }
     }

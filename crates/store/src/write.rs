@@ -85,7 +85,7 @@ impl Worker {
     /// compressed if that pays.
     pub(crate) fn store_item(&mut self, w: &Write<'_>, fresh: Fields) -> Result<Stored, Stop> {
         // `-I` applies to what the client sent, compressed or not.
-        if encoded_len(w.key.len(), w.value.len(), &fresh) > self.store.cfg.item_size_max {
+        if encoded_len(w.key.len(), w.value.len(), &fresh) > self.store.config().item_size_max {
             return Err(StoreError::TooLarge.into());
         }
         let Some(mut zip) = self.zip.take() else { return self.store_form(w, fresh, w.value) };
@@ -118,14 +118,14 @@ impl Worker {
         for _ in 0..MAX_RETRIES {
             let store = &*self.store;
             let plain = Fields { compressed: false, ..f };
-            if encoded_len(key.len(), w.value.len(), &plain) > store.cfg.item_size_max {
+            if encoded_len(key.len(), w.value.len(), &plain) > store.config().item_size_max {
                 return Err(StoreError::TooLarge.into());
             }
             let len = encoded_len(key.len(), value.len(), &f);
-            let now = store.clock.now();
+            let now = store.clock().now();
             let (seg, off) = self.active.reserve(store, ttl_class(f.expiry, now), len, now)?;
             // SAFETY: freshly reserved by this worker in its active segment.
-            let dst = unsafe { store.arena.bytes_mut(seg, off, len) };
+            let dst = unsafe { store.arena().bytes_mut(seg, off, len) };
             let v = write_head(dst, key, value.len(), &f);
             dst[v..].copy_from_slice(value);
             if f.compressed {
@@ -133,8 +133,8 @@ impl Worker {
             }
             store.note_expiry(seg, f.expiry);
 
-            let loc = store.index.locate(key);
-            let mut stripe = store.index.lock(loc.stripe);
+            let loc = store.index().locate(key);
+            let mut stripe = store.index().lock(loc.stripe);
             let found = match store.lookup(&mut stripe, loc, key, now, &self.active.counters) {
                 Ok(found) => Some(found),
                 // A plain set replaces whatever a flash slot holds.
@@ -155,8 +155,8 @@ impl Worker {
                 (SetOp::Add, Some(_), _) | (SetOp::Replace, None, _) => Err(StoreOutcome::NotStored),
                 (_, None, Some(_)) => Err(StoreOutcome::NotFound),
                 // With CAS off (-C) memcached can never match a unique.
-                (_, Some((have, expiry, bits)), Some(want)) if !store.cfg.cas || have != want => {
-                    if w.invalidate && store.cfg.cas && want < have {
+                (_, Some((have, expiry, bits)), Some(want)) if !store.config().cas || have != want => {
+                    if w.invalidate && store.config().cas && want < have {
                         // memcached's CAS_STALE: the value is replaced, but
                         // the item keeps its TTL, is marked stale, and keeps
                         // a recache token already handed out.
@@ -208,7 +208,7 @@ impl Worker {
 
     fn delete_once(&mut self, key: &[u8], d: &Delete) -> Result<DeleteOutcome, Stop> {
         self.store.maybe_flush();
-        let cas_on = self.store.cfg.cas;
+        let cas_on = self.store.config().cas;
         if d.invalidate || d.remove_value {
             let r = self.rewrite(
                 key,
@@ -241,13 +241,13 @@ impl Worker {
             });
         }
         let st = &*self.store;
-        let loc = st.index.locate(key);
-        let now = st.clock.now();
-        let mut stripe = st.index.lock(loc.stripe);
+        let loc = st.index().locate(key);
+        let now = st.clock().now();
+        let mut stripe = st.index().lock(loc.stripe);
         match st.lookup(&mut stripe, loc, key, now, &self.active.counters) {
             Ok((pos, s)) => {
                 let have = st.item_at(s).map_or(0, |it| st.cas_of(s, &it));
-                if d.compare.is_some_and(|want| !st.cfg.cas || want != have) {
+                if d.compare.is_some_and(|want| !st.config().cas || want != have) {
                     return Ok(DeleteOutcome::Exists);
                 }
                 st.unlink(&mut stripe, loc.bucket, pos, s);
@@ -284,12 +284,12 @@ impl Worker {
         fill: impl Fn(&Item<'_>, &E, &mut [u8]),
     ) -> Result<Rewritten<E, T>, Stop> {
         self.store.maybe_flush();
-        let loc = self.store.index.locate(key);
+        let loc = self.store.index().locate(key);
         for _ in 0..MAX_RETRIES {
             let store = &*self.store;
-            let now = store.clock.now();
+            let now = store.clock().now();
             let (seen, epoch, mut p, mut extra, written) = {
-                let mut stripe = store.index.lock(loc.stripe);
+                let mut stripe = store.index().lock(loc.stripe);
                 let s = match store.lookup(&mut stripe, loc, key, now, &self.active.counters) {
                     Ok((_, s)) => s,
                     Err(Miss::OnFlash) => return Err(Stop::OnFlash),
@@ -300,7 +300,7 @@ impl Worker {
                     Step::Done(t) => return Ok(Rewritten::Done(t)),
                     Step::Write(p, e) => {
                         let written = if p.keep { store.written_at(s) } else { now };
-                        (slot::location(s), store.segs[slot::seg(s) as usize].epoch.load(Relaxed), p, e, written)
+                        (slot::location(s), store.seg(slot::seg(s)).epoch.load(Relaxed), p, e, written)
                     }
                 }
             };
@@ -309,11 +309,11 @@ impl Worker {
             }
             let store = &*self.store;
             let len = encoded_len(key.len(), p.vlen, &p.fields);
-            if len > store.cfg.item_size_max {
+            if len > store.config().item_size_max {
                 return Err(StoreError::TooLarge.into());
             }
             let (seg, off) = self.active.reserve(store, ttl_class(p.fields.expiry, now), len, written)?;
-            let mut stripe = store.index.lock(loc.stripe);
+            let mut stripe = store.index().lock(loc.stripe);
             let found = match store.lookup(&mut stripe, loc, key, now, &self.active.counters) {
                 Ok(found) => Some(found),
                 Err(Miss::OnFlash) => {
@@ -324,13 +324,13 @@ impl Worker {
                 Err(_) => None,
             };
             let unchanged = found.is_some_and(|(_, s)| {
-                slot::location(s) == seen && store.segs[slot::seg(s) as usize].epoch.load(Relaxed) == epoch
+                slot::location(s) == seen && store.seg(slot::seg(s)).epoch.load(Relaxed) == epoch
             });
             match (found, unchanged) {
                 (Some((pos, s)), true) => {
                     let Some(old) = store.item_at(s) else { break };
                     // SAFETY: freshly reserved by this worker in its active segment.
-                    let dst = unsafe { store.arena.bytes_mut(seg, off, len) };
+                    let dst = unsafe { store.arena().bytes_mut(seg, off, len) };
                     let v = write_head(dst, key, p.vlen, &p.fields);
                     fill(&old, &extra, &mut dst[v..]);
                     if p.fields.compressed {
@@ -365,7 +365,7 @@ impl Worker {
     pub(crate) fn concat(&mut self, w: &Write<'_>) -> Result<Stored, Stop> {
         let prepend = w.op == SetOp::Prepend;
         let (key, data) = (w.key, w.value);
-        let (cas_on, max) = (self.store.cfg.cas, self.store.cfg.item_size_max);
+        let (cas_on, max) = (self.store.config().cas, self.store.config().item_size_max);
         let min_zip = self.zip.as_ref().map(|z| z.codec().config().min_size);
         let counters = self.active.counters.clone();
         let errors = &counters.decompress_errors;
@@ -467,7 +467,7 @@ impl Worker {
     }
 
     fn arith_once(&mut self, key: &[u8], a: &Arith) -> Result<Counted, Stop> {
-        let cas_on = self.store.cfg.cas;
+        let cas_on = self.store.config().cas;
         for _ in 0..MAX_RETRIES {
             let r = self.rewrite(
                 key,

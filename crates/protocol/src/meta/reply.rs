@@ -7,9 +7,10 @@
 //! are always sent.
 //!
 //! The encoders take what the server learned from the store as plain facts
-//! ([`Found`], a [`Status`], numbers), so this crate stays free of storage.
+//! ([`ItemView`], a [`Status`], numbers), so this crate stays free of storage.
 
 use super::{encode_key, Reply};
+use crate::ItemView;
 
 /// The two-letter status of a meta reply.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -33,34 +34,6 @@ impl Status {
             Status::NotFound => b"NF",
         }
     }
-}
-
-/// An item a meta read found (or created), as its reply needs it. Times
-/// are the server's relative seconds, 0 for never.
-#[derive(Debug, Clone, Copy)]
-pub struct Found<'a> {
-    pub key: &'a [u8],
-    pub value: &'a [u8],
-    pub flags: u32,
-    pub cas: u64,
-    /// Expiry before this read touched it.
-    pub expiry_before: u32,
-    /// Expiry after it.
-    pub expiry: u32,
-    /// Read before this read.
-    pub fetched: bool,
-    /// When it was written (for `l`).
-    pub written: u32,
-    /// Marked stale (`X`).
-    pub stale: bool,
-    /// Someone else holds the recache token (`Z`).
-    pub token_sent: bool,
-    /// This read took the recache token (`W`).
-    pub won: bool,
-    /// This read created the item (`N` on a miss).
-    pub created: bool,
-    /// Stored under a base64 key (`ms b`): `k` shows it that way.
-    pub binary_key: bool,
 }
 
 fn flag(out: &mut Vec<u8>, c: u8) {
@@ -138,7 +111,7 @@ pub fn miss(out: &mut Vec<u8>, reply: &Reply<'_>, k: &[u8]) {
 
 /// `mg` hit: `VA <len>` with the value (`v`) or `HD`, the return flags in
 /// request order, then `Z`, `X`, `W`.
-pub fn hit(out: &mut Vec<u8>, it: &Found<'_>, reply: &Reply<'_>, value: bool, now: u32) {
+pub fn hit(out: &mut Vec<u8>, it: &ItemView<'_>, reply: &Reply<'_>, value: bool, now: u32) {
     if value {
         out.extend_from_slice(b"VA ");
         num(out, it.value.len());
@@ -322,8 +295,8 @@ mod tests {
         Reply { flags: Tokens(flags), quiet, base64: false }
     }
 
-    fn found<'a>(key: &'a [u8], value: &'a [u8]) -> Found<'a> {
-        Found {
+    fn found<'a>(key: &'a [u8], value: &'a [u8]) -> ItemView<'a> {
+        ItemView {
             key,
             value,
             flags: 0,
@@ -343,11 +316,11 @@ mod tests {
     #[test]
     fn hits_echo_return_flags_in_request_order_then_zxw() {
         let mut out = Vec::new();
-        let it = Found { cas: 9, flags: 3, expiry_before: 130, stale: true, won: true, ..found(b"k", b"val") };
+        let it = ItemView { cas: 9, flags: 3, expiry_before: 130, stale: true, won: true, ..found(b"k", b"val") };
         hit(&mut out, &it, &reply(b"t c Oab f s k", false), true, 100);
         assert_eq!(out, b"VA 3 t30 c9 Oab f3 s3 kk X W\r\nval\r\n");
         out.clear();
-        let it = Found { expiry_before: 130, expiry: 0, token_sent: true, ..found(b"k", b"val") };
+        let it = ItemView { expiry_before: 130, expiry: 0, token_sent: true, ..found(b"k", b"val") };
         hit(&mut out, &it, &reply(b"t T0 t", false), false, 100);
         assert_eq!(out, b"HD t30 t-1 Z\r\n", "t after T shows the new TTL");
     }
