@@ -60,6 +60,7 @@ impl Worker {
     pub fn set_with(&mut self, w: &Write<'_>) -> Result<Stored, StoreError> {
         self.store.check_journal()?;
         let r = self.with_flash(w.key, |wk| wk.set_once(w));
+        #[cfg(feature = "test-hooks")]
         if matches!(r, Ok(Stored { outcome: StoreOutcome::Stored, .. })) {
             self.flash_every_write(w.key);
         }
@@ -457,6 +458,7 @@ impl Worker {
     pub fn arith_with(&mut self, key: &[u8], a: &Arith) -> Result<Counted, StoreError> {
         self.store.check_journal()?;
         let r = self.with_flash(key, |w| w.arith_once(key, a));
+        #[cfg(feature = "test-hooks")]
         if matches!(r, Ok(Counted { outcome: ArithOutcome::Value(_), .. })) {
             self.flash_every_write(key);
         }
