@@ -115,14 +115,16 @@ java:
 # feature test-hooks, docs/design.md "Test hooks"), copied to its own path.
 # target/release/strata stays the production build: the second cargo build
 # puts it back (both builds are kept, so that costs nothing once built).
-# The two share every dependency's artifacts; only the workspace crates and
-# the final link are built twice.
+# The two share every dependency's artifacts (both build the whole workspace:
+# with -p strata alone, cargo would unify the dependencies' features
+# differently and build them, and all that uses them, a third time); only
+# the crates with hooks, persist and the final link are built twice.
 TEST_BIN := target/release/strata-test
 test-bin:
-	@echo "==> cargo build --release -p strata --features test-hooks (-> $(TEST_BIN))"
-	$(CARGO) build --release -p strata --features test-hooks
+	@echo "==> cargo build --release --features strata/test-hooks (-> $(TEST_BIN))"
+	$(CARGO) build --release --features strata/test-hooks
 	cp -f target/release/strata $(TEST_BIN)
-	$(CARGO) build --release -p strata
+	$(CARGO) build --release
 
 build: test-bin
 	@echo "==> cargo build --release"
