@@ -56,7 +56,8 @@ FUZZ_TARGET ?= binary_decoder
 FUZZ_TARGETS := binary_decoder text_parser meta_parser
 WIRE_DIR := $(wildcard tests/wire)
 
-# Server-facing stages need the release binary, unless they run against memcached.
+# Server-facing stages need the release binaries (the test build and the
+# production one), unless they run against memcached.
 SERVER_DEPS := deps $(if $(filter memcached,$(WIRE_TARGET)),,build)
 
 .PHONY: msrv deb package bench test deps apt venv node java build test-bin lint fmt clippy unit pytest wire wire-epoll wire-flash compat compat-memcached \
