@@ -4,7 +4,9 @@
 #   make deps         apt packages (if missing) + Python venv (if requirements changed)
 #                     + compat/node's npm packages (if package-lock.json changed)
 #                     + compat/java's jars (if pom.xml changed)
-#   make build        cargo build --release
+#   make build        cargo build --release, and make test-bin
+#   make test-bin     target/release/strata-test: the release build with the test
+#                     hooks (cargo feature test-hooks), which the test suites run
 #   make lint         cargo fmt --check + cargo clippy -D warnings
 #   make msrv         cargo check with Cargo.toml's rust-version toolchain (rustup
 #                     installs it if missing), the lock file as it is
@@ -27,7 +29,7 @@
 #                     four in turn
 #
 # WIRE_TARGET=memcached runs the server-facing stages against Debian's
-# memcached instead of target/release/strata (and skips the cargo build).
+# memcached instead of target/release/strata-test (and skips the cargo build).
 
 SHELL := /bin/bash
 .SHELLFLAGS := -eu -o pipefail -c
@@ -55,10 +57,11 @@ FUZZ_TARGET ?= binary_decoder
 FUZZ_TARGETS := binary_decoder text_parser meta_parser udp_header
 WIRE_DIR := $(wildcard tests/wire)
 
-# Server-facing stages need the release binary, unless they run against memcached.
+# Server-facing stages need the release binaries (the test build and the
+# production one), unless they run against memcached.
 SERVER_DEPS := deps $(if $(filter memcached,$(WIRE_TARGET)),,build)
 
-.PHONY: msrv deb package bench test deps apt venv node java build lint fmt clippy unit pytest wire wire-epoll wire-flash compat compat-memcached \
+.PHONY: msrv deb package bench test deps apt venv node java build test-bin lint fmt clippy unit pytest wire wire-epoll wire-flash compat compat-memcached \
         memccapable capacity concurrency clean-venv fuzz fuzz-all fuzz-check miri miri-setup
 
 test: deps build lint msrv unit miri package pytest wire-epoll wire-flash compat-memcached memccapable capacity concurrency
@@ -109,7 +112,23 @@ java:
 	  touch $(JAVA_STAMP); \
 	fi
 
-build:
+# The binary the wire, compat and flash suites run (tests/harness.py): the
+# release build with the test hooks (hidden flags and commands; the cargo
+# feature test-hooks, docs/design.md "Test hooks"), copied to its own path.
+# target/release/strata stays the production build: the second cargo build
+# puts it back (both builds are kept, so that costs nothing once built).
+# The two share every dependency's artifacts (both build the whole workspace:
+# with -p strata alone, cargo would unify the dependencies' features
+# differently and build them, and all that uses them, a third time); only
+# the crates with hooks, persist and the final link are built twice.
+TEST_BIN := target/release/strata-test
+test-bin:
+	@echo "==> cargo build --release --features strata/test-hooks (-> $(TEST_BIN))"
+	$(CARGO) build --release --features strata/test-hooks
+	cp -f target/release/strata $(TEST_BIN)
+	$(CARGO) build --release
+
+build: test-bin
 	@echo "==> cargo build --release"
 	$(CARGO) build --release
 	@echo "==> cargo build --release (compat/rust: the memcache crate's checks)"
@@ -121,9 +140,13 @@ fmt:
 	@echo "==> cargo fmt --check"
 	$(CARGO) fmt --all -- --check
 
+# Twice: every target with the test hooks on (the unit tests turn them on
+# anyway), and the production build's code without them.
 clippy:
 	@echo "==> cargo clippy"
-	$(CARGO) clippy --workspace --all-targets -- -D warnings
+	$(CARGO) clippy --workspace --all-targets --features strata/test-hooks -- -D warnings
+	@echo "==> cargo clippy (production build: no test hooks)"
+	$(CARGO) clippy --workspace -- -D warnings
 
 # The fuzz crate is outside the workspace; make sure it still builds.
 fuzz-check:

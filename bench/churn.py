@@ -154,7 +154,7 @@ def run_cell(kind, memory_mb, share, dist, ops, seed):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--strata-bin", default=harness.STRATA_BIN)
+    ap.add_argument("--strata-bin", default=harness.STRATA_PROD_BIN)
     ap.add_argument("--server", default="strata,memcached")
     ap.add_argument("--memory-mb", type=int, default=256)
     ap.add_argument("--ops", type=int, default=3_000_000)

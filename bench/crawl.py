@@ -6,7 +6,10 @@ segments whose items all expired, whole), then starts a crawl and polls
 `lru_crawler_running` until it ends. Prints the wall time, the server's CPU
 time over the crawl and the crawler's counters.
 
-    python3 bench/crawl.py [--items 1000000] [--bin target/release/strata]
+    python3 bench/crawl.py [--items 1000000] [--bin target/release/strata-test]
+
+The debug clock is a test hook: the default binary is the test build
+(`make test-bin`).
 """
 
 import argparse
@@ -31,7 +34,7 @@ def cpu_seconds(pid):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--items", type=int, default=1_000_000)
-    ap.add_argument("--bin", default="target/release/strata")
+    ap.add_argument("--bin", default="target/release/strata-test")
     ap.add_argument("--port", type=int, default=22333)
     a = ap.parse_args()
     p = subprocess.Popen([a.bin, "-p", str(a.port), "-m", "1024", "-t", "2", "--enable-debug-clock"],

@@ -147,7 +147,7 @@ def main():
     p.add_argument("--svg")
     a = p.parse_args()
     servers = {
-        "strata": harness.Server(["-m", str(a.memory), "-t", "2"], kind="strata"),
+        "strata": harness.Server(["-m", str(a.memory), "-t", "2"], kind="strata", production=True),
         "memcached": harness.Server(["-m", str(a.memory), "-t", "2"], kind="memcached"),
     }
     try:

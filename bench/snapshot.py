@@ -437,7 +437,7 @@ def main():
     ap.add_argument("--items", type=int, default=5_000_000)
     ap.add_argument("--value", type=int, default=1000)
     ap.add_argument("--dir", default="/var/tmp/strata-snapbench")
-    ap.add_argument("--strata-bin", default=harness.STRATA_BIN)
+    ap.add_argument("--strata-bin", default=harness.STRATA_PROD_BIN)
     ap.add_argument("--bench-bin", default=os.path.join(harness.ROOT, "target", "release", "strata-bench"))
     ap.add_argument("--skip-redis", action="store_true")
     ap.add_argument("--part", default="save-load,online,durable")

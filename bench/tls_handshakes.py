@@ -70,7 +70,7 @@ def client(port, ca, until, tls12, out):
 
 def measure(kind, d, args):
     tls = ["-Z", "-o", f"ssl_chain_cert={d}/server.crt,ssl_key={d}/server.key"]
-    srv = harness.Server(["-t", "2", *tls], kind=kind)
+    srv = harness.Server(["-t", "2", *tls], kind=kind, production=True)
     try:
         # Let start-up settle, then measure from a clean CPU reading.
         time.sleep(0.5)

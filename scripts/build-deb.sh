@@ -3,7 +3,7 @@
 # the release binary (make deb builds it first), with dpkg-deb alone: no
 # debhelper, no fakeroot (--root-owner-group makes every file root's).
 #
-#   scripts/build-deb.sh            # STRATA_BIN=... for another binary
+#   scripts/build-deb.sh            # STRATA_PROD_BIN=... for another binary
 #
 # What goes in: /usr/bin/strata (stripped of its debug line tables: 31 MB
 # -> a few; target/release keeps them for profiling), the unit
@@ -14,9 +14,16 @@
 set -euo pipefail
 
 cd "$(dirname "$0")/.."
-BIN=${STRATA_BIN:-target/release/strata}
+BIN=${STRATA_PROD_BIN:-target/release/strata}
 OUT=target/debian
 [ -x "$BIN" ] || { echo "build-deb: no $BIN (cargo build --release first)" >&2; exit 1; }
+# Never the test build (cargo feature test-hooks, target/release/strata-test):
+# it parses --debug-flash-writes before --version exits, a production build
+# refuses it.
+if "$BIN" --debug-flash-writes --version >/dev/null 2>&1; then
+  echo "build-deb: $BIN has the test hooks (a test build); package a plain cargo build --release" >&2
+  exit 1
+fi
 
 VERSION=$(sed -n '/^\[workspace.package\]/,/^\[/s/^version = "\(.*\)"/\1/p' Cargo.toml)
 ARCH=$(dpkg --print-architecture)

@@ -395,7 +395,8 @@ def main():
     counters = [b"n:%d" % i for i in range(args.counters)]
     watch = CounterWatch(counters)
     stats = Stats()
-    srv = harness.Server(["-t", str(args.threads)] + args.server_arg, kind=args.target)
+    # The production build: no test hook is needed.
+    srv = harness.Server(["-t", str(args.threads)] + args.server_arg, kind=args.target, production=True)
     alive = False
     scanned = 0
     try:

@@ -15,7 +15,12 @@ import tempfile
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-STRATA_BIN = os.environ.get("STRATA_BIN", os.path.join(ROOT, "target", "release", "strata"))
+# The binary the suites run: the release build with the test hooks (the
+# hidden --enable-debug-clock and --debug-flash-* flags; `make test-bin`).
+STRATA_BIN = os.environ.get("STRATA_BIN", os.path.join(ROOT, "target", "release", "strata-test"))
+# The production build (`cargo build --release`), which has no test hooks:
+# what the package ships and what load scripts and benchmarks measure.
+STRATA_PROD_BIN = os.environ.get("STRATA_PROD_BIN", os.path.join(ROOT, "target", "release", "strata"))
 MEMCACHED_BIN = os.environ.get("MEMCACHED_BIN", shutil.which("memcached") or "/usr/bin/memcached")
 
 
@@ -31,12 +36,22 @@ def free_port():
 
 
 class Server:
-    """A server process on 127.0.0.1:<port>, stopped by PID when done."""
+    """A server process on 127.0.0.1:<port>, stopped by PID when done.
 
-    def __init__(self, args=(), kind=None, port=None, listen=True, env=None):
+    strata runs from STRATA_BIN, or from STRATA_PROD_BIN with `production`
+    (a script that needs no test hook and measures what ships).
+    """
+
+    def __init__(self, args=(), kind=None, port=None, listen=True, env=None, production=False):
         self.kind = kind or target()
         self.port = port or free_port()
-        binary = STRATA_BIN if self.kind == "strata" else MEMCACHED_BIN
+        if self.kind != "strata":
+            binary = MEMCACHED_BIN
+        else:
+            binary = STRATA_PROD_BIN if production else STRATA_BIN
+        if not os.path.exists(binary):
+            hint = " (make test-bin builds it)" if binary == STRATA_BIN else ""
+            raise RuntimeError(f"no server binary at {binary}{hint}")
         cmd = [binary]
         if listen:
             cmd += ["-l", "127.0.0.1", "-p", str(self.port)]

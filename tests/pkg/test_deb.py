@@ -97,6 +97,15 @@ def test_the_package_is_what_it_says(deb):
     assert b"./conffiles" in subprocess.run(["tar", "-t"], input=conffiles, capture_output=True).stdout
 
 
+def test_the_packaged_binary_has_no_test_hooks(deb, tmp_path):
+    # The production build: the test build's hidden flags are unknown to it
+    # (docs/design.md, "Test hooks").
+    sh("dpkg-deb", "-x", deb, str(tmp_path))
+    r = subprocess.run([str(tmp_path / "usr" / "bin" / "strata"), "--debug-flash-writes", "--version"],
+                       capture_output=True, timeout=10)
+    assert r.returncode == 2 and b"unexpected argument '--debug-flash-writes'" in r.stderr, r.stderr
+
+
 @pytest.mark.skipif(shutil.which("readelf") is None, reason="no readelf (binutils)")
 def test_the_installed_binary_is_stripped_of_debug_info(package):
     sections = sh("readelf", "-S", "-W", "/usr/bin/strata")

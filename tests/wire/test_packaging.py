@@ -15,7 +15,7 @@ import subprocess
 
 import pytest
 
-from harness import ROOT, STRATA_BIN, free_port
+from harness import ROOT, STRATA_PROD_BIN, free_port
 from wirelib import expect, stats, wait_for_tcp
 
 pytestmark = pytest.mark.strata_only
@@ -71,8 +71,8 @@ def test_the_unit_file_verifies(tmp_path, name):
     assert "Type=notify" in unit
     assert "Conflicts=memcached.service" in unit.splitlines()
     # systemd-analyze checks that ExecStart's binary exists: point it at
-    # the one just built.
-    unit = unit.replace("/usr/local/bin/strata", STRATA_BIN).replace("/usr/bin/strata", STRATA_BIN)
+    # the production build just made, the one the package ships.
+    unit = unit.replace("/usr/local/bin/strata", STRATA_PROD_BIN).replace("/usr/bin/strata", STRATA_PROD_BIN)
     (tmp_path / "strata.service").write_text(unit)
     r = subprocess.run(["systemd-analyze", "verify", str(tmp_path / "strata.service")],
                        capture_output=True, timeout=60)

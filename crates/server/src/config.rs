@@ -65,7 +65,8 @@ pub struct ServerConfig {
     pub max_get_line: usize,
     /// Replies buffered for one connection before it stops reading (back-pressure).
     pub max_output: usize,
-    /// Enables `debug_advance_clock` (tests only).
+    /// Enables `debug_advance_clock` and `debug_panic` (tests only: builds
+    /// without the `test-hooks` feature have no such commands).
     pub debug_clock: bool,
     /// `-B`.
     pub protocol: Protocol,

@@ -339,12 +339,14 @@ pub(crate) fn execute(ctx: &mut Ctx<'_>, req: Request<'_>, out: &mut Vec<u8>, re
             Some(Err(_)) => r::SNAPSHOT_RUNNING,
             None => r::SNAPSHOTS_OFF,
         }),
+        #[cfg(feature = "test-hooks")]
         Command::DebugAdvanceClock { seconds } => {
             clock.advance(seconds);
             out.extend_from_slice(r::OK);
         }
         // Test-only (--enable-debug-clock): a stand-in for a bug, so tests
         // can check that a panic closes only its own connection.
+        #[cfg(feature = "test-hooks")]
         #[allow(clippy::panic)]
         Command::DebugPanic => panic!("debug_panic: a test asked for a panic"),
         Command::MetaGet { get, reply, value } => return after(meta::get(ctx, &get, &reply, value, out)),

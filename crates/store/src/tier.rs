@@ -667,7 +667,9 @@ impl Worker {
     /// With [`FlashTier::every_write`] (a test setting): `key`, just
     /// written by a storage command or incr/decr, goes to flash at once, so
     /// that the next request for it reads it from there (as if its segment
-    /// had been evicted meanwhile).
+    /// had been evicted meanwhile). Only in builds with the `test-hooks`
+    /// feature: production builds have no such check on the write path.
+    #[cfg(feature = "test-hooks")]
     pub(crate) fn flash_every_write(&mut self, key: &[u8]) {
         let store = self.store.clone();
         if !store.config().flash.as_ref().is_some_and(|t| t.every_write) {

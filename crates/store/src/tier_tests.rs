@@ -38,13 +38,24 @@ fn tier_with(memory_mib: usize, flash_mib: u64, recache_rate: u32) -> Tier {
 
 /// [`tier_with`], with `io_threads` I/O threads for asynchronous reads.
 pub(crate) fn tier_cfg(memory_mib: usize, flash_mib: u64, recache_rate: u32, io_threads: usize) -> Tier {
+    tier_tuned(memory_mib, flash_mib, recache_rate, io_threads, |_| {})
+}
+
+/// [`tier_cfg`], with `tune` applied to the flash tier's configuration.
+fn tier_tuned(
+    memory_mib: usize,
+    flash_mib: u64,
+    recache_rate: u32,
+    io_threads: usize,
+    tune: impl FnOnce(&mut FlashTier),
+) -> Tier {
     let dir = tempfile::tempdir().unwrap();
     let file: Arc<dyn Device> = Arc::new(FileDevice::open(&dir.path().join("flash"), flash_mib << 20).unwrap());
     let dev = FaultDevice::new(file);
     let faults = dev.faults();
     let log =
         Flash::new(&strata_flash::Config { region_size: 1 << 20, max_record: 64 << 10 }, vec![Arc::new(dev)]).unwrap();
-    let flash = FlashTier {
+    let mut flash = FlashTier {
         log: Arc::new(log),
         min_item: 16,
         item_age: NO_ITEM_AGE,
@@ -57,6 +68,7 @@ pub(crate) fn tier_cfg(memory_mib: usize, flash_mib: u64, recache_rate: u32, io_
         read_cached_inline: true,
         read_delay: std::time::Duration::ZERO,
     };
+    tune(&mut flash);
     let (store, w) = store_of(Config {
         memory_limit: memory_mib << 20,
         item_size_max: 64 << 10,
@@ -423,4 +435,22 @@ fn a_reclaim_keeps_the_items_read_since_they_went_to_flash() {
     }
     let unread = (1..12_000).step_by(10).filter(|&i| get(&mut t.w, &key(i)).is_some()).count();
     assert!(unread < 300, "unread keys went with their regions: {unread} of 1200 left");
+}
+
+/// The test hook behind `--debug-flash-writes`: each successful set and
+/// incr sends its item to flash at once; a write that stores nothing
+/// sends nothing.
+#[cfg(feature = "test-hooks")]
+#[test]
+fn every_write_sends_each_written_item_to_flash_at_once() {
+    let mut t = tier_tuned(8, 32, 0, 0, |f| f.every_write = true);
+    assert_eq!(t.w.set(SetOp::Set, &key(1), 1, 0, &value(1, 1)), Ok(StoreOutcome::Stored));
+    assert_eq!(flash_stats(&t.store).moved, 1);
+    assert_eq!(get(&mut t.w, &key(1)).map(|(v, f, _)| (v, f)), Some((value(1, 1), 1)));
+    assert_eq!(flash_stats(&t.store).hits, 1, "read from flash");
+    assert_eq!(t.w.set(SetOp::Add, &key(1), 1, 0, &value(1, 2)), Ok(StoreOutcome::NotStored));
+    assert_eq!(flash_stats(&t.store).moved, 1, "a write that stored nothing");
+    assert_eq!(t.w.set(SetOp::Set, b"counter:with:a:long:key", 0, 0, b"7"), Ok(StoreOutcome::Stored));
+    assert!(matches!(t.w.arith(b"counter:with:a:long:key", true, 1), Ok(ArithOutcome::Value(_))));
+    assert_eq!(flash_stats(&t.store).moved, 3, "the set and the incr");
 }

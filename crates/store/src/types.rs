@@ -200,7 +200,10 @@ pub struct FlashTier {
     /// The paths and sizes it was opened from, for `stats settings`.
     pub paths: Vec<(std::path::PathBuf, u64)>,
     /// A test setting (`--debug-flash-writes`): every item written goes to
-    /// flash at once, so that test suites read from flash.
+    /// flash at once, so that test suites read from flash. Honoured only
+    /// with the `test-hooks` feature (it compiles the check in); kept in
+    /// every build so that the configuration has one shape whatever
+    /// features cargo unifies.
     pub every_write: bool,
     /// One read from flash in this many brings the item back into memory
     /// (memcached's `ext_recache_rate`; 1: every read, 0: none); the others

@@ -63,6 +63,7 @@ impl Worker {
     pub fn set_with(&mut self, w: &Write<'_>, reading: Reading) -> Result<Flow<Stored>, StoreError> {
         self.store.check_journal()?;
         let r = self.with_flash(w.key, reading, |wk| wk.set_once(w).map(Flow::Ready));
+        #[cfg(feature = "test-hooks")]
         if matches!(r, Ok(Flow::Ready(Stored { outcome: StoreOutcome::Stored, .. }))) {
             self.flash_every_write(w.key);
         }
@@ -460,6 +461,7 @@ impl Worker {
     pub fn arith_with(&mut self, key: &[u8], a: &Arith, reading: Reading) -> Result<Flow<Counted>, StoreError> {
         self.store.check_journal()?;
         let r = self.with_flash(key, reading, |w| w.arith_once(key, a).map(Flow::Ready));
+        #[cfg(feature = "test-hooks")]
         if matches!(r, Ok(Flow::Ready(Counted { outcome: ArithOutcome::Value(_), .. }))) {
             self.flash_every_write(key);
         }

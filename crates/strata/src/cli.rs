@@ -241,22 +241,11 @@ pub struct Args {
     #[arg(short = 'V', long = "version", action = ArgAction::Version)]
     version: Option<bool>,
 
-    /// Enable the test-only commands debug_advance_clock and debug_panic
-    #[arg(long = "enable-debug-clock", hide = true)]
-    enable_debug_clock: bool,
-
-    /// With -o ext_path: every item written goes to flash at once, so that
-    /// reads come from flash (for running test suites over the flash tier)
-    #[arg(long = "debug-flash-writes", hide = true)]
-    debug_flash_writes: bool,
-    /// With -o ext_path: every read from flash by the I/O threads waits
-    /// this many milliseconds first (tests hold reads in flight with it)
-    #[arg(long = "debug-flash-read-delay", hide = true, value_name = "MS")]
-    debug_flash_read_delay: Option<u64>,
-    /// With -o ext_path: every read from flash goes to the I/O threads, as
-    /// if no record were in the page cache (implied by the read delay)
-    #[arg(long = "debug-flash-async", hide = true)]
-    debug_flash_async: bool,
+    /// The test suites' hidden flags (`--enable-debug-clock`,
+    /// `--debug-flash-*`): only in builds with the `test-hooks` feature.
+    #[cfg(feature = "test-hooks")]
+    #[command(flatten)]
+    hooks: crate::hooks::TestHooks,
 }
 
 /// memcached's `-o` options that tune machinery strata does not have (its
@@ -559,25 +548,9 @@ impl Args {
             // Items on flash are not in the snapshot a recovery starts from.
             return Err("--durability does not work with -o ext_path yet".into());
         }
-        let mut flash = ext.open(item_size_max)?;
-        match (&mut flash, self.debug_flash_writes) {
-            (Some(t), every) => t.every_write = every,
-            (None, true) => return Err("--debug-flash-writes needs -o ext_path".into()),
-            (None, false) => {}
-        }
-        match (&mut flash, self.debug_flash_read_delay) {
-            (Some(t), Some(ms)) => {
-                t.read_delay = std::time::Duration::from_millis(ms.min(60_000));
-                t.read_cached_inline = false;
-            }
-            (None, Some(_)) => return Err("--debug-flash-read-delay needs -o ext_path".into()),
-            _ => {}
-        }
-        match (&mut flash, self.debug_flash_async) {
-            (Some(t), true) => t.read_cached_inline = false,
-            (None, true) => return Err("--debug-flash-async needs -o ext_path".into()),
-            _ => {}
-        }
+        let flash = ext.open(item_size_max)?;
+        #[cfg(feature = "test-hooks")]
+        let flash = self.hooks.flash(flash)?;
         let store = StoreConfig {
             memory_limit,
             memory_reserve: memory_reserve(memory_limit),
@@ -697,7 +670,10 @@ impl Args {
             item_size_max,
             max_get_line,
             max_output: 256 << 10,
-            debug_clock: self.enable_debug_clock,
+            #[cfg(feature = "test-hooks")]
+            debug_clock: self.hooks.enable_debug_clock,
+            #[cfg(not(feature = "test-hooks"))]
+            debug_clock: false,
             protocol,
             sasl,
             auth_file,

@@ -5,6 +5,8 @@
 mod cli;
 mod conffile;
 mod ext;
+#[cfg(feature = "test-hooks")]
+mod hooks;
 mod warm;
 
 use std::process::ExitCode;

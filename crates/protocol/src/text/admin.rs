@@ -4,7 +4,7 @@
 //! tuning commands (`slabs`, `lru`, `lru_crawler crawl|sleep|tocrawl|
 //! enable|disable`, `extstore`: a [`Tune`]), and strata's own `snapshot`
 //! (no arguments, parsed in `mod.rs`) and test-only `debug_advance_clock
-//! <seconds>`. (`version`, `quit` and `stats` need no
+//! <seconds>` (with the `test-hooks` feature). (`version`, `quit` and `stats` need no
 //! argument parsing here.) Replies to what parses are the server's: it
 //! knows the classes and the settings.
 
@@ -269,6 +269,7 @@ pub(super) fn parse_shutdown<'a>(l: &Line<'a>, consumed: usize) -> Parse<'a> {
     done(Command::Shutdown { mode }, false, consumed)
 }
 
+#[cfg(feature = "test-hooks")]
 pub(super) fn parse_debug_clock<'a>(l: &Line<'a>, consumed: usize) -> Parse<'a> {
     if l.ntokens != 3 {
         return error(ClientError::Error, false, consumed);

@@ -40,7 +40,9 @@ pub struct Config {
     pub item_overhead: usize,
     /// Longest `get`/`gets` line accepted before the connection is closed.
     pub max_get_line: usize,
-    /// Whether `debug_advance_clock` is recognised (test builds of a deployment).
+    /// Whether `debug_advance_clock` and `debug_panic` are recognised
+    /// (`--enable-debug-clock`). Only builds with the `test-hooks` feature
+    /// have those commands; in others they are unknown whatever this says.
     pub debug_clock: bool,
 }
 
@@ -139,13 +141,16 @@ pub enum Command<'a> {
     /// `snapshot`: strata's own; writes a snapshot in the background
     /// (with `--snapshot-dir`).
     Snapshot,
-    /// `debug_advance_clock <seconds>`: only with [`Config::debug_clock`].
+    /// `debug_advance_clock <seconds>`: only with [`Config::debug_clock`]
+    /// (and the `test-hooks` feature).
+    #[cfg(feature = "test-hooks")]
     DebugAdvanceClock {
         seconds: u32,
     },
     /// `debug_panic`: only with [`Config::debug_clock`]; the server panics
     /// serving it, which tests use to check that a panic costs only its
     /// connection.
+    #[cfg(feature = "test-hooks")]
     DebugPanic,
     /// `mg`; `value` is the `v` flag.
     MetaGet {
@@ -398,7 +403,9 @@ pub fn parse<'a>(buf: &'a [u8], config: &Config) -> Parse<'a> {
         b"stats" => done(Command::Stats { args: Tokens(l.after_command) }, false, consumed),
         b"watch" => done(Command::Watch { args: Tokens(l.after_command) }, false, consumed),
         b"refresh_certs" if l.count_is(2, 3) => done(Command::RefreshCerts, l.noreply(), consumed),
+        #[cfg(feature = "test-hooks")]
         b"debug_advance_clock" if config.debug_clock => admin::parse_debug_clock(&l, consumed),
+        #[cfg(feature = "test-hooks")]
         b"debug_panic" if config.debug_clock && l.ntokens == 2 => done(Command::DebugPanic, false, consumed),
         b"mg" => meta::get::parse(&l, consumed),
         b"ms" => meta::set::parse(&l, buf, consumed, config),

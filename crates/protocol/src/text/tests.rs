@@ -213,6 +213,7 @@ fn http_requests_are_dropped() {
     assert_eq!(parse(b"GET / HTTP/1.1\r\n", &cfg()), Parse::Close);
 }
 
+#[cfg(feature = "test-hooks")]
 #[test]
 fn debug_clock_only_when_enabled() {
     assert_eq!(cmd(b"debug_advance_clock 5\r\n").0, Command::Error(ClientError::Error));
@@ -226,6 +227,20 @@ fn debug_clock_only_when_enabled() {
         parse(b"debug_panic\r\n", &c),
         Parse::Done { request: Request { command: Command::DebugPanic, .. }, .. }
     ));
+}
+
+/// Without the `test-hooks` feature (production builds) the debug commands
+/// do not exist, whatever the configuration asks.
+#[cfg(not(feature = "test-hooks"))]
+#[test]
+fn debug_commands_are_unknown_without_the_test_hooks() {
+    let c = Config { debug_clock: true, ..cfg() };
+    for line in [&b"debug_advance_clock 5\r\n"[..], b"debug_panic\r\n"] {
+        assert!(matches!(
+            parse(line, &c),
+            Parse::Done { request: Request { command: Command::Error(ClientError::Error), .. }, .. }
+        ));
+    }
 }
 
 proptest! {
