@@ -3,7 +3,7 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use crate::auth::Credentials;
+use crate::execution::auth::Credentials;
 
 /// `-B`: which protocol a connection may speak.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -33,7 +33,7 @@ pub struct ServerConfig {
     pub udp_port: u16,
     /// `-Z` and the `ssl_*` options: TCP listeners speak TLS (but those
     /// given as `notls:ADDR`).
-    pub tls: Option<crate::tls::TlsSettings>,
+    pub tls: Option<crate::network::tls::TlsSettings>,
     /// `-l`: addresses to listen on (`host`, `host:port`, `[v6]:port`).
     pub listen: Vec<String>,
     /// `-s`: a unix socket path; when set, no TCP listener is opened.
@@ -84,7 +84,7 @@ pub struct ServerConfig {
     /// `stats detail` counting from the start (memcached's `-D` turns it on).
     pub detail_enabled: bool,
     /// `--snapshot-dir` / `-e`: snapshots and warm restarts.
-    pub snapshot: Option<crate::snapshot::SnapshotConfig>,
+    pub snapshot: Option<crate::lifecycle::snapshot::SnapshotConfig>,
     /// `--metrics-listen`: where `GET /metrics` is served.
     pub metrics_listen: Option<String>,
     /// `-u`: the user to switch to after binding, when started as root.
@@ -102,7 +102,7 @@ pub struct ServerConfig {
     /// connections beyond each one's allowance (0: no limit).
     pub reply_budget: usize,
     /// The LRU crawler's and memcached's tuning settings at start.
-    pub tuning: crate::admin::TuningConfig,
+    pub tuning: crate::execution::admin::TuningConfig,
 }
 
 impl Default for ServerConfig {
@@ -141,7 +141,7 @@ impl Default for ServerConfig {
             idle_timeout: 0,
             background_reclaim: true,
             reply_budget: 64 << 20,
-            tuning: crate::admin::TuningConfig::default(),
+            tuning: crate::execution::admin::TuningConfig::default(),
         }
     }
 }

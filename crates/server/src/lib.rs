@@ -17,35 +17,22 @@
 //! (`--metrics-listen`). Once the ports are open: the pid file and the
 //! switch away from root (`process`). What the threads share is
 //! `Shared` (`shared`).
+//!
+//! The modules are grouped by job: `network` moves bytes (listeners, the
+//! acceptor, the two event loops and their scheduler, connections, TLS,
+//! UDP), `execution` runs requests, `observability` reports on the server,
+//! `lifecycle` holds the process and snapshot machinery.
 
-mod accept;
-pub mod admin;
-pub mod auth;
-mod binary;
-mod bufpool;
-mod bufring;
 pub mod config;
-mod conn;
-mod core;
-mod detail;
-mod dispatch;
-mod epoll;
-mod latency;
-mod listen;
-mod meta;
-mod metrics;
-mod process;
-mod replies;
-mod sched;
+mod execution;
+mod lifecycle;
+mod network;
+mod observability;
 mod shared;
-pub mod snapshot;
-mod stats;
-mod tls;
-mod transport;
-mod udp;
-mod uring;
-mod verbose;
-mod watch;
+
+use lifecycle::{process, snapshot};
+use network::{accept, epoll, listen, sched, tls, udp, uring};
+use observability::{metrics, stats, verbose};
 
 use std::io;
 use std::net::{TcpListener, UdpSocket};
@@ -57,11 +44,12 @@ use std::time::Duration;
 use mio::Poll;
 use strata_store::Store;
 
-pub use auth::{AuthError, Credentials};
 pub use config::{IoBackend, Protocol, ServerConfig};
-pub use process::{ExtendTimeout, PrivilegeError};
-pub use snapshot::{Loaded, SnapshotConfig};
-pub use tls::{MinVersion, TlsError, TlsSettings};
+pub use execution::admin::TuningConfig;
+pub use execution::auth::{AuthError, Credentials};
+pub use lifecycle::process::{ExtendTimeout, PrivilegeError};
+pub use lifecycle::snapshot::{Loaded, SnapshotConfig};
+pub use network::tls::{MinVersion, TlsError, TlsSettings};
 
 pub(crate) use shared::Shared;
 

@@ -453,7 +453,7 @@ impl Args {
         let mut background_reclaim = true;
         let mut read_buf_mem_limit: Option<usize> = None;
         let mut tls = TlsOptions::default();
-        let mut tuning = strata_server::admin::TuningConfig::default();
+        let mut tuning = strata_server::TuningConfig::default();
         for opt in self.extended.iter().flat_map(|o| o.split(',')).filter(|o| !o.is_empty()) {
             let (k, v) = opt.split_once('=').unwrap_or((opt, ""));
             match k {

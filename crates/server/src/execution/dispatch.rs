@@ -1,6 +1,6 @@
 //! Executes parsed text requests: the classic commands' replies are written
-//! here, the meta commands' in [`crate::meta`]; both run through the
-//! semantic core in [`crate::core`]. Admin commands (flush_all, stats,
+//! here, the meta commands' in [`crate::execution::meta`]; both run through the
+//! semantic core in [`crate::execution::core`]. Admin commands (flush_all, stats,
 //! version...) are handled here directly.
 
 use std::sync::atomic::Ordering::Relaxed;
@@ -11,9 +11,9 @@ use strata_protocol::text::auth::AuthParse;
 use strata_protocol::text::{retrieval::Key, Command, Config as ParseConfig, Request};
 use strata_store::{ArithOutcome, Counted, DeleteOutcome, Flow, Reading, StoreError, StoreOutcome, Ticket, Worker};
 
-use crate::core::inc;
-use crate::meta;
-use crate::stats::{self, WorkerStats};
+use crate::execution::core::inc;
+use crate::execution::meta;
+use crate::observability::stats::{self, WorkerStats};
 use crate::{CloseReason, ConnInfo, ConnState, Shared};
 
 /// The worker-thread context a request runs in.
@@ -64,7 +64,7 @@ pub(crate) enum Outcome {
     /// Its replies go out, then it closes, for this reason.
     CloseAfterWrite(CloseReason),
     /// `watch`: from now on the connection receives event lines.
-    Watch(std::sync::Arc<crate::watch::Watcher>),
+    Watch(std::sync::Arc<crate::observability::watch::Watcher>),
     /// The request waits for a read from flash: the connection parks on the
     /// ticket and runs it again once the read is done. What it wrote is
     /// dropped, unless `at` says where a multi-get stopped (the keys before
@@ -99,9 +99,9 @@ pub(crate) fn execute(ctx: &mut Ctx<'_>, req: Request<'_>, out: &mut Vec<u8>, re
     let reply = |out: &mut Vec<u8>, bytes: &[u8]| {
         if !noreply {
             out.extend_from_slice(bytes);
-        } else if crate::verbose::on(shared) {
+        } else if crate::observability::verbose::on(shared) {
             // memcached's -vv shows the reply the client did not get.
-            crate::verbose::noreply(fd, bytes);
+            crate::observability::verbose::noreply(fd, bytes);
         }
     };
     match req.command {
@@ -177,7 +177,7 @@ pub(crate) fn execute(ctx: &mut Ctx<'_>, req: Request<'_>, out: &mut Vec<u8>, re
         Command::TooLarge { mode, cas, key, swallow } => {
             // memcached: only NREAD_SET (not cas) drops the old item.
             ctx.shared.detail.record_set(key);
-            ctx.refuse_too_large(key, crate::core::store_cmd(mode, cas), mode == ops::Mode::Set && !cas);
+            ctx.refuse_too_large(key, crate::execution::core::store_cmd(mode, cas), mode == ops::Mode::Set && !cas);
             reply(out, r::TOO_LARGE);
             return Outcome::Swallow(swallow);
         }
@@ -198,8 +198,8 @@ pub(crate) fn execute(ctx: &mut Ctx<'_>, req: Request<'_>, out: &mut Vec<u8>, re
             Flow::Ready(Ok(Counted { outcome: ArithOutcome::Value(v), .. })) => {
                 if !noreply {
                     reply::number(out, v);
-                } else if crate::verbose::on(shared) {
-                    crate::verbose::noreply(fd, v.to_string().as_bytes());
+                } else if crate::observability::verbose::on(shared) {
+                    crate::observability::verbose::noreply(fd, v.to_string().as_bytes());
                 }
             }
             Flow::Ready(Ok(Counted { outcome: ArithOutcome::NonNumeric, .. })) => reply(out, r::NON_NUMERIC),
@@ -239,9 +239,10 @@ pub(crate) fn execute(ctx: &mut Ctx<'_>, req: Request<'_>, out: &mut Vec<u8>, re
             };
             reply(out, msg);
         }
-        Command::Tune(t) => {
-            reply(out, crate::admin::tune(&ctx.shared.store, &ctx.shared.tuning, ctx.shared.cfg.background_reclaim, t))
-        }
+        Command::Tune(t) => reply(
+            out,
+            crate::execution::admin::tune(&ctx.shared.store, &ctx.shared.tuning, ctx.shared.cfg.background_reclaim, t),
+        ),
         Command::Metadump { .. } if !ctx.shared.tuning.crawler.load(Relaxed) => {
             out.extend_from_slice(r::CRAWLER_DISABLED)
         }
@@ -308,7 +309,7 @@ pub(crate) fn execute(ctx: &mut Ctx<'_>, req: Request<'_>, out: &mut Vec<u8>, re
             }
             let mut kinds = 0;
             for name in args.iter() {
-                match crate::watch::kind(name) {
+                match crate::observability::watch::kind(name) {
                     Some(k) => kinds |= k,
                     None => {
                         out.extend_from_slice(r::ERROR);
@@ -317,7 +318,7 @@ pub(crate) fn execute(ctx: &mut Ctx<'_>, req: Request<'_>, out: &mut Vec<u8>, re
                 }
             }
             // memcached's default: fetchers.
-            let kinds = if kinds == 0 { crate::watch::FETCHERS } else { kinds };
+            let kinds = if kinds == 0 { crate::observability::watch::FETCHERS } else { kinds };
             match ctx.shared.watchers.add(kinds) {
                 Some(w) => {
                     out.extend_from_slice(r::OK);
@@ -445,7 +446,7 @@ fn metadump_line(
     let _ = writeln!(
         out,
         "key={} exp={exp} la={} cas={} fetch={fetch} cls={class} size={}",
-        crate::core::uri(key),
+        crate::execution::core::uri(key),
         clock.unix_time(info.written),
         info.cas,
         info.size
@@ -504,7 +505,7 @@ pub(crate) fn auth_failed(ctx: &Ctx<'_>, failures: &mut u32) -> bool {
 pub(crate) fn authenticate(
     ctx: &mut Ctx<'_>,
     parsed: AuthParse<'_>,
-    auth: &mut crate::binary::Auth,
+    auth: &mut crate::execution::binary::Auth,
     out: &mut Vec<u8>,
 ) -> Option<(usize, Outcome)> {
     let users = ctx.shared.cfg.auth_file.as_deref()?;

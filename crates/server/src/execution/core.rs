@@ -1,7 +1,7 @@
 //! The semantic core: every protocol's requests, as [`strata_protocol::ops`]
 //! values, run here against the store, and the stats counters are bumped
 //! here, where the outcome is known. The classic text encoder
-//! ([`crate::dispatch`]) and the meta encoder ([`crate::meta`]) only turn
+//! ([`crate::execution::dispatch`]) and the meta encoder ([`crate::execution::meta`]) only turn
 //! outcomes into bytes, so a command's semantics exist once.
 
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
@@ -12,8 +12,8 @@ use strata_store::{
     StoreOutcome, Stored, Write,
 };
 
-use crate::dispatch::Ctx;
-use crate::watch;
+use crate::execution::dispatch::Ctx;
+use crate::observability::watch;
 
 /// memcached's name for a storage command, in `watch` lines.
 pub(crate) fn store_cmd(mode: ops::Mode, cas: bool) -> &'static str {
@@ -29,7 +29,7 @@ pub(crate) fn store_cmd(mode: ops::Mode, cas: bool) -> &'static str {
 
 /// A key as memcached's logs and dumps show it: URI-escaped.
 pub(crate) fn uri(key: &[u8]) -> percent_encoding::PercentEncode<'_> {
-    percent_encoding::percent_encode(key, crate::dispatch::KEY_ESCAPE)
+    percent_encoding::percent_encode(key, crate::execution::dispatch::KEY_ESCAPE)
 }
 
 pub(crate) fn inc(c: &AtomicU64) {

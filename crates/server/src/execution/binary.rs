@@ -1,6 +1,6 @@
 //! Executes binary-protocol requests. Decoding and packet layout live in
 //! [`strata_protocol::binary`]; every data command runs through the semantic
-//! core ([`crate::core`]) exactly as its text and meta forms do. This file
+//! core ([`crate::execution::core`]) exactly as its text and meta forms do. This file
 //! only maps outcomes onto memcached's status codes and bodies, and applies
 //! the quiet opcodes' rule: success (and a get's miss) is not answered, an
 //! error always is.
@@ -11,9 +11,9 @@ use strata_protocol::ops;
 use strata_protocol::text::Tokens;
 use strata_store::{ArithOutcome, DeleteOutcome, Flow, StoreError, StoreOutcome};
 
-use crate::core::inc;
-use crate::dispatch::{Ctx, Outcome};
-use crate::stats;
+use crate::execution::core::inc;
+use crate::execution::dispatch::{Ctx, Outcome};
+use crate::observability::stats;
 use crate::CloseReason;
 
 /// The only SASL mechanism offered.
@@ -27,7 +27,7 @@ pub(crate) struct Auth {
     /// `SASL_AUTH PLAIN` came without credentials; `SASL_STEP` brings them.
     plain_pending: bool,
     /// Failed attempts in a row (SASL or ASCII); see
-    /// [`crate::dispatch::MAX_AUTH_FAILURES`].
+    /// [`crate::execution::dispatch::MAX_AUTH_FAILURES`].
     pub failures: u32,
 }
 
@@ -145,7 +145,7 @@ pub(crate) fn execute(ctx: &mut Ctx<'_>, req: Request<'_>, auth: &mut Auth, out:
         Command::TooLarge { mode, key, swallow } => {
             // memcached: a binary SET drops the old item, with a CAS or not.
             ctx.shared.detail.record_set(key);
-            ctx.refuse_too_large(key, crate::core::store_cmd(mode, false), mode == ops::Mode::Set);
+            ctx.refuse_too_large(key, crate::execution::core::store_cmd(mode, false), mode == ops::Mode::Set);
             response::error(out, h, Status::TooLarge);
             return Outcome::Swallow(swallow);
         }
@@ -238,7 +238,7 @@ fn plain(ctx: &Ctx<'_>, auth: &mut Auth, data: &[u8]) -> Status {
 }
 
 /// The reply to a SASL step; a failure may close the connection
-/// ([`crate::dispatch::MAX_AUTH_FAILURES`]).
+/// ([`crate::execution::dispatch::MAX_AUTH_FAILURES`]).
 fn sasl_reply(ctx: &Ctx<'_>, out: &mut Vec<u8>, h: &Header, status: Status, auth: &mut Auth) -> Outcome {
     match status {
         Status::Success => {
@@ -247,7 +247,7 @@ fn sasl_reply(ctx: &Ctx<'_>, out: &mut Vec<u8>, h: &Header, status: Status, auth
         Status::AuthContinue => response::packet(out, h, Status::AuthContinue, 0, Body::default()),
         other => {
             response::error(out, h, other);
-            if crate::dispatch::auth_failed(ctx, &mut auth.failures) {
+            if crate::execution::dispatch::auth_failed(ctx, &mut auth.failures) {
                 return Outcome::CloseAfterWrite(CloseReason::Error);
             }
         }

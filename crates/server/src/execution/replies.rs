@@ -24,7 +24,7 @@
 use std::collections::VecDeque;
 use std::io;
 
-use crate::transport::Transport;
+use crate::network::transport::Transport;
 
 /// A reply waiting for its bytes; [`Replies::fill`] completes it.
 ///
@@ -63,7 +63,7 @@ impl Replies {
     pub fn buf(&mut self) -> &mut Vec<u8> {
         if self.behind.is_empty() {
             if self.ready.capacity() == 0 {
-                self.ready = crate::bufpool::take_write();
+                self.ready = crate::network::bufpool::take_write();
             }
             return &mut self.ready;
         }
@@ -143,10 +143,10 @@ impl Replies {
     pub fn release_idle(&mut self) {
         if self.behind.is_empty() && self.rpos == self.ready.len() && self.ready.capacity() != 0 {
             self.rpos = 0;
-            crate::bufpool::give_write(std::mem::take(&mut self.ready));
+            crate::network::bufpool::give_write(std::mem::take(&mut self.ready));
         }
         if self.inflight.is_empty() && self.inflight.capacity() != 0 {
-            crate::bufpool::give_write(std::mem::take(&mut self.inflight));
+            crate::network::bufpool::give_write(std::mem::take(&mut self.inflight));
         }
     }
 
@@ -213,10 +213,10 @@ impl Replies {
             // All sent: the buffers go back to the pool (one that grew for
             // a large reply is freed).
             self.ipos = 0;
-            crate::bufpool::give_write(std::mem::take(&mut self.inflight));
+            crate::network::bufpool::give_write(std::mem::take(&mut self.inflight));
             if self.rpos == self.ready.len() && self.ready.capacity() != 0 {
                 self.rpos = 0;
-                crate::bufpool::give_write(std::mem::take(&mut self.ready));
+                crate::network::bufpool::give_write(std::mem::take(&mut self.ready));
             }
         }
     }

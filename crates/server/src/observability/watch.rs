@@ -25,7 +25,7 @@ use std::sync::{Arc, OnceLock};
 
 use parking_lot::Mutex;
 
-use crate::sched::Wake;
+use crate::network::sched::Wake;
 
 /// Event kinds, as `watch` names them.
 pub(crate) const FETCHERS: u32 = 1;
@@ -171,7 +171,7 @@ impl strata_store::EvictionWatcher for Watchers {
             EVICTIONS,
             format_args!(
                 "type=eviction key={} fetch={} ttl={} la={} clsid={} size={}",
-                crate::core::uri(e.key),
+                crate::execution::core::uri(e.key),
                 if e.fetched { "yes" } else { "no" },
                 e.ttl,
                 e.age,

@@ -32,11 +32,11 @@ use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 use strata_store::Ticket;
 
-use crate::conn::{Conn, Effects};
-use crate::listen::Stream;
-use crate::stats::WorkerStats;
-use crate::watch::WatchList;
-use crate::{watch, CloseReason, ConnInfo, Shared};
+use crate::network::conn::{Conn, Effects};
+use crate::network::listen::Stream;
+use crate::observability::stats::WorkerStats;
+use crate::observability::watch::WatchList;
+use crate::{observability::watch, CloseReason, ConnInfo, Shared};
 
 /// How a loop reaches the connections the scheduler decides about, by the
 /// slot index its I/O names them with.
@@ -138,7 +138,7 @@ impl Sched {
     /// puts the connections with work left first, and those whose replies
     /// the durability log has freed (or whose log failed: they close).
     pub fn begin(&mut self, store: &mut strata_store::Worker, slots: &mut impl Slots) {
-        crate::snapshot::seal_if_asked(&self.shared, &self.stats, store);
+        crate::lifecycle::snapshot::seal_if_asked(&self.shared, &self.stats, store);
         self.ready.clear();
         self.ready.append(&mut self.again);
         let Some(wal) = &self.shared.durable_acks else { return };
@@ -204,7 +204,7 @@ impl Sched {
             let Some(conn) = slots.conn(i) else { continue };
             if conn.idle(now, timeout) {
                 conn.info.set_close_reason(CloseReason::IdleTimeout);
-                crate::core::inc(&self.stats.idle_kicks);
+                crate::execution::core::inc(&self.stats.idle_kicks);
                 slots.close(i);
             }
         }
@@ -378,7 +378,7 @@ pub(crate) fn contain<T>(stats: &WorkerStats, serve: impl FnOnce() -> T) -> Opti
                 .or_else(|| e.downcast_ref::<String>().cloned())
                 .unwrap_or_default();
             tracing::error!(panic = %what, "serving a connection panicked: closing it, the server goes on");
-            crate::core::inc(&stats.panics);
+            crate::execution::core::inc(&stats.panics);
             None
         }
     }
@@ -400,12 +400,12 @@ pub(crate) fn close(shared: &Shared, id: u64) {
                 ),
             );
         }
-        if crate::verbose::on(shared) {
-            crate::verbose::closed(info.fd);
+        if crate::observability::verbose::on(shared) {
+            crate::observability::verbose::closed(info.fd);
         }
     }
     shared.curr_conns.fetch_sub(1, Relaxed);
-    crate::bufpool::note_closed();
+    crate::network::bufpool::note_closed();
 }
 
 #[cfg(test)]

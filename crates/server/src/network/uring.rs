@@ -29,14 +29,14 @@ use std::sync::{mpsc, Arc};
 
 use io_uring::{cqueue, opcode, squeue, types, IoUring};
 
-use crate::bufring::BufRing;
 use crate::config::IoBackend;
-use crate::conn::{Advance, Conn, Effects};
-use crate::dispatch::Ctx;
-use crate::listen::Stream;
-use crate::sched::{close, contain, NewConn, Sched, Slots, Wake};
-use crate::stats::WorkerStats;
-use crate::transport::Received;
+use crate::execution::dispatch::Ctx;
+use crate::network::bufring::BufRing;
+use crate::network::conn::{Advance, Conn, Effects};
+use crate::network::listen::Stream;
+use crate::network::sched::{close, contain, NewConn, Sched, Slots, Wake};
+use crate::network::transport::Received;
+use crate::observability::stats::WorkerStats;
 use crate::Shared;
 use strata_store::{Hint, Reading};
 
@@ -119,7 +119,7 @@ struct Slot {
     send: bool,
     life: Life,
     /// Its TLS state, from a TLS listener: the ring moves ciphertext.
-    tls: Option<Box<crate::tls::RingTls>>,
+    tls: Option<Box<crate::network::tls::RingTls>>,
 }
 
 /// What a completion came to, for the turn.
@@ -190,8 +190,8 @@ pub(crate) fn run(
         }
         Err(e) => {
             tracing::warn!(error = %e, "io_uring refused by this thread, using epoll");
-            match crate::epoll::poll_for(&wake) {
-                Ok(poll) => return crate::epoll::run(shared, stats, poll, wake, rx),
+            match crate::network::epoll::poll_for(&wake) {
+                Ok(poll) => return crate::network::epoll::run(shared, stats, poll, wake, rx),
                 Err(e) => {
                     tracing::error!(error = %e, "worker cannot create an event loop");
                     stop_server(&shared);
@@ -377,7 +377,7 @@ impl Loop<'_> {
             recv: Recv::Idle,
             send: false,
             life: Life::Open,
-            tls: nc.tls.map(|t| Box::new(crate::tls::RingTls::new(t))),
+            tls: nc.tls.map(|t| Box::new(crate::network::tls::RingTls::new(t))),
         };
         self.slots[i] = Some(slot);
         i

@@ -8,8 +8,8 @@ use strata_store::Ticket;
 
 use super::*;
 use crate::config::ServerConfig;
-use crate::conn::tests::Fixture;
-use crate::transport::Received;
+use crate::network::conn::tests::Fixture;
+use crate::network::transport::Received;
 
 /// A loop's table as the scheduler sees it: connections, and what the
 /// loop would say of each.
@@ -114,8 +114,8 @@ fn a_new_watcher_with_lines_waiting_is_served_again_and_whenever_lines_wait() {
     let mut f = Fixture::new(ServerConfig::default());
     let mut t = Table::new(&f, 2);
     let mut s = sched(&f);
-    let w = f.shared.watchers.add(crate::watch::FETCHERS).unwrap();
-    f.shared.watchers.log(crate::watch::FETCHERS, format_args!("type=item_get key=a"));
+    let w = f.shared.watchers.add(crate::observability::watch::FETCHERS).unwrap();
+    f.shared.watchers.log(crate::observability::watch::FETCHERS, format_args!("type=item_get key=a"));
     s.adopt(0);
     s.adopt(1);
     let ready = s.take_ready();

@@ -1,6 +1,6 @@
 //! TLS with rustls: memcached's `-Z` and `ssl_*` options, the server
 //! configuration `refresh_certs` replaces, and the two ways a connection
-//! is encrypted for [`crate::conn::Conn`]: [`TlsIo`], a transport over the
+//! is encrypted for [`crate::network::conn::Conn`]: [`TlsIo`], a transport over the
 //! socket (epoll loop), and [`RingTls`], where the io_uring loop moves the
 //! ciphertext.
 //!
@@ -34,8 +34,8 @@ use rustls::{CipherSuite, RootCertStore, ServerConfig, ServerConnection, Support
 use rustls_pki_types::pem::PemObject;
 use rustls_pki_types::{CertificateDer, PrivateKeyDer};
 
-use crate::listen::Stream;
-use crate::transport::Transport;
+use crate::network::listen::Stream;
+use crate::network::transport::Transport;
 
 /// Unsent TLS records a connection may hold (rustls' own default).
 pub(crate) const TLS_BUFFER: usize = 64 << 10;
@@ -331,7 +331,12 @@ impl RingTls {
 
     /// Feeds received ciphertext to rustls and the plaintext it yields to
     /// `conn`. An error (a bad record, a failed handshake) means close.
-    pub fn received(&mut self, mut bytes: &[u8], conn: &mut crate::conn::Conn, errors: &AtomicU64) -> io::Result<()> {
+    pub fn received(
+        &mut self,
+        mut bytes: &[u8],
+        conn: &mut crate::network::conn::Conn,
+        errors: &AtomicU64,
+    ) -> io::Result<()> {
         while !bytes.is_empty() {
             if self.tls.read_tls(&mut bytes)? == 0 {
                 break;
@@ -350,14 +355,14 @@ impl RingTls {
 
     /// The peer closed its side: what rustls still holds goes to `conn`
     /// (the end of input follows).
-    pub fn drain(&mut self, conn: &mut crate::conn::Conn) {
+    pub fn drain(&mut self, conn: &mut crate::network::conn::Conn) {
         conn.receive(&mut Plain(&mut self.tls));
     }
 
     /// Encrypts what `conn` has queued, as far as rustls takes it, and
     /// returns the records to send next (`None`: nothing to send, or a
     /// send of them is still in flight, `in_flight`).
-    pub fn outgoing(&mut self, conn: &mut crate::conn::Conn, in_flight: bool) -> Option<&[u8]> {
+    pub fn outgoing(&mut self, conn: &mut crate::network::conn::Conn, in_flight: bool) -> Option<&[u8]> {
         while let Some(plain) = conn.next_send() {
             let n = self.tls.writer().write(plain).unwrap_or(0);
             if n == 0 {

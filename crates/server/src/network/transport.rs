@@ -1,4 +1,4 @@
-//! How a connection's bytes reach its peer. [`crate::conn::Conn`] does no
+//! How a connection's bytes reach its peer. [`crate::network::conn::Conn`] does no
 //! socket I/O of its own: the event loops hand it a [`Transport`] to read
 //! requests from and write replies to.
 //!
@@ -20,7 +20,7 @@
 
 use std::io::{self, Read, Write};
 
-use crate::listen::Stream;
+use crate::network::listen::Stream;
 
 /// A byte stream to and from a client.
 pub(crate) trait Transport {

@@ -13,9 +13,9 @@ use mio::{Events, Interest, Poll, Token, Waker};
 use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM, SIGUSR1};
 use signal_hook_mio::v1_0::Signals;
 
-use crate::listen::Listener;
-use crate::sched::{self, NewConn, Wake};
-use crate::{verbose, watch, ConnInfo, ServerConfig, Shared, DRAIN_LIMIT};
+use crate::network::listen::Listener;
+use crate::network::sched::{self, NewConn, Wake};
+use crate::{observability::verbose, observability::watch, ConnInfo, ServerConfig, Shared, DRAIN_LIMIT};
 
 const LISTENER_BASE: usize = 0;
 const SIGNALS: Token = Token(usize::MAX - 1);

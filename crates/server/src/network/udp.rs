@@ -14,10 +14,10 @@ use std::sync::Arc;
 use std::time::Duration;
 use strata_protocol::udp::{self, Frame, HEADER, MAX_REPLY};
 
-use crate::conn::{Conn, Effects, Status};
-use crate::dispatch::Ctx;
-use crate::stats::WorkerStats;
-use crate::transport::Transport;
+use crate::execution::dispatch::Ctx;
+use crate::network::conn::{Conn, Effects, Status};
+use crate::network::transport::Transport;
+use crate::observability::stats::WorkerStats;
 use crate::{ConnInfo, Shared};
 use strata_store::Reading;
 
@@ -96,7 +96,7 @@ pub(crate) fn run(shared: Arc<Shared>, stats: Arc<WorkerStats>, sock: UdpSocket,
     while !shared.run.stopping() {
         // A snapshot waits for every worker to seal its segments, this
         // thread's too (between datagrams, at least every 200 ms).
-        crate::snapshot::seal_if_asked(&shared, &stats, &mut store);
+        crate::lifecycle::snapshot::seal_if_asked(&shared, &stats, &mut store);
         let (n, peer): (usize, SocketAddr) = match sock.recv_from(&mut buf) {
             Ok(r) => r,
             Err(e) if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut) => continue,
@@ -108,7 +108,8 @@ pub(crate) fn run(shared: Arc<Shared>, stats: Arc<WorkerStats>, sock: UdpSocket,
         };
         let Some(frame) = Frame::request(&buf[..n]) else { continue };
         let mut ctx = Ctx { shared: &shared, store: &mut store, stats: &stats, fd: info.fd, reading: Reading::Now };
-        let reply = crate::sched::contain(&stats, || serve(&buf[HEADER..n], &info, &mut ctx)).unwrap_or_default();
+        let reply =
+            crate::network::sched::contain(&stats, || serve(&buf[HEADER..n], &info, &mut ctx)).unwrap_or_default();
         udp::frames(frame.id, &reply, |d| {
             // A full socket buffer or an unreachable peer loses the reply,
             // as UDP may.

@@ -17,11 +17,11 @@ use mio::unix::SourceFd;
 use mio::{Events, Interest, Poll, Token};
 use strata_store::Reading;
 
-use crate::conn::{Conn, Status};
-use crate::dispatch::Ctx;
-use crate::listen::Stream;
-use crate::sched::{close, contain, NewConn, Sched, Slots, Wake};
-use crate::stats::WorkerStats;
+use crate::execution::dispatch::Ctx;
+use crate::network::conn::{Conn, Status};
+use crate::network::listen::Stream;
+use crate::network::sched::{close, contain, NewConn, Sched, Slots, Wake};
+use crate::observability::stats::WorkerStats;
 use crate::{CloseReason, Shared};
 
 pub(crate) const WAKE: Token = Token(usize::MAX);
@@ -47,7 +47,7 @@ impl Slot {
             (Some(_), None) => Status::Close,
             (Some(tls), Some(server)) => {
                 let errors = &server.handshake_errors;
-                let mut t = crate::tls::TlsIo { sock: &mut self.stream, tls, errors };
+                let mut t = crate::network::tls::TlsIo { sock: &mut self.stream, tls, errors };
                 if t.flush().is_err() {
                     return Status::Close;
                 }

@@ -47,12 +47,12 @@ use strata_protocol::{binary, peek};
 use strata_store::{Reading, Ticket};
 
 use crate::config::Protocol;
-use crate::dispatch::{self, Outcome};
-use crate::replies::Replies;
-use crate::transport::Transport;
+use crate::execution::dispatch::{self, Outcome};
+use crate::execution::replies::Replies;
+use crate::network::transport::Transport;
 use crate::{CloseReason, ConnInfo, ConnState};
 
-const INITIAL_BUF: usize = crate::bufpool::BUF_SIZE;
+const INITIAL_BUF: usize = crate::network::bufpool::BUF_SIZE;
 
 /// Keys read ahead per look at the buffer (see [`Conn::read_ahead`]): a
 /// 16-deep pipeline or a 16-key multi-get twice over.
@@ -132,7 +132,7 @@ pub(crate) struct Effects {
     /// It just parked for this flash read ([`Conn::unpark`] when it is done).
     pub park: Option<Ticket>,
     /// It just became this watcher: serve it whenever lines arrive.
-    pub watch: Option<Arc<crate::watch::Watcher>>,
+    pub watch: Option<Arc<crate::observability::watch::Watcher>>,
 }
 
 impl std::fmt::Debug for Effects {
@@ -236,14 +236,14 @@ pub(crate) struct Conn {
     input: Input,
     proto: Proto,
     /// SASL (binary) or ASCII authentication state.
-    auth: crate::binary::Auth,
+    auth: crate::execution::binary::Auth,
     /// Traffic since the last `service` reported it to the worker's stats.
     bytes_read: u64,
     bytes_written: u64,
     /// With `--durability always`: the slot the replies of changes (and
     /// every reply after them) wait behind, and the log position that
     /// must be on disk before they go.
-    barrier: Option<(crate::replies::Slot, u64)>,
+    barrier: Option<(crate::execution::replies::Slot, u64)>,
     /// The durability log failed while replies waited for it: they are
     /// never sent, and the connection closes.
     lost: bool,
@@ -260,7 +260,7 @@ pub(crate) struct Conn {
     charged: usize,
     /// After `watch`: its registration, and whether the worker has yet
     /// to be told ([`Conn::take_watch`]).
-    watch: Option<crate::watch::WatchHandle>,
+    watch: Option<crate::observability::watch::WatchHandle>,
     watch_new: bool,
     /// With `-vv`: the request at the front has been logged (it may run
     /// again, resumed or after a park, and is logged once).
@@ -284,7 +284,7 @@ impl Conn {
             phase: Phase::Ready,
             input: Input::Open,
             proto: Proto::Undecided,
-            auth: crate::binary::Auth::default(),
+            auth: crate::execution::binary::Auth::default(),
             bytes_read: 0,
             bytes_written: 0,
             barrier: None,
@@ -319,7 +319,7 @@ impl Conn {
 
     /// The watcher this connection just became, once: the worker serves
     /// it again whenever lines arrive for it.
-    fn take_watch(&mut self) -> Option<Arc<crate::watch::Watcher>> {
+    fn take_watch(&mut self) -> Option<Arc<crate::observability::watch::Watcher>> {
         if !std::mem::take(&mut self.watch_new) {
             return None;
         }
@@ -351,9 +351,11 @@ impl Conn {
     fn family(&self) -> usize {
         let buf = &self.rbuf[self.rpos..self.filled];
         match self.proto {
-            Proto::Binary => crate::latency::family_binary(buf),
-            _ if buf.first() == Some(&strata_protocol::binary::REQUEST_MAGIC) => crate::latency::family_binary(buf),
-            _ => crate::latency::family_text(buf),
+            Proto::Binary => crate::observability::latency::family_binary(buf),
+            _ if buf.first() == Some(&strata_protocol::binary::REQUEST_MAGIC) => {
+                crate::observability::latency::family_binary(buf)
+            }
+            _ => crate::observability::latency::family_text(buf),
         }
     }
 
@@ -534,7 +536,7 @@ impl Conn {
     /// initial buffer size.
     fn make_room(&mut self, want: usize, limit: usize) -> bool {
         if self.rbuf.is_empty() {
-            self.rbuf = crate::bufpool::take_read();
+            self.rbuf = crate::network::bufpool::take_read();
         }
         if self.rpos == self.filled {
             self.rpos = 0;
@@ -732,7 +734,7 @@ impl Conn {
             }
             if *served >= limits.reqs_per_event {
                 // memcached's conn_yields: -R sent it to the back of the line.
-                crate::core::inc(&ctx.stats.conn_yields);
+                crate::execution::core::inc(&ctx.stats.conn_yields);
                 return Served::Stalled;
             }
             if self.held_back(limits.max_output) || self.replies.waiting() >= MAX_WAITING_REPLIES {
@@ -795,7 +797,7 @@ impl Conn {
                             self.rpos += consumed;
                             self.phase = Phase::Watching;
                             let watchers = ctx.shared.watchers.clone();
-                            self.watch = Some(crate::watch::WatchHandle { watchers, watcher });
+                            self.watch = Some(crate::observability::watch::WatchHandle { watchers, watcher });
                             self.watch_new = true;
                         }
                         // Taken above.
@@ -873,7 +875,7 @@ impl Conn {
         }
         self.replies.release_idle();
         if self.rpos == self.filled && !self.rbuf.is_empty() {
-            crate::bufpool::give_read(std::mem::take(&mut self.rbuf));
+            crate::network::bufpool::give_read(std::mem::take(&mut self.rbuf));
             self.rpos = 0;
             self.filled = 0;
             self.hinted = 0;
@@ -937,7 +939,7 @@ impl Conn {
                 },
             };
         }
-        let verbose = crate::verbose::on(ctx.shared);
+        let verbose = crate::observability::verbose::on(ctx.shared);
         let fd = self.info.fd;
         if self.proto == Proto::Undecided {
             self.proto = match ctx.shared.cfg.protocol {
@@ -946,7 +948,7 @@ impl Conn {
                 Protocol::Binary => Proto::Binary,
             };
             if verbose && ctx.shared.cfg.protocol == Protocol::Auto {
-                crate::verbose::negotiated(fd, self.proto == Proto::Binary);
+                crate::observability::verbose::negotiated(fd, self.proto == Proto::Binary);
             }
         }
         let before = out.len();
@@ -954,11 +956,11 @@ impl Conn {
             Proto::Binary => match binary::parse(buf, pconfig) {
                 binary::Parse::Done { request, consumed } => {
                     if verbose && !std::mem::replace(&mut self.logged, true) {
-                        crate::verbose::binary_request(fd, &buf[..binary::HEADER_LEN.min(buf.len())]);
+                        crate::observability::verbose::binary_request(fd, &buf[..binary::HEADER_LEN.min(buf.len())]);
                     }
-                    let outcome = crate::binary::execute(ctx, request, &mut self.auth, out);
+                    let outcome = crate::execution::binary::execute(ctx, request, &mut self.auth, out);
                     if verbose {
-                        crate::verbose::binary_responses(fd, &out[before..]);
+                        crate::observability::verbose::binary_responses(fd, &out[before..]);
                     }
                     Step::Done { outcome, consumed }
                 }
@@ -972,11 +974,15 @@ impl Conn {
             _ => match text::parse(buf, pconfig) {
                 Parse::Done { request, consumed } => {
                     if verbose && !self.logged {
-                        self.logged = crate::verbose::command(fd, buf);
+                        self.logged = crate::observability::verbose::command(fd, buf);
                     }
                     let outcome = dispatch::execute(ctx, request, out, resume);
                     if verbose {
-                        crate::verbose::replies(fd, crate::verbose::Kind::of(buf), &out[before..]);
+                        crate::observability::verbose::replies(
+                            fd,
+                            crate::observability::verbose::Kind::of(buf),
+                            &out[before..],
+                        );
                     }
                     Step::Done { outcome, consumed }
                 }

@@ -45,7 +45,7 @@ macro_rules! worker_counters {
             pub sealed: AtomicU64,
             $( $(#[$attr])* pub $field: AtomicU64, )*
             /// Request latency by command family (with `--metrics-listen`).
-            pub latency: crate::latency::Latency,
+            pub latency: crate::observability::latency::Latency,
         }
 
         /// Every worker counter, summed over the workers for `stats` and
@@ -86,7 +86,7 @@ worker_counters! {
     /// Operations that lost the race for an item to concurrent writers
     /// [`strata_store::MAX_RETRIES`] times in a row.
     store_contended: "strata_store_contended", false, "Operations that lost the race for an item too often.";
-    /// Connections closed for [`crate::dispatch::MAX_AUTH_FAILURES`] failed
+    /// Connections closed for [`crate::execution::dispatch::MAX_AUTH_FAILURES`] failed
     /// attempts in a row.
     auth_closed: "strata_auth_closed", false, "Connections closed after repeated failed authentication attempts.";
     /// Connections closed by `-o idle_timeout` (memcached's `idle_kicks`).
@@ -577,11 +577,15 @@ fn settings(shared: &Shared) -> Snapshot {
     );
     s.info("ssl_ca_cert", "Roots for client certificates (PEM).", path(tls.and_then(|t| t.ca_cert.as_ref())));
     let min = match tls.map(|t| t.min_version) {
-        Some(crate::tls::MinVersion::Tls13) => "tlsv1.3",
+        Some(crate::network::tls::MinVersion::Tls13) => "tlsv1.3",
         _ => "tlsv1.2",
     };
     s.info("ssl_min_version", "Lowest TLS version offered.", min);
-    s.info("watcher_logbuf_size", "Bytes of lines a watcher may have waiting.", crate::watch::WATCHER_BUF);
+    s.info(
+        "watcher_logbuf_size",
+        "Bytes of lines a watcher may have waiting.",
+        crate::observability::watch::WATCHER_BUF,
+    );
     s.info("segment_size", "Bytes per segment.", sc.segment_size);
     if let Some(sn) = &c.snapshot {
         s.info(

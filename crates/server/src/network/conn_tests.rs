@@ -13,9 +13,9 @@ use strata_store::{Clock, Config, Reading, Store};
 
 use super::*;
 use crate::config::ServerConfig;
-use crate::dispatch::Ctx;
-use crate::stats::WorkerStats;
-use crate::transport::Received;
+use crate::execution::dispatch::Ctx;
+use crate::network::transport::Received;
+use crate::observability::stats::WorkerStats;
 use crate::Shared;
 
 /// A real store and what a worker thread holds, for building a [`Ctx`].

@@ -1,5 +1,5 @@
 //! Meta commands: runs `mg ms md ma me` through the semantic core
-//! ([`crate::core`]) and hands the outcomes to the meta reply encoders in
+//! ([`crate::execution::core`]) and hands the outcomes to the meta reply encoders in
 //! [`strata_protocol::meta::reply`], which own the reply bytes. Each
 //! returns [`Flow::Wait`] when its key must first be read from flash, with
 //! nothing written: the connection parks and runs it again.
@@ -10,7 +10,7 @@ use strata_protocol::ops;
 use strata_protocol::reply::text as r;
 use strata_store::{ArithOutcome, DeleteOutcome, Flow, StoreError, StoreOutcome};
 
-use crate::dispatch::Ctx;
+use crate::execution::dispatch::Ctx;
 
 fn store_error(out: &mut Vec<u8>, e: StoreError) {
     out.extend_from_slice(match e {

@@ -71,9 +71,9 @@ fn serve(shared: &Shared, mut s: TcpStream) -> io::Result<()> {
     match (method, path) {
         (b"GET", b"/metrics") => {
             let mut body = Vec::with_capacity(16 << 10);
-            exposition(&crate::stats::for_metrics(shared)).render(&mut body);
+            exposition(&crate::observability::stats::for_metrics(shared)).render(&mut body);
             let workers: Vec<_> = shared.workers.iter().map(|w| &w.latency).collect();
-            crate::latency::prometheus(&mut body, &workers);
+            crate::observability::latency::prometheus(&mut body, &workers);
             respond(&mut s, "200 OK", &body)
         }
         (b"GET", _) => respond(&mut s, "404 Not Found", b"only /metrics is served here\n"),

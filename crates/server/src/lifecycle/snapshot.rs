@@ -13,8 +13,8 @@ use parking_lot::{Condvar, Mutex};
 use strata_persist::backend::Backend;
 use strata_persist::{Durability, EpochLease, Recovery, SaveReport, Saver, Wal};
 
-use crate::sched::Wake;
-use crate::stats::WorkerStats;
+use crate::network::sched::Wake;
+use crate::observability::stats::WorkerStats;
 use crate::Shared;
 
 /// `--snapshot-dir` / `-e` and friends.
