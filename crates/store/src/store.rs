@@ -116,8 +116,6 @@ pub struct Store {
     flush_at: AtomicU32,
     flush_lock: Mutex<()>,
     counters: Mutex<Vec<Arc<Counters>>>,
-    /// Workers alive (each may need a copy target: the cleaner's reserve).
-    workers: AtomicUsize,
     /// Compression's shared half (dictionaries), with compression on.
     codec: Option<Arc<Codec>>,
     /// With `--durability`: where client changes are reported.
@@ -269,7 +267,6 @@ impl Store {
             starve_hook: std::sync::OnceLock::new(),
             reclaiming: std::sync::atomic::AtomicBool::new(false),
             reclaim: Default::default(),
-            workers: AtomicUsize::new(0),
             codec,
             journal: std::sync::OnceLock::new(),
             aio,
@@ -885,12 +882,6 @@ impl Store {
     /// A worker (or the reclaimer) starts: its counters join the totals.
     pub(crate) fn worker_joined(&self, counters: &Arc<Counters>) {
         self.counters.lock().push(counters.clone());
-        self.workers.fetch_add(1, Relaxed);
-    }
-
-    /// A worker ended.
-    pub(crate) fn worker_left(&self) {
-        self.workers.fetch_sub(1, Relaxed);
     }
 
     /// The background reclaimer starts: its counters join the totals and

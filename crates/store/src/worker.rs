@@ -87,7 +87,6 @@ impl Zip {
 impl Drop for Worker {
     fn drop(&mut self) {
         self.seal_active();
-        self.store.worker_left();
     }
 }
 
