@@ -13,13 +13,13 @@ use std::net::{SocketAddr, UdpSocket};
 use std::sync::Arc;
 use std::time::Duration;
 use strata_protocol::udp::{self, Frame, HEADER, MAX_REPLY};
+use strata_store::Reading;
 
 use crate::execution::dispatch::Ctx;
 use crate::network::conn::{Conn, Effects, Status};
 use crate::network::transport::Transport;
 use crate::observability::stats::WorkerStats;
 use crate::{ConnInfo, Shared};
-use strata_store::Reading;
 
 /// A request datagram's payload as a connection's input (then its end),
 /// and the replies it writes.
