@@ -15,10 +15,10 @@ use mio::Waker;
 use parking_lot::Mutex;
 use strata_store::Store;
 
-use crate::{
-    execution::admin, lifecycle::snapshot, network::listen, network::tls, observability::detail, observability::stats,
-    observability::watch,
-};
+use crate::execution::admin;
+use crate::lifecycle::snapshot;
+use crate::network::{listen, tls};
+use crate::observability::{detail, stats, watch};
 use crate::{ConnInfo, ReplyBudget, RunState, ServerConfig};
 
 /// State every thread shares. Nothing changes a field after

@@ -15,7 +15,8 @@ use signal_hook_mio::v1_0::Signals;
 
 use crate::network::listen::Listener;
 use crate::network::sched::{self, NewConn, Wake};
-use crate::{observability::verbose, observability::watch, ConnInfo, ServerConfig, Shared, DRAIN_LIMIT};
+use crate::observability::{verbose, watch};
+use crate::{ConnInfo, ServerConfig, Shared, DRAIN_LIMIT};
 
 const LISTENER_BASE: usize = 0;
 const SIGNALS: Token = Token(usize::MAX - 1);

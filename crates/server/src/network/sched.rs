@@ -30,13 +30,14 @@ use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
+
 use strata_store::Ticket;
 
 use crate::network::conn::{Conn, Effects};
 use crate::network::listen::Stream;
 use crate::observability::stats::WorkerStats;
-use crate::observability::watch::WatchList;
-use crate::{observability::watch, CloseReason, ConnInfo, Shared};
+use crate::observability::watch::{self, WatchList};
+use crate::{CloseReason, ConnInfo, Shared};
 
 /// How a loop reaches the connections the scheduler decides about, by the
 /// slot index its I/O names them with.
