@@ -94,6 +94,8 @@ pub struct Ticket(pub(crate) u64);
 impl Ticket {
     /// A ticket no read is behind, for tests of code that parks on
     /// tickets (the server's scheduler): distinct `n`, distinct tickets.
+    /// Only with the test hooks: a real ticket comes from the store.
+    #[cfg(feature = "test-hooks")]
     pub const fn unbacked(n: u64) -> Ticket {
         Ticket(n)
     }

@@ -12,7 +12,7 @@ use strata_protocol::text::Tokens;
 use strata_store::{ArithOutcome, DeleteOutcome, Flow, StoreError, StoreOutcome};
 
 use crate::execution::core::inc;
-use crate::execution::dispatch::{Ctx, Outcome};
+use crate::execution::dispatch::{ready, Ctx, Outcome};
 use crate::observability::stats;
 use crate::CloseReason;
 
@@ -79,10 +79,7 @@ pub(crate) fn execute(ctx: &mut Ctx<'_>, req: Request<'_>, auth: &mut Auth, out:
                     Body { extras: &it.flags.to_be_bytes(), key: if with_key { it.key } else { b"" }, value: it.value };
                 response::packet(out, h, Status::Success, it.cas, body);
             });
-            let hit = match hit {
-                Flow::Ready(hit) => hit,
-                Flow::Wait(t) => return Outcome::Wait { ticket: t, at: None },
-            };
+            let hit = ready!(hit);
             ctx.shared.detail.record_get(get.key.as_bytes(), matches!(hit, Ok(Some(()))));
             match hit {
                 Ok(Some(())) => {}
@@ -100,10 +97,7 @@ pub(crate) fn execute(ctx: &mut Ctx<'_>, req: Request<'_>, auth: &mut Auth, out:
             }
         }
         Command::Touch(get) => {
-            let r = match ctx.get(&get, |it| (it.flags, it.cas)) {
-                Flow::Ready(r) => r,
-                Flow::Wait(t) => return Outcome::Wait { ticket: t, at: None },
-            };
+            let r = ready!(ctx.get(&get, |it| (it.flags, it.cas)));
             ctx.shared.detail.record_get(get.key.as_bytes(), matches!(r, Ok(Some(_))));
             match r {
                 Ok(Some((flags, cas))) => response::packet(
@@ -118,10 +112,7 @@ pub(crate) fn execute(ctx: &mut Ctx<'_>, req: Request<'_>, auth: &mut Auth, out:
             }
         }
         Command::Store(set) => {
-            let r = match ctx.set(&set) {
-                Flow::Ready(r) => r,
-                Flow::Wait(t) => return Outcome::Wait { ticket: t, at: None },
-            };
+            let r = ready!(ctx.set(&set));
             ctx.shared.detail.record_set(set.key.as_bytes());
             match r {
                 Ok(stored) => match stored.outcome {
@@ -150,10 +141,7 @@ pub(crate) fn execute(ctx: &mut Ctx<'_>, req: Request<'_>, auth: &mut Auth, out:
             return Outcome::Swallow(swallow);
         }
         Command::Delete(del) => {
-            let r = match ctx.delete(&del) {
-                Flow::Ready(r) => r,
-                Flow::Wait(t) => return Outcome::Wait { ticket: t, at: None },
-            };
+            let r = ready!(ctx.delete(&del));
             ctx.shared.detail.record_delete(del.key.as_bytes());
             match r {
                 Ok(DeleteOutcome::Deleted) => ok(out, 0, Body::default()),
@@ -163,7 +151,7 @@ pub(crate) fn execute(ctx: &mut Ctx<'_>, req: Request<'_>, auth: &mut Auth, out:
             }
         }
         Command::Arith(arith) => match ctx.arith(&arith) {
-            Flow::Wait(t) => return Outcome::Wait { ticket: t, at: None },
+            Flow::Wait(t) => return Outcome::wait(t),
             Flow::Ready(Ok(c)) => match c.outcome {
                 ArithOutcome::Value(v) => ok(out, c.cas, Body { value: &v.to_be_bytes(), ..Body::default() }),
                 ArithOutcome::NotFound => response::error(out, h, Status::KeyNotFound),

@@ -77,10 +77,22 @@ pub(crate) enum Outcome {
 
 impl Outcome {
     /// A request that wrote nothing waits for `ticket`.
-    fn wait(ticket: Ticket) -> Outcome {
+    pub(crate) fn wait(ticket: Ticket) -> Outcome {
         Outcome::Wait { ticket, at: None }
     }
 }
+
+/// The ready result of a core operation, or the executor returns: the
+/// request waits for the ticket (nothing was done or counted yet).
+macro_rules! ready {
+    ($flow:expr) => {
+        match $flow {
+            Flow::Ready(r) => r,
+            Flow::Wait(t) => return Outcome::wait(t),
+        }
+    };
+}
+pub(crate) use ready;
 
 /// A meta executor's [`Flow`] as the connection's next step.
 fn after(flow: Flow<()>) -> Outcome {
@@ -154,10 +166,7 @@ pub(crate) fn execute(ctx: &mut Ctx<'_>, req: Request<'_>, out: &mut Vec<u8>, re
             }
         }
         Command::Store(set) => {
-            let r = match ctx.set(&set) {
-                Flow::Ready(r) => r,
-                Flow::Wait(t) => return Outcome::wait(t),
-            };
+            let r = ready!(ctx.set(&set));
             ctx.shared.detail.record_set(set.key.as_bytes());
             match r {
                 Ok(stored) => reply(
@@ -182,10 +191,7 @@ pub(crate) fn execute(ctx: &mut Ctx<'_>, req: Request<'_>, out: &mut Vec<u8>, re
             return Outcome::Swallow(swallow);
         }
         Command::Delete(del) => {
-            let r = match ctx.delete(&del) {
-                Flow::Ready(r) => r,
-                Flow::Wait(t) => return Outcome::wait(t),
-            };
+            let r = ready!(ctx.delete(&del));
             ctx.shared.detail.record_delete(del.key.as_bytes());
             match r {
                 Ok(DeleteOutcome::Deleted) => reply(out, r::DELETED),
