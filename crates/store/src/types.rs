@@ -102,13 +102,12 @@ impl Ticket {
 }
 
 /// How an operation may read from flash what it needs.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Reading {
     /// A record not in memory or the page cache is asked of the I/O
     /// threads and the operation returns [`Flow::Wait`] (on a worker with
     /// [`Worker::enable_async_flash`](crate::Worker::enable_async_flash);
     /// without it every read is synchronous).
-    #[default]
     MayWait,
     /// The operation waited for this ticket and runs again: that one
     /// record is read here and now if it was pushed out of the worker's
