@@ -182,6 +182,9 @@ pub fn recover(
             // make durable.
             let opened =
                 Arc::new(Wal::open(backend.clone(), file, replayed.last + 1, o.durability).map_err(RecoverError::Log)?);
+            // The log file is filled with zeros ahead of its writer, by
+            // the writer thread's helper (`Wal::run`).
+            opened.set_prealloc(crate::wal::PREALLOC);
             store.set_journal(Arc::new(WalJournal(opened.clone())));
             wal = Some(opened);
         }
