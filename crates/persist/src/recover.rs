@@ -182,9 +182,14 @@ pub fn recover(
             // make durable.
             let opened =
                 Arc::new(Wal::open(backend.clone(), file, replayed.last + 1, o.durability).map_err(RecoverError::Log)?);
-            // The log file is filled with zeros ahead of its writer, by
-            // the writer thread's helper (`Wal::run`).
-            opened.set_prealloc(crate::wal::PREALLOC);
+            // Under `always` the log file is filled with zeros ahead of its
+            // writer, by the writer thread's helper (`Wal::run`), so that
+            // commits carry no metadata. Under `interval` (one fdatasync a
+            // second) the zeros would only cost: the durable bench ran
+            // 81 k sets/s with them against 88 k without (median of 3).
+            if o.durability == Durability::Always {
+                opened.set_prealloc(crate::wal::PREALLOC);
+            }
             store.set_journal(Arc::new(WalJournal(opened.clone())));
             wal = Some(opened);
         }

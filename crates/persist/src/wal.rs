@@ -50,8 +50,8 @@
 //! **Preallocation.** An fdatasync after an append must also commit the
 //! file's new size (and new blocks) to the file system's journal: on ext4
 //! on this kind of VM, 150-210 µs a commit against 97 µs for the same
-//! write over blocks already written and synced. So a helper thread of
-//! [`Wal::run`] keeps each file filled with zeros, written and synced,
+//! write over blocks already written and synced. So under `always` a
+//! helper thread of [`Wal::run`] keeps each file filled with zeros, written and synced,
 //! [`PREALLOC`] ahead of the writer (again once the writer is within half
 //! of it of the end), and the writer's records go over them in place. The
 //! fill runs beside the commits: the writer may write up to where a fill
@@ -100,8 +100,8 @@ pub const LOG_MAGIC: [u8; 8] = *b"STRATAWL";
 pub const LOG_VERSION: u32 = 1;
 pub const LOG_HEADER_LEN: usize = 16;
 pub const RECORD_HEAD: usize = 12;
-/// How far ahead of the writer a running server's log file is filled with
-/// zeros ([`Wal::set_prealloc`]): 64 MiB, about two seconds of 1000-byte
+/// How far ahead of the writer a server's log file is filled with zeros
+/// under `always` ([`Wal::set_prealloc`]): 64 MiB, about two seconds of 1000-byte
 /// sets at the fastest `always` rate measured. A file is filled again once
 /// the writer is within half of it of the end.
 pub const PREALLOC: u64 = 64 << 20;
