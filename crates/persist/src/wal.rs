@@ -55,9 +55,10 @@
 //! [`PREALLOC`] ahead of the writer (again once the writer is within half
 //! of it of the end), and the writer's records go over them in place. The
 //! fill runs beside the commits: the writer may write up to where a fill
-//! begins (its fence; a new file's first fill begins an eighth of it
-//! ahead, and the writer grows the file up to there) and waits only if it
-//! reaches it. A fill that fails is logged and leaves that file to grow as
+//! begins (its fence; the first fill of a file a rotation starts begins an
+//! eighth of it ahead, and the writer grows the file up to there) and
+//! waits only if it reaches it. The first file of a run is filled before
+//! the server serves ([`Wal::prefill`]). A fill that fails is logged and leaves that file to grow as
 //! it is written. The zeros are bytes of the file like others: a power
 //! loss before their sync may drop them, which only shortens the tail.
 //!
@@ -302,6 +303,17 @@ impl Wal {
     /// up to where the fill begins. A fill that fails leaves that file to
     /// grow as it is written (slower commits, nothing lost) and is logged.
     pub fn prepare(&self) -> bool {
+        self.fill_ahead(false)
+    }
+
+    /// [`Wal::prepare`] before the writer runs (at start): the fill begins
+    /// right after what is written, so that the first commits too go over
+    /// zeros. A server's start pays for it once: 64 MiB took 24-40 ms here.
+    pub fn prefill(&self) -> bool {
+        self.fill_ahead(true)
+    }
+
+    fn fill_ahead(&self, at_start: bool) -> bool {
         let chunk = self.prealloc.load(Relaxed);
         if chunk == 0 || self.failed() {
             return false;
@@ -315,8 +327,9 @@ impl Wal {
             // After what is filled already, and far enough ahead of the
             // writer that it does not reach the fence while the fill runs
             // (a new file, or a fill that lagged): the writer grows the
-            // file through the gap between.
-            let from = x.end.max(x.writing_to + chunk / 8);
+            // file through the gap between. At start no writer runs.
+            let lead = if at_start { 0 } else { chunk / 8 };
+            let from = x.end.max(x.writing_to + lead);
             let to = x.writing_to + chunk;
             x.fence = from;
             (x.n, fill, from, to)

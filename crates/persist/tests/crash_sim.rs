@@ -98,12 +98,12 @@ struct Proc {
 }
 
 /// Recovery as the server's start does it: `strata_persist::recover`, the
-/// same call, then the log's preallocation made `prealloc` bytes (the
-/// server's 64 MiB would be most of a schedule's time). Err(None) if the
+/// same call, with the log filled `prealloc` bytes ahead (the server's
+/// 64 MiB would be most of a schedule's time). Err(None) if the
 /// machine went down meanwhile, Err(Some(why)) if recovery failed on what a
 /// crash left.
 fn recover(fs: &SimFs, unix_now: i64, durability: Durability, prealloc: u64) -> Result<Proc, Option<String>> {
-    let opts = RecoverOpts { workers: 1, strict: false, durability, unix_now: Some(unix_now) };
+    let opts = RecoverOpts { workers: 1, strict: false, durability, unix_now: Some(unix_now), prealloc };
     let r = strata_persist::recover(Arc::new(fs.clone()), &file(), cfg(), &opts).map_err(|e| {
         if fs.is_dead() {
             None
@@ -120,9 +120,6 @@ fn recover(fs: &SimFs, unix_now: i64, durability: Durability, prealloc: u64) -> 
         eprintln!("recovered: {:?} {:?}", r.loaded, r.replayed);
     }
     let wal = r.wal;
-    if let Some(wal) = &wal {
-        wal.set_prealloc(prealloc);
-    }
     if durability != Durability::Off && wal.is_none() {
         return Err(Some("no log opened".to_string()));
     }

@@ -486,3 +486,36 @@ fn a_fill_that_fails_leaves_the_log_writing() {
         assert!(wal.prepare(), "{faults:?}");
     }
 }
+
+#[test]
+fn a_prefill_at_start_fills_from_the_header_and_recovery_does_it_under_always() {
+    let dir = tempfile::tempdir().unwrap();
+    let wal = Wal::open(Arc::new(OsBackend), &snap(&dir), 1, Durability::Always).unwrap();
+    wal.set_prealloc(16 << 10);
+    assert!(wal.prefill());
+    let path = log_path(&snap(&dir), 1);
+    assert_eq!(std::fs::metadata(&path).unwrap().len(), 16 + (16 << 10));
+    assert_eq!(wal.zeroed.load(Relaxed), 16 << 10, "no gap: the first records go over zeros");
+    drop(wal);
+    for (mode, want) in [(Durability::Always, 16 + (32 << 10)), (Durability::Interval, 16)] {
+        let d = tempfile::tempdir().unwrap();
+        let opts = strata_persist::RecoverOpts {
+            workers: 1,
+            strict: false,
+            durability: mode,
+            unix_now: Some(1_700_000_000),
+            prealloc: 32 << 10,
+        };
+        let cfg = Config {
+            memory_limit: 8 << 20,
+            segment_size: 64 << 10,
+            item_size_max: 16 << 10,
+            hash_power: 8,
+            ..Config::default()
+        };
+        let r = strata_persist::recover(Arc::new(OsBackend), &snap(&d), cfg, &opts).unwrap();
+        let wal = r.wal.unwrap();
+        let len = std::fs::metadata(log_path(&snap(&d), wal.current())).unwrap().len();
+        assert_eq!(len, want, "{mode:?}: preallocated under always only");
+    }
+}
