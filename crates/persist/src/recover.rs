@@ -37,6 +37,10 @@ pub struct RecoverOpts {
     /// The wall clock's unix time now; `None`: the system's (a real clock).
     /// The simulator gives one, and gets a manual clock.
     pub unix_now: Option<i64>,
+    /// Under `always`, bytes of zeros the log file is filled with ahead of
+    /// its writer ([`crate::wal::PREALLOC`] for a server; the simulator's
+    /// are a few KiB).
+    pub prealloc: u64,
 }
 
 /// What the snapshot load did.
@@ -182,6 +186,17 @@ pub fn recover(
             // make durable.
             let opened =
                 Arc::new(Wal::open(backend.clone(), file, replayed.last + 1, o.durability).map_err(RecoverError::Log)?);
+            // Under `always` the log file is filled with zeros ahead of its
+            // writer, now and then by the writer thread's helper
+            // (`Wal::run`), so that commits carry no metadata. A fill that
+            // fails is logged; the file grows as it is written. Under
+            // `interval` (one fdatasync a second) the zeros would only
+            // cost: the durable bench ran 81 k sets/s with them against
+            // 88 k without (median of 3).
+            if o.durability == Durability::Always {
+                opened.set_prealloc(o.prealloc);
+                opened.prefill();
+            }
             store.set_journal(Arc::new(WalJournal(opened.clone())));
             wal = Some(opened);
         }

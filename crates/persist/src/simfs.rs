@@ -3,10 +3,14 @@
 //! what a disk keeps when the machine stops at a given I/O operation.
 //!
 //! What it keeps follows what POSIX promises and no more:
-//! - file contents are durable up to the last `sync` (fdatasync) of that
-//!   file; bytes written after it may be lost at a power loss, wholly, from
-//!   any byte on (a torn write), or one 512-byte block of them (a later
-//!   block reached the disk, an earlier did not), chosen by the seed;
+//! - file contents are durable as of the last `sync` (fdatasync) of that
+//!   file, by either of its handles (its writer or its [`ZeroFill`]); the
+//!   bytes changed after it (appended, or written over zeros filled ahead)
+//!   may at a power loss keep their new contents wholly, not at all, up to
+//!   any byte (a torn write), or all but one 512-byte block, which reads as
+//!   before (a later block reached the disk, an earlier did not), chosen by
+//!   the seed; zeros filled ahead are bytes like any other: a power loss
+//!   before their sync may drop them;
 //! - the directory (which names exist, renames, removals) is durable as of
 //!   the last `sync_dir`; after a power loss it reverts to that listing, and
 //!   a name created since is gone;
@@ -26,7 +30,7 @@ use std::sync::Arc;
 
 use parking_lot::Mutex;
 
-use crate::backend::{Backend, Lock, ReadFile, WriteFile};
+use crate::backend::{Backend, Lock, ReadFile, WriteFile, ZeroFill};
 
 /// One file's bytes: what the disk has, and what the page cache holds.
 #[derive(Debug, Default)]
@@ -125,24 +129,37 @@ impl SimFs {
         files.sort_by(|a, b| a.0.cmp(&b.0));
         for (_, f) in files {
             let mut d = f.lock();
-            // Files are written sequentially from their creation, so
-            // what was written since the last sync is a tail.
-            let tail = if d.current.starts_with(&d.durable) { d.current.len() - d.durable.len() } else { 0 };
+            // Files are written sequentially from their creation (over
+            // zeros filled ahead, or past the end), so what changed since
+            // the last sync is one range: from the first byte that differs
+            // to the end of the longer of the two.
+            let from = d.current.iter().zip(&d.durable).take_while(|(a, b)| a == b).count();
+            let to = d.current.len().max(d.durable.len());
+            let changed = if d.current == d.durable { 0 } else { to - from };
             let pick = next() % 4;
             let keep = match pick {
-                _ if tail == 0 => 0,
+                _ if changed == 0 => 0,
                 0 => 0,
-                1 | 3 => tail,
-                _ => (next() % (tail as u64 + 1)) as usize,
-            };
-            let mut now = if tail > 0 { d.current[..d.durable.len() + keep].to_vec() } else { d.durable.clone() };
-            if pick == 3 && tail > 0 {
+                1 | 3 => changed,
+                _ => (next() % (changed as u64 + 1)) as usize,
+            }
+            .min(d.current.len() - from);
+            // The new contents up to the cut, the old after it (the old
+            // file may be the longer: zeros filled ahead and synced).
+            let old_at = |i: usize| d.durable.get(i).copied().unwrap_or(0);
+            let len = d.durable.len().max(from + keep);
+            let mut now: Vec<u8> = d.current[..from + keep].to_vec();
+            now.extend((from + keep..len).map(old_at));
+            if pick == 3 && changed > 0 {
                 // A later block reached the disk and an earlier one did
-                // not: one 512-byte block of the tail reads as zeros.
-                let blocks = tail.div_ceil(512) as u64;
-                let at = d.durable.len() + (next() % blocks) as usize * 512;
+                // not: one 512-byte block of the change reads as before
+                // (zeros where there was nothing).
+                let blocks = changed.div_ceil(512) as u64;
+                let at = from + (next() % blocks) as usize * 512;
                 let end = (at + 512).min(now.len());
-                now[at..end].fill(0);
+                for (i, b) in now.iter_mut().enumerate().take(end).skip(at) {
+                    *b = old_at(i);
+                }
             }
             d.current = now.clone();
             d.durable = now;
@@ -168,13 +185,53 @@ impl SimFs {
 struct SimWrite {
     fs: SimFs,
     file: File,
+    /// Where the next write goes (the writer's file offset).
+    pos: usize,
+}
+
+/// Writes `buf` over `d.current` at `at`, growing it as needed.
+fn put_at(d: &mut Data, at: usize, buf: &[u8]) {
+    if d.current.len() < at + buf.len() {
+        d.current.resize(at + buf.len(), 0);
+    }
+    d.current[at..at + buf.len()].copy_from_slice(buf);
 }
 
 impl WriteFile for SimWrite {
     fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
         self.fs.step()?;
-        self.file.lock().current.extend_from_slice(buf);
+        put_at(&mut self.file.lock(), self.pos, buf);
+        self.pos += buf.len();
         Ok(buf.len())
+    }
+
+    fn sync(&mut self) -> io::Result<()> {
+        self.fs.step()?;
+        let mut d = self.file.lock();
+        d.durable = d.current.clone();
+        Ok(())
+    }
+
+    fn zero_filler(&self) -> io::Result<Box<dyn ZeroFill>> {
+        Ok(Box::new(SimZero { fs: self.fs.clone(), file: self.file.clone() }))
+    }
+}
+
+/// Zeros ahead of a [`SimWrite`]: each call is one I/O point, and zeros
+/// are bytes like others until a sync.
+struct SimZero {
+    fs: SimFs,
+    file: File,
+}
+
+impl ZeroFill for SimZero {
+    fn zeros_at(&mut self, off: u64, len: u64) -> io::Result<u64> {
+        self.fs.step()?;
+        let (Ok(off), Ok(n)) = (usize::try_from(off), usize::try_from(len)) else {
+            return Err(io::Error::from_raw_os_error(libc::EFBIG));
+        };
+        put_at(&mut self.file.lock(), off, &vec![0u8; n]);
+        Ok(len)
     }
 
     fn sync(&mut self) -> io::Result<()> {
@@ -215,7 +272,7 @@ impl Backend for SimFs {
         self.step()?;
         let file: File = Arc::default();
         self.state.lock().names.insert(path.to_path_buf(), file.clone());
-        Ok(Box::new(SimWrite { fs: self.clone(), file }))
+        Ok(Box::new(SimWrite { fs: self.clone(), file, pos: 0 }))
     }
 
     fn open(&self, path: &Path) -> io::Result<Box<dyn ReadFile>> {
@@ -317,6 +374,56 @@ mod tests {
             seen.contains(&(5, false)) && seen.contains(&(11, false)) && seen.contains(&(11, true)) && seen.len() > 3,
             "dropped, kept, torn and holed: {seen:?}"
         );
+    }
+
+    #[test]
+    fn zeros_filled_ahead_are_durable_once_synced_and_writes_over_them_may_tear() {
+        let fs = SimFs::new();
+        let a = Path::new("/d/a");
+        let mut f = fs.create(a).unwrap();
+        fs.sync_dir(Path::new("/d")).unwrap();
+        write_all(&mut *f, b"head").unwrap();
+        let mut z = f.zero_filler().unwrap();
+        assert_eq!(z.zeros_at(4, 2000).unwrap(), 2000);
+        // Unsynced zeros are bytes like any: they may go.
+        let copy = |fs: &SimFs| {
+            let c = SimFs::new();
+            for (p, f) in &fs.state.lock().names {
+                let d = f.lock();
+                let nf: File = Arc::new(Mutex::new(Data { durable: d.durable.clone(), current: d.current.clone() }));
+                c.state.lock().names.insert(p.clone(), nf.clone());
+                c.state.lock().durable_names.insert(p.clone(), nf);
+            }
+            c
+        };
+        let lens: std::collections::HashSet<usize> = (0..32)
+            .map(|seed| {
+                let c = copy(&fs);
+                c.power_loss(seed);
+                c.read_all(a).map_or(0, |b| b.len())
+            })
+            .collect();
+        assert!(lens.contains(&0) && lens.contains(&2004), "{lens:?}");
+        z.sync().unwrap();
+        write_all(&mut *f, b"records").unwrap();
+        let mut seen = std::collections::HashSet::new();
+        for seed in 0..64 {
+            let c = copy(&fs);
+            c.power_loss(seed);
+            let got = c.read_all(a).unwrap();
+            assert_eq!(got.len(), 2004, "synced zeros stay");
+            assert_eq!(&got[..4], b"head");
+            // Each byte of the write is new or still zero; a cut keeps a
+            // prefix, a lost block zeros one in the middle.
+            let part = &got[4..11];
+            assert!(part.iter().zip(b"records").all(|(g, w)| g == w || *g == 0), "{part:?}");
+            assert!(got[11..].iter().all(|&b| b == 0));
+            seen.insert(part.to_vec());
+        }
+        assert!(seen.contains(&b"records"[..]) && seen.contains(&[0u8; 7][..]), "{seen:?}");
+        f.sync().unwrap();
+        fs.power_loss(3);
+        assert_eq!(&fs.read_all(a).unwrap()[..11], b"headrecords");
     }
 
     #[test]

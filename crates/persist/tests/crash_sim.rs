@@ -5,7 +5,9 @@
 //!
 //! A *schedule* is a seed and a crash point. The seed draws the workload:
 //! several runs of the "process" (sets with and without TTLs, deletes,
-//! incr, append, touch, flush_all; group commits; snapshots with writes
+//! incr, append, touch, flush_all; group commits; the log file filled with
+//! zeros ahead of its writer, a few KiB at a time, so that records go over
+//! zeros and past them and crashes land inside fills; snapshots with writes
 //! going on while they copy; clean shutdowns and kill -9), each followed by
 //! a recovery exactly as the server's start does it (snapshot load, log
 //! replay, a new log file). The crash point is the I/O operation at which
@@ -39,6 +41,9 @@ const SEEDS: u64 = 10;
 /// Runs of the process per schedule (each ends in a shutdown or a crash).
 const RUNS: usize = 3;
 const KEYS: usize = 12;
+/// Fills of the log ahead of its writer that completed, in all schedules
+/// (the simulator must reach them).
+static FILLS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
 
 /// A small deterministic generator (xorshift64*): the schedule is the seed.
 struct Rng(u64);
@@ -93,10 +98,12 @@ struct Proc {
 }
 
 /// Recovery as the server's start does it: `strata_persist::recover`, the
-/// same call. Err(None) if the machine went down meanwhile, Err(Some(why))
-/// if recovery failed on what a crash left.
-fn recover(fs: &SimFs, unix_now: i64, durability: Durability) -> Result<Proc, Option<String>> {
-    let opts = RecoverOpts { workers: 1, strict: false, durability, unix_now: Some(unix_now) };
+/// same call, with the log filled `prealloc` bytes ahead (the server's
+/// 64 MiB would be most of a schedule's time). Err(None) if the
+/// machine went down meanwhile, Err(Some(why)) if recovery failed on what a
+/// crash left.
+fn recover(fs: &SimFs, unix_now: i64, durability: Durability, prealloc: u64) -> Result<Proc, Option<String>> {
+    let opts = RecoverOpts { workers: 1, strict: false, durability, unix_now: Some(unix_now), prealloc };
     let r = strata_persist::recover(Arc::new(fs.clone()), &file(), cfg(), &opts).map_err(|e| {
         if fs.is_dead() {
             None
@@ -137,6 +144,8 @@ struct Sim {
     ops_done: u64,
     /// `--durability always`, or snapshots alone (`off`).
     durability: Durability,
+    /// Bytes of zeros filled ahead of the log's writer (per seed).
+    prealloc: u64,
     /// Snapshot-only mode: every state each key had this run, after which
     /// request (numbered by `ops_done`); the state at the run's start is
     /// the model's `acked`.
@@ -337,7 +346,7 @@ impl Sim {
             // Start (recover), retrying after a crash inside recovery.
             let mut crashed_in_recovery = false;
             let mut proc_ = loop {
-                match recover(&self.fs, self.unix_now, self.durability) {
+                match recover(&self.fs, self.unix_now, self.durability, self.prealloc) {
                     Ok(p) => break p,
                     Err(Some(why)) => return Err(Failure(format!("recovery failed in run {run}: {why}"))),
                     Err(None) => {
@@ -352,7 +361,18 @@ impl Sim {
             let mut died = false;
             for _ in 0..n {
                 match self.rng.below(100) {
-                    0..=69 => self.op(&proc_.store.clone(), &mut proc_.w),
+                    0..=64 => self.op(&proc_.store.clone(), &mut proc_.w),
+                    // The server's helper thread, at any moment between
+                    // commits (its fill and the writer never overlap).
+                    65..=69 => {
+                        if let Some(wal) = &proc_.wal {
+                            let filled = wal.prepare();
+                            FILLS.fetch_add(u64::from(filled), std::sync::atomic::Ordering::Relaxed);
+                            if self.verbose {
+                                self.trace.push(format!("prepare {filled}"));
+                            }
+                        }
+                    }
                     70..=91 => self.commit(proc_.wal.as_ref()),
                     _ => self.snapshot(&mut proc_),
                 }
@@ -376,7 +396,7 @@ impl Sim {
             // Down for a few seconds: one-second TTLs run out.
             self.unix_now += 2 + self.rng.below(3) as i64;
         }
-        let mut last = match recover(&self.fs, self.unix_now, self.durability) {
+        let mut last = match recover(&self.fs, self.unix_now, self.durability, self.prealloc) {
             Ok(p) => p,
             Err(why) => return Err(Failure(format!("final recovery failed: {why:?}"))),
         };
@@ -451,6 +471,9 @@ fn schedule(seed: u64, crash_at: u64, durability: Durability) -> Result<u64, Str
         verbose: std::env::var_os("STRATA_SIM_VERBOSE").is_some(),
         ops_done: 0,
         durability,
+        // 2-10 KiB: some records are 3.5 KiB, so writes land past the
+        // zeros, over them, and across their end.
+        prealloc: 2048 + seed.wrapping_mul(0x9E37_79B9) % 8192,
         history: HashMap::new(),
         snaps: Vec::new(),
     };
@@ -500,6 +523,8 @@ fn simulate(durability: Durability, min: u64) {
 #[test]
 fn no_acknowledged_write_is_lost_at_any_crash_point() {
     simulate(Durability::Always, 5_000);
+    let fills = FILLS.load(std::sync::atomic::Ordering::Relaxed);
+    assert!(fills > 100 || std::env::var("STRATA_SIM_SEED").is_ok(), "only {fills} fills ahead of the log");
 }
 
 #[test]

@@ -28,6 +28,8 @@ fn read_all(b: &dyn Backend, path: &std::path::Path) -> (Vec<(Op, Vec<u8>)>, boo
 fn group_commit_keeps_every_record_in_order_and_shares_fsyncs() {
     let dir = tempfile::tempdir().unwrap();
     let wal = Arc::new(Wal::open(Arc::new(OsBackend), &snap(&dir), 1, Durability::Always).unwrap());
+    // The helper fills zeros ahead while the writer commits.
+    wal.set_prealloc(8 << 10);
     let woken = Arc::new(AtomicU64::new(0));
     let w2 = woken.clone();
     wal.on_durable(Box::new(move || {
@@ -263,6 +265,8 @@ fn rotation_never_calls_durable_what_the_writer_has_not_written() {
     // the files hold.
     let dir = tempfile::tempdir().unwrap();
     let wal = Arc::new(Wal::open(Arc::new(OsBackend), &snap(&dir), 1, Durability::Always).unwrap());
+    // Fills of the old file may still run when a rotation starts the next.
+    wal.set_prealloc(8 << 10);
     let writer = {
         let wal = wal.clone();
         std::thread::spawn(move || wal.run())
@@ -338,5 +342,180 @@ fn damage_in_the_middle_of_a_log_loses_only_the_damaged_record() {
             assert!(torn, "record {i}, byte {at}");
             assert_eq!(got, want, "record {i}, byte {at}: every other record is read");
         }
+    }
+}
+
+/// A log whose file is filled with zeros 1 KiB ahead, at its start:
+/// twelve records, the first six in the gap the fill leaves the writer
+/// (an eighth), the seventh across the fill's start, the rest over the
+/// zeros. The bytes and where the records end.
+fn preallocated_log(dir: &tempfile::TempDir) -> (Vec<u8>, Vec<usize>) {
+    let wal = Wal::open(Arc::new(OsBackend), &snap(dir), 1, Durability::Always).unwrap();
+    wal.set_prealloc(1024);
+    assert!(wal.prepare(), "a fill ahead of the writer");
+    assert_eq!(wal.zeroed.load(Relaxed), 1024 - 128);
+    let mut ends = vec![16];
+    for i in 0..12u8 {
+        wal.append(Op::Delete, &[&vec![i + 1; usize::from(i) * 3 + 1]]);
+        ends.push(ends[usize::from(i)] + 12 + usize::from(i) * 3 + 1);
+    }
+    assert!(ends[6] < 16 + 128 && ends[7] > 16 + 128);
+    wal.flush().unwrap();
+    let bytes = std::fs::read(log_path(&snap(dir), 1)).unwrap();
+    (bytes, ends)
+}
+
+fn payloads(records: Vec<(Op, Vec<u8>)>) -> Vec<Vec<u8>> {
+    records.into_iter().map(|(_, p)| p).collect()
+}
+
+fn want_payloads(skip: &[usize]) -> Vec<Vec<u8>> {
+    (0..12usize).filter(|i| !skip.contains(i)).map(|i| vec![i as u8 + 1; i * 3 + 1]).collect()
+}
+
+#[test]
+fn a_preallocated_log_reads_its_records_and_its_zero_tail_is_no_damage() {
+    let dir = tempfile::tempdir().unwrap();
+    let (bytes, ends) = preallocated_log(&dir);
+    let last = *ends.last().unwrap();
+    assert_eq!(bytes.len(), 16 + 1024, "the file is the fill's length");
+    assert!(bytes[last..].iter().all(|&b| b == 0), "zeros after the last record");
+    let path = log_path(&snap(&dir), 1);
+    let (records, torn) = read_all(&OsBackend, &path);
+    assert!(!torn, "a zero tail is the log's end, not a torn record");
+    assert_eq!(payloads(records), want_payloads(&[]));
+    let (_s, mut w) = store(8 << 20);
+    let r = replay(&OsBackend, &snap(&dir), 0, &mut w).unwrap();
+    assert_eq!((r.records, r.torn), (12, 0));
+}
+
+#[test]
+fn damage_or_a_lost_block_in_a_preallocated_log_loses_only_what_it_touched() {
+    let dir = tempfile::tempdir().unwrap();
+    let (bytes, ends) = preallocated_log(&dir);
+    let path = log_path(&snap(&dir), 1);
+    // A flipped byte in any record, head or payload: that record alone.
+    for i in 0..12usize {
+        for at in [ends[i], ends[i] + 5, ends[i + 1] - 1] {
+            let mut b = bytes.clone();
+            b[at] ^= 0x40;
+            std::fs::write(&path, &b).unwrap();
+            let (records, torn) = read_all(&OsBackend, &path);
+            assert!(torn, "record {i}, byte {at}");
+            assert_eq!(payloads(records), want_payloads(&[i]), "record {i}, byte {at}");
+        }
+    }
+    // A record zeroed whole (a block that never reached the disk, the
+    // ones after it did): the records after it are read.
+    for i in 0..11usize {
+        let mut b = bytes.clone();
+        b[ends[i]..ends[i + 1]].fill(0);
+        std::fs::write(&path, &b).unwrap();
+        let (records, torn) = read_all(&OsBackend, &path);
+        assert!(torn, "record {i} zeroed");
+        assert_eq!(payloads(records), want_payloads(&[i]), "record {i} zeroed");
+    }
+    // The last batch torn at every byte of its last record: the zeros
+    // after the cut are no record, the cut record is lost, and a cut at
+    // its very start is a clean end.
+    for cut in ends[11]..ends[12] {
+        let mut b = bytes.clone();
+        b[cut..].fill(0);
+        std::fs::write(&path, &b).unwrap();
+        let (records, torn) = read_all(&OsBackend, &path);
+        assert_eq!(torn, cut != ends[11], "cut at {cut}");
+        assert_eq!(payloads(records), want_payloads(&[11]), "cut at {cut}");
+    }
+}
+
+#[test]
+fn the_fill_moves_ahead_as_the_writer_nears_its_end() {
+    let dir = tempfile::tempdir().unwrap();
+    let wal = Wal::open(Arc::new(OsBackend), &snap(&dir), 1, Durability::Always).unwrap();
+    let path = log_path(&snap(&dir), 1);
+    assert!(!wal.prepare(), "no preallocation unless asked");
+    wal.set_prealloc(16 << 10);
+    assert!(wal.prepare());
+    let len = || std::fs::metadata(&path).unwrap().len();
+    // A new file: the fill begins an eighth ahead of the writer.
+    assert_eq!(len(), 16 + (16 << 10));
+    assert!(!wal.prepare(), "16 KiB ahead: nothing to do");
+    let mut records = 0;
+    for round in 0..6 {
+        // 10 KiB of records: past half the fill.
+        for _ in 0..10 {
+            wal.append(Op::Delete, &[&[7u8; 1012]]);
+            records += 1;
+        }
+        wal.flush().unwrap();
+        let written = 16 + records * 1024;
+        assert!(wal.prepare(), "round {round}");
+        assert_eq!(len(), written + (16 << 10), "round {round}: filled a whole chunk ahead again");
+        let (got, torn) = read_all(&OsBackend, &path);
+        assert_eq!((got.len() as u64, torn), (records, false), "round {round}");
+    }
+    assert_eq!(wal.zeroed.load(Relaxed), len() - 16 - (2 << 10), "all but the gap the writer grew into");
+}
+
+#[test]
+fn a_fill_that_fails_leaves_the_log_writing() {
+    for faults in [
+        Faults { fail_write_at: Some((8 << 10, libc::ENOSPC)), ..Faults::default() },
+        Faults { fail_sync: true, ..Faults::default() },
+        Faults { short_writes: true, ..Faults::default() },
+    ] {
+        let dir = tempfile::tempdir().unwrap();
+        let fb = FaultBackend::new(OsBackend);
+        let wal = Wal::open(Arc::new(fb.clone()), &snap(&dir), 1, Durability::Always).unwrap();
+        wal.set_prealloc(64 << 10);
+        fb.set(faults.clone());
+        let ok = wal.prepare();
+        assert_eq!(ok, faults.short_writes, "{faults:?}");
+        assert!(!wal.failed(), "{faults:?}: a fill is not the log");
+        fb.set(Faults::default());
+        // Filled: nothing to do yet; failed: that file is not filled again.
+        assert!(!wal.prepare(), "{faults:?}");
+        for i in 0..50u32 {
+            wal.append(Op::Delete, &[&i.to_le_bytes(), &[1; 500]]);
+        }
+        wal.flush().unwrap();
+        let (records, torn) = read_all(&OsBackend, &log_path(&snap(&dir), 1));
+        assert_eq!((records.len(), torn), (50, false), "{faults:?}");
+        // The next file is filled again.
+        assert_eq!(wal.rotate().ok(), Some(2));
+        assert!(wal.prepare(), "{faults:?}");
+    }
+}
+
+#[test]
+fn a_prefill_at_start_fills_from_the_header_and_recovery_does_it_under_always() {
+    let dir = tempfile::tempdir().unwrap();
+    let wal = Wal::open(Arc::new(OsBackend), &snap(&dir), 1, Durability::Always).unwrap();
+    wal.set_prealloc(16 << 10);
+    assert!(wal.prefill());
+    let path = log_path(&snap(&dir), 1);
+    assert_eq!(std::fs::metadata(&path).unwrap().len(), 16 + (16 << 10));
+    assert_eq!(wal.zeroed.load(Relaxed), 16 << 10, "no gap: the first records go over zeros");
+    drop(wal);
+    for (mode, want) in [(Durability::Always, 16 + (32 << 10)), (Durability::Interval, 16)] {
+        let d = tempfile::tempdir().unwrap();
+        let opts = strata_persist::RecoverOpts {
+            workers: 1,
+            strict: false,
+            durability: mode,
+            unix_now: Some(1_700_000_000),
+            prealloc: 32 << 10,
+        };
+        let cfg = Config {
+            memory_limit: 8 << 20,
+            segment_size: 64 << 10,
+            item_size_max: 16 << 10,
+            hash_power: 8,
+            ..Config::default()
+        };
+        let r = strata_persist::recover(Arc::new(OsBackend), &snap(&d), cfg, &opts).unwrap();
+        let wal = r.wal.unwrap();
+        let len = std::fs::metadata(log_path(&snap(&d), wal.current())).unwrap().len();
+        assert_eq!(len, want, "{mode:?}: preallocated under always only");
     }
 }

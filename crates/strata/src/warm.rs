@@ -38,7 +38,13 @@ pub fn start(cfg: Config, snap: Option<&mut SnapshotConfig>, workers: usize) -> 
     // Loading a large snapshot takes longer than a unit's start timeout:
     // systemd is asked for more time until the port opens.
     let _more_time = strata_server::ExtendTimeout::start("loading the snapshot");
-    let opts = RecoverOpts { workers, strict: snap.strict, durability: snap.durability, unix_now: None };
+    let opts = RecoverOpts {
+        workers,
+        strict: snap.strict,
+        durability: snap.durability,
+        unix_now: None,
+        prealloc: strata_persist::wal::PREALLOC,
+    };
     let r = strata_persist::recover(snap.backend.clone(), &snap.file, cfg, &opts).map_err(|e| match e {
         RecoverError::Config(e) => StartError::Config(e),
         RecoverError::Strict(why) => StartError::Snapshot(why),

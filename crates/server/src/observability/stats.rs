@@ -411,6 +411,16 @@ fn snapshots(s: &mut Snapshot, shared: &Shared) {
     s.counter("durability_log_records", "Changes appended to the log since start.", records);
     s.counter("durability_log_bytes", "Bytes written to the log since start.", wal.bytes.load(Relaxed));
     s.counter("durability_syncs", "fdatasyncs of the log (group commits).", wal.syncs.load(Relaxed));
+    s.counter(
+        "durability_sync_us",
+        "Microseconds the log's fdatasyncs took (divided by durability_syncs: the cost of a commit).",
+        wal.sync_ns.load(Relaxed) / 1000,
+    );
+    s.counter(
+        "durability_prealloc_bytes",
+        "Zeros written ahead of the log's writer (preallocation) since start.",
+        wal.zeroed.load(Relaxed),
+    );
     s.gauge(
         "durability_unsynced_bytes",
         "Log bytes appended but not yet on disk.",
