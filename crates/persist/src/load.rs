@@ -52,6 +52,29 @@ pub struct LoadReport {
     /// (see `strata_store::FlashRestored`).
     pub flash_items: u64,
     pub flash_dropped: u64,
+    /// Where the time went, stage by stage.
+    pub times: LoadTimes,
+}
+
+/// Where a load's time went (logged at start, for operators and for
+/// tuning the loader). The loading thread's stages add up to about
+/// `duration`; the helper's run beside them, on another core.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct LoadTimes {
+    /// Walking the record headers and loading the dictionaries.
+    pub walk: Duration,
+    /// Reading segment records (waiting for the disk, and the kernel's
+    /// copy out of the page cache).
+    pub read: Duration,
+    /// Checking the segments' CRCs.
+    pub crc: Duration,
+    /// Linking the items into the index (and restoring the segments'
+    /// metadata).
+    pub link: Duration,
+    /// The helper thread: faulting in the segments' pages ahead.
+    pub fault: Duration,
+    /// The helper thread: asking the kernel to read ahead.
+    pub advise: Duration,
 }
 
 impl LoadReport {
@@ -222,6 +245,7 @@ pub fn load(
         }
     }
     let held = store.load_dicts(&dicts);
+    let mut times = LoadTimes { walk: started.elapsed(), ..LoadTimes::default() };
 
     let segments: Vec<&Found> = found.iter().filter(|r| r.kind == Kind::Segment).collect();
     let room = store.segments_available(workers);
@@ -242,28 +266,39 @@ pub fn load(
     let ahead = store.next_free_segments(segments.len() - skip);
     let stop = AtomicBool::new(false);
     let result = std::thread::scope(|scope| {
-        scope.spawn(|| {
+        let helper = scope.spawn(|| {
+            let (mut fault, mut advise) = (Duration::ZERO, Duration::ZERO);
             // Reads of the records ask the kernel for a window ahead; the
             // windows are issued ahead of the faulting, which is slower.
             const READ_AHEAD: usize = 32;
+            let t = Instant::now();
             for r in segments[skip..].iter().take(READ_AHEAD) {
                 f.will_need(r.at, u64::from(r.len));
             }
+            advise += t.elapsed();
             for (j, _) in segments[skip..].iter().enumerate() {
                 if stop.load(Relaxed) {
-                    return;
+                    break;
                 }
+                let t = Instant::now();
                 if let Some(r) = segments[skip..].get(j + READ_AHEAD) {
                     f.will_need(r.at, u64::from(r.len));
                 }
+                let t2 = Instant::now();
+                advise += t2 - t;
                 if let Some(&seg) = ahead.get(j) {
                     store.prefault(seg);
                 }
+                fault += t2.elapsed();
             }
+            (fault, advise)
         });
         let r = (|| {
             for (i, r) in segments.iter().enumerate().skip(skip) {
-                let Some(bytes_len) = read_segment_meta(&*f, r, &mut lists, &mut img) else {
+                let t = Instant::now();
+                let meta = read_segment_meta(&*f, r, &mut lists, &mut img);
+                times.read += t.elapsed();
+                let Some(bytes_len) = meta else {
                     report.damaged_segments += 1;
                     if strict {
                         return Err(SnapshotError::Damaged(format!("segment record at byte {} is unreadable", r.at)));
@@ -275,15 +310,23 @@ pub fn load(
                 let bytes_at = r.at + u64::from(r.len) - bytes_len as u64;
                 let mut crc = crc32c::crc32c(&lists);
                 let mut checked = false;
+                let (mut read_t, mut crc_t) = (Duration::ZERO, Duration::ZERO);
+                let t = Instant::now();
                 let mut restored = store.restore_with(&img, bytes_len, &mut |dst| {
                     checked = true;
+                    let t = Instant::now();
                     let read = read_exact_at(&*f, dst, bytes_at).unwrap_or_else(|e| {
                         tracing::warn!(path = %path.display(), at = bytes_at, error = %e, "snapshot read failed");
                         false
                     });
+                    let t2 = Instant::now();
                     crc = crc32c::crc32c_append(crc, dst);
+                    (read_t, crc_t) = (t2 - t, t2.elapsed());
                     read && crc == r.crc
                 });
+                times.link += t.elapsed().saturating_sub(read_t + crc_t);
+                times.read += read_t;
+                times.crc += crc_t;
                 // A segment dropped whole (expired, flushed, nothing live)
                 // is not read into memory; its CRC is checked all the same,
                 // so that damage to the fields that decided it is seen.
@@ -321,6 +364,9 @@ pub fn load(
             Ok(())
         })();
         stop.store(true, Relaxed);
+        if let Ok((fault, advise)) = helper.join() {
+            (times.fault, times.advise) = (fault, advise);
+        }
         r
     });
     store.release_dicts(held);
@@ -329,6 +375,7 @@ pub fn load(
     load_flash(store, &*f, &found, &path, &mut report, strict)?;
     report.bytes = file_len;
     report.duration = started.elapsed();
+    report.times = times;
     progress.done(loaded_bytes);
     Ok(report)
 }

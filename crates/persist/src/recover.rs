@@ -201,6 +201,16 @@ fn report_load(store: &Store, r: &LoadReport) {
         age_s = age,
         "snapshot loaded"
     );
+    let t = &r.times;
+    tracing::info!(
+        walk_ms = t.walk.as_millis() as u64,
+        read_ms = t.read.as_millis() as u64,
+        crc_ms = t.crc.as_millis() as u64,
+        link_ms = t.link.as_millis() as u64,
+        helper_fault_ms = t.fault.as_millis() as u64,
+        helper_advise_ms = t.advise.as_millis() as u64,
+        "snapshot load time by stage"
+    );
     if r.damaged() {
         tracing::warn!(
             damaged_segments = r.damaged_segments,
