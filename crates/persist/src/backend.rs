@@ -229,9 +229,11 @@ impl ReadFile for BulkRead {
     }
 
     fn read_at(&self, buf: &mut [u8], off: u64) -> io::Result<usize> {
-        let aligned = |n: usize| n % DIRECT_ALIGN == 0;
+        let aligned = |n: usize| n.is_multiple_of(DIRECT_ALIGN);
         match &self.direct {
-            Some(d) if aligned(buf.as_ptr() as usize) && aligned(buf.len()) && off % DIRECT_ALIGN as u64 == 0 => {
+            Some(d)
+                if aligned(buf.as_ptr() as usize) && aligned(buf.len()) && off.is_multiple_of(DIRECT_ALIGN as u64) =>
+            {
                 d.read_at(buf, off)
             }
             _ => self.plain.read_at(buf, off),

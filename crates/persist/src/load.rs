@@ -52,8 +52,9 @@ pub struct LoadReport {
     /// (see `strata_store::FlashRestored`).
     pub flash_items: u64,
     pub flash_dropped: u64,
-    /// Where the time went, stage by stage.
-    pub times: LoadTimes,
+    /// Where the time went, stage by stage (boxed: it is as large as the
+    /// rest of the report, and read once).
+    pub times: Box<LoadTimes>,
 }
 
 /// Where a load's time went (logged at start, for operators and for
@@ -424,7 +425,7 @@ pub fn load(
     load_flash(store, &*f, &found, &path, &mut report, strict)?;
     report.bytes = file_len;
     report.duration = started.elapsed();
-    report.times = times;
+    report.times = Box::new(times);
     progress.done(loaded_bytes);
     Ok(report)
 }

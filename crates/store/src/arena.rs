@@ -231,6 +231,11 @@ impl Drop for Arena {
     }
 }
 
+/// Whether transparent huge pages are used only where `madvise` asks.
+fn thp_on_madvise() -> bool {
+    std::fs::read_to_string("/sys/kernel/mm/transparent_hugepage/enabled").is_ok_and(|m| m.contains("[madvise]"))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -250,6 +255,27 @@ mod tests {
         assert_eq!((it.key(), it.value(), it.flags()), (&b"key"[..], &b"hello"[..], 7));
         // SAFETY: as above.
         assert_eq!(unsafe { a.header(1, 100, 100 + len - 1) }, None, "runs past end");
+    }
+
+    #[test]
+    fn huge_page_advice_changes_no_byte() {
+        let seg = if cfg!(miri) { 9 << 13 } else { 1 << 20 };
+        let a = Arena::new(seg, 4).unwrap();
+        for s in 0..4 {
+            // SAFETY: single-threaded test owns the whole arena.
+            unsafe { a.bytes_mut(s, 0, seg) }.fill(s as u8 + 1);
+        }
+        a.advise_huge_range(1, 2, true);
+        // SAFETY: as above.
+        unsafe { a.bytes_mut(2, 0, seg) }.fill(9);
+        a.advise_huge_range(1, 2, false);
+        // Out of range or reversed: nothing.
+        a.advise_huge_range(3, 4, true);
+        a.advise_huge_range(2, 1, true);
+        for (s, b) in [(0, 1), (1, 2), (2, 9), (3, 4)] {
+            // SAFETY: as above.
+            assert!(unsafe { a.bytes(s, 0, seg) } == &vec![b; seg][..], "segment {s}");
+        }
     }
 
     #[test]
@@ -284,9 +310,4 @@ mod tests {
         // SAFETY: the call must panic before touching memory.
         let _ = unsafe { a.bytes(0, 4000, 200) };
     }
-}
-
-/// Whether transparent huge pages are used only where `madvise` asks.
-fn thp_on_madvise() -> bool {
-    std::fs::read_to_string("/sys/kernel/mm/transparent_hugepage/enabled").is_ok_and(|m| m.contains("[madvise]"))
 }
