@@ -6,7 +6,14 @@
 //! when the snapshot holds more segments than the memory limit takes, the
 //! oldest are left out (records are in copy order, oldest epoch first).
 //! Then each segment is read, checked against its CRC and restored
-//! ([`Store::restore`]). A damaged segment is dropped and counted (its CRC
+//! ([`Store::restore`]). The segment records are read whole, ahead of the
+//! loading thread, by a few reader threads, around the page cache where
+//! the file system allows it ([`Backend::open_bulk`]: `O_DIRECT` reads of
+//! the aligned blocks around each record), and their CRCs checked there;
+//! a helper faults in the segments they go into, in huge pages where it
+//! can. The loading thread copies each record's bytes into its segment
+//! and links the items; [`LoadTimes`] says how long each stage took. A
+//! read that fails loses that record only. A damaged segment is dropped and counted (its CRC
 //! is checked even when its fields say it is dropped whole, so damage to
 //! them is seen); after a damaged record header the walk resumes at the
 //! next whole header (each has its own CRC); a truncated file ends the
@@ -68,7 +75,7 @@ pub struct LoadTimes {
     pub read: Duration,
     /// Copying the records' bytes into their segments.
     pub copy: Duration,
-    /// Checking the segments' CRCs.
+    /// Checking the segments' CRCs (on the reader threads).
     pub crc: Duration,
     /// Linking the items into the index (and restoring the segments'
     /// metadata).
@@ -275,7 +282,8 @@ pub fn load(
     let mut max_epoch = 0;
     // Threads work ahead of the loading one. Readers read each record
     // whole, around the page cache ([`Backend::open_bulk`]), into one of a
-    // few buffers; most of their time they wait for the disk. A
+    // few buffers, and check its CRC; most of their time they wait for the
+    // disk. A
     // helper faults in the pages of the segment each record will go into
     // (on a large snapshot the kernel's zeroing of fresh pages was half
     // the load's time). The helper is not held back to a distance ahead:
@@ -289,7 +297,7 @@ pub fn load(
     let mut free_tx = Vec::new();
     let mut readers = Vec::new();
     for _ in 0..READERS {
-        let (full, full_r) = std::sync::mpsc::sync_channel::<(Aligned, std::io::Result<bool>)>(READ_AHEAD);
+        let (full, full_r) = std::sync::mpsc::sync_channel::<(Aligned, std::io::Result<bool>, bool)>(READ_AHEAD);
         let (free, free_r) = std::sync::mpsc::channel::<Aligned>();
         for _ in 0..READ_AHEAD {
             let _ = free.send(Aligned::default());
@@ -300,18 +308,29 @@ pub fn load(
     }
     let result = std::thread::scope(|scope| {
         let (bulk, todo) = (&*bulk, &segments[skip..]);
-        // Record j is read by reader j % READERS, and taken from it in turn.
-        for (k, (full, free)) in readers.into_iter().enumerate() {
-            scope.spawn(move || {
-                for r in todo.iter().skip(k).step_by(READERS) {
-                    let Ok(mut buf) = free.recv() else { return };
-                    let read = buf.read(bulk, r.at, r.len as usize);
-                    if full.send((buf, read)).is_err() {
-                        return;
+        // Record j is read by reader j % READERS, and taken from it in
+        // turn. A reader checks each record's CRC too: the loading thread
+        // has the most to do.
+        let readers: Vec<_> = readers
+            .into_iter()
+            .enumerate()
+            .map(|(k, (full, free))| {
+                scope.spawn(move || {
+                    let mut crc_t = Duration::ZERO;
+                    for r in todo.iter().skip(k).step_by(READERS) {
+                        let Ok(mut buf) = free.recv() else { break };
+                        let read = buf.read(bulk, r.at, r.len as usize);
+                        let t = Instant::now();
+                        let crc_ok = matches!(read, Ok(true)) && crc32c::crc32c(buf.bytes()) == r.crc;
+                        crc_t += t.elapsed();
+                        if full.send((buf, read, crc_ok)).is_err() {
+                            break;
+                        }
                     }
-                }
-            });
-        }
+                    crc_t
+                })
+            })
+            .collect();
         let helper = scope.spawn(|| {
             let (mut fault, cpu) = (Duration::ZERO, thread_cpu());
             for &seg in &ahead {
@@ -331,9 +350,9 @@ pub fn load(
                 let t = Instant::now();
                 let got = full_rx[k].recv();
                 times.read += t.elapsed();
-                let (buf, read) = match got {
-                    Ok((buf, read)) => (Some(buf), read),
-                    Err(_) => (None, Ok(false)),
+                let (buf, read, crc_ok) = match got {
+                    Ok((buf, read, crc_ok)) => (Some(buf), read, crc_ok),
+                    Err(_) => (None, Ok(false), false),
                 };
                 let read = read.unwrap_or_else(|e| {
                     tracing::warn!(path = %path.display(), at = r.at, error = %e, "snapshot read failed");
@@ -350,31 +369,25 @@ pub fn load(
                     }
                     continue;
                 };
-                let (lists, bytes) = body.unwrap_or_default().split_at(lists_len);
-                // The bytes are copied into the segment, and checked against
-                // the record's CRC there (in cache) before anything links.
-                let mut crc = crc32c::crc32c(lists);
-                let mut checked = false;
-                let (mut copy_t, mut crc_t) = (Duration::ZERO, Duration::ZERO);
+                let bytes = &body.unwrap_or_default()[lists_len..];
+                // The reader checked the record's CRC, so nothing unchecked
+                // links; a segment dropped whole (expired, flushed, nothing
+                // live) is checked all the same, so that damage to the
+                // fields that decided it is seen.
+                let mut copy_t = Duration::ZERO;
                 let t = Instant::now();
-                let mut restored = store.restore_with(&img, bytes_len, &mut |dst| {
-                    checked = true;
-                    let t = Instant::now();
-                    dst.copy_from_slice(bytes);
-                    let t2 = Instant::now();
-                    crc = crc32c::crc32c_append(crc, dst);
-                    (copy_t, crc_t) = (t2 - t, t2.elapsed());
-                    crc == r.crc
-                });
-                // A segment dropped whole (expired, flushed, nothing live)
-                // is not copied into memory; its CRC is checked all the
-                // same, so that damage to the fields that decided it is seen.
-                if !checked && restored.is_ok() && crc32c::crc32c_append(crc, bytes) != r.crc {
-                    restored = Err(RestoreError::Rejected);
-                }
-                times.link += t.elapsed().saturating_sub(copy_t + crc_t);
+                let restored = if crc_ok {
+                    store.restore_with(&img, bytes_len, &mut |dst| {
+                        let t = Instant::now();
+                        dst.copy_from_slice(bytes);
+                        copy_t = t.elapsed();
+                        true
+                    })
+                } else {
+                    Err(RestoreError::Rejected)
+                };
+                times.link += t.elapsed().saturating_sub(copy_t);
                 times.copy += copy_t;
-                times.crc += crc_t;
                 if let Some(b) = buf {
                     let _ = free_tx[k].send(b);
                 }
@@ -416,6 +429,7 @@ pub fn load(
         if let Ok((fault, cpu)) = helper.join() {
             (times.fault, times.helper_cpu) = (fault, cpu);
         }
+        times.crc = readers.into_iter().filter_map(|h| h.join().ok()).sum();
         r
     });
     store.huge_pages_for_restore(&ahead, false);
@@ -538,11 +552,12 @@ fn segment_meta(body: &[u8], img: &mut SegmentImage) -> Option<(usize, usize)> {
     Some((lists_len, meta.bytes as usize))
 }
 
-/// Reader threads: two reads in flight keep the disk busy while one
-/// completes.
-const READERS: usize = 2;
+/// Reader threads, so that several reads are in flight (a buffered read
+/// has the kernel's read-ahead for that; one `O_DIRECT` read at a time
+/// leaves the disk idle between them).
+const READERS: usize = 4;
 /// How many records each reader may have read ahead of the loading thread.
-const READ_AHEAD: usize = 4;
+const READ_AHEAD: usize = 2;
 
 /// A buffer for reads around the page cache: a record and the aligned
 /// blocks around it ([`DIRECT_ALIGN`]).
