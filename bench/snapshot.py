@@ -19,6 +19,14 @@ to back in the same way, its fork's RSS sampled too.
     .venv/bin/python bench/snapshot.py [--items N] [--value BYTES]
         [--dir DIR] [--strata-bin PATH] [--bench-bin PATH] [--skip-redis]
         [--part save-load,online] [--duration SECS] [--out FILE.md]
+        [--keep-snapshot] [--load-only] [--strata-log FILE]
+
+Load-only rounds (issue 34): one run with --keep-snapshot fills, saves and
+leaves strata's snapshot in DIR/strata; later runs with --load-only (same
+--items and --value) skip the fill and the save and load that file again,
+still dropping the page cache and reading the file cold with dd just
+before each load, so several builds can be timed in turn on one file.
+Values come from a fixed seed, so each load is checked all the same.
 
 Needs root for dropping the page cache (`/proc/sys/vm/drop_caches`); without
 it the loads read from the page cache and the report says so.

@@ -555,7 +555,7 @@ fn segment_meta(body: &[u8], img: &mut SegmentImage) -> Option<(usize, usize)> {
 /// Reader threads, so that several reads are in flight (a buffered read
 /// has the kernel's read-ahead for that; one `O_DIRECT` read at a time
 /// leaves the disk idle between them).
-const READERS: usize = 4;
+const READERS: usize = 16;
 /// How many records each reader may have read ahead of the loading thread.
 const READ_AHEAD: usize = 2;
 
