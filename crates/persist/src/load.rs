@@ -283,9 +283,8 @@ pub fn load(
     // Threads work ahead of the loading one. Readers read each record
     // whole, around the page cache ([`Backend::open_bulk`]), into one of a
     // few buffers, and check its CRC; most of their time they wait for the
-    // disk. A
-    // helper faults in the pages of the segment each record will go into
-    // (on a large snapshot the kernel's zeroing of fresh pages was half
+    // disk. A helper faults in the pages of the segment each record will go
+    // into (on a large snapshot the kernel's zeroing of fresh pages was half
     // the load's time). The helper is not held back to a distance ahead:
     // measured on 5 M items, staying 64 records ahead loaded in 5.0 s
     // (median of 5), running free in 2.5 s.
