@@ -19,6 +19,14 @@ to back in the same way, its fork's RSS sampled too.
     .venv/bin/python bench/snapshot.py [--items N] [--value BYTES]
         [--dir DIR] [--strata-bin PATH] [--bench-bin PATH] [--skip-redis]
         [--part save-load,online] [--duration SECS] [--out FILE.md]
+        [--keep-snapshot] [--load-only] [--strata-log FILE]
+
+Load-only rounds (issue 34): one run with --keep-snapshot fills, saves and
+leaves strata's snapshot in DIR/strata; later runs with --load-only (same
+--items and --value) skip the fill and the save and load that file again,
+still dropping the page cache and reading the file cold with dd just
+before each load, so several builds can be timed in turn on one file.
+Values come from a fixed seed, so each load is checked all the same.
 
 Needs root for dropping the page cache (`/proc/sys/vm/drop_caches`); without
 it the loads read from the page cache and the report says so.
@@ -27,6 +35,7 @@ it the loads read from the page cache and the report says so.
 import argparse
 import json
 import os
+import random
 import re
 import shutil
 import signal
@@ -41,7 +50,8 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 
 import harness  # noqa: E402
 
-RANDOM = os.urandom(1 << 20)
+# Fixed, so that a --load-only run checks the values an earlier run saved.
+RANDOM = random.Random(16).randbytes(1 << 20)
 
 
 def value(i, n):
@@ -222,11 +232,41 @@ def children(pid):
 
 def strata_save_load(args, work):
     snapdir = os.path.join(work, "strata")
-    shutil.rmtree(snapdir, ignore_errors=True)
-    os.makedirs(snapdir)
+    snapfile = os.path.join(snapdir, "strata.snapshot")
     mem = str(args.items * (args.value + 40) // (1 << 20) + 512)
     port = harness.free_port()
     cmd = [args.strata_bin, "-p", str(port), "-m", mem, "-t", "2", "--snapshot-dir", snapdir]
+    if args.load_only and os.path.exists(snapfile):
+        # A snapshot kept by an earlier --keep-snapshot run: loaded again,
+        # not filled and saved again (the dd read and cache drop still
+        # come just before the load).
+        items, fill_s, save_s, wbw, size = args.items, float("nan"), float("nan"), float("nan"), os.path.getsize(snapfile)
+    else:
+        shutil.rmtree(snapdir, ignore_errors=True)
+        os.makedirs(snapdir)
+        items, fill_s, save_s, wbw, size = strata_fill_save(args, work, cmd, port)
+    rbw, _ = dd_read(snapfile)
+    cold = drop_caches()
+    t0 = time.monotonic()
+    log = open(args.strata_log, "ab") if args.strata_log else subprocess.DEVNULL
+    p = subprocess.Popen(cmd, stderr=log)
+    ready_s = wait_port(port, p)
+    st = mc_stats(port)
+    load_s = int(st["snapshot_load_duration_us"]) / 1e6
+    loaded = int(st["curr_items"])
+    bad = mc_check(port, args.items, args.value)
+    p.send_signal(signal.SIGKILL)
+    p.wait()
+    if log is not subprocess.DEVNULL:
+        log.close()
+    if not (args.keep_snapshot or args.load_only):
+        shutil.rmtree(snapdir, ignore_errors=True)
+    return dict(server="strata", items=items, loaded=loaded, bytes=size, fill_s=fill_s, save_s=save_s,
+                load_s=load_s, ready_s=ready_s, bad=bad, cold=cold, wbw=wbw, rbw=rbw)
+
+
+def strata_fill_save(args, work, cmd, port):
+    """Fills a server, saves a snapshot and kills it: items, fill s, save s, dd write MB/s, snapshot bytes."""
     p = subprocess.Popen(cmd, stderr=subprocess.DEVNULL)
     wait_port(port, p)
     t0 = time.monotonic()
@@ -247,20 +287,7 @@ def strata_save_load(args, work):
     size = int(st["snapshot_last_bytes"])
     p.send_signal(signal.SIGKILL)
     p.wait()
-    rbw, _ = dd_read(os.path.join(snapdir, "strata.snapshot"))
-    cold = drop_caches()
-    t0 = time.monotonic()
-    p = subprocess.Popen(cmd, stderr=subprocess.DEVNULL)
-    ready_s = wait_port(port, p)
-    st = mc_stats(port)
-    load_s = int(st["snapshot_load_duration_us"]) / 1e6
-    loaded = int(st["curr_items"])
-    bad = mc_check(port, args.items, args.value)
-    p.send_signal(signal.SIGKILL)
-    p.wait()
-    shutil.rmtree(snapdir, ignore_errors=True)
-    return dict(server="strata", items=items, loaded=loaded, bytes=size, fill_s=fill_s, save_s=save_s,
-                load_s=load_s, ready_s=ready_s, bad=bad, cold=cold, wbw=wbw, rbw=rbw)
+    return items, fill_s, save_s, wbw, size
 
 
 def redis_save_load(args, work):
@@ -450,6 +477,12 @@ def main():
     ap.add_argument("--part", default="save-load,online,durable")
     ap.add_argument("--duration", type=float, default=20.0)
     ap.add_argument("--out")
+    ap.add_argument("--keep-snapshot", action="store_true",
+                    help="leave strata's snapshot in DIR/strata for later --load-only runs")
+    ap.add_argument("--load-only", action="store_true",
+                    help="strata: load the snapshot a --keep-snapshot run left in DIR/strata (no fill, no save;"
+                         " still a cache drop and a cold dd read before the load); fills and saves if there is none")
+    ap.add_argument("--strata-log", help="append the loading server's log (stderr) to this file")
     args = ap.parse_args()
     os.makedirs(args.dir, exist_ok=True)
     parts = args.part.split(",")

@@ -2,6 +2,10 @@
 //! tested without a failing disk: [`OsBackend`] is the real one,
 //! [`FaultBackend`] wraps any backend and injects short writes, EIO,
 //! ENOSPC, fsync and rename failures, short reads and flipped bytes.
+//! Bulk files (a snapshot written or loaded whole) go around the page
+//! cache where the OS allows it ([`Backend::create_bulk`],
+//! [`Backend::open_bulk`]); every other backend serves them as ordinary
+//! files, and the fault backend injects into them all the same.
 
 use std::fs::{File, OpenOptions};
 use std::io::{self, Write};
@@ -21,6 +25,12 @@ pub trait Backend: Send + Sync + std::fmt::Debug {
         self.create(path)
     }
     fn open(&self, path: &Path) -> io::Result<Box<dyn ReadFile>>;
+    /// Opens `path` for one long read of most of it (a snapshot load):
+    /// the OS backend reads aligned requests ([`DIRECT_ALIGN`]: buffer,
+    /// offset and length) around the page cache, and any other through it.
+    fn open_bulk(&self, path: &Path) -> io::Result<Box<dyn ReadFile>> {
+        self.open(path)
+    }
     /// Atomically replaces `to` with `from`.
     fn rename(&self, from: &Path, to: &Path) -> io::Result<()>;
     /// Makes a rename in `dir` durable.
@@ -126,8 +136,9 @@ pub struct OsBackend;
 struct OsWrite(File);
 struct OsRead(File);
 
-/// Alignment and chunk size of [`DirectWrite`]'s writes.
-const DIRECT_ALIGN: usize = 4096;
+/// Alignment and chunk size of [`DirectWrite`]'s writes; the alignment
+/// of the reads a bulk file reads around the page cache.
+pub const DIRECT_ALIGN: usize = 4096;
 const DIRECT_CHUNK: usize = 4 << 20;
 
 /// A file written with `O_DIRECT`: the bytes go from an aligned staging
@@ -264,11 +275,49 @@ impl ReadFile for OsRead {
     }
 
     fn will_need(&self, off: u64, len: u64) {
+        OsRead::advise(&self.0, off, len);
+    }
+}
+
+/// A file opened for a bulk read: aligned requests go through an
+/// `O_DIRECT` descriptor, straight from the disk into the caller's buffer,
+/// others through an ordinary one. A load read 5 GB through the page cache
+/// before: the kernel's pages had to be allocated, filled and copied out,
+/// a second copy of the whole snapshot in memory on the way.
+struct BulkRead {
+    direct: Option<File>,
+    plain: File,
+}
+
+impl ReadFile for BulkRead {
+    fn size(&self) -> io::Result<u64> {
+        Ok(self.plain.metadata()?.len())
+    }
+
+    fn read_at(&self, buf: &mut [u8], off: u64) -> io::Result<usize> {
+        let aligned = |n: usize| n.is_multiple_of(DIRECT_ALIGN);
+        match &self.direct {
+            Some(d)
+                if aligned(buf.as_ptr() as usize) && aligned(buf.len()) && off.is_multiple_of(DIRECT_ALIGN as u64) =>
+            {
+                d.read_at(buf, off)
+            }
+            _ => self.plain.read_at(buf, off),
+        }
+    }
+
+    fn will_need(&self, off: u64, len: u64) {
+        OsRead::advise(&self.plain, off, len);
+    }
+}
+
+impl OsRead {
+    fn advise(f: &File, off: u64, len: u64) {
         use std::os::fd::AsRawFd;
         let (Ok(off), Ok(len)) = (libc::off_t::try_from(off), libc::off_t::try_from(len)) else { return };
         // SAFETY: posix_fadvise takes no pointers; it is only a hint, and a
         // failure changes nothing.
-        unsafe { libc::posix_fadvise(self.0.as_raw_fd(), off, len, libc::POSIX_FADV_WILLNEED) };
+        unsafe { libc::posix_fadvise(f.as_raw_fd(), off, len, libc::POSIX_FADV_WILLNEED) };
     }
 }
 
@@ -291,6 +340,14 @@ impl Backend for OsBackend {
 
     fn open(&self, path: &Path) -> io::Result<Box<dyn ReadFile>> {
         Ok(Box::new(OsRead(File::open(path)?)))
+    }
+
+    fn open_bulk(&self, path: &Path) -> io::Result<Box<dyn ReadFile>> {
+        use std::os::unix::fs::OpenOptionsExt;
+        let plain = File::open(path)?;
+        // tmpfs and some others refuse O_DIRECT: everything goes through the cache.
+        let direct = OpenOptions::new().read(true).custom_flags(libc::O_DIRECT).open(path).ok();
+        Ok(Box::new(BulkRead { direct, plain }))
     }
 
     fn rename(&self, from: &Path, to: &Path) -> io::Result<()> {
@@ -345,6 +402,9 @@ pub struct Faults {
     pub short_reads: Option<usize>,
     /// Reads fail with EIO at or past this offset.
     pub fail_read_at: Option<u64>,
+    /// Reads that touch these bytes fail with EIO (a bad sector: what
+    /// lies before and after still reads).
+    pub fail_read_within: Option<std::ops::Range<u64>>,
     /// The byte at this offset reads with its bits flipped.
     pub flip_at: Option<u64>,
 }
@@ -462,6 +522,11 @@ impl ReadFile for FaultRead {
                 want = (at - off) as usize;
             }
         }
+        if let Some(bad) = &plan.fail_read_within {
+            if off < bad.end && off + want as u64 > bad.start {
+                return Err(io::Error::from_raw_os_error(libc::EIO));
+            }
+        }
         let n = self.inner.read_at(&mut buf[..want], off)?;
         if let Some(at) = plan.flip_at {
             if at >= off && at < off + n as u64 {
@@ -483,6 +548,10 @@ impl<B: Backend> Backend for FaultBackend<B> {
 
     fn open(&self, path: &Path) -> io::Result<Box<dyn ReadFile>> {
         Ok(Box::new(FaultRead { inner: self.inner.open(path)?, faults: self.faults.clone() }))
+    }
+
+    fn open_bulk(&self, path: &Path) -> io::Result<Box<dyn ReadFile>> {
+        Ok(Box::new(FaultRead { inner: self.inner.open_bulk(path)?, faults: self.faults.clone() }))
     }
 
     fn rename(&self, from: &Path, to: &Path) -> io::Result<()> {
@@ -572,5 +641,36 @@ mod tests {
         }
         f.sync().unwrap();
         assert_eq!(std::fs::read(&path).ok().as_deref(), Some(&want[..]));
+    }
+
+    #[test]
+    fn bulk_reads_return_the_files_bytes_aligned_or_not() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("bulk");
+        let want: Vec<u8> = (0..3 * DIRECT_ALIGN + 123).map(|i| (i * 7 % 251) as u8).collect();
+        std::fs::write(&path, &want).unwrap();
+        let f = OsBackend.open_bulk(&path).unwrap();
+        assert_eq!(f.size().unwrap(), want.len() as u64);
+        let mut big = vec![0u8; 5 * DIRECT_ALIGN];
+        let at = big.as_ptr().align_offset(DIRECT_ALIGN);
+        // Aligned buffer, offset and length: around the cache where the
+        // file system allows it, short at the end of the file.
+        let aligned = &mut big[at..at + 4 * DIRECT_ALIGN];
+        let mut got = 0;
+        while got < want.len() {
+            let n = f.read_at(&mut aligned[got..], got as u64).unwrap();
+            assert!(n > 0);
+            got += n;
+        }
+        assert_eq!(&aligned[..want.len()], &want[..]);
+        assert_eq!(f.read_at(&mut aligned[..DIRECT_ALIGN], 4 * DIRECT_ALIGN as u64).unwrap(), 0);
+        // Anything unaligned goes through the cache, with the same bytes.
+        for (off, len, shift) in
+            [(1, 10, 0), (DIRECT_ALIGN - 3, 9, 1), (DIRECT_ALIGN, DIRECT_ALIGN, 5), (17, 2 * DIRECT_ALIGN, 0)]
+        {
+            let buf = &mut big[at + shift..at + shift + len];
+            assert!(read_exact_at(&*f, buf, off as u64).unwrap());
+            assert_eq!(buf, &want[off..off + len], "{off} {len} {shift}");
+        }
     }
 }

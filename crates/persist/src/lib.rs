@@ -29,7 +29,7 @@ use std::time::{Duration, Instant};
 
 pub use backend::{Backend, FaultBackend, Faults, OsBackend};
 pub use lease::EpochLease;
-pub use load::{check_settings, load, read_footer, read_header, LoadReport};
+pub use load::{check_settings, load, read_footer, read_header, LoadReport, LoadTimes};
 pub use recover::{recover, Loaded, RecoverError, RecoverOpts, Recovered};
 pub use save::{checkpoint, save, SaveReport, Saver};
 pub use simfs::SimFs;

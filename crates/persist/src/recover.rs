@@ -216,6 +216,19 @@ fn report_load(store: &Store, r: &LoadReport) {
         age_s = age,
         "snapshot loaded"
     );
+    let t = &r.times;
+    tracing::info!(
+        walk_ms = t.walk.as_millis() as u64,
+        read_wait_ms = t.read.as_millis() as u64,
+        copy_ms = t.copy.as_millis() as u64,
+        crc_ms = t.crc.as_millis() as u64,
+        link_ms = t.link.as_millis() as u64,
+        helper_fault_ms = t.fault.as_millis() as u64,
+        segments_ms = t.segments.as_millis() as u64,
+        loader_cpu_ms = t.loader_cpu.as_millis() as u64,
+        helper_cpu_ms = t.helper_cpu.as_millis() as u64,
+        "snapshot load time by stage"
+    );
     if r.damaged() {
         tracing::warn!(
             damaged_segments = r.damaged_segments,

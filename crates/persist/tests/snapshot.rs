@@ -286,6 +286,23 @@ fn faults_while_saving_leave_the_previous_snapshot_whole() {
     check_all(&mut w, &want2);
 }
 
+#[test]
+fn a_failed_read_inside_a_segment_loses_that_segment_only() {
+    let (dir, _, want) = saved();
+    let b = FaultBackend::new(OsBackend);
+    // A bad byte inside the first segment record's bytes: the loader's
+    // bulk read of that record fails, the records around it load.
+    let bad = (HEADER_LEN + RECORD_LEN + 2000) as u64;
+    b.set(Faults { fail_read_within: Some(bad..bad + 1), ..Faults::default() });
+    let (_s, mut w, r) = restart(&snap(&dir), &b, 8 << 20, 1);
+    assert_eq!((r.damaged_segments, r.truncated, r.complete), (1, false, true), "{r:?}");
+    let found = check_all(&mut w, &want);
+    assert!(found > want.len() / 2 && found < want.len(), "{found}");
+    // Strict mode refuses instead.
+    let s = Store::new(cfg(8 << 20), Arc::new(Clock::manual(T0))).unwrap();
+    assert!(matches!(load(&s, &b, &snap(&dir), 1, 0, true), Err(SnapshotError::Damaged(_))));
+}
+
 fn zcfg(mem: usize) -> Config {
     let z = strata_compress::Config {
         dict_size: 1024,

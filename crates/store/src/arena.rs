@@ -85,6 +85,30 @@ impl Arena {
         }
     }
 
+    /// Backs segments `lo..=hi` with transparent huge pages (`on`), or
+    /// stops doing so for pages faulted from now on (`!on`; those already
+    /// huge stay so). For a bulk restore: faulting in 5 GB took 10.4 s in
+    /// 4 KiB pages and 4.5 s in 2 MiB ones on the benchmark machine (a
+    /// virtual one, where each first touch costs the host a fault too).
+    /// Only where the system leaves huge pages to `madvise` (the default):
+    /// with `always` the pages are huge already, and `-L` asks for the
+    /// whole arena itself. Best effort: an error changes nothing.
+    pub fn advise_huge_range(&self, lo: u32, hi: u32, on: bool) {
+        if cfg!(miri) || lo > hi || hi >= self.nsegs || !thp_on_madvise() {
+            return;
+        }
+        let page = 4096;
+        let start = (self.ptr(lo, 0, 0) as usize).next_multiple_of(page);
+        let end = (self.ptr(hi, 0, 0) as usize + self.seg_size) / page * page;
+        if end <= start {
+            return;
+        }
+        let advice = if on { libc::MADV_HUGEPAGE } else { libc::MADV_NOHUGEPAGE };
+        // SAFETY: [start, end) is page-aligned and inside this allocation;
+        // these advices change how pages are backed, never their contents.
+        unsafe { libc::madvise(start as *mut libc::c_void, end - start, advice) };
+    }
+
     fn ptr(&self, seg: u32, off: usize, len: usize) -> *mut u8 {
         // A bad location is a bug in the store; refusing it keeps it from
         // becoming memory corruption.
@@ -207,6 +231,11 @@ impl Drop for Arena {
     }
 }
 
+/// Whether transparent huge pages are used only where `madvise` asks.
+fn thp_on_madvise() -> bool {
+    std::fs::read_to_string("/sys/kernel/mm/transparent_hugepage/enabled").is_ok_and(|m| m.contains("[madvise]"))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -226,6 +255,27 @@ mod tests {
         assert_eq!((it.key(), it.value(), it.flags()), (&b"key"[..], &b"hello"[..], 7));
         // SAFETY: as above.
         assert_eq!(unsafe { a.header(1, 100, 100 + len - 1) }, None, "runs past end");
+    }
+
+    #[test]
+    fn huge_page_advice_changes_no_byte() {
+        let seg = if cfg!(miri) { 9 << 13 } else { 1 << 20 };
+        let a = Arena::new(seg, 4).unwrap();
+        for s in 0..4 {
+            // SAFETY: single-threaded test owns the whole arena.
+            unsafe { a.bytes_mut(s, 0, seg) }.fill(s as u8 + 1);
+        }
+        a.advise_huge_range(1, 2, true);
+        // SAFETY: as above.
+        unsafe { a.bytes_mut(2, 0, seg) }.fill(9);
+        a.advise_huge_range(1, 2, false);
+        // Out of range or reversed: nothing.
+        a.advise_huge_range(3, 4, true);
+        a.advise_huge_range(2, 1, true);
+        for (s, b) in [(0, 1), (1, 2), (2, 9), (3, 4)] {
+            // SAFETY: as above.
+            assert!(unsafe { a.bytes(s, 0, seg) } == &vec![b; seg][..], "segment {s}");
+        }
     }
 
     #[test]

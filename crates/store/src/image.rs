@@ -299,6 +299,16 @@ impl Store {
         }
     }
 
+    /// Backs `segs` (the ones the next restores take, in order) with
+    /// transparent huge pages for a bulk restore (`on`), and afterwards
+    /// (`!on`) lets pages faulted later be ordinary again: half a large
+    /// load's work is the kernel faulting the segments' pages in, and
+    /// 2 MiB pages cut that by half (`Arena::advise_huge_range`).
+    pub fn huge_pages_for_restore(&self, segs: &[u32], on: bool) {
+        let (Some(&lo), Some(&hi)) = (segs.iter().min(), segs.iter().max()) else { return };
+        self.arena().advise_huge_range(lo, hi, on);
+    }
+
     /// Segments a restore can still fill: free ones within the memory
     /// budget, less the cleaner's reserve for `workers` workers.
     pub fn segments_available(&self, workers: usize) -> usize {
