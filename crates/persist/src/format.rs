@@ -5,18 +5,18 @@
 //!
 //! header (96 bytes)
 //!  0  magic "STRATASN"               8
-//!  8  format version (1)             u32
+//!  8  format version (2; 1 loads)   u32
 //! 12  header length (96)             u32
 //! 16  segment size                   u32   must match (CAS values and
 //! 20  item size max (-I)             u32   offsets depend on them)
 //! 24  flags: bit 0 CAS on            u32
 //! 28  (zero)                         u32
 //! 32  process start, unix seconds    i64   the clock's timeline (relative 0)
-//! 40  now, relative seconds          u32   at the start of the snapshot
-//! 44  flush_all scheduled at         u32   relative, 0 = none
-//! 48  epochs handed out              u64   at the start
-//! 56  flush epoch                    u64   at the start
-//! 64  wall time, unix seconds        i64   when the snapshot started
+//! 40  now, relative seconds          u32   at the snapshot's cut
+//! 44  flush_all scheduled at         u32   relative, 0 = none; at the cut
+//! 48  epochs handed out              u64   at the cut
+//! 56  flush epoch                    u64   at the cut (what v2 loads)
+//! 64  wall time, unix seconds        i64   at the cut
 //! 72  first log file to replay       u64   (--durability; 0 without)
 //! 80  (zero)                         12
 //! 92  CRC32C of bytes 0..92          u32
@@ -72,14 +72,21 @@
 //! ```
 //!
 //! All integers little-endian. Every record is checked on its own: a body
-//! whose CRC fails loses that record only; after a record header whose CRC
-//! fails (its length cannot be trusted) the loader resumes at the next
-//! offset that holds a whole record header.
+//! whose CRC fails loses that record only. A record header whose CRC fails
+//! ends the readable part: its length cannot be trusted, and the bytes
+//! after it are never searched for something that looks like a header (a
+//! value a client stored may hold exactly that), so what follows is lost.
 
 /// The first 8 bytes of every snapshot.
 pub const MAGIC: [u8; 8] = *b"STRATASN";
-/// Bumped whenever the layout above changes; a loader refuses others.
-pub const VERSION: u32 = 1;
+/// Bumped whenever the layout above or what it means changes. Version 2:
+/// a snapshot is a point in time (its cut, `save.rs`): its header's flush
+/// state is the one its items are as of. Version 1 files (each key as of
+/// some moment between start and end; the footer's flush state applies)
+/// still load.
+pub const VERSION: u32 = 2;
+/// The oldest version a loader reads.
+pub const OLDEST_VERSION: u32 = 1;
 pub const HEADER_LEN: usize = 96;
 pub const RECORD_LEN: usize = 16;
 pub const SEGMENT_FIXED: usize = 32;
@@ -91,7 +98,7 @@ pub const FOOTER_LEN: usize = 48;
 pub enum FormatError {
     #[error("not a strata snapshot (bad magic)")]
     BadMagic,
-    #[error("snapshot format version {found}, this server reads version {VERSION}")]
+    #[error("snapshot format version {found}, this server reads versions {OLDEST_VERSION} to {VERSION}")]
     Version { found: u32 },
     #[error("header checksum mismatch")]
     HeaderChecksum,
@@ -106,6 +113,8 @@ pub enum FormatError {
 /// The settings and clock a snapshot was taken with.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct Header {
+    /// The format version it was written in ([`VERSION`] when encoded).
+    pub version: u32,
     pub segment_size: u32,
     pub item_size_max: u32,
     pub cas: bool,
@@ -166,13 +175,14 @@ impl Header {
         // The version is checked before the checksum: a later format may
         // lay out the rest differently, and saying so is more useful.
         let version = u32_at(b, 8);
-        if version != VERSION {
+        if !(OLDEST_VERSION..=VERSION).contains(&version) {
             return Err(FormatError::Version { found: version });
         }
         if u32_at(b, 92) != crc32c::crc32c(&b[..92]) || u32_at(b, 12) as usize != HEADER_LEN {
             return Err(FormatError::HeaderChecksum);
         }
         Ok(Header {
+            version,
             segment_size: u32_at(b, 16),
             item_size_max: u32_at(b, 20),
             cas: u32_at(b, 24) & 1 != 0,
@@ -403,6 +413,7 @@ mod tests {
 
     fn header() -> Header {
         Header {
+            version: VERSION,
             segment_size: 1 << 20,
             item_size_max: 1 << 20,
             cas: true,
@@ -430,7 +441,7 @@ mod tests {
     fn the_header_is_pinned_byte_for_byte() {
         let b = header().encode();
         assert_eq!(&b[..8], b"STRATASN");
-        assert_eq!(&b[8..16], &[1, 0, 0, 0, 96, 0, 0, 0]);
+        assert_eq!(&b[8..16], &[2, 0, 0, 0, 96, 0, 0, 0]);
         assert_eq!(&b[16..24], &[0, 0, 0x10, 0, 0, 0, 0x10, 0]);
         assert_eq!(b[24], 1);
         assert_eq!(&b[48..56], &77u64.to_le_bytes());
@@ -445,9 +456,15 @@ mod tests {
             b[i] ^= 0x40;
             assert!(Header::decode(&b).is_err(), "flipped byte {i} went unnoticed");
         }
-        let mut v2 = good;
-        v2[8] = 2;
-        assert_eq!(Header::decode(&v2), Err(FormatError::Version { found: 2 }));
+        let mut v3 = good;
+        v3[8] = 3;
+        assert_eq!(Header::decode(&v3), Err(FormatError::Version { found: 3 }));
+        // A version 1 file (an earlier build's) still reads, as version 1.
+        let mut v1 = good;
+        v1[8] = 1;
+        let crc = crc32c::crc32c(&v1[..92]);
+        v1[92..].copy_from_slice(&crc.to_le_bytes());
+        assert_eq!(Header::decode(&v1), Ok(Header { version: 1, ..header() }));
         let r = Record { kind: Kind::Dict, len: 99, crc: 7 }.encode();
         assert_eq!(Record::decode(&r), Ok(Record { kind: Kind::Dict, len: 99, crc: 7 }));
         for i in 0..RECORD_LEN {

@@ -53,6 +53,9 @@ pub enum SnapshotError {
     Damaged(String),
     #[error("a segment record would exceed 4 GiB")]
     TooLarge,
+    /// The snapshot could not keep its point in time (see `save`).
+    #[error("snapshot could not keep its point in time: {0}")]
+    Cut(String),
 }
 
 /// `path` with `suffix` appended to its file name.

@@ -2,23 +2,28 @@
 //!
 //! The record headers are walked first (a read of 16 bytes per record), so
 //! that the loader knows what the file holds before it restores anything:
-//! the dictionaries are loaded before the segments that name them, and
-//! when the snapshot holds more segments than the memory limit takes, the
-//! oldest are left out (records are in copy order, oldest epoch first).
-//! Then each segment is read, checked against its CRC and restored
-//! ([`Store::restore`]). The segment records are read whole, ahead of the
+//! the dictionaries are loaded before the segments that name them. Then
+//! each segment is read, checked against its CRC and restored whole into a
+//! free segment ([`Store::restore_with`]) while free segments last (less
+//! the writers' reserve); the rest item by item through the write path
+//! ([`strata_store::Restorer`]), where the cleaner wins back the dead bytes
+//! of what came whole before anything live is evicted. So every item live
+//! in the snapshot loads while the live items fit the memory limit, and
+//! past it eviction's order applies (records are oldest epoch first). The
+//! segment records are read whole, ahead of the
 //! loading thread, by a few reader threads, around the page cache where
 //! the file system allows it ([`Backend::open_bulk`]: `O_DIRECT` reads of
 //! the aligned blocks around each record), and their CRCs checked there;
 //! a helper faults in the segments they go into, in huge pages where it
 //! can. The loading thread copies each record's bytes into its segment
 //! and links the items; [`LoadTimes`] says how long each stage took. A
-//! read that fails loses that record only. A damaged segment is dropped and counted (its CRC
-//! is checked even when its fields say it is dropped whole, so damage to
-//! them is seen); after a damaged record header the walk resumes at the
-//! next whole header (each has its own CRC); a truncated file ends the
-//! readable part, and what came before it loads. Nothing unchecked is
-//! ever served.
+//! read that fails loses that record only. A damaged segment is dropped
+//! and counted (its CRC is checked even when its fields say it is dropped
+//! whole, so damage to them is seen); a damaged record header ends the
+//! readable part (its length cannot be trusted, and the rest is never
+//! searched for something that looks like a header: a client's value may
+//! hold one); a truncated file ends it too, and what came before loads.
+//! Nothing unchecked is ever served.
 
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
@@ -44,8 +49,16 @@ pub struct LoadReport {
     pub dropped_items: u64,
     /// Segment records whose CRC failed (or that failed to read).
     pub damaged_segments: u64,
-    /// Segment records left out because the memory limit was reached.
+    /// Segment records left out because the memory limit was reached with
+    /// nothing that could be evicted (`-M`).
     pub skipped_segments: u64,
+    /// Segment records restored item by item once no free segment was left
+    /// (their dead bytes, and the dead bytes of those restored whole, are
+    /// won back by the cleaner: `strata_store::Restorer`).
+    pub loose_segments: u64,
+    /// Live items evicted during the load: the snapshot's live items did
+    /// not fit the memory limit (a smaller `-m` than it was taken with).
+    pub evicted: u64,
     /// The file ended early, or a record header was damaged: the rest is lost.
     pub truncated: bool,
     /// The footer was read (the snapshot was complete when written).
@@ -210,21 +223,13 @@ pub fn load(
         });
         let rec = if read { Record::decode(&rb).ok() } else { None };
         let Some(rec) = rec.filter(|r| at + (RECORD_LEN as u64) + u64::from(r.len) <= file_len) else {
-            // A damaged header's length cannot be trusted: look for the
-            // next whole record header (its own CRC says so) and go on
-            // from there, counting what lay between as one damaged record.
-            match resync(&*f, at + 1, file_len) {
-                Some(next) => {
-                    tracing::warn!(path = %path.display(), at, skipped = next - at, "snapshot: damaged record header, resumed at the next whole record");
-                    report.damaged_segments += 1;
-                    at = next;
-                    continue;
-                }
-                None => {
-                    report.truncated = true;
-                    break;
-                }
-            }
+            // A damaged header's length cannot be trusted, and the bytes
+            // after it are not searched for a header: a value a client
+            // stored may hold one (issue 41). The rest of the file is lost.
+            tracing::warn!(path = %path.display(), at, lost = file_len - at, "snapshot: damaged record header; the rest of the file is not read");
+            report.damaged_segments += 1;
+            report.truncated = true;
+            break;
         };
         let body_at = at + RECORD_LEN as u64;
         at = body_at + u64::from(rec.len);
@@ -244,10 +249,13 @@ pub fn load(
         return Err(SnapshotError::Damaged(format!("{} is truncated or its footer is damaged", path.display())));
     }
 
-    // Where the old store stood: its epochs, its flush.
-    let (epoch, flush_epoch, flush_at) = match footer {
-        Some(ft) => (ft.epoch, ft.flush_epoch, ft.flush_at),
-        None => (header.epoch, header.flush_epoch, header.flush_at),
+    // Where the old store stood: its epochs (the last handed out, so that
+    // no CAS repeats), its flush (as of the cut the items are from; a
+    // version 1 snapshot's items are as of its end).
+    let epoch = footer.map_or(header.epoch, |ft| ft.epoch);
+    let (flush_epoch, flush_at) = match footer {
+        Some(ft) if header.version < 2 => (ft.flush_epoch, ft.flush_at),
+        _ => (header.flush_epoch, header.flush_at),
     };
     store.resume(epoch.max(epoch_floor), flush_epoch, flush_at);
 
@@ -273,10 +281,12 @@ pub fn load(
 
     let segments: Vec<&Found> = found.iter().filter(|r| r.kind == Kind::Segment).collect();
     let room = store.segments_available(workers);
-    let skip = segments.len().saturating_sub(room);
-    report.skipped_segments = skip as u64;
     let mut progress = Progress::new("snapshot load");
-    progress.set_total(segments[skip..].iter().map(|r| u64::from(r.len)).sum());
+    progress.set_total(segments.iter().map(|r| u64::from(r.len)).sum());
+    // Once no free segment is left, the rest is restored item by item,
+    // the cleaner winning back the dead bytes of what came whole before
+    // anything live is evicted (`strata_store::Restorer`).
+    let mut restorer = None;
     let mut img = SegmentImage::default();
     let mut loaded_bytes = 0u64;
     let mut max_epoch = 0;
@@ -289,7 +299,7 @@ pub fn load(
     // measured on 5 M items, staying 64 records ahead loaded in 5.0 s
     // (median of 5), running free in 2.5 s.
     let bulk = backend.open_bulk(&path).map_err(|e| SnapshotError::io("open", &path, e))?;
-    let ahead = store.next_free_segments(segments.len() - skip);
+    let ahead = store.next_free_segments(segments.len().min(room));
     store.huge_pages_for_restore(&ahead, true);
     let stop = AtomicBool::new(false);
     let mut full_rx = Vec::new();
@@ -306,7 +316,7 @@ pub fn load(
         readers.push((full, free_r));
     }
     let result = std::thread::scope(|scope| {
-        let (bulk, todo) = (&*bulk, &segments[skip..]);
+        let (bulk, todo) = (&*bulk, &segments[..]);
         // Record j is read by reader j % READERS, and taken from it in
         // turn. A reader checks each record's CRC too: the loading thread
         // has the most to do.
@@ -344,8 +354,8 @@ pub fn load(
         });
         let (cpu, wall) = (thread_cpu(), Instant::now());
         let r = (|| {
-            for (i, r) in segments.iter().enumerate().skip(skip) {
-                let k = (i - skip) % READERS;
+            for (i, r) in segments.iter().enumerate() {
+                let k = i % READERS;
                 let t = Instant::now();
                 let got = full_rx[k].recv();
                 times.read += t.elapsed();
@@ -375,7 +385,9 @@ pub fn load(
                 // fields that decided it is seen.
                 let mut copy_t = Duration::ZERO;
                 let t = Instant::now();
-                let restored = if crc_ok {
+                let restored = if !crc_ok {
+                    Err(RestoreError::Rejected)
+                } else if restorer.is_none() && report.segments < room as u64 {
                     store.restore_with(&img, bytes_len, &mut |dst| {
                         let t = Instant::now();
                         dst.copy_from_slice(bytes);
@@ -383,7 +395,14 @@ pub fn load(
                         true
                     })
                 } else {
-                    Err(RestoreError::Rejected)
+                    Err(RestoreError::Full)
+                };
+                let restored = match restored {
+                    Err(RestoreError::Full) if bytes.len() == bytes_len => {
+                        report.loose_segments += 1;
+                        restorer.get_or_insert_with(|| store.restorer()).restore(&img, bytes)
+                    }
+                    r => r,
                 };
                 times.link += t.elapsed().saturating_sub(copy_t);
                 times.copy += copy_t;
@@ -402,6 +421,8 @@ pub fn load(
                         report.segments += u64::from(x.used_segment);
                     }
                     Err(RestoreError::Full) => {
+                        // Not even item by item: with -M, live data past
+                        // the limit (nothing is evicted).
                         report.skipped_segments += (segments.len() - i) as u64;
                         break;
                     }
@@ -420,6 +441,9 @@ pub fn load(
             }
             Ok(())
         })();
+        if let Some(restorer) = restorer.take() {
+            report.evicted = restorer.evicted();
+        }
         stop.store(true, Relaxed);
         // The reader stops at its next buffer or send.
         drop(full_rx);
@@ -491,33 +515,6 @@ fn load_flash(
     report.flash_items = restored.items;
     report.flash_dropped = restored.dropped;
     Ok(())
-}
-
-/// The offset of the first whole record header at or after `from` (its
-/// own CRC holds and its body fits in the file), read in 1 MiB windows.
-fn resync(f: &dyn ReadFile, from: u64, file_len: u64) -> Option<u64> {
-    const WINDOW: usize = 1 << 20;
-    let mut buf = vec![0u8; WINDOW + RECORD_LEN];
-    let mut base = from;
-    while base + RECORD_LEN as u64 <= file_len {
-        let n = ((file_len - base) as usize).min(buf.len());
-        if !read_exact_at(f, &mut buf[..n], base).unwrap_or(false) {
-            return None;
-        }
-        for i in 0..=n - RECORD_LEN {
-            let mut rb = [0u8; RECORD_LEN];
-            rb.copy_from_slice(&buf[i..i + RECORD_LEN]);
-            if let Ok(rec) = Record::decode(&rb) {
-                let at = base + i as u64;
-                if at + RECORD_LEN as u64 + u64::from(rec.len) <= file_len {
-                    return Some(at);
-                }
-            }
-        }
-        // Windows overlap by a header's length less one byte.
-        base += (n - RECORD_LEN + 1) as u64;
-    }
-    None
 }
 
 /// Reads a record's body into `body`; false if its CRC fails.

@@ -1,25 +1,28 @@
 //! Writing a snapshot while the server serves.
 //!
-//! The snapshot is taken in passes. Each pass asks the workers to seal
-//! their active segments (a segment being written has no consistent
-//! image), lists the sealed segments not yet copied, oldest epoch first, and
-//! copies each ([`Store::image`]: pinned, item by item under bucket locks)
-//! into the file. The first pass copies what the cache held when the
-//! snapshot began; the next ones copy what was written (or moved by the
-//! cleaner) meanwhile, until a pass finds nothing new or [`MAX_PASSES`] are
-//! done. Memory grows by one segment's copy at a time, plus the pins.
+//! **Point in time.** A snapshot saves the cache as it was at its *cut*
+//! (`strata_store`'s cut.rs): the log switches files first (with
+//! `--durability`), then the store marks every segment in use as the
+//! cut's, and from then on nothing is linked into them and every item of
+//! theirs unlinked is noted, so that a copy made later still saves what was
+//! live at the cut. The workers are asked to seal the segments they were
+//! writing (a segment being written has no consistent image); the snapshot
+//! copies the cut's sealed segments one at a time, oldest epoch first
+//! ([`Store::image`]), and the images of segments that eviction or the
+//! cleaner freed before it came to them, which the freeing thread made
+//! ([`Store::take_handoff`]), until no segment of the cut is left. Nothing
+//! written after the cut is in it: the snapshot holds every key
+//! acknowledged before it began, with the value it had at the cut (a later
+//! one if the write raced the cut), and no key deleted or flushed before.
+//! Its size is bounded by the memory in use at the cut: one version of each
+//! key at most, and no segment twice.
 //!
-//! Every segment sealed when the snapshot begins, or sealed while it runs,
-//! is held until copied: the cleaner cannot move its items out of the
-//! snapshot's reach (`strata_store` image.rs, "Holds").
-//!
-//! **What a snapshot holds.** Each item is as it was when its segment was
-//! copied, and records are in the order they were copied, so when a key is
-//! live in two records the later one is the newer (the loader keeps it).
-//! A key deleted during a snapshot may therefore be in it: a snapshot is
-//! the cache at some moment between its start and end, per key.
+//! If the store cannot keep the cut (segments freed faster than the
+//! snapshot writes them, past the hand-off queue's bound; or too many
+//! deaths to note), or a worker does not seal within [`SEAL_TIMEOUT`], the
+//! snapshot fails and the previous one stays: a snapshot is never written
+//! without what it promises.
 
-use std::collections::HashSet;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
@@ -29,8 +32,14 @@ use crate::backend::{write_all, Backend, WriteFile};
 use crate::format::{self, Footer, Header, Kind, Record, SegmentFixed};
 use crate::{Progress, SnapshotError, TMP_SUFFIX};
 
-/// Passes after the first that catch up with writes made meanwhile.
-pub const MAX_PASSES: u32 = 4;
+/// How long a snapshot waits for the segments of its cut to be sealed
+/// (workers seal between two turns of their event loop, asked again every
+/// [`ASK_AGAIN`]) before it fails.
+pub const SEAL_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// How often the workers are asked again to seal while segments of the cut
+/// are still open.
+const ASK_AGAIN: Duration = Duration::from_millis(100);
 
 /// What the server does for a snapshot while it is taken. Any `FnMut()`
 /// is one that only seals.
@@ -41,8 +50,10 @@ pub trait Saver {
     fn begin(&mut self) -> u64 {
         0
     }
-    /// Asks every worker to seal its active segments, and returns once
-    /// they have (at shutdown, with the workers gone, there is nothing to do).
+    /// Asks every worker (and the reclaimer) to seal the segments it
+    /// writes; need not wait for them (the snapshot waits for the store to
+    /// say its cut is sealed, and asks again meanwhile). At shutdown, with
+    /// the workers gone, there is nothing to do.
     fn seal(&mut self);
     /// Called after each segment record, with the bytes written so far.
     fn progress(&mut self, _bytes: u64) {}
@@ -59,8 +70,11 @@ impl<F: FnMut()> Saver for F {
 pub struct SaveReport {
     pub bytes: u64,
     pub segments: u64,
-    /// Live items copied (a key overwritten during the snapshot may count twice).
+    /// Live items copied (one version of each key at most).
     pub items: u64,
+    /// Segments of the cut copied by the thread that freed them before the
+    /// snapshot came to them (eviction, the cleaner).
+    pub handed_off: u64,
     pub dicts: u64,
     /// Flash items whose slots were saved (with `-o ext_path`).
     pub flash_items: u64,
@@ -113,11 +127,8 @@ pub fn save(
     let f = backend.create_bulk(&tmp).map_err(|e| SnapshotError::io("create", &tmp, e))?;
     let mut out = Out { f, bytes: 0, path: &tmp };
     let mut dicts = 0u64;
-    // Held before the log switches, so that nothing logged in the files
-    // this snapshot replaces can be moved out of its reach.
-    store.hold_for_snapshot();
     let result = write_body(store, &mut out, saver, &mut dicts);
-    store.release_snapshot();
+    store.end_cut();
     // The dictionaries' references are given back whatever happened.
     store.release_dicts(dicts);
     let finish = result.and_then(|mut report| {
@@ -161,10 +172,13 @@ fn write_body(
     dicts: &mut u64,
 ) -> Result<SaveReport, SnapshotError> {
     let started = Instant::now();
+    // The log switches first: every record in an older file is of a change
+    // made before the cut, which the snapshot holds.
     let log_seq = saver.begin();
+    let start = store.begin_cut();
     saver.seal();
-    let start = store.store_image();
     let header = Header {
+        version: format::VERSION,
         segment_size: start.segment_size as u32,
         item_size_max: start.item_size_max as u32,
         cas: start.cas,
@@ -178,54 +192,43 @@ fn write_body(
     };
     out.write(&header.encode())?;
     let mut report = SaveReport { started_unix: start.unix_now, log_seq, ..SaveReport::default() };
-    let mut done: HashSet<(u32, u64)> = HashSet::new();
-    let mut img = SegmentImage::default();
-    let (mut live, mut times) = (Vec::new(), Vec::new());
+    let mut seg = SegmentOut { img: SegmentImage::default(), live: Vec::new(), times: Vec::new() };
     let mut progress = Progress::new("snapshot save");
-    for pass in 0..=MAX_PASSES {
-        if pass > 0 {
-            saver.seal();
-        }
-        let mut todo: Vec<_> =
-            store.sealed_segments().into_iter().filter(|s| !done.contains(&(s.segment, s.epoch))).collect();
-        if todo.is_empty() {
-            break;
-        }
-        todo.sort_by_key(|s| s.epoch);
-        report.passes = pass + 1;
-        progress.set_total(out.bytes + (todo.len() * store.config().segment_size) as u64);
-        for s in todo {
-            done.insert((s.segment, s.epoch));
-            if !store.image(s.segment, &mut img) {
-                // Evicted or compacted since it was listed.
-                continue;
+    let (mut asked, mut waiting_since) = (Instant::now(), Instant::now());
+    loop {
+        seg.drain(store, out, &mut report, dicts, saver, &mut progress)?;
+        let pending = store.cut_pending();
+        if pending.sealed.is_empty() {
+            if pending.unsealed == 0 {
+                // A freed segment leaves the cut once its image is queued.
+                seg.drain(store, out, &mut report, dicts, saver, &mut progress)?;
+                break;
             }
-            // Reused and sealed again since it was listed: a newer image,
-            // as good as any (and not to be copied again).
-            done.insert((s.segment, img.epoch));
-            // One reference per dictionary is enough until the end.
-            let again = img.dicts & *dicts;
-            store.release_dicts(again);
-            *dicts |= img.dicts;
-            live.clear();
-            times.clear();
-            live.extend(img.live.iter().flat_map(|o| o.to_le_bytes()));
-            times.extend(img.write_times.iter().flat_map(|&(o, t)| o.to_le_bytes().into_iter().chain(t.to_le_bytes())));
-            let fixed = SegmentFixed {
-                epoch: img.epoch,
-                main: img.queue == strata_store::Queue::Main,
-                max_expire: img.max_expire,
-                bytes: img.bytes.len() as u32,
-                live: img.live.len() as u32,
-                times: img.write_times.len() as u32,
-            };
-            out.record(Kind::Segment, &[&fixed.encode(), &live, &times, &img.bytes])?;
-            report.segments += 1;
-            report.items += img.live.len() as u64;
-            progress.at(out.bytes);
-            saver.progress(out.bytes);
+            if waiting_since.elapsed() >= SEAL_TIMEOUT {
+                return Err(SnapshotError::Cut(format!(
+                    "{} segments of its cut were still not sealed after {} s",
+                    pending.unsealed,
+                    SEAL_TIMEOUT.as_secs()
+                )));
+            }
+            if asked.elapsed() >= ASK_AGAIN {
+                saver.seal();
+                asked = Instant::now();
+            }
+            store.wait_handoff(Duration::from_millis(1));
+            continue;
+        }
+        waiting_since = Instant::now();
+        report.passes += 1;
+        progress.set_total(out.bytes + (pending.sealed.len() * store.config().segment_size) as u64);
+        for s in pending.sealed {
+            seg.drain(store, out, &mut report, dicts, saver, &mut progress)?;
+            if store.image(s.segment, &mut seg.img) {
+                seg.write(store, out, &mut report, dicts, saver, &mut progress)?;
+            }
         }
     }
+    report.handed_off = store.handed_off();
     for d in store.saved_dicts(*dicts) {
         out.record(Kind::Dict, &[&format::encode_dict(&d)])?;
         report.dicts += 1;
@@ -242,6 +245,9 @@ fn write_body(
         }
         report.flash_items = img.entries.len() as u64;
     }
+    if let Some(why) = store.cut_failed() {
+        return Err(SnapshotError::Cut(why));
+    }
     let end = store.store_image();
     let footer = Footer {
         epoch: end.epoch,
@@ -256,4 +262,74 @@ fn write_body(
     report.duration = started.elapsed();
     progress.done(out.bytes);
     Ok(report)
+}
+
+/// A segment image on its way into the file, and the buffers its lists are
+/// encoded in.
+struct SegmentOut {
+    img: SegmentImage,
+    live: Vec<u8>,
+    times: Vec<u8>,
+}
+
+impl SegmentOut {
+    /// Writes every image handed off so far; fails if the store could not
+    /// keep the cut.
+    fn drain(
+        &mut self,
+        store: &Store,
+        out: &mut Out<'_>,
+        report: &mut SaveReport,
+        dicts: &mut u64,
+        saver: &mut dyn Saver,
+        progress: &mut Progress,
+    ) -> Result<(), SnapshotError> {
+        while let Some(img) = store.take_handoff() {
+            self.img = img;
+            self.write(store, out, report, dicts, saver, progress)?;
+        }
+        match store.cut_failed() {
+            Some(why) => Err(SnapshotError::Cut(why)),
+            None => Ok(()),
+        }
+    }
+
+    /// Writes `self.img` as a segment record (nothing if none of its items
+    /// is live), keeping one reference per dictionary it names.
+    fn write(
+        &mut self,
+        store: &Store,
+        out: &mut Out<'_>,
+        report: &mut SaveReport,
+        dicts: &mut u64,
+        saver: &mut dyn Saver,
+        progress: &mut Progress,
+    ) -> Result<(), SnapshotError> {
+        let img = &self.img;
+        // One reference per dictionary is enough until the end.
+        store.release_dicts(img.dicts & *dicts);
+        *dicts |= img.dicts;
+        if img.live.is_empty() {
+            return Ok(());
+        }
+        self.live.clear();
+        self.times.clear();
+        self.live.extend(img.live.iter().flat_map(|o| o.to_le_bytes()));
+        self.times
+            .extend(img.write_times.iter().flat_map(|&(o, t)| o.to_le_bytes().into_iter().chain(t.to_le_bytes())));
+        let fixed = SegmentFixed {
+            epoch: img.epoch,
+            main: img.queue == strata_store::Queue::Main,
+            max_expire: img.max_expire,
+            bytes: img.bytes.len() as u32,
+            live: img.live.len() as u32,
+            times: img.write_times.len() as u32,
+        };
+        out.record(Kind::Segment, &[&fixed.encode(), &self.live, &self.times, &img.bytes])?;
+        report.segments += 1;
+        report.items += img.live.len() as u64;
+        progress.at(out.bytes);
+        saver.progress(out.bytes);
+        Ok(())
+    }
 }

@@ -192,18 +192,15 @@ struct Cleared {
 }
 
 impl Store {
-    /// Seals a worker's full segment onto a queue.
-    pub(crate) fn seal(&self, seg: u32, q: Queue) {
-        let mut ev = self.lock_evict();
-        if self.snapshotting() {
-            self.seg(seg).held.store(true, Relaxed);
-        }
-        ev.queue(q).push_back(seg);
+    /// Whether copy target `t` may take more items: not if it predates the
+    /// last `flush_all`, nor while it is in a running snapshot's cut.
+    fn open_for_copies(&self, t: u32) -> bool {
+        !self.is_flushed(t) && !self.frozen(t)
     }
 
-    /// Whether the running snapshot still has to copy `s`.
-    pub(crate) fn is_held(&self, s: u32) -> bool {
-        self.seg(s).held.load(Relaxed)
+    /// Seals a worker's full segment onto a queue.
+    pub(crate) fn seal(&self, seg: u32, q: Queue) {
+        self.lock_evict().queue(q).push_back(seg);
     }
 
     /// Dead bytes in sealed segment `s`: written but no longer linked (all
@@ -231,7 +228,7 @@ impl Store {
             for &s in queue {
                 let dead = self.dead_bytes_of(s, now);
                 survey.dead += dead;
-                if self.is_pinned(s) || (self.is_held(s) && !take_held) {
+                if self.is_pinned(s) || (self.frozen(s) && !take_held) {
                     continue;
                 }
                 // A segment sealed part-filled (a snapshot or a starved
@@ -295,7 +292,7 @@ impl Store {
         // free list (a victim's items fit in one segment).
         // The last resort cleans nothing: it makes room by evicting.
         let best = survey.best.filter(|_| !active.last_resort).filter(|&(_, q)| {
-            let room = active.targets[q as usize].filter(|&t| !self.is_flushed(t)).map_or(0, |t| self.room(t));
+            let room = active.targets[q as usize].filter(|&t| self.open_for_copies(t)).map_or(0, |t| self.room(t));
             survey.best_need < seg_size && (survey.best_need <= room || self.spare() > 0)
         });
         // 1. A mostly dead segment before fresh memory.
@@ -323,8 +320,11 @@ impl Store {
                 return q.remove(i).map(|s| Step::Victim(s, Clear::Evict));
             }
         }
-        // 4. Clean while there is a segment's worth of dead bytes.
-        if let Some((s, q)) = best.filter(|_| self.worth_cleaning(&survey)) {
+        // 4. Clean while there is a segment's worth of dead bytes (at a
+        // load, however live the best segment is: nothing live that fits
+        // is evicted then).
+        let worth = self.worth_cleaning(&survey) || (active.restoring && survey.dead >= seg_size);
+        if let Some((s, q)) = best.filter(|_| worth) {
             Self::take(ev, s);
             return Some(Step::Victim(s, Clear::Clean(q)));
         }
@@ -404,12 +404,11 @@ impl Store {
                 return Ok(s);
             }
         }
-        // Only segments a running snapshot holds could be cleaned (with
+        // Only segments of a running snapshot's cut could be cleaned (with
         // -M, nothing is evicted): a write is not refused for a snapshot.
-        // What the cleaner moves out of a held segment is journaled again
-        // (`clear_item`), so the durable modes keep it; a snapshot alone
-        // may miss it (docs/design.md, "Holds").
-        if self.snapshotting() {
+        // A segment of the cut is copied for the snapshot before it is
+        // reused (`cut.rs`, the hand-off).
+        if self.cut_active() {
             active.take_held = true;
             let s = self.alloc_steps(active);
             active.take_held = false;
@@ -434,7 +433,7 @@ impl Store {
         bump(&active.counters.alloc_last_resort);
         active.seal_all(self);
         active.last_resort = true;
-        active.take_held = self.snapshotting();
+        active.take_held = self.cut_active();
         let started = Instant::now();
         let mut asked = None;
         let got = loop {
@@ -485,10 +484,14 @@ impl Store {
     /// false (with `-M` only) if a live item had nowhere to go, and then
     /// it goes back on its queue.
     pub(crate) fn free_victim(&self, victim: u32, how: Clear, active: &mut Active) -> bool {
+        let q = if let Clear::Clean(q) = how { q } else { Queue::Small };
         if !self.clear_segment(victim, how, active) {
-            self.seal(victim, if let Clear::Clean(q) = how { q } else { Queue::Small });
+            self.seal(victim, q);
             return false;
         }
+        // In a running snapshot's cut and not copied yet: copied now, with
+        // every item that was live at the cut (`cut.rs`).
+        self.hand_off(victim, q);
         self.give_back(victim);
         true
     }
@@ -637,8 +640,11 @@ impl Store {
                 && (!evicting || (slot::freq(s) > 0 && !active.last_resort && active.copy_credit >= self.aligned(len)))
                 && !(active.force_out && how == Clear::Evict && self.flash_eligible(&it));
             if keep {
-                let room =
-                    active.targets[target_q as usize].filter(|&t| !self.is_flushed(t)).map_or(0, |t| self.room(t));
+                // A target in a snapshot's cut takes nothing more (`cut.rs`):
+                // a new one is opened below.
+                let room = active.targets[target_q as usize]
+                    .filter(|&t| self.open_for_copies(t))
+                    .map_or(0, |t| self.room(t));
                 if self.aligned(len) <= room {
                     let Some(t) = active.targets[target_q as usize] else { return };
                     let new_off = self.seg(t).write_off.load(Relaxed) as usize;
@@ -659,15 +665,6 @@ impl Store {
                     st.set(pos, moved);
                     self.unaccount(&mut st, s);
                     self.account(&mut st, moved);
-                    if self.is_held(victim) {
-                        // Eviction (or the cleaner as a last resort) copied
-                        // an item out of a segment the running snapshot has
-                        // not copied, into one it may not copy: the log gets
-                        // the item again, so that a recovery that trusts the
-                        // snapshot for everything logged before it still has
-                        // it (`image.rs`, "Holds").
-                        self.journal_item(moved);
-                    }
                     bump(&c.reinserted);
                     cleared.bytes_copied += len as u64;
                     if evicting {

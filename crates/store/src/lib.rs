@@ -27,8 +27,10 @@
 //! - `tier`: the flash tier, store side: evicted items to flash, and
 //!   back into memory when a request needs them; `aio`: the I/O threads
 //!   that read from flash while workers go on.
-//! - `image`: sealed segments copied out consistently for snapshots, and
-//!   brought back at start.
+//! - `image`: sealed segments copied out consistently for snapshots;
+//!   `cut`: the running snapshot's point in time (what is frozen, deaths
+//!   after the cut, segments handed off); `restore`: images brought back
+//!   at start.
 //! - `types`: requests, outcomes, settings, errors, totals.
 
 mod aio;
@@ -36,6 +38,7 @@ mod arena;
 mod bands;
 pub mod clock;
 mod crawl;
+mod cut;
 mod evict;
 mod image;
 mod index;
@@ -43,6 +46,7 @@ mod item;
 mod journal;
 mod read;
 mod reclaim;
+mod restore;
 mod segments;
 mod store;
 mod tier;
@@ -54,11 +58,13 @@ mod write;
 pub use bands::{BandStats, SizeClasses, MAX_BANDS};
 pub use clock::Clock;
 pub use crawl::Crawled;
-pub use image::{Queue, RestoreError, Restored, Sealed, SegmentImage, StoreImage};
+pub use cut::Pending;
+pub use image::{Queue, Sealed, SegmentImage, StoreImage};
 pub use index::hash_power_for;
 pub use journal::{Journal, ReplayError};
 pub use read::{Fetch, Found};
 pub use reclaim::Reclaimer;
+pub use restore::{RestoreError, Restored, Restorer};
 pub use store::{Evicted, EvictionWatcher, Store};
 pub use tier::{FlashImage, FlashRestored};
 pub use types::{

@@ -53,8 +53,10 @@ enum Op {
     /// Holds a large-value read (a pinned segment) until the next `Pin` or `Unpin`.
     Pin(u8),
     Unpin,
-    /// A snapshot begins or ends: sealed segments are held meanwhile.
-    Snapshot(bool),
+    /// A snapshot's cut begins (0) or ends (1), or the snapshot takes the
+    /// segments handed off to it (2): meanwhile segments in the cut are
+    /// handed off before they are reused.
+    Snapshot(u8),
 }
 
 fn op() -> impl Strategy<Value = Op> {
@@ -63,7 +65,7 @@ fn op() -> impl Strategy<Value = Op> {
         4 => any::<u8>().prop_map(Op::Get),
         1 => any::<u8>().prop_map(Op::Pin),
         1 => Just(Op::Unpin),
-        1 => any::<bool>().prop_map(Op::Snapshot),
+        1 => (0..3u8).prop_map(Op::Snapshot),
     ]
 }
 
@@ -102,8 +104,11 @@ fn run(item_max: usize, mem: usize, ops: &[Op]) -> Result<(), TestCaseError> {
                 }
             }
             Op::Unpin => pinned = None,
-            Op::Snapshot(true) => s.hold_for_snapshot(),
-            Op::Snapshot(false) => s.release_snapshot(),
+            Op::Snapshot(0) => {
+                s.begin_cut();
+            }
+            Op::Snapshot(1) => s.end_cut(),
+            Op::Snapshot(_) => while s.take_handoff().is_some() {},
         }
     }
     drop(pinned);

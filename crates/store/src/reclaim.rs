@@ -85,9 +85,18 @@ impl Store {
     /// worker seal its segments before it lists the sealed ones: items
     /// copied into a target before the snapshot began are in no image
     /// otherwise, and the log that held them is trimmed.
+    ///
+    /// Does not wait for a round in progress: the reclaimer is woken
+    /// instead, and seals its targets in a snapshot's cut as its next round
+    /// begins.
     pub fn seal_reclaimer(&self) {
-        if let Some(active) = self.reclaim_state().active.lock().as_mut() {
-            active.seal_all(self);
+        match self.reclaim_state().active.try_lock() {
+            Some(mut g) => {
+                if let Some(active) = g.as_mut() {
+                    active.seal_all(self);
+                }
+            }
+            None => self.kick_reclaimer(),
         }
     }
 
@@ -151,7 +160,9 @@ impl Reclaimer {
             *kicked = false;
         }
         // Its copy targets go on a queue like any worker's.
-        self.store.seal_reclaimer();
+        if let Some(active) = self.store.reclaim_state().active.lock().as_mut() {
+            active.seal_all(&self.store);
+        }
     }
 
     /// One round: with `ext_item_age`, a pass that sends idle items to
@@ -164,6 +175,9 @@ impl Reclaimer {
         let mut guard = st.reclaim_state().active.lock();
         let Some(active) = guard.as_mut() else { return false };
         active.seal_if_starved(st);
+        if st.cut_active() {
+            active.seal_frozen(st);
+        }
         let now = st.clock().now();
         let mut aging = false;
         if now != self.aged_at {

@@ -63,9 +63,12 @@ pub(crate) struct SegMeta {
     pub(crate) dicts: AtomicU64,
     /// Its pages may be resident: written since it was last released.
     pub(crate) paged: std::sync::atomic::AtomicBool,
-    /// Held for the snapshot being taken, which has not copied it yet: the
-    /// cleaner leaves it alone (`image.rs`, "Holds").
-    pub(crate) held: std::sync::atomic::AtomicBool,
+    /// The generation of the running snapshot's cut while the segment is
+    /// in it and not copied yet, else 0 (`cut.rs`): the cleaner leaves it
+    /// alone, nothing is linked into it, and what dies in it is noted.
+    pub(crate) snap: AtomicU64,
+    /// Its items linked at the snapshot's cut and unlinked since (`cut.rs`).
+    pub(crate) died: Mutex<crate::cut::Died>,
     /// The size bands of the items written into it since it was opened,
     /// one bit each (`bands.rs`).
     pub(crate) bands: AtomicU64,
@@ -118,6 +121,14 @@ impl Budget {
         self.free.lock().len()
     }
 
+    /// Runs `f` on the free and parked lists, both locked (a snapshot's cut
+    /// marks the segments in use meanwhile).
+    pub(crate) fn with_lists<R>(&self, f: impl FnOnce(&[u32], &[u32]) -> R) -> R {
+        let free = self.free.lock();
+        let parked = self.parked.lock();
+        f(&free, &parked)
+    }
+
     /// The free segments within the limit the next `n` takers get, in order.
     pub(crate) fn next_free(&self, n: usize) -> Vec<u32> {
         let limit = self.limit_segs.load(Relaxed);
@@ -137,9 +148,15 @@ impl Store {
         m.live_items.store(0, Relaxed);
         m.live_bytes.store(0, Relaxed);
         m.max_expire.store(0, Relaxed);
-        m.epoch.store(self.next_epoch(), Relaxed);
+        {
+            // Under the cut's lock: opened before a snapshot's cut, the
+            // segment is in it; opened after, it is not, and its writer
+            // sees the cut (`cut.rs`).
+            let _cut = self.cut().lock.lock();
+            m.epoch.store(self.next_epoch(), Relaxed);
+            m.snap.store(0, Relaxed);
+        }
         m.last_mark.store(0, Relaxed);
-        m.held.store(false, Relaxed);
         m.bands.store(0, Relaxed);
         m.aged.store(false, Relaxed);
         m.times.lock().clear();
@@ -311,7 +328,11 @@ impl Store {
     fn unuse_to(&self, seg: u32, to: &Mutex<Vec<u32>>) {
         self.detach_dicts(seg);
         self.budget().in_use.fetch_sub(1, Relaxed);
-        to.lock().push(seg);
+        let mut list = to.lock();
+        // Out of any snapshot's cut (handed off first if it was in it), under
+        // the list's lock, which a cut marks segments under.
+        self.seg(seg).snap.store(0, Relaxed);
+        list.push(seg);
     }
 
     /// `cache_memlimit`: changes the memory limit at run time, within the
@@ -361,8 +382,9 @@ pub(crate) struct Active {
     pub(crate) flash: crate::tier::FlashBatch,
     /// Eviction sends read items to flash too (see `alloc_segment`).
     pub(crate) force_out: bool,
-    /// The cleaner may take segments a running snapshot holds: the last
-    /// resort before a write fails (see `alloc_segment`).
+    /// The cleaner may take segments of a running snapshot's cut not yet
+    /// copied (handing them off): the last resort before a write fails (see
+    /// `alloc_segment`).
     pub(crate) take_held: bool,
     /// The last resort before a write fails (`evict.rs`): eviction copies
     /// nothing forward, and the writer may take the cleaner's reserve.
@@ -378,6 +400,9 @@ pub(crate) struct Active {
     /// A writer beside the reclaimer: cleans early and takes fresh memory,
     /// leaves the rest to the reclaimer.
     pub(crate) early_only: bool,
+    /// A load's [`Restorer`](crate::Restorer): the cleaner takes a segment
+    /// however live, before anything is evicted (a load keeps what was live).
+    pub(crate) restoring: bool,
 }
 
 /// Copy-forward credit a worker may bank: a quarter of the segments, and
@@ -406,6 +431,7 @@ impl Active {
             starve_seen: st.starved(),
             background,
             early_only: false,
+            restoring: false,
         }
     }
 
@@ -428,7 +454,7 @@ impl Active {
         if let Some(seg) = self.segs[class] {
             let m = st.seg(seg);
             let w = m.write_off.load(Relaxed) as usize;
-            if w + len <= st.arena().segment_size() && !st.is_flushed(seg) {
+            if w + len <= st.arena().segment_size() && !st.is_flushed(seg) && !st.frozen(seg) {
                 m.write_off.store((w + len) as u32, Release);
                 st.note_written(seg, w, time);
                 return Ok((seg, w));
@@ -465,6 +491,21 @@ impl Active {
         let [small, main] = &mut self.targets;
         for (t, q) in [(small.take(), Queue::Small), (main.take(), Queue::Main)] {
             if let Some(t) = t {
+                st.seal(t, q);
+            }
+        }
+    }
+
+    /// Seals the segments this worker writes that are in a running
+    /// snapshot's cut: nothing more goes into them, and the snapshot copies
+    /// only sealed segments (`cut.rs`).
+    pub(crate) fn seal_frozen(&mut self, st: &Store) {
+        for seg in self.segs.iter_mut().filter(|s| s.is_some_and(|s| st.frozen(s))).filter_map(Option::take) {
+            st.seal(seg, Queue::Small);
+        }
+        for (i, q) in [(0, Queue::Small), (1, Queue::Main)] {
+            if let Some(t) = self.targets[i].filter(|&t| st.frozen(t)) {
+                self.targets[i] = None;
                 st.seal(t, q);
             }
         }

@@ -132,9 +132,8 @@ pub struct Store {
     /// Told of items evicted from memory while it wants them (`watch
     /// evictions`).
     evict_hook: std::sync::OnceLock<Arc<dyn EvictionWatcher>>,
-    /// A snapshot is being taken: segments sealed now are held for it
-    /// (see `image.rs`, "Holds").
-    snapshotting: std::sync::atomic::AtomicBool,
+    /// The running snapshot's cut (`cut.rs`).
+    cut: crate::cut::Cut,
     /// Bumped by a writer that found no segment to take: every worker
     /// seals its active segments and copy targets before its next write
     /// (`Active::reserve`, [`Worker::seal_if_starved`]), so that what they
@@ -262,7 +261,7 @@ impl Store {
             evicted_age: AtomicU32::new(0),
             bands: crate::bands::Bands::new(cfg.size_classes),
             evict_hook: std::sync::OnceLock::new(),
-            snapshotting: std::sync::atomic::AtomicBool::new(false),
+            cut: Default::default(),
             starved: AtomicU64::new(0),
             starve_hook: std::sync::OnceLock::new(),
             reclaiming: std::sync::atomic::AtomicBool::new(false),
@@ -372,7 +371,12 @@ impl Store {
     pub const ITEM_OVERHEAD: usize = MAX_HEADER_LEN;
 
     pub(crate) fn derived_cas(&self, seg: u32, off: usize) -> u64 {
-        (self.segs[seg as usize].epoch.load(Relaxed) << self.cas_off_bits) | off as u64
+        self.cas_at(self.segs[seg as usize].epoch.load(Relaxed), off)
+    }
+
+    /// The CAS derived for an item at `off` of a segment opened at `epoch`.
+    pub(crate) fn cas_at(&self, epoch: u64, off: usize) -> u64 {
+        (epoch << self.cas_off_bits) | off as u64
     }
 
     pub(crate) fn cas_of(&self, s: u64, it: &Item<'_>) -> u64 {
@@ -465,6 +469,8 @@ impl Store {
             st.zplain -= plain;
             st.zstored -= stored;
         }
+        // Linked at a running snapshot's cut, it is still saved (`cut.rs`).
+        self.note_death(slot::seg(s), self.byte_off(s));
         let m = &self.segs[slot::seg(s) as usize];
         // Release: a pin taken on the segment before this item left is
         // seen by whoever finds the segment empty (`clear_segment`).
@@ -843,15 +849,9 @@ impl Store {
         self.flush_epoch.fetch_max(flush_epoch, Relaxed);
     }
 
-    /// A snapshot is being taken: segments sealed now are held for it.
-    pub(crate) fn snapshotting(&self) -> bool {
-        self.snapshotting.load(Relaxed)
-    }
-
-    /// Marks a snapshot as begun or ended (`image.rs`, under the eviction
-    /// lock).
-    pub(crate) fn set_snapshotting(&self, on: bool) {
-        self.snapshotting.store(on, Relaxed);
+    /// The running snapshot's cut (`cut.rs`).
+    pub(crate) fn cut(&self) -> &crate::cut::Cut {
+        &self.cut
     }
 
     /// How many times a writer found no segment to take.

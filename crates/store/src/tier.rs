@@ -414,7 +414,7 @@ impl Store {
         // Not while a snapshot is taken: it gains nothing from waiting a
         // second, and a snapshot's segment and flash images are simplest
         // to reason about with nothing moving between them but eviction.
-        if self.config().flash.is_none() || self.snapshotting() {
+        if self.config().flash.is_none() || self.cut_active() {
             return false;
         }
         let age = self.flash_item_age();
@@ -438,7 +438,7 @@ impl Store {
             !m.aged.load(Relaxed)
                 && m.live_items.load(Relaxed) > 0
                 && !self.is_pinned(s)
-                && !self.is_held(s)
+                && !self.frozen(s)
                 && !self.is_flushed(s)
                 && m.times.lock().latest().is_some_and(|t| t <= cutoff)
         })?;
@@ -968,7 +968,9 @@ impl Worker {
         dst.copy_from_slice(it.bytes());
         store.note_expiry(seg, it.expiry());
         let mut st = store.index().lock(loc.stripe);
-        let Some((pos, x)) = same(&st) else {
+        let Some((pos, x)) = same(&st).filter(|_| !store.frozen(seg)) else {
+            // Gone meanwhile, or a snapshot's cut froze the segment (nothing
+            // goes into it any more, `cut.rs`): the operation runs again.
             drop(st);
             self.active.unreserve(&store, seg, off, len);
             return done;

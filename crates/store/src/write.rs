@@ -136,6 +136,14 @@ impl Worker {
 
             let loc = store.index().locate(key);
             let mut stripe = store.index().lock(loc.stripe);
+            if store.frozen(seg) {
+                // A snapshot's cut came between the reservation and now:
+                // nothing goes into its segments any more (`cut.rs`); the
+                // next reservation moves to a new segment.
+                drop(stripe);
+                self.active.unreserve(store, seg, off, len);
+                continue;
+            }
             let found = match store.lookup(&mut stripe, loc, key, now, &self.active.counters) {
                 Ok(found) => Some(found),
                 // A plain set replaces whatever a flash slot holds.
@@ -315,6 +323,12 @@ impl Worker {
             }
             let (seg, off) = self.active.reserve(store, ttl_class(p.fields.expiry, now), len, written)?;
             let mut stripe = store.index().lock(loc.stripe);
+            if store.frozen(seg) {
+                // As in `store_form`: a snapshot's cut came meanwhile.
+                drop(stripe);
+                self.active.unreserve(store, seg, off, len);
+                continue;
+            }
             let found = match store.lookup(&mut stripe, loc, key, now, &self.active.counters) {
                 Ok(found) => Some(found),
                 Err(Miss::OnFlash) => {

@@ -288,7 +288,8 @@ pub(crate) fn begin_log(shared: &Shared) -> u64 {
     }
 }
 
-/// The snapshot at shutdown: the workers are gone, so nothing to seal.
+/// The snapshot at shutdown: the workers are gone (they sealed what they
+/// wrote as they stopped); the reclaimer's targets are sealed here.
 pub(crate) struct AtShutdown<'a>(pub &'a Shared);
 
 impl Saver for AtShutdown<'_> {
@@ -296,7 +297,9 @@ impl Saver for AtShutdown<'_> {
         begin_log(self.0)
     }
 
-    fn seal(&mut self) {}
+    fn seal(&mut self) {
+        self.0.store.seal_reclaimer();
+    }
 }
 
 /// Wakes the snapshot thread to stop.
@@ -305,23 +308,15 @@ pub(crate) fn stop(snaps: &Snapshots) {
     snaps.kick.notify_all();
 }
 
-/// Asks every worker to seal its active segments and waits until they
-/// have (each does it between two turns of its event loop), for at most
-/// a second: a worker stuck that long in one turn only makes the
-/// snapshot miss its latest writes.
+/// Asks every worker (and the reclaimer) to seal the segments it writes,
+/// without waiting: each does it between two turns of its event loop, and
+/// the snapshot waits for the store to say its cut is sealed, asking again
+/// now and then (`strata_persist::save`).
 fn seal_workers(shared: &Shared, wakes: &[Arc<Wake>]) {
     shared.store.seal_reclaimer();
-    let gen = shared.seal_gen.fetch_add(1, Release) + 1;
+    shared.seal_gen.fetch_add(1, Release);
     for w in wakes {
         w.wake();
-    }
-    let deadline = Instant::now() + Duration::from_secs(1);
-    while shared.workers.iter().any(|w| w.sealed.load(Acquire) < gen) {
-        if Instant::now() >= deadline || shared.run.stopping() {
-            tracing::warn!("snapshot: a worker did not seal its segments in time");
-            return;
-        }
-        std::thread::sleep(Duration::from_micros(200));
     }
 }
 

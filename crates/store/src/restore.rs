@@ -1,0 +1,383 @@
+//! Restoring a snapshot at start: segment images brought back into free
+//! segments at the same offsets and epochs, their live items linked; and,
+//! once no free segment is left, the remaining images' live items written
+//! one by one through the write path ([`Restorer`]), so that the cleaner
+//! wins back the dead bytes of the images restored whole before anything
+//! live is evicted (DESIGN §7: "a load keeps every item that was live in
+//! the snapshot while live items fit `-m`").
+
+use std::sync::atomic::Ordering::*;
+use std::sync::Arc;
+
+use crate::clock::Clock;
+use crate::image::SegmentImage;
+use crate::index::slot;
+use crate::item::{encoded_len, write_head, Fields, Header, Item};
+use crate::segments::{ttl_class, Active, Placed};
+use crate::store::{Counters, Store};
+use crate::types::StoreError;
+
+/// What [`Store::restore`] made of one segment image.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Restored {
+    /// Items linked (counting those that replaced an earlier image's copy).
+    pub items: u64,
+    /// Live items not brought back: expired, flushed, or naming a
+    /// compression dictionary that is not loaded.
+    pub dropped: u64,
+    /// Live offsets that did not point at a well-formed item (never
+    /// produced by [`Store::image`]; a damaged file that passed its
+    /// checksum would be one).
+    pub malformed: u64,
+    /// Whether the image took a segment (false: nothing in it was live).
+    pub used_segment: bool,
+}
+
+/// Why [`Store::restore`] refused an image.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum RestoreError {
+    /// No free segment within the memory limit.
+    #[error("no free segment within the memory limit")]
+    Full,
+    /// More bytes than a segment holds.
+    #[error("segment image of {0} bytes is larger than a segment")]
+    TooLarge(usize),
+    /// The caller's fill of the segment's bytes failed.
+    #[error("segment bytes could not be read or failed their checksum")]
+    Rejected,
+}
+
+impl Store {
+    /// Continues a snapshot's store before its segments are restored:
+    /// epochs start above `epoch` (every CAS derived from here on is above
+    /// every CAS derived before), and a `flush_all` done or scheduled
+    /// before the snapshot stays in effect. Call before any write.
+    pub fn resume(&self, epoch: u64, flush_epoch: u64, flush_at: u32) {
+        self.raise_epochs(epoch, flush_epoch);
+        if flush_at == 0 {
+            return;
+        }
+        if flush_at > self.clock().now() {
+            self.set_flush_at(flush_at);
+        } else {
+            // It came due while the server was down: everything the
+            // snapshot holds was written before it.
+            self.flush_now();
+        }
+    }
+
+    /// The segments the next `n` restores will take, in order (for
+    /// [`Store::prefault`] on another thread, ahead of them).
+    pub fn next_free_segments(&self, n: usize) -> Vec<u32> {
+        self.budget().next_free(n)
+    }
+
+    /// Faults in segment `seg`'s pages ahead of a restore into it: a load
+    /// of a large snapshot spends half its time in the kernel zeroing
+    /// fresh pages, which another core can do meanwhile.
+    pub fn prefault(&self, seg: u32) {
+        if (seg as usize) < self.segs().len() {
+            self.note_paged(seg);
+            self.arena().populate(seg);
+        }
+    }
+
+    /// Backs `segs` (the ones the next restores take, in order) with
+    /// transparent huge pages for a bulk restore (`on`), and afterwards
+    /// (`!on`) lets pages faulted later be ordinary again: half a large
+    /// load's work is the kernel faulting the segments' pages in, and
+    /// 2 MiB pages cut that by half (`Arena::advise_huge_range`).
+    pub fn huge_pages_for_restore(&self, segs: &[u32], on: bool) {
+        let (Some(&lo), Some(&hi)) = (segs.iter().min(), segs.iter().max()) else { return };
+        self.arena().advise_huge_range(lo, hi, on);
+    }
+
+    /// Segments a restore can still fill: free ones within the memory
+    /// budget, less the cleaner's reserve for `workers` workers.
+    pub fn segments_available(&self, workers: usize) -> usize {
+        let budget = self.segment_budget() as usize;
+        budget.saturating_sub(self.budget().in_use() as usize + workers * crate::evict::RESERVE_SEGMENTS)
+    }
+
+    /// Brings a segment image back: its bytes into a free segment at the
+    /// same offsets with the same epoch (so every derived CAS is what it
+    /// was), and its live items linked into the index. An item already
+    /// linked by an earlier image is replaced: images are restored in the
+    /// order they were copied, and a key live in two of them was
+    /// overwritten between the two copies. Expired and flushed items stay
+    /// out. The segment goes back on its queue, sealed.
+    ///
+    /// For start-up, before workers write: the clock must be the one the
+    /// image's times were taken on (`Clock::resumed`) and [`Store::resume`]
+    /// called first.
+    pub fn restore(&self, img: &SegmentImage) -> Result<Restored, RestoreError> {
+        self.restore_with(img, img.bytes.len(), &mut |dst| {
+            dst.copy_from_slice(&img.bytes);
+            true
+        })
+    }
+
+    /// [`Store::restore`] with the segment's `len` bytes written by `fill`
+    /// straight into the segment (a loader reads them from its file there,
+    /// without a copy in between); `img.bytes` is not used. If `fill`
+    /// returns false (its read failed or the bytes fail their checksum),
+    /// the segment is given back and nothing is linked:
+    /// [`RestoreError::Rejected`].
+    pub fn restore_with(
+        &self,
+        img: &SegmentImage,
+        len: usize,
+        fill: &mut dyn FnMut(&mut [u8]) -> bool,
+    ) -> Result<Restored, RestoreError> {
+        if len > self.arena().segment_size() {
+            return Err(RestoreError::TooLarge(len));
+        }
+        let now = self.clock().now();
+        let mut r = Restored::default();
+        let whole_gone = img.epoch <= self.flush_epoch()
+            || (img.max_expire != crate::segments::NEVER && Clock::is_expired(img.max_expire, now));
+        if whole_gone || img.live.is_empty() {
+            r.dropped = img.live.len() as u64;
+            return Ok(r);
+        }
+        let seg = self.pop_free(false).ok_or(RestoreError::Full)?;
+        self.note_paged(seg);
+        let m = self.seg(seg);
+        // SAFETY: just taken off the free list: no item links into it, no
+        // reader has it pinned, and no writer holds it (rule 1).
+        let filled = fill(unsafe { self.arena().bytes_mut(seg, 0, len) });
+        if !filled {
+            self.retire(seg);
+            return Err(RestoreError::Rejected);
+        }
+        m.live_items.store(0, Relaxed);
+        m.live_bytes.store(0, Relaxed);
+        m.max_expire.store(img.max_expire, Relaxed);
+        m.epoch.store(img.epoch, Relaxed);
+        {
+            let mut times = m.times.lock();
+            times.clear();
+            for &(off, t) in &img.write_times {
+                times.note(off, t);
+            }
+            m.last_mark.store(img.write_times.last().map_or(0, |&(_, t)| t), Relaxed);
+        }
+        m.write_off.store(len as u32, Release);
+        let granule = self.granule();
+        let mut next_free = 0usize;
+        // The items to link and where their keys hash to, a batch at a
+        // time: each link waits on its index bucket, a cache miss, and
+        // asking for a batch's buckets first overlaps those waits (as
+        // `Worker::prefetch` does for a multi-get).
+        const BATCH: usize = 16;
+        let mut batch: Vec<(usize, crate::index::Loc)> = Vec::with_capacity(BATCH);
+        let mut live = img.live.iter().peekable();
+        while live.peek().is_some() {
+            batch.clear();
+            for &off in live.by_ref() {
+                let off = off as usize;
+                // SAFETY: the segment is this thread's alone until it is
+                // sealed below, and its bytes below `len` were all written above.
+                let header = (off >= next_free && off & (granule - 1) == 0)
+                    .then(|| unsafe { self.arena().header(seg, off, len) });
+                let Some(Some(h)) = header else {
+                    r.malformed += 1;
+                    continue;
+                };
+                next_free = off + h.total_len();
+                // SAFETY: as above; `header` checked that the item ends by `len`.
+                let Some(it) = (unsafe { self.arena().item(seg, off) }) else {
+                    r.malformed += 1;
+                    continue;
+                };
+                if it.key().is_empty() {
+                    r.malformed += 1;
+                    continue;
+                }
+                if Clock::is_expired(it.expiry(), now) || !self.hold_dict(seg, &it) {
+                    r.dropped += 1;
+                    continue;
+                }
+                let loc = self.index().locate(it.key());
+                self.index().prefetch(loc);
+                batch.push((off, loc));
+                if batch.len() == BATCH {
+                    break;
+                }
+            }
+            for &(off, loc) in &batch {
+                // SAFETY: as above; checked when it was batched.
+                let Some(it) = (unsafe { self.arena().item(seg, off) }) else { continue };
+                let new = slot::pack(loc.tag, 0, seg, self.granules(off));
+                let mut st = self.index().lock(loc.stripe);
+                match self.find(&st, loc, it.key()) {
+                    Some((pos, old)) => {
+                        st.set(pos, new);
+                        self.unaccount(&mut st, old);
+                    }
+                    None => {
+                        let before = st.footprint();
+                        st.insert(loc.bucket, new);
+                        if st.wants_growth() {
+                            // Restored before the flash tier holds anything:
+                            // every slot is a memory one.
+                            self.index().grow(loc.stripe, &mut st, |s, _| {
+                                Some((self.item_at(s).map_or(0, |it| self.index().locate(it.key()).bucket), s))
+                            });
+                        }
+                        self.index().note_footprint(before, st.footprint());
+                    }
+                }
+                self.account(&mut st, new);
+                r.items += 1;
+            }
+        }
+        if r.items == 0 {
+            self.seg(seg).write_off.store(0, Relaxed);
+            self.retire(seg);
+        } else {
+            r.used_segment = true;
+            self.seal(seg, img.queue);
+        }
+        Ok(r)
+    }
+
+    /// Loads a snapshot's dictionaries before its segments; returns the
+    /// ids loaded, each holding a reference for the caller to give back
+    /// with [`Store::release_dicts`] after the segments are restored.
+    /// Without compression nothing is loaded, and compressed items stay
+    /// out (their values cannot be read).
+    pub fn load_dicts(&self, dicts: &[strata_compress::SavedDict]) -> u64 {
+        let Some(codec) = self.codec() else { return 0 };
+        let mut held = 0;
+        for d in dicts {
+            if codec.import(d).is_ok() {
+                held |= 1 << d.id;
+            }
+        }
+        held
+    }
+
+    /// For a compressed item being restored into `seg`: makes the segment
+    /// hold its dictionary. False if that dictionary is not loaded (the
+    /// snapshot lacked it, or compression is off), so the item cannot be
+    /// read and stays out.
+    fn hold_dict(&self, seg: u32, it: &crate::item::Item<'_>) -> bool {
+        if !it.compressed() {
+            return true;
+        }
+        let Some(codec) = self.codec() else { return false };
+        let id = strata_compress::dict_id(it.value());
+        if !codec.retain(id) {
+            return false;
+        }
+        self.attach_dict(seg, id);
+        codec.release(id);
+        true
+    }
+}
+
+/// Restores segment images item by item, once no free segment is left to
+/// restore them whole ([`Store::restore_with`] answers
+/// [`RestoreError::Full`]): each live item is written with its CAS, flags,
+/// expiry, state and write time into segments the restorer takes like a
+/// writer, through the cleaner and eviction. So the dead bytes of the images
+/// restored whole are won back before anything live is evicted, and only
+/// when the live items do not fit the memory limit are the oldest evicted
+/// (in eviction's order: images are restored oldest first). A key already
+/// restored is replaced, as by [`Store::restore`].
+pub struct Restorer<'a> {
+    store: &'a Store,
+    active: Active,
+}
+
+impl Store {
+    /// A [`Restorer`] for the rest of a load.
+    pub fn restorer(&self) -> Restorer<'_> {
+        let counters = Arc::new(Counters::default());
+        self.worker_joined(&counters);
+        let mut active = Active::new(self, counters, false);
+        active.restoring = true;
+        Restorer { store: self, active }
+    }
+}
+
+impl Restorer<'_> {
+    /// Restores the live items of `img`, whose segment bytes are `bytes`
+    /// (`img.bytes` is not used).
+    pub fn restore(&mut self, img: &SegmentImage, bytes: &[u8]) -> Result<Restored, RestoreError> {
+        let st = self.store;
+        let now = st.clock().now();
+        let mut r = Restored::default();
+        if img.epoch <= st.flush_epoch()
+            || (img.max_expire != crate::segments::NEVER && Clock::is_expired(img.max_expire, now))
+        {
+            r.dropped = img.live.len() as u64;
+            return Ok(r);
+        }
+        let mut next_free = 0usize;
+        for &off in &img.live {
+            let off = off as usize;
+            let Some(it) = (off >= next_free).then(|| item_in(bytes, off)).flatten() else {
+                r.malformed += 1;
+                continue;
+            };
+            next_free = off + it.header.total_len();
+            if Clock::is_expired(it.expiry(), now) {
+                r.dropped += 1;
+                continue;
+            }
+            let cas = it.explicit_cas().unwrap_or_else(|| st.cas_at(img.epoch, off));
+            let written = img.write_times.iter().take_while(|&&(o, _)| o as usize <= off).last().map_or(0, |&(_, t)| t);
+            match self.put(&it, cas, written) {
+                Ok(true) => r.items += 1,
+                Ok(false) => r.dropped += 1,
+                Err(_) => return Err(RestoreError::Full),
+            }
+        }
+        Ok(r)
+    }
+
+    /// Items the restorer's writes evicted (live data past the limit).
+    pub fn evicted(&self) -> u64 {
+        self.active.counters.evictions.load(Relaxed)
+    }
+
+    /// Writes one item; false if it names a dictionary that is not loaded.
+    fn put(&mut self, it: &Item<'_>, cas: u64, written: u32) -> Result<bool, StoreError> {
+        let st = self.store;
+        let fields = Fields { cas: Some(cas), ..it.fields() };
+        let len = encoded_len(it.key().len(), it.value().len(), &fields);
+        let (seg, off) = self.active.reserve(st, ttl_class(fields.expiry, st.clock().now()), len, written)?;
+        // SAFETY: freshly reserved by this restorer in its active segment.
+        let dst = unsafe { st.arena().bytes_mut(seg, off, len) };
+        let v = write_head(dst, it.key(), it.value().len(), &fields);
+        dst[v..].copy_from_slice(it.value());
+        if !st.hold_dict(seg, it) {
+            self.active.unreserve(st, seg, off, len);
+            return Ok(false);
+        }
+        st.note_expiry(seg, fields.expiry);
+        let loc = st.index().locate(it.key());
+        let mut stripe = st.index().lock(loc.stripe);
+        let found = st.find(&stripe, loc, it.key());
+        st.link(&mut stripe, loc, found, Placed { seg, off, len }, 0, &self.active.counters);
+        Ok(true)
+    }
+}
+
+impl Drop for Restorer<'_> {
+    fn drop(&mut self) {
+        self.active.seal_all(self.store);
+    }
+}
+
+/// The whole item at `off` of a segment's `bytes`, if one is there.
+fn item_in(bytes: &[u8], off: usize) -> Option<Item<'_>> {
+    let b = bytes.get(off..)?;
+    let n = Header::lengths_len(*b.get(1)?);
+    let h = Header::parse_lengths(b.get(..n)?);
+    let whole = b.get(..h.total_len())?;
+    let it = Item::new(h, whole);
+    (!it.key().is_empty()).then_some(it)
+}
