@@ -87,6 +87,13 @@ pub(crate) struct Cut {
     failed: Mutex<Option<String>>,
     /// Segments handed off by the threads that freed them (this snapshot).
     pub(crate) handed_off: AtomicU64,
+    /// The thread that began the cut (the snapshot's): it never waits for
+    /// room in the hand-off queue, which only it drains.
+    snapshot_thread: Mutex<Option<std::thread::ThreadId>>,
+    /// With the flash tier: the log as it stood at the cut, and the flash
+    /// records linked at the cut and unlinked since (`tier.rs`).
+    pub(crate) flash: Mutex<Option<strata_flash::Checkpoint>>,
+    pub(crate) flash_died: Mutex<Vec<u64>>,
 }
 
 #[derive(Default)]
@@ -151,9 +158,17 @@ impl Store {
     /// and publishes it. Returns the store's state at the cut (for the
     /// snapshot's header). Call [`Store::end_cut`] when the snapshot ends.
     pub fn begin_cut(&self) -> StoreImage {
+        // With the flash tier, under its writer: nothing is written to
+        // flash or repointed there while the cut is made, so each record is
+        // from before the cut (its item's memory copy died before it) or
+        // after it (its memory copy dies after, and is noted).
+        let flash = self.flash_writer();
+        *self.cut().flash.lock() = flash.as_ref().map(|w| w.checkpoint());
+        self.cut().flash_died.lock().clear();
         let _g = self.cut().lock.lock();
         let gen = self.cut().gens.fetch_add(1, Relaxed) + 1;
         *self.cut().failed.lock() = None;
+        *self.cut().snapshot_thread.lock() = Some(std::thread::current().id());
         self.cut().handed_off.store(0, Relaxed);
         // Under the free lists' locks, which freeing a segment takes to
         // clear its mark: a segment is marked if and only if it is in use.
@@ -180,6 +195,8 @@ impl Store {
             *m.died.lock() = Died::default();
         }
         self.cut().died.store(0, Relaxed);
+        *self.cut().flash.lock() = None;
+        self.cut().flash_died.lock().clear();
         let mut h = self.cut().handoff.lock();
         for img in h.images.drain(..) {
             self.release_dicts(img.dicts);
@@ -308,8 +325,11 @@ impl Store {
         let need = image_bytes(&img);
         let cap = (self.memory_limit() / HANDOFF_MAX_DIV).max(2 * self.arena().segment_size());
         let deadline = Instant::now() + HANDOFF_WAIT;
+        // A snapshot that writes while it copies (a test, the simulator)
+        // would wait for itself.
+        let own = *self.cut().snapshot_thread.lock() == Some(std::thread::current().id());
         let mut h = self.cut().handoff.lock();
-        while h.bytes > 0 && h.bytes + need > cap && self.cut_active() {
+        while !own && h.bytes > 0 && h.bytes + need > cap && self.cut_active() {
             if self.cut().handoff_cv.wait_until(&mut h, deadline).timed_out() {
                 drop(h);
                 self.release_dicts(img.dicts);

@@ -453,6 +453,8 @@ impl Store {
     /// Takes the item at slot `s`, no longer linked, out of the totals.
     pub(crate) fn unaccount(&self, st: &mut Stripe, s: u64) {
         if slot::is_flash(s) {
+            // Linked at a running snapshot's cut, it is still saved (`cut.rs`).
+            self.note_flash_death(flash::addr(s));
             st.items -= 1;
             self.bands.flash_unlinked();
             if let Some(t) = &self.cfg.flash {

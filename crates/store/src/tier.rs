@@ -260,6 +260,10 @@ impl Store {
         for _ in 0..4 {
             match w.reserve(len)? {
                 Reserve::At(at) => return Some(at),
+                // A region holding records a running snapshot saves stays
+                // until it ends: the write fails, its items are evicted
+                // (their memory copies saved by the snapshot instead).
+                Reserve::Reclaim(r) if self.flash_region_in_cut(r) => return None,
                 Reserve::Reclaim(r) => {
                     hot.clear();
                     if let Err(e) = self.reclaim_region(w, r, &mut buf, &mut hot, c) {
@@ -535,21 +539,60 @@ impl Store {
     /// is held meanwhile: nothing moves to flash or is reclaimed while the
     /// slots are collected (a pass over the index, under each stripe's lock
     /// in turn).
+    ///
+    /// While a snapshot's cut holds, the image is as of the cut: the log as
+    /// it stood then, and the records linked then (those still linked, and
+    /// those unlinked since, which the cut noted); regions holding them are
+    /// not reclaimed meanwhile (`reserve_flash`).
     pub fn flash_image(&self) -> Option<FlashImage> {
         let log = self.flash_log()?;
         let w = log.writer();
+        let cut = self.cut().flash.lock().clone().filter(|_| self.cut_active());
         let mut entries = Vec::new();
         for i in 0..self.index().stripes() {
             self.index().lock(i).for_each_item(|s| {
-                if slot::is_flash(s) {
+                if slot::is_flash(s) && cut.as_ref().is_none_or(|cp| flash_before(log, cp, flash::addr(s))) {
                     entries.push(flash::addr(s));
                 }
             });
         }
-        let checkpoint = w.checkpoint();
+        let checkpoint = match cut {
+            Some(cp) => {
+                entries.extend(self.cut().flash_died.lock().iter().copied());
+                cp
+            }
+            None => w.checkpoint(),
+        };
         drop(w);
         entries.sort_unstable();
+        entries.dedup();
         Some(FlashImage { checkpoint, entries })
+    }
+
+    /// The flash log's writer, with the flash tier on.
+    pub(crate) fn flash_writer(&self) -> Option<Writer<'_>> {
+        self.flash_log().map(|l| l.writer())
+    }
+
+    /// Notes that the flash record at slot address `addr`, linked until
+    /// now, is being unlinked (under its bucket lock), if a snapshot's cut
+    /// holds and the record is from before it.
+    pub(crate) fn note_flash_death(&self, addr: u64) {
+        if !self.cut_active() {
+            return;
+        }
+        let Some(log) = self.flash_log() else { return };
+        let before = self.cut().flash.lock().as_ref().is_some_and(|cp| flash_before(log, cp, addr));
+        if before {
+            self.cut().flash_died.lock().push(addr);
+        }
+    }
+
+    /// Whether region `r` holds records a running snapshot's cut saves.
+    fn flash_region_in_cut(&self, r: u32) -> bool {
+        let Some(log) = self.flash_log().filter(|_| self.cut_active()) else { return false };
+        let cut = self.cut().flash.lock();
+        cut.as_ref().and_then(|cp| cp.regions.get(r as usize)).is_some_and(|&(end, gen)| end > 0 && log.generation(r) == gen)
     }
 
     /// Brings a snapshot's flash items back, after its memory segments
@@ -633,6 +676,15 @@ impl Store {
         }
         r
     }
+}
+
+/// Whether the record at slot address `addr` was written before the
+/// checkpoint `cp` was taken: its region is in the same generation, and it
+/// lies below where the region was written to then.
+fn flash_before(log: &Flash, cp: &strata_flash::Checkpoint, addr: u64) -> bool {
+    let at = log.from_slot(addr & ENTRY_ADDR);
+    let r = log.region_of(at);
+    cp.regions.get(r as usize).is_some_and(|&(end, gen)| log.generation(r) == gen && at % log.region_size() < end)
 }
 
 /// A plain read served from flash without bringing the item back: the
