@@ -193,7 +193,11 @@ impl Sim {
                 let _ = w.touch(&k, if self.rng.chance(50) { 0 } else { now + 1 });
             }
             _ => {
-                let at = store.flush_all(None);
+                let Ok(at) = store.flush_all(None) else {
+                    // Refused: the log has failed, so nothing was flushed.
+                    self.trace.push("flush_all refused".into());
+                    return;
+                };
                 self.trace.push(format!("flush_all @{at}"));
                 for (k, st) in self.model.iter_mut() {
                     st.pending.push((at, None));

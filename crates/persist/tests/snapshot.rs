@@ -119,10 +119,10 @@ fn a_flush_before_the_snapshot_stays_in_effect() {
     let dir = tempfile::tempdir().unwrap();
     let (s, mut w) = store_at(cfg(8 << 20), Clock::manual(T0));
     fill(&s, &mut w, 500);
-    s.flush_all(None);
+    s.flush_all(None).unwrap();
     w.set(SetOp::Set, b"after", 5, 0, b"flush").unwrap();
     // A delayed flush, due after the restart.
-    s.flush_all(Some(s.clock().now() + 100));
+    s.flush_all(Some(s.clock().now() + 100)).unwrap();
     drop(w);
     save_all(&s, &OsBackend, &snap(&dir));
     let (s2, mut w2, _) = restart(&snap(&dir), &OsBackend, 8 << 20, 10);

@@ -193,7 +193,7 @@ fn replaying_the_journal_rebuilds_what_clients_changed() {
     let (s3, mut w3) = store(8 << 20);
     s3.set_journal(Arc::new(WalJournal(wal.clone())));
     w3.set(SetOp::Set, b"x", 0, 0, b"1").unwrap();
-    s3.flush_all(None);
+    s3.flush_all(None).unwrap();
     w3.set(SetOp::Set, b"y", 0, 0, b"2").unwrap();
     wal.flush().unwrap();
     let mut w4 = s2.worker();

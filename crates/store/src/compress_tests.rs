@@ -247,7 +247,7 @@ fn dictionaries_live_while_segments_hold_their_values() {
         assert_eq!(get(&mut w, format!("a{i}").as_bytes()).map(|g| g.0), Some(json(i)));
     }
     // Once the values are flushed and their segments reused, it goes.
-    s.flush_all(None);
+    s.flush_all(None).unwrap();
     for i in 0..3000 {
         set(&mut w, SetOp::Set, format!("b{i}").as_bytes(), &json(i));
     }

@@ -51,11 +51,20 @@ pub enum ReplayError {
 }
 
 impl Store {
+    /// The journal cannot be written any more: every change is to be
+    /// refused. The server asks this once per request that would change
+    /// the cache, before running it; the store's own checks
+    /// ([`Store::check_journal`]) stay behind it for a log that fails while
+    /// the request runs.
+    pub fn journal_failed(&self) -> bool {
+        self.journal().is_some_and(|j| j.failed())
+    }
+
     /// Refuses a change the journal could not keep.
     pub(crate) fn check_journal(&self) -> Result<(), StoreError> {
-        match self.journal() {
-            Some(j) if j.failed() => Err(StoreError::NotLogged),
-            _ => Ok(()),
+        match self.journal_failed() {
+            true => Err(StoreError::NotLogged),
+            false => Ok(()),
         }
     }
 
@@ -72,6 +81,16 @@ impl Worker {
     /// the last call (0: none): a reply may go out once it is durable.
     pub fn take_journaled(&mut self) -> u64 {
         std::mem::take(&mut self.journaled)
+    }
+
+    /// [`Store::flush_all`] made by this worker's request: its journal
+    /// position counts among the worker's changes, so that under
+    /// `--durability always` the `OK` waits for the flush to be on disk
+    /// like any other change's reply.
+    pub fn flush_all(&mut self, at: Option<u32>) -> Result<(), StoreError> {
+        let pos = self.store.flush_all(at)?;
+        self.journaled = self.journaled.max(pos);
+        Ok(())
     }
 
     /// Replays a journaled item: writes it with its CAS, replacing what
@@ -164,4 +183,120 @@ fn parse(b: &[u8]) -> Option<Header> {
     }
     let h = Header::parse_lengths(&b[..n]);
     (h.total_len() == b.len()).then_some(h)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
+    use std::sync::Arc;
+
+    use super::Journal;
+    use crate::testing::Now;
+    use crate::tests::{get, set, store_of};
+    use crate::{Config, Delete, DeleteOutcome, ReadOpts, SetOp, StoreError};
+
+    /// A journal that counts its records and can be made to fail.
+    #[derive(Default)]
+    struct Fake {
+        records: AtomicU64,
+        failed: AtomicBool,
+    }
+
+    impl Fake {
+        fn record(&self) -> u64 {
+            if self.failed() {
+                return 0;
+            }
+            self.records.fetch_add(1, Relaxed) + 1
+        }
+    }
+
+    impl Journal for Fake {
+        fn item(&self, _: u64, _: &[u8]) -> u64 {
+            self.record()
+        }
+        fn delete(&self, _: &[u8]) -> u64 {
+            self.record()
+        }
+        fn state(&self, _: &[u8], _: u8) -> u64 {
+            self.record()
+        }
+        fn flush(&self) -> u64 {
+            self.record()
+        }
+        fn flush_at(&self, _: u32) -> u64 {
+            self.record()
+        }
+        fn failed(&self) -> bool {
+            self.failed.load(Relaxed)
+        }
+    }
+
+    fn journaled() -> (Arc<crate::Store>, crate::Worker, Arc<Fake>) {
+        let (s, w) = store_of(Config { memory_limit: 4 << 20, ..Config::default() });
+        let j = Arc::new(Fake::default());
+        s.set_journal(j.clone());
+        (s, w, j)
+    }
+
+    #[test]
+    fn a_flush_all_is_refused_once_the_journal_failed() {
+        let (s, mut w, j) = journaled();
+        set(&mut w, SetOp::Set, b"a", b"1");
+        j.failed.store(true, Relaxed);
+        assert!(s.journal_failed());
+        assert_eq!(s.flush_all(None), Err(StoreError::NotLogged));
+        assert_eq!(w.flush_all(Some(s.clock().now() + 10)), Err(StoreError::NotLogged));
+        s.clock().advance(20);
+        assert_eq!(get(&mut w, b"a").map(|g| g.0), Some(b"1".to_vec()), "neither flush took effect");
+    }
+
+    #[test]
+    fn a_flush_all_counts_among_the_workers_changes() {
+        // Under `always` its reply waits for this position, as a set's does.
+        let (s, mut w, j) = journaled();
+        assert_eq!(w.take_journaled(), 0);
+        w.flush_all(None).unwrap();
+        assert_eq!(w.take_journaled(), j.records.load(Relaxed));
+        w.flush_all(Some(s.clock().now() + 10)).unwrap();
+        assert_eq!(w.take_journaled(), j.records.load(Relaxed));
+        assert_eq!(j.records.load(Relaxed), 2);
+    }
+
+    #[test]
+    fn a_delayed_flush_due_after_the_journal_failed_still_takes_effect() {
+        // Acknowledged and logged as "flush at" while the log worked; a
+        // recovery makes it take effect too, once its time has passed.
+        let (s, mut w, j) = journaled();
+        set(&mut w, SetOp::Set, b"a", b"1");
+        w.flush_all(Some(s.clock().now() + 10)).unwrap();
+        j.failed.store(true, Relaxed);
+        assert!(get(&mut w, b"a").is_some());
+        s.clock().advance(10);
+        assert!(get(&mut w, b"a").is_none());
+    }
+
+    #[test]
+    fn a_read_that_would_win_the_recache_token_is_refused_once_the_journal_failed() {
+        let (s, mut w, j) = journaled();
+        set(&mut w, SetOp::Set, b"stale", b"v");
+        let d = Delete { invalidate: true, ..Delete::default() };
+        assert_eq!(w.delete_now(b"stale", &d), Ok(DeleteOutcome::Deleted));
+        let exp = s.clock().expiry(100);
+        assert_eq!(w.set(SetOp::Set, b"near", 0, exp, b"v"), Ok(crate::StoreOutcome::Stored));
+        j.failed.store(true, Relaxed);
+        let tokens = ReadOpts { tokens: true, ..ReadOpts::GET };
+        let recache = ReadOpts { recache_before: Some(s.clock().expiry(200)), ..tokens };
+        let before = j.records.load(Relaxed);
+        assert_eq!(w.read(b"stale", &tokens, |_| ()).err(), Some(StoreError::NotLogged));
+        assert_eq!(w.read(b"near", &recache, |_| ()).err(), Some(StoreError::NotLogged));
+        // Reads that hand nothing out are served.
+        assert_eq!(w.read(b"stale", &ReadOpts::GET, |it| it.stale), Ok(Some(true)));
+        assert_eq!(w.read(b"near", &tokens, |it| it.won), Ok(Some(false)));
+        assert_eq!(j.records.load(Relaxed), before);
+        // And the token is still there for a reader once a log works again
+        // (after a restart): nothing was handed out.
+        j.failed.store(false, Relaxed);
+        assert_eq!(w.read(b"stale", &tokens, |it| it.won), Ok(Some(true)));
+    }
 }

@@ -237,6 +237,13 @@ impl Worker {
                 let Some(it) = st.item_at(s) else { return Ok(Flow::Ready(Found::Missing)) };
                 (it.header, it.state(), it.expiry(), wins_token(opts, &it))
             };
+            // Handing out the recache token is a change (a state byte, or
+            // a rewrite, journaled). Only here is it known that this read
+            // would make it: with the journal failed it is refused, like
+            // the ms that would follow it, rather than handed out unlogged.
+            if wins {
+                st.check_journal()?;
+            }
             let touch = opts.touch.filter(|&e| e != expiry);
             let relayout =
                 (wins && header.state_at().is_none()) || touch.is_some_and(|e| e != 0 && header.expiry_at().is_none());

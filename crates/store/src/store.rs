@@ -27,7 +27,7 @@ use crate::evict::Evict;
 use crate::index::{flash, slot, Index, Loc, Pos, Stripe};
 use crate::item::{Fields, Header, Item, MAX_HEADER_LEN};
 use crate::segments::{Active, Budget, Placed, SegMeta};
-use crate::types::{Config, ConfigError, StoreStats};
+use crate::types::{Config, ConfigError, StoreError, StoreStats};
 use crate::worker::{Worker, Zip};
 
 /// Per-worker counters, written only by their worker, summed for `stats`.
@@ -590,10 +590,14 @@ impl Store {
 
     /// `flush_all`: now if `at` is `None` or not in the future, else at `at`.
     /// Returns the journal position of the change (0 without a journal).
-    pub fn flush_all(&self, at: Option<u32>) -> u64 {
+    /// Refused, with nothing changed, once the journal has failed: a flush
+    /// the log does not hold would be undone by a crash
+    /// ([`StoreError::NotLogged`]).
+    pub fn flush_all(&self, at: Option<u32>) -> Result<u64, StoreError> {
         // Under the flush lock, so the journal's order is the flushes' order.
         let _g = self.flush_lock.lock();
-        match at {
+        self.check_journal()?;
+        Ok(match at {
             Some(t) if t > self.clock.now() => {
                 self.flush_at.store(t, Relaxed);
                 self.journal().map_or(0, |j| j.flush_at(t))
@@ -603,9 +607,16 @@ impl Store {
                 self.flush_now();
                 self.journal().map_or(0, |j| j.flush())
             }
-        }
+        })
     }
 
+    /// A delayed `flush_all` that has come due takes effect. It does so
+    /// even after the journal failed: it was acknowledged while the log
+    /// worked and is logged as "flush at", and recovery makes a "flush at"
+    /// whose time has passed take effect on the first request, so the
+    /// cache after a crash is what it is here (the `Flush` record written
+    /// now only marks the moment for the records that follow, and none
+    /// follow a failed log).
     pub(crate) fn maybe_flush(&self) {
         let at = self.flush_at.load(Relaxed);
         if at != 0 && self.clock.now() >= at {

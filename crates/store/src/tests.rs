@@ -118,13 +118,13 @@ fn expiry_and_touch_follow_the_clock() {
 fn flush_all_now_and_later() {
     let (s, mut w) = store(4 << 20, true);
     set(&mut w, SetOp::Set, b"a", b"1");
-    s.flush_all(None);
+    s.flush_all(None).unwrap();
     assert!(get(&mut w, b"a").is_none());
     assert_eq!(s.stats().get_flushed, 1);
     assert_eq!(set(&mut w, SetOp::Add, b"a", b"again"), StoreOutcome::Stored);
     assert_eq!(get(&mut w, b"a").map(|g| g.0), Some(b"again".to_vec()));
     set(&mut w, SetOp::Set, b"b", b"2");
-    s.flush_all(Some(s.clock().now() + 10));
+    s.flush_all(Some(s.clock().now() + 10)).unwrap();
     assert!(get(&mut w, b"b").is_some());
     s.clock().advance(10);
     assert!(get(&mut w, b"b").is_none());
@@ -143,7 +143,7 @@ fn flushed_memory_is_reused_without_evicting() {
             let r = w.set(SetOp::Set, format!("r{round}k{i}").as_bytes(), 0, 0, &value);
             assert_eq!(r, Ok(StoreOutcome::Stored), "round {round} item {i}");
         }
-        s.flush_all(None);
+        s.flush_all(None).unwrap();
         assert!(get(&mut w, format!("r{round}k0").as_bytes()).is_none());
     }
     assert_eq!(s.stats().evictions, 0);
@@ -1380,7 +1380,7 @@ fn a_scan_of_every_stripe_sees_each_live_item_once() {
     want.sort();
     assert_eq!(seen, want);
     // After flush_all nothing is live.
-    s.flush_all(None);
+    s.flush_all(None).unwrap();
     let mut after = 0;
     for stripe in 0..w.stripes() {
         w.scan(stripe, |_, _| after += 1);

@@ -198,7 +198,7 @@ fn expiry_and_flush_apply_on_flash() {
         let got = get(&mut t.w, &key(i)).map(|g| g.0);
         assert_eq!(got, if i % 2 == 0 { None } else { Some(value(i, 1)) }, "key {i}");
     }
-    t.store.flush_all(None);
+    t.store.flush_all(None).unwrap();
     for i in 1000..3000 {
         assert_eq!(get(&mut t.w, &key(i)), None, "flushed {i}");
     }

@@ -11,6 +11,7 @@ use strata_protocol::ops;
 use strata_protocol::text::Tokens;
 use strata_store::{ArithOutcome, DeleteOutcome, Flow, StoreError, StoreOutcome};
 
+use crate::execution::changes;
 use crate::execution::core::inc;
 use crate::execution::dispatch::{ready, Ctx, Outcome};
 use crate::observability::stats;
@@ -52,6 +53,16 @@ pub(crate) fn execute(ctx: &mut Ctx<'_>, req: Request<'_>, auth: &mut Auth, out:
     if sasl.is_some() && !auth.authenticated && !open {
         response::error(out, h, Status::AuthError);
         return Outcome::CloseAfterWrite(CloseReason::Error);
+    }
+    if changes::binary(&req.command) && ctx.shared.store.journal_failed() {
+        // Refused before it runs, as a change the store refuses is: an
+        // error, answered to quiet opcodes too. A refused value's bytes
+        // are still discarded.
+        response::error(out, h, Status::OutOfMemory);
+        return match req.command {
+            Command::TooLarge { swallow, .. } => Outcome::Swallow(swallow),
+            _ => Outcome::Continue,
+        };
     }
     // A success reply, unless the opcode is quiet.
     let ok = |out: &mut Vec<u8>, cas: u64, body: Body<'_>| {
@@ -136,7 +147,11 @@ pub(crate) fn execute(ctx: &mut Ctx<'_>, req: Request<'_>, auth: &mut Auth, out:
         Command::TooLarge { mode, key, swallow } => {
             // memcached: a binary SET drops the old item, with a CAS or not.
             ctx.shared.detail.record_set(key);
-            ctx.refuse_too_large(key, crate::execution::core::store_cmd(mode, false), mode == ops::Mode::Set);
+            ctx.refuse_too_large(
+                key,
+                crate::execution::core::store_cmd(mode, false),
+                changes::binary_too_large_drops(mode),
+            );
             response::error(out, h, Status::TooLarge);
             return Outcome::Swallow(swallow);
         }
@@ -166,8 +181,9 @@ pub(crate) fn execute(ctx: &mut Ctx<'_>, req: Request<'_>, auth: &mut Auth, out:
             return Outcome::CloseAfterWrite(CloseReason::Normal);
         }
         Command::Flush { delay } => match ctx.flush_all(delay) {
-            true => ok(out, 0, Body::default()),
-            false => response::error(out, h, Status::AuthError),
+            Ok(true) => ok(out, 0, Body::default()),
+            Ok(false) => response::error(out, h, Status::AuthError),
+            Err(_) => response::error(out, h, Status::OutOfMemory),
         },
         Command::Noop => response::packet(out, h, Status::Success, 0, Body::default()),
         Command::Version => {

@@ -221,15 +221,19 @@ impl Ctx<'_> {
         }
     }
 
-    /// `flush_all [delay]`; false (nothing done) when `-F` disabled it.
-    pub fn flush_all(&mut self, delay: i32) -> bool {
+    /// `flush_all [delay]`; false (nothing done) when `-F` disabled it,
+    /// [`StoreError::NotLogged`] (nothing done) when the durability log
+    /// failed.
+    pub fn flush_all(&mut self, delay: i32) -> Result<bool, StoreError> {
         inc(&self.stats.cmd_flush);
         if !self.shared.cfg.flush_enabled {
-            return false;
+            return Ok(false);
         }
         let at = (delay > 0).then(|| self.expiry(delay));
-        self.shared.store.flush_all(at);
-        true
+        // Through the worker, so that its reply waits for the log as a
+        // change's does.
+        self.store.flush_all(at)?;
+        Ok(true)
     }
 
     pub fn delete(&mut self, op: &ops::Delete<'_>) -> Flow<Result<DeleteOutcome, StoreError>> {

@@ -12,7 +12,7 @@ use strata_protocol::text::{retrieval::Key, Command, Config as ParseConfig, Requ
 use strata_store::{ArithOutcome, Counted, DeleteOutcome, Flow, Reading, StoreError, StoreOutcome, Ticket, Worker};
 
 use crate::execution::core::inc;
-use crate::execution::meta;
+use crate::execution::{changes, meta};
 use crate::observability::stats::{self, WorkerStats};
 use crate::{CloseReason, ConnInfo, ConnState, Shared};
 
@@ -116,6 +116,16 @@ pub(crate) fn execute(ctx: &mut Ctx<'_>, req: Request<'_>, out: &mut Vec<u8>, re
             crate::observability::verbose::noreply(fd, bytes);
         }
     };
+    if changes::text(&req.command) && shared.store.journal_failed() {
+        // Refused before it runs, with the reply a change the store
+        // refuses gets: `noreply` hides it (meta requests have none, and
+        // `q` hides no error). A refused value's data is still discarded.
+        reply(out, r::LOG_FAILED);
+        return match req.command {
+            Command::TooLarge { swallow, .. } | Command::MetaTooLarge { swallow, .. } => Outcome::Swallow(swallow),
+            _ => Outcome::Continue,
+        };
+    }
     match req.command {
         Command::Get { keys, cas, read } => {
             let mut pos = resume.unwrap_or(0);
@@ -186,7 +196,11 @@ pub(crate) fn execute(ctx: &mut Ctx<'_>, req: Request<'_>, out: &mut Vec<u8>, re
         Command::TooLarge { mode, cas, key, swallow } => {
             // memcached: only NREAD_SET (not cas) drops the old item.
             ctx.shared.detail.record_set(key);
-            ctx.refuse_too_large(key, crate::execution::core::store_cmd(mode, cas), mode == ops::Mode::Set && !cas);
+            ctx.refuse_too_large(
+                key,
+                crate::execution::core::store_cmd(mode, cas),
+                changes::text_too_large_drops(mode, cas),
+            );
             reply(out, r::TOO_LARGE);
             return Outcome::Swallow(swallow);
         }
@@ -220,7 +234,14 @@ pub(crate) fn execute(ctx: &mut Ctx<'_>, req: Request<'_>, out: &mut Vec<u8>, re
             Flow::Ready(Err(StoreError::NotLogged)) => reply(out, r::LOG_FAILED),
             Flow::Ready(Err(_)) => reply(out, r::OUT_OF_MEMORY),
         },
-        Command::FlushAll { delay } => reply(out, if ctx.flush_all(delay) { r::OK } else { r::FLUSH_DISABLED }),
+        Command::FlushAll { delay } => reply(
+            out,
+            match ctx.flush_all(delay) {
+                Ok(true) => r::OK,
+                Ok(false) => r::FLUSH_DISABLED,
+                Err(_) => r::LOG_FAILED,
+            },
+        ),
         Command::Version => {
             out.extend_from_slice(b"VERSION ");
             out.extend_from_slice(stats::VERSION.as_bytes());

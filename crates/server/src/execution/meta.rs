@@ -47,7 +47,7 @@ pub(crate) fn set(ctx: &mut Ctx<'_>, op: &ops::Set<'_>, rep: &Reply<'_>, out: &m
 
 pub(crate) fn too_large(ctx: &mut Ctx<'_>, key: &[u8], out: &mut Vec<u8>) {
     // memcached drops the old item whatever the ms mode.
-    ctx.refuse_too_large(key, "set", true);
+    ctx.refuse_too_large(key, "set", crate::execution::changes::META_TOO_LARGE_DROPS);
     out.extend_from_slice(r::TOO_LARGE);
 }
 

@@ -6,6 +6,7 @@
 pub(crate) mod admin;
 pub(crate) mod auth;
 pub(crate) mod binary;
+pub(crate) mod changes;
 pub(crate) mod core;
 pub(crate) mod dispatch;
 pub(crate) mod meta;
