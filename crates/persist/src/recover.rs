@@ -236,10 +236,16 @@ fn report_load(store: &Store, r: &LoadReport) {
             "the snapshot was damaged: what was whole is loaded"
         );
     }
+    if r.evicted > 0 {
+        tracing::warn!(
+            items = r.evicted,
+            "the snapshot's live items do not fit the memory limit: the oldest were evicted"
+        );
+    }
     if r.skipped_segments > 0 {
         tracing::warn!(
             segments = r.skipped_segments,
-            "the memory limit holds less than the snapshot: the oldest segments were left out"
+            "the memory limit holds less than the snapshot and nothing may be evicted (-M): the rest was left out"
         );
     }
 }

@@ -63,6 +63,8 @@ pub fn start(cfg: Config, snap: Option<&mut SnapshotConfig>, workers: usize) -> 
             l.segments = rep.segments;
             l.damaged_segments = rep.damaged_segments;
             l.skipped_segments = rep.skipped_segments;
+            l.loose_segments = rep.loose_segments;
+            l.evicted = rep.evicted;
             l.duration = rep.duration;
         }
     }

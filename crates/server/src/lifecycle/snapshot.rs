@@ -55,6 +55,10 @@ pub struct Loaded {
     pub segments: u64,
     pub damaged_segments: u64,
     pub skipped_segments: u64,
+    /// Segments restored item by item once no free segment was left.
+    pub loose_segments: u64,
+    /// Live items evicted during the load (they did not fit `-m`).
+    pub evicted: u64,
     pub duration: Duration,
 }
 

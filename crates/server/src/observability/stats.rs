@@ -386,6 +386,11 @@ fn snapshots(s: &mut Snapshot, shared: &Shared) {
     s.gauge("snapshot_last_bytes", "Bytes of the last good snapshot.", r.bytes);
     s.gauge("snapshot_last_items", "Items in the last good snapshot.", r.items);
     s.gauge("snapshot_last_duration_us", "Microseconds the last good snapshot took.", r.duration.as_micros() as u64);
+    s.gauge(
+        "snapshot_last_handed_off",
+        "Segments of the last good snapshot's cut copied by the thread that freed them before the snapshot reached them.",
+        r.handed_off,
+    );
     let l = &sn.cfg.loaded;
     s.info(
         "snapshot_load_result",
@@ -398,7 +403,17 @@ fn snapshots(s: &mut Snapshot, shared: &Shared) {
     }
     s.gauge("snapshot_loaded_segments", "Segments loaded at start.", l.segments);
     s.gauge("snapshot_load_damaged_segments", "Segments dropped at start for a bad checksum.", l.damaged_segments);
-    s.gauge("snapshot_load_skipped_segments", "Segments left out at start for want of memory.", l.skipped_segments);
+    s.gauge(
+        "snapshot_load_skipped_segments",
+        "Segments left out at start: no memory, and nothing to evict (-M).",
+        l.skipped_segments,
+    );
+    s.gauge(
+        "snapshot_load_item_segments",
+        "Segments restored item by item at start, once no free segment was left.",
+        l.loose_segments,
+    );
+    s.gauge("snapshot_load_evicted", "Live items evicted at start: the snapshot held more than -m.", l.evicted);
     s.gauge("snapshot_load_duration_us", "Microseconds the load at start took.", l.duration.as_micros() as u64);
     let mode = match sn.cfg.durability {
         strata_persist::Durability::Off => "off",
