@@ -33,13 +33,9 @@ use crate::format::{self, Footer, Header, Kind, Record, SegmentFixed};
 use crate::{Progress, SnapshotError, TMP_SUFFIX};
 
 /// How long a snapshot waits for the segments of its cut to be sealed
-/// (workers seal between two turns of their event loop, asked again every
-/// [`ASK_AGAIN`]) before it fails.
+/// (workers seal between two turns of their event loop; they are asked
+/// again while it waits) before it fails.
 pub const SEAL_TIMEOUT: Duration = Duration::from_secs(30);
-
-/// How often the workers are asked again to seal while segments of the cut
-/// are still open.
-const ASK_AGAIN: Duration = Duration::from_millis(100);
 
 /// What the server does for a snapshot while it is taken. Any `FnMut()`
 /// is one that only seals.
@@ -51,9 +47,10 @@ pub trait Saver {
         0
     }
     /// Asks every worker (and the reclaimer) to seal the segments it
-    /// writes; need not wait for them (the snapshot waits for the store to
-    /// say its cut is sealed, and asks again meanwhile). At shutdown, with
-    /// the workers gone, there is nothing to do.
+    /// writes; need not wait for them. The snapshot waits for the store to
+    /// say its cut is sealed, and calls this again every millisecond or so
+    /// meanwhile (a saver may ask less often). At shutdown, with the
+    /// workers gone, there is nothing to do.
     fn seal(&mut self);
     /// Called after each segment record, with the bytes written so far.
     fn progress(&mut self, _bytes: u64) {}
@@ -194,7 +191,7 @@ fn write_body(
     let mut report = SaveReport { started_unix: start.unix_now, log_seq, ..SaveReport::default() };
     let mut seg = SegmentOut { img: SegmentImage::default(), live: Vec::new(), times: Vec::new() };
     let mut progress = Progress::new("snapshot save");
-    let (mut asked, mut waiting_since) = (Instant::now(), Instant::now());
+    let mut waiting_since = Instant::now();
     loop {
         seg.drain(store, out, &mut report, dicts, saver, &mut progress)?;
         let pending = store.cut_pending();
@@ -211,10 +208,7 @@ fn write_body(
                     SEAL_TIMEOUT.as_secs()
                 )));
             }
-            if asked.elapsed() >= ASK_AGAIN {
-                saver.seal();
-                asked = Instant::now();
-            }
+            saver.seal();
             store.wait_handoff(Duration::from_millis(1));
             continue;
         }

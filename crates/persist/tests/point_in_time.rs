@@ -151,6 +151,8 @@ fn round(dir: &std::path::Path, mem: usize, load_mem: usize, writers: usize, key
         }
         c.wrong += u64::from(!ok);
     }
+    // One version of each key at most: the snapshot is bounded by the keys.
+    assert!(c.saved_items <= (writers * keys) as u64, "{c:?}");
     c.evicted = evicted.len() as u64;
     c.load_evicted = loaded.evicted;
     assert!(c.wrong == 0, "{} of {} keys not as of the snapshot ({c:?}): {bad:?}", c.wrong, c.keys);

@@ -243,8 +243,7 @@ impl Store {
                 p.sealed.push(s);
             }
         }
-        p.unsealed =
-            self.segs().iter().zip(sealed).filter(|(m, sealed)| !sealed && m.snap.load(Relaxed) == g).count();
+        p.unsealed = self.segs().iter().zip(sealed).filter(|(m, sealed)| !sealed && m.snap.load(Relaxed) == g).count();
         p.sealed.sort_by_key(|s| s.epoch);
         p
     }

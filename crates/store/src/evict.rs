@@ -328,6 +328,22 @@ impl Store {
             Self::take(ev, s);
             return Some(Step::Victim(s, Clear::Clean(q)));
         }
+        // While a snapshot's cut holds, the segments it has not copied yet
+        // are left to it, unless cleaning one keeps a live item from being
+        // evicted: it is handed off first (`cut.rs`), which costs a copy,
+        // and the segments of the cut hold the dead versions of the keys
+        // overwritten since.
+        if self.cut_active() && !active.take_held && !active.last_resort {
+            let all = self.survey(ev, true);
+            let room =
+                |q: Queue| active.targets[q as usize].filter(|&t| self.open_for_copies(t)).map_or(0, |t| self.room(t));
+            let fits =
+                |&(_, q): &(u32, Queue)| all.best_need < seg_size && (all.best_need <= room(q) || self.spare() > 0);
+            if let Some((s, q)) = all.best.filter(fits).filter(|_| self.worth_cleaning(&all)) {
+                Self::take(ev, s);
+                return Some(Step::Victim(s, Clear::Clean(q)));
+            }
+        }
         // 5. Evict. The reclaimer evicts ahead for one segment only: each
         // segment kept free ahead is one less holding items, and the
         // cleaner (which loses nothing) may keep more free.
@@ -642,9 +658,8 @@ impl Store {
             if keep {
                 // A target in a snapshot's cut takes nothing more (`cut.rs`):
                 // a new one is opened below.
-                let room = active.targets[target_q as usize]
-                    .filter(|&t| self.open_for_copies(t))
-                    .map_or(0, |t| self.room(t));
+                let room =
+                    active.targets[target_q as usize].filter(|&t| self.open_for_copies(t)).map_or(0, |t| self.room(t));
                 if self.aligned(len) <= room {
                     let Some(t) = active.targets[target_q as usize] else { return };
                     let new_off = self.seg(t).write_off.load(Relaxed) as usize;

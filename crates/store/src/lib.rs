@@ -85,6 +85,8 @@ mod aio_tests;
 #[cfg(all(test, not(miri)))]
 mod compress_tests;
 #[cfg(test)]
+mod cut_tests;
+#[cfg(test)]
 mod pressure_tests;
 #[cfg(test)]
 mod tests;

@@ -600,7 +600,9 @@ impl Store {
     fn flash_region_in_cut(&self, r: u32) -> bool {
         let Some(log) = self.flash_log().filter(|_| self.cut_active()) else { return false };
         let cut = self.cut().flash.lock();
-        cut.as_ref().and_then(|cp| cp.regions.get(r as usize)).is_some_and(|&(end, gen)| end > 0 && log.generation(r) == gen)
+        cut.as_ref()
+            .and_then(|cp| cp.regions.get(r as usize))
+            .is_some_and(|&(end, gen)| end > 0 && log.generation(r) == gen)
     }
 
     /// Brings a snapshot's flash items back, after its memory segments

@@ -207,7 +207,7 @@ pub(crate) fn run(shared: Arc<Shared>, snaps: Arc<Snapshots>, wakes: Vec<Arc<Wak
             }
             *p = false;
         }
-        let mut saver = Online { shared: &shared, wakes: &wakes, started: Instant::now(), idle: true };
+        let mut saver = Online { shared: &shared, wakes: &wakes, started: Instant::now(), idle: true, asked: None };
         // A failure is logged and in `stats`; the next one may succeed.
         let _ = snaps.save(&shared, &mut saver);
         if !saver.idle {
@@ -228,6 +228,8 @@ struct Online<'a> {
     wakes: &'a [Arc<Wake>],
     started: Instant,
     idle: bool,
+    /// When the workers were last asked to seal.
+    asked: Option<Instant>,
 }
 
 impl Saver for Online<'_> {
@@ -236,7 +238,12 @@ impl Saver for Online<'_> {
     }
 
     fn seal(&mut self) {
-        seal_workers(self.shared, self.wakes);
+        // Asked about once a millisecond while segments of the cut are
+        // open: every 10 ms is enough to wake a worker that missed it.
+        if self.asked.is_none_or(|t| t.elapsed() >= Duration::from_millis(10)) {
+            self.asked = Some(Instant::now());
+            seal_workers(self.shared, self.wakes);
+        }
     }
 
     fn progress(&mut self, _bytes: u64) {
