@@ -10,31 +10,26 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use strata_flash::{Device, FileDevice, Flash};
+use strata_flash::Flash;
+use strata_persist::backend::Backend;
 use strata_persist::{load, read_header, save, OsBackend, SNAPSHOT_FILE};
-use strata_store::{Clock, Config, FlashTier, SetOp, Store, StoreOutcome, Worker, NO_ITEM_AGE};
+use strata_store::{Clock, Config, FlashTier, SetOp, Store, StoreOutcome, Worker};
 
 const T0: i64 = 1_700_000_000;
 
 /// A store of 8 MiB over `flash_file`, 32 MiB (the ring comes round when
 /// the test wants it to) or 96 MiB (it does not).
 fn store(flash_file: &Path, clock: Clock) -> (Arc<Store>, Worker) {
+    store_on(&OsBackend, flash_file, clock)
+}
+
+/// [`store`] with the flash file on `b`.
+fn store_on(b: &dyn Backend, flash_file: &Path, clock: Clock) -> (Arc<Store>, Worker) {
     let size = if flash_file.ends_with("big") { 96 << 20 } else { 32 << 20 };
-    let file: Arc<dyn Device> = Arc::new(FileDevice::open(flash_file, size).unwrap());
+    let file = b.open_device(flash_file, size).unwrap();
     let log = Flash::new(&strata_flash::Config { region_size: 1 << 20, max_record: 64 << 10 }, vec![file]).unwrap();
-    let flash = FlashTier {
-        log: Arc::new(log),
-        min_item: 64,
-        item_age: NO_ITEM_AGE,
-        noted: Vec::new(),
-        write_buffer: 256 << 10,
-        paths: Vec::new(),
-        every_write: false,
-        recache_rate: 1,
-        io_threads: 0,
-        read_cached_inline: true,
-        read_delay: std::time::Duration::ZERO,
-    };
+    let tier = FlashTier::new(Arc::new(log));
+    let flash = FlashTier { min_item: 64, write_buffer: 256 << 10, recache_rate: 1, io_threads: 0, ..tier };
     let cfg = Config {
         memory_limit: 8 << 20,
         item_size_max: 64 << 10,
