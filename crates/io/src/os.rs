@@ -418,7 +418,7 @@ mod tests {
         // Pieces of every size around the block and chunk sizes, with a
         // sync in the middle (a partial block written padded, then rewritten).
         for len in [1, 4095, 4096, 4097, 100_000, DIRECT_CHUNK - 3, 7, DIRECT_CHUNK + 5, 12_345] {
-            let piece: Vec<u8> = (0..len).map(|_| rng.next() as u8).collect();
+            let piece: Vec<u8> = (0..len).map(|_| rng.next_u64() as u8).collect();
             write_all(&mut *f, &piece).unwrap();
             want.extend_from_slice(&piece);
             if len == 7 {

@@ -331,7 +331,7 @@ impl Sim {
                     Ok(p) => break p,
                     Err(Some(why)) => return Err(Failure(format!("recovery failed in run {run}: {why}"))),
                     Err(None) => {
-                        self.fs.power_loss(self.rng.next());
+                        self.fs.power_loss(self.rng.next_u64());
                         crashed_in_recovery = true;
                     }
                 }
@@ -373,7 +373,7 @@ impl Sim {
                 drop(proc_);
             }
             // kill -9 or the power: what was not synced may go.
-            self.fs.power_loss(self.rng.next());
+            self.fs.power_loss(self.rng.next_u64());
             // Down for a few seconds: one-second TTLs run out.
             self.unix_now += 2 + self.rng.below(3) as i64;
         }
