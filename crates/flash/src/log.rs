@@ -31,7 +31,13 @@
 //! names that generation (the others were reclaimed since, and their old
 //! records may be overwritten). Generations start above every one found
 //! on disk, so one is never reused.
-
+//!
+//! **After a power loss** the same holds, because of two syncs: a
+//! snapshot makes the records it references durable ([`Flash::sync`])
+//! before it is renamed into place, and a region's new header is written
+//! durably (`RWF_DSYNC`) before any record of its generation goes over the
+//! old ones: a record the disk kept from after the snapshot is never found
+//! under the header the snapshot saved.
 //!
 //! The log knows nothing of keys or the index: the store (which owns the
 //! index) decides what goes to flash, points slots at it, and unlinks a
@@ -41,7 +47,7 @@ use std::io;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering::*};
 
 use parking_lot::{Mutex, MutexGuard};
-use strata_io::{read_exact_at, read_exact_at_nowait, write_all_at, Device};
+use strata_io::{read_exact_at, read_exact_at_nowait, write_all_at, write_all_at_dsync, Device};
 
 use crate::record::{self, Record, RecordError, HEADER_LEN};
 
@@ -423,6 +429,13 @@ impl Flash {
         whole(if nowait { read_exact_at_nowait(d, buf, r.base + off) } else { read_exact_at(d, buf, r.base + off) })
     }
 
+    /// Makes every record written so far durable (`fdatasync` of each
+    /// file): a snapshot that references them calls it before it is
+    /// renamed into place.
+    pub fn sync(&self) -> io::Result<()> {
+        self.devices.iter().try_for_each(|d| d.file.sync())
+    }
+
     fn scan_records(&self, r: u32, buf: &mut Vec<u8>, mut f: impl FnMut(u64, Record<'_>)) -> io::Result<()> {
         let region = &self.regions[r as usize];
         let end = region.end.load(Acquire) as usize;
@@ -524,10 +537,12 @@ impl Writer<'_> {
         let region = &f.regions[r as usize];
         let off = at % f.region_size;
         let dev = &*f.devices[region.dev].file;
-        // The header first: a record is never on disk under an older
-        // generation's header.
+        // The header first, and durably: a record is never on disk under
+        // an older generation's header, even after a power loss that kept
+        // the records written after it (see the module doc). One small
+        // synchronous write per region.
         let header = if self.head.header_due && r == self.head.region {
-            write_all_at(dev, &f.header_bytes(r, region.gen.load(Relaxed)), region.base)
+            write_all_at_dsync(dev, &f.header_bytes(r, region.gen.load(Relaxed)), region.base)
         } else {
             Ok(())
         };

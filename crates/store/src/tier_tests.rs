@@ -322,6 +322,22 @@ fn flipped_bytes_and_read_errors_are_misses_never_wrong_values() {
 }
 
 #[test]
+fn the_flash_files_sync_for_a_snapshot_and_say_when_they_cannot() {
+    let mut t = tier(32);
+    fill(&mut t, 20_000);
+    assert!(flash_stats(&t.store).items > 10_000);
+    t.store.sync_flash().unwrap_or_else(|e| panic!("sync: {e}"));
+    t.faults.set(Faults { fail_sync: true, ..Faults::default() });
+    let e = t.store.sync_flash().err().map(|e| e.raw_os_error());
+    assert_eq!(e, Some(Some(libc::EIO)), "a failed fdatasync is the snapshot's error");
+    t.faults.set(Faults::default());
+    t.store.sync_flash().unwrap_or_else(|e| panic!("sync: {e}"));
+    // Without the flash tier there is nothing to sync.
+    let (s, _) = store_of(Config { memory_limit: 8 << 20, ..Config::default() });
+    assert!(s.sync_flash().is_ok());
+}
+
+#[test]
 fn failed_writes_evict_instead() {
     let mut t = tier(32);
     t.faults.set(Faults { fail_write_at: Some((0, libc::EIO)), ..Faults::default() });
