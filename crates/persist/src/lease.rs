@@ -87,7 +87,8 @@ impl EpochLease {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{FaultBackend, Faults, OsBackend};
+    use crate::OsBackend;
+    use strata_io::sim::{FaultBackend, Faults};
 
     #[test]
     fn a_lease_that_cannot_be_written_is_not_granted_and_damage_reads_as_none() {
@@ -111,7 +112,7 @@ mod tests {
             assert_eq!(EpochLease::read(&b, &file), Some(10 + LEASE_SPAN));
         }
         // A flipped byte or a short file reads as no lease.
-        b.set(Faults { flip_at: Some(2), ..Faults::default() });
+        b.set(Faults { flip_at: vec![2], ..Faults::default() });
         assert_eq!(EpochLease::read(&b, &file), None);
         b.set(Faults::default());
         std::fs::write(crate::with_suffix(&file, LEASE_SUFFIX), [1, 2, 3]).unwrap();

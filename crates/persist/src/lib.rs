@@ -1,11 +1,12 @@
 //! Snapshots and warm restarts (DESIGN §7): the cache written to a file
 //! while it serves, and brought back at start before the port opens.
 //!
-//! Owns the snapshot file format (`format`, drawn byte by byte there), the
-//! file I/O behind a [`Backend`] trait with a fault-injecting
-//! implementation (`backend`), writing (`save`), reading (`load`), the
+//! Owns the snapshot file format (`format`, drawn byte by byte there),
+//! writing (`save`), reading (`load`), the
 //! epoch lease that keeps CAS values unique across a crash (`lease`), and
-//! the write-ahead log of `--durability` (`wal`). The
+//! the write-ahead log of `--durability` (`wal`). Every file goes through
+//! a [`Backend`] (`strata-io`, re-exported as [`backend`]), so that tests
+//! inject faults and cut the power. The
 //! store supplies consistent segment images and restores them
 //! (`strata_store::Store::image`, `Store::restore`); the server decides when
 //! to snapshot.
@@ -14,25 +15,24 @@
 //! (`strata.snapshot` in a `--snapshot-dir`) and the directory fsynced: a crash at any point
 //! leaves the previous snapshot or the new one, whole.
 
-pub mod backend;
 pub mod format;
 pub mod lease;
 pub mod load;
 pub mod recover;
 pub mod save;
-pub mod simfs;
 pub mod wal;
 
 use std::io;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-pub use backend::{Backend, FaultBackend, Faults, OsBackend};
 pub use lease::EpochLease;
 pub use load::{check_settings, load, read_footer, read_header, LoadReport, LoadTimes};
 pub use recover::{recover, Loaded, RecoverError, RecoverOpts, Recovered};
 pub use save::{checkpoint, save, SaveReport, Saver};
-pub use simfs::SimFs;
+/// The file I/O layer every function here takes (`strata-io`).
+pub use strata_io as backend;
+pub use strata_io::{Backend, OsBackend};
 pub use wal::{Durability, Recovery, Wal, WalJournal};
 
 /// The snapshot's file name in a `--snapshot-dir`.

@@ -31,7 +31,7 @@ use std::time::{Duration, Instant};
 
 use strata_store::{Queue, RestoreError, SegmentImage, Store};
 
-use crate::backend::{read_exact_at, Backend, ReadFile, DIRECT_ALIGN};
+use crate::backend::{read_exact_at, Backend, PosFile, DIRECT_ALIGN};
 use crate::format::{self, Footer, FormatError, Header, Kind, Record, SegmentFixed, HEADER_LEN, RECORD_LEN};
 use crate::{Progress, SnapshotError};
 
@@ -161,7 +161,7 @@ pub fn read_footer(backend: &dyn Backend, file: &Path) -> Option<Footer> {
     whole.then(|| Footer::decode(body).ok()).flatten()
 }
 
-fn header_of(f: &dyn ReadFile, path: &Path) -> Result<Header, SnapshotError> {
+fn header_of(f: &dyn PosFile, path: &Path) -> Result<Header, SnapshotError> {
     let mut b = [0u8; HEADER_LEN];
     if !read_exact_at(f, &mut b, 0).map_err(|e| SnapshotError::io("read", path, e))? {
         return Err(SnapshotError::Format(FormatError::BadMagic));
@@ -470,7 +470,7 @@ pub fn load(
 /// The flash tier's records, after the segments (a key in memory wins).
 fn load_flash(
     store: &Store,
-    f: &dyn ReadFile,
+    f: &dyn PosFile,
     found: &[Found],
     path: &Path,
     report: &mut LoadReport,
@@ -518,7 +518,7 @@ fn load_flash(
 }
 
 /// Reads a record's body into `body`; false if its CRC fails.
-fn read_body(f: &dyn ReadFile, r: &Found, body: &mut Vec<u8>, path: &Path) -> Result<bool, SnapshotError> {
+fn read_body(f: &dyn PosFile, r: &Found, body: &mut Vec<u8>, path: &Path) -> Result<bool, SnapshotError> {
     body.clear();
     body.resize(r.len as usize, 0);
     match read_exact_at(f, body, r.at) {
@@ -570,7 +570,7 @@ struct Aligned {
 impl Aligned {
     /// Reads the `len` bytes at `at`, with the aligned blocks around them;
     /// false if the file ends first.
-    fn read(&mut self, f: &dyn ReadFile, at: u64, len: usize) -> std::io::Result<bool> {
+    fn read(&mut self, f: &dyn PosFile, at: u64, len: usize) -> std::io::Result<bool> {
         const A: u64 = DIRECT_ALIGN as u64;
         let from = at / A * A;
         let span = ((at + len as u64).next_multiple_of(A) - from) as usize;
@@ -613,8 +613,8 @@ impl Aligned {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::backend::{Faults, OsBackend};
-    use crate::{FaultBackend, SimFs};
+    use crate::backend::OsBackend;
+    use strata_io::sim::{FaultBackend, Faults, SimFs};
 
     fn file_bytes(n: usize) -> Vec<u8> {
         (0..n).map(|i| (i * 13 % 253) as u8).collect()

@@ -238,6 +238,8 @@ fn write_body(
             out.record(Kind::FlashEntries, &[&body])?;
         }
         report.flash_items = img.entries.len() as u64;
+        // The records it references are on disk before it is.
+        store.sync_flash().map_err(|e| SnapshotError::io("fsync the flash files of", out.path, e))?;
     }
     if let Some(why) = store.cut_failed() {
         return Err(SnapshotError::Cut(why));

@@ -687,7 +687,7 @@ pub fn read_log(backend: &dyn Backend, path: &Path, apply: &mut dyn FnMut(Entry)
 
 /// Reads records out of a log file through a 4 MiB window.
 struct Reader<'a> {
-    f: &'a dyn crate::backend::ReadFile,
+    f: &'a dyn crate::backend::PosFile,
     chunk: Vec<u8>,
     chunk_at: u64,
     len: u64,
@@ -751,7 +751,7 @@ impl Reader<'_> {
 
 /// Copies `dst.len()` bytes at `at` out of the file through a 4 MiB window.
 fn read_at(
-    f: &dyn crate::backend::ReadFile,
+    f: &dyn crate::backend::PosFile,
     chunk: &mut Vec<u8>,
     chunk_at: &mut u64,
     at: u64,

@@ -32,7 +32,8 @@ use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use strata_persist::{checkpoint, load, read_header, Durability, RecoverOpts, SimFs, Wal};
+use strata_io::sim::{Rng, SimFs};
+use strata_persist::{checkpoint, load, read_header, Durability, RecoverOpts, Wal};
 use strata_store::{Clock, Config, SetOp, Store, Worker};
 
 const T0: i64 = 1_700_000_000;
@@ -44,26 +45,6 @@ const KEYS: usize = 12;
 /// Fills of the log ahead of its writer that completed, in all schedules
 /// (the simulator must reach them).
 static FILLS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-
-/// A small deterministic generator (xorshift64*): the schedule is the seed.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
-    }
-
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-
-    fn chance(&mut self, percent: u64) -> bool {
-        self.below(100) < percent
-    }
-}
 
 /// A key's value as a client would see it: bytes, flags, expiry.
 type Val = Option<(Vec<u8>, u32, u32)>;
@@ -354,7 +335,7 @@ impl Sim {
                     Ok(p) => break p,
                     Err(Some(why)) => return Err(Failure(format!("recovery failed in run {run}: {why}"))),
                     Err(None) => {
-                        self.fs.power_loss(self.rng.next());
+                        self.fs.power_loss(self.rng.next_u64());
                         crashed_in_recovery = true;
                     }
                 }
@@ -396,7 +377,7 @@ impl Sim {
                 drop(proc_);
             }
             // kill -9 or the power: what was not synced may go.
-            self.fs.power_loss(self.rng.next());
+            self.fs.power_loss(self.rng.next_u64());
             // Down for a few seconds: one-second TTLs run out.
             self.unix_now += 2 + self.rng.below(3) as i64;
         }
@@ -467,7 +448,7 @@ fn schedule(seed: u64, crash_at: u64, durability: Durability) -> Result<u64, Str
     fs.crash_at(crash_at);
     let mut sim = Sim {
         seed,
-        rng: Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1),
+        rng: Rng::new(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15)),
         fs: fs.clone(),
         model: HashMap::new(),
         unix_now: T0,

@@ -1,7 +1,8 @@
 //! The flash tier across restarts: a snapshot holds the flash slots and
 //! the log's state; a new store on the same flash file brings every item
-//! back, and after writes that reclaimed regions since the snapshot, only
-//! what is still there, never a wrong value.
+//! back, after a power loss too (the snapshot synced the flash file), and
+//! after writes that reclaimed regions since the snapshot, only what is
+//! still there, never a wrong value.
 
 // Test code: a panic is how a test fails (clippy.toml allows unwrap in
 // #[test] functions; these helpers live beside them).
@@ -10,31 +11,27 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use strata_flash::{Device, FileDevice, Flash};
+use strata_flash::Flash;
+use strata_io::sim::{FaultBackend, Faults, SimFs};
+use strata_persist::backend::Backend;
 use strata_persist::{load, read_header, save, OsBackend, SNAPSHOT_FILE};
-use strata_store::{Clock, Config, FlashTier, SetOp, Store, StoreOutcome, Worker, NO_ITEM_AGE};
+use strata_store::{Clock, Config, FlashTier, SetOp, Store, StoreOutcome, Worker};
 
 const T0: i64 = 1_700_000_000;
 
 /// A store of 8 MiB over `flash_file`, 32 MiB (the ring comes round when
 /// the test wants it to) or 96 MiB (it does not).
 fn store(flash_file: &Path, clock: Clock) -> (Arc<Store>, Worker) {
+    store_on(&OsBackend, flash_file, clock)
+}
+
+/// [`store`] with the flash file on `b`.
+fn store_on(b: &dyn Backend, flash_file: &Path, clock: Clock) -> (Arc<Store>, Worker) {
     let size = if flash_file.ends_with("big") { 96 << 20 } else { 32 << 20 };
-    let file: Arc<dyn Device> = Arc::new(FileDevice::open(flash_file, size).unwrap());
+    let file = b.open_device(flash_file, size).unwrap();
     let log = Flash::new(&strata_flash::Config { region_size: 1 << 20, max_record: 64 << 10 }, vec![file]).unwrap();
-    let flash = FlashTier {
-        log: Arc::new(log),
-        min_item: 64,
-        item_age: NO_ITEM_AGE,
-        noted: Vec::new(),
-        write_buffer: 256 << 10,
-        paths: Vec::new(),
-        every_write: false,
-        recache_rate: 1,
-        io_threads: 0,
-        read_cached_inline: true,
-        read_delay: std::time::Duration::ZERO,
-    };
+    let tier = FlashTier::new(Arc::new(log));
+    let flash = FlashTier { min_item: 64, write_buffer: 256 << 10, recache_rate: 1, io_threads: 0, ..tier };
     let cfg = Config {
         memory_limit: 8 << 20,
         item_size_max: 64 << 10,
@@ -218,4 +215,58 @@ fn load_strict_fails(dir: &Path) -> bool {
     let clock = Clock::resume_at(h.unix_time, h.process_started, h.now, false).unwrap_or_else(|| panic!("clock"));
     let (s, _) = store(&dir.join("big"), clock);
     load(&s, &OsBackend, &file, 1, 0, true).is_err()
+}
+
+#[test]
+fn a_snapshot_keeps_its_flash_items_through_a_power_loss() {
+    // The store, its flash file and its snapshot on a disk that loses
+    // power: once the snapshot is in place, whatever the disk kept of the
+    // rest, every flash item it saved comes back, exact.
+    let fs = SimFs::new();
+    let (flash, file) = (Path::new("/sim/flash"), Path::new("/sim").join(SNAPSHOT_FILE));
+    let (s, mut w) = store_on(&fs, flash, Clock::manual(T0));
+    for i in 0..20_000 {
+        assert_eq!(w.set(SetOp::Set, &key(i), i as u32, 0, &value(i, 1)), Ok(StoreOutcome::Stored));
+    }
+    drop(w);
+    let saved = save(&s, &fs, &file, &mut || {}).unwrap();
+    assert!(saved.flash_items > 8_000, "{saved:?}");
+    let items = s.stats().curr_items;
+    drop(s);
+    for seed in 0..6 {
+        let after = fs.fork();
+        after.power_loss(seed);
+        let h = read_header(&after, &file).unwrap().unwrap_or_else(|| panic!("seed {seed}: no snapshot"));
+        let clock =
+            Clock::resume_at(h.unix_time + 5, h.process_started, h.now, false).unwrap_or_else(|| panic!("clock"));
+        let (s, mut w) = store_on(&after, flash, clock);
+        let r = load(&s, &after, &file, 1, 0, true).unwrap_or_else(|e| panic!("seed {seed}: load: {e}"));
+        assert_eq!((r.flash_items, r.flash_dropped), (saved.flash_items, 0), "seed {seed}: {r:?}");
+        assert_eq!(s.stats().curr_items, items, "seed {seed}");
+        for i in (0..20_000).step_by(13) {
+            let got = get(&mut w, &key(i)).unwrap_or_else(|| panic!("seed {seed}: key {i} lost"));
+            assert_eq!((got.0, got.1), (value(i, 1), i as u32), "seed {seed}: key {i}");
+        }
+    }
+}
+
+#[test]
+fn a_flash_file_that_cannot_sync_fails_the_snapshot_and_keeps_the_last() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join(SNAPSHOT_FILE);
+    let flash = FaultBackend::new(OsBackend);
+    let (s, mut w) = store_on(&flash, &dir.path().join("big"), Clock::manual(T0));
+    for i in 0..20_000 {
+        assert_eq!(w.set(SetOp::Set, &key(i), 0, 0, &value(i, 1)), Ok(StoreOutcome::Stored));
+    }
+    save(&s, &OsBackend, &file, &mut || {}).unwrap();
+    let before = std::fs::read(&file).unwrap();
+    w.set(SetOp::Set, b"later", 0, 0, b"x").unwrap();
+    flash.set(Faults { fail_sync: true, ..Faults::default() });
+    let e = save(&s, &OsBackend, &file, &mut || {}).err().map(|e| e.to_string()).unwrap_or_default();
+    assert!(e.starts_with("fsync the flash files of") && e.contains("Input/output error"), "{e}");
+    assert_eq!(std::fs::read(&file).ok(), Some(before), "the last snapshot stays");
+    assert!(!dir.path().join(format!("{SNAPSHOT_FILE}.tmp")).exists(), "the partial one went");
+    flash.set(Faults::default());
+    save(&s, &OsBackend, &file, &mut || {}).unwrap();
 }

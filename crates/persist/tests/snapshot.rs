@@ -10,9 +10,10 @@ use std::collections::HashMap;
 use std::path::Path;
 use std::sync::Arc;
 
+use strata_io::sim::{FaultBackend, Faults};
 use strata_persist::backend::Backend;
 use strata_persist::format::{HEADER_LEN, RECORD_LEN};
-use strata_persist::{load, read_header, save, FaultBackend, Faults, OsBackend, SnapshotError, SNAPSHOT_FILE};
+use strata_persist::{load, read_header, save, OsBackend, SnapshotError, SNAPSHOT_FILE};
 use strata_store::{Clock, Config, SetOp, Store, StoreOutcome, Worker};
 
 const T0: i64 = 1_700_000_000;
@@ -246,13 +247,13 @@ fn a_flipped_byte_anywhere_never_serves_a_wrong_value() {
     offsets.extend([HEADER_LEN, HEADER_LEN + 5, HEADER_LEN + RECORD_LEN + 3, bytes.len() - 1]);
     let b = FaultBackend::new(OsBackend);
     for at in offsets {
-        b.set(Faults { flip_at: Some(at as u64), ..Faults::default() });
+        b.set(Faults { flip_at: vec![at as u64], ..Faults::default() });
         let (_s, mut w, r) = restart(&snap(&dir), &b, 8 << 20, 1);
         check_all(&mut w, &want);
         assert!(r.damaged(), "flip at {at} went unnoticed: {r:?}");
     }
     // A flip inside one segment's bytes loses that segment only.
-    b.set(Faults { flip_at: Some((HEADER_LEN + RECORD_LEN + 2000) as u64), ..Faults::default() });
+    b.set(Faults { flip_at: vec![(HEADER_LEN + RECORD_LEN + 2000) as u64], ..Faults::default() });
     let (_s, mut w, r) = restart(&snap(&dir), &b, 8 << 20, 1);
     assert_eq!((r.damaged_segments, r.truncated), (1, false), "{r:?}");
     let found = check_all(&mut w, &want);

@@ -9,9 +9,10 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering::*};
 use std::sync::Arc;
 
+use strata_io::sim::{FaultBackend, Faults};
 use strata_persist::backend::Backend;
 use strata_persist::wal::{log_files, log_path, read_log, replay, Op};
-use strata_persist::{Durability, FaultBackend, Faults, OsBackend, Wal, WalJournal};
+use strata_persist::{Durability, OsBackend, Wal, WalJournal};
 use strata_store::{Clock, Config, SetOp, Store, Worker};
 
 fn snap(dir: &tempfile::TempDir) -> std::path::PathBuf {

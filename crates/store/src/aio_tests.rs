@@ -13,6 +13,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use parking_lot::{Condvar, Mutex};
+use strata_io::sim::Faults;
 
 use crate::tier_tests::{fill, flash_stats, key, tier_cfg, value, Tier};
 use crate::*;
@@ -25,7 +26,7 @@ struct Signal(Mutex<u64>, Condvar);
 /// says no record is in memory, so every read goes to the I/O threads.
 fn async_tier(recache_rate: u32) -> (Tier, Arc<Signal>) {
     let (t, sig) = async_tier_cached(recache_rate);
-    t.faults.lock().slow = true;
+    t.faults.set(Faults { uncached: true, ..Faults::default() });
     (t, sig)
 }
 
@@ -171,11 +172,12 @@ fn a_parked_operation_may_read_its_own_record_and_nothing_else() {
 #[test]
 fn a_failed_read_is_a_miss_never_a_value() {
     let (mut t, sig) = async_tier(0);
-    t.faults.lock().read_eio = true;
+    let uncached = Faults { uncached: true, ..Faults::default() };
+    t.faults.set(Faults { fail_read_at: Some(0), ..uncached.clone() });
     waits(read(&mut t, &key(9)));
     finished(&mut t, &sig);
     assert_eq!(ready(read(&mut t, &key(9))), Ok(None));
-    t.faults.lock().read_eio = false;
+    t.faults.set(uncached);
     let fs = flash_stats(&t.store);
     assert!(fs.read_errors >= 1 && fs.misses >= 1, "{fs:?}");
     waits(read(&mut t, &key(10)));
@@ -211,7 +213,7 @@ fn a_record_in_the_page_cache_is_read_at_once() {
     let after = flash_stats(&t.store);
     assert_eq!((after.reads_async, after.hits - before.hits), (0, 100), "no read handed over");
     // The same records once the device says they are not in memory.
-    t.faults.lock().slow = true;
+    t.faults.set(Faults { uncached: true, ..Faults::default() });
     waits(read(&mut t, &key(100)));
 }
 

@@ -11,12 +11,16 @@ use crate::testing::Now;
 use crate::tests::{get, store_of};
 use crate::*;
 use std::sync::Arc;
-use strata_flash::{Device, FaultDevice, Faults, FileDevice, Flash};
+use strata_flash::Flash;
+use strata_io::sim::{FaultBackend, Faults};
+use strata_io::{Backend, OsBackend};
 
 pub(crate) struct Tier {
     pub store: Arc<Store>,
     pub w: Worker,
-    pub faults: Arc<parking_lot::Mutex<Faults>>,
+    /// The flash file's backend: its faults apply from the next read or
+    /// write.
+    pub faults: FaultBackend<OsBackend>,
     _dir: tempfile::TempDir,
 }
 
@@ -50,24 +54,11 @@ fn tier_tuned(
     tune: impl FnOnce(&mut FlashTier),
 ) -> Tier {
     let dir = tempfile::tempdir().unwrap();
-    let file: Arc<dyn Device> = Arc::new(FileDevice::open(&dir.path().join("flash"), flash_mib << 20).unwrap());
-    let dev = FaultDevice::new(file);
-    let faults = dev.faults();
-    let log =
-        Flash::new(&strata_flash::Config { region_size: 1 << 20, max_record: 64 << 10 }, vec![Arc::new(dev)]).unwrap();
-    let mut flash = FlashTier {
-        log: Arc::new(log),
-        min_item: 16,
-        item_age: NO_ITEM_AGE,
-        noted: Vec::new(),
-        write_buffer: 256 << 10,
-        paths: Vec::new(),
-        every_write: false,
-        recache_rate,
-        io_threads,
-        read_cached_inline: true,
-        read_delay: std::time::Duration::ZERO,
-    };
+    let faults = FaultBackend::new(OsBackend);
+    let dev = faults.open_device(&dir.path().join("flash"), flash_mib << 20).unwrap();
+    let log = Flash::new(&strata_flash::Config { region_size: 1 << 20, max_record: 64 << 10 }, vec![dev]).unwrap();
+    let mut flash =
+        FlashTier { min_item: 16, write_buffer: 256 << 10, recache_rate, io_threads, ..FlashTier::new(Arc::new(log)) };
     tune(&mut flash);
     let (store, w) = store_of(Config {
         memory_limit: memory_mib << 20,
@@ -304,7 +295,7 @@ fn flipped_bytes_and_read_errors_are_misses_never_wrong_values() {
     let mut t = tier(32);
     fill(&mut t, 20_000);
     // Flip a byte every 4 KiB across the first 8 MiB of the file.
-    t.faults.lock().flip = (0..(8u64 << 20)).step_by(4096).map(|o| o + 100).collect();
+    t.faults.set(Faults { flip_at: (0..(8u64 << 20)).step_by(4096).map(|o| o + 100).collect(), ..Faults::default() });
     let mut hits = 0;
     for i in 0..20_000 {
         if let Some((v, flags, _)) = get(&mut t.w, &key(i)) {
@@ -316,24 +307,40 @@ fn flipped_bytes_and_read_errors_are_misses_never_wrong_values() {
     assert!(fs.checksum_errors > 0 && fs.misses > 0, "{fs:?}");
     assert!(hits > 10_000, "undamaged records still read: {hits}");
     // EIO on every read: misses, and the store goes on.
-    t.faults.lock().flip.clear();
+    t.faults.set(Faults::default());
     fill_more(&mut t, 20_000, 40_000);
-    t.faults.lock().read_eio = true;
+    t.faults.set(Faults { fail_read_at: Some(0), ..Faults::default() });
     for i in 20_000..21_000 {
         if let Some((v, _, _)) = get(&mut t.w, &key(i)) {
             assert_eq!(v, value(i, 9));
         }
     }
     assert!(flash_stats(&t.store).read_errors > 0);
-    t.faults.lock().read_eio = false;
+    t.faults.set(Faults::default());
     assert_eq!(t.w.set(SetOp::Set, b"after", 0, 0, b"fine"), Ok(StoreOutcome::Stored));
     assert_eq!(get(&mut t.w, b"after").map(|g| g.0), Some(b"fine".to_vec()));
 }
 
 #[test]
+fn the_flash_files_sync_for_a_snapshot_and_say_when_they_cannot() {
+    let mut t = tier(32);
+    fill(&mut t, 20_000);
+    assert!(flash_stats(&t.store).items > 10_000);
+    t.store.sync_flash().unwrap_or_else(|e| panic!("sync: {e}"));
+    t.faults.set(Faults { fail_sync: true, ..Faults::default() });
+    let e = t.store.sync_flash().err().map(|e| e.raw_os_error());
+    assert_eq!(e, Some(Some(libc::EIO)), "a failed fdatasync is the snapshot's error");
+    t.faults.set(Faults::default());
+    t.store.sync_flash().unwrap_or_else(|e| panic!("sync: {e}"));
+    // Without the flash tier there is nothing to sync.
+    let (s, _) = store_of(Config { memory_limit: 8 << 20, ..Config::default() });
+    assert!(s.sync_flash().is_ok());
+}
+
+#[test]
 fn failed_writes_evict_instead() {
     let mut t = tier(32);
-    t.faults.lock().write_eio = true;
+    t.faults.set(Faults { fail_write_at: Some((0, libc::EIO)), ..Faults::default() });
     fill(&mut t, 20_000);
     let fs = flash_stats(&t.store);
     assert!(fs.write_errors > 0 && fs.items == 0, "{fs:?}");
@@ -341,7 +348,7 @@ fn failed_writes_evict_instead() {
     let in_memory = t.store.stats().curr_items;
     // ENOSPC past 2 MiB: what fits is kept, the rest evicted.
     let mut t = tier(32);
-    t.faults.lock().enospc_from = Some(2 << 20);
+    t.faults.set(Faults { fail_write_at: Some((2 << 20, libc::ENOSPC)), ..Faults::default() });
     fill(&mut t, 20_000);
     let fs = flash_stats(&t.store);
     assert!(fs.write_errors > 0 && fs.bytes_used <= 2 << 20, "{fs:?}");

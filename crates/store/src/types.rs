@@ -225,6 +225,31 @@ pub struct FlashTier {
     pub read_delay: std::time::Duration,
 }
 
+impl FlashTier {
+    /// The tier over `log` with memcached's defaults — `ext_item_size` 512
+    /// bytes, `ext_wbuf_size` 4 MiB (at most half a region),
+    /// `ext_recache_rate` 2000, no `ext_item_age` — and 4 I/O threads
+    /// (`ext_threads`: memcached starts one; reads from an SSD overlap
+    /// only as far as there are threads to wait on them, and an idle thread
+    /// costs nothing). Callers change the fields they were given.
+    pub fn new(log: std::sync::Arc<strata_flash::Flash>) -> FlashTier {
+        let write_buffer = (4usize << 20).min((log.region_size() / 2) as usize);
+        FlashTier {
+            log,
+            min_item: 512,
+            item_age: NO_ITEM_AGE,
+            noted: Vec::new(),
+            write_buffer,
+            paths: Vec::new(),
+            every_write: false,
+            recache_rate: 2000,
+            io_threads: 4,
+            read_cached_inline: true,
+            read_delay: std::time::Duration::ZERO,
+        }
+    }
+}
+
 impl Default for Config {
     fn default() -> Self {
         Config {

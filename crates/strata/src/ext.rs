@@ -5,7 +5,8 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use strata_flash::{Device, FileDevice, Flash};
+use strata_flash::Flash;
+use strata_io::{Backend, OsBackend};
 use strata_store::FlashTier;
 
 use crate::cli::ConfigError;
@@ -31,20 +32,8 @@ pub struct ExtOptions {
     noted: Vec<(String, String)>,
 }
 
-/// memcached's default `ext_recache_rate`: one read from flash in this many
-/// brings the item back into memory.
-const RECACHE_DEFAULT: u32 = 2000;
-
-/// I/O threads reading from flash unless `ext_threads` says otherwise.
-/// memcached starts one; reads from an SSD overlap only as far as there are
-/// threads to wait on them, and an idle thread costs nothing.
-pub const THREADS_DEFAULT: usize = 4;
-
 /// The most `ext_threads` allows.
 const THREADS_MAX: usize = 64;
-
-/// memcached's default `ext_item_size`: smaller items stay in memory.
-const ITEM_SIZE_DEFAULT: usize = 512;
 
 /// memcached's size syntax for `ext_path`: a number with an optional
 /// K/M/G/T suffix.
@@ -114,8 +103,9 @@ impl ExtOptions {
         !self.paths.is_empty()
     }
 
-    /// Opens the paths and builds the tier for items up to `item_size_max`.
-    /// A path another process has open as its flash file is refused
+    /// Opens the paths and builds the tier for items up to `item_size_max`
+    /// (the options not given take [`FlashTier::new`]'s defaults). A path
+    /// another process has open as its flash file is refused
     /// ([`ConfigError::InUse`]); this process holds each path's lock for
     /// as long as the tier lives (the process's life).
     pub fn open(&self, item_size_max: usize) -> Result<Option<FlashTier>, ConfigError> {
@@ -141,23 +131,25 @@ impl ExtOptions {
         // A batch is written once it holds the write buffer, so it may
         // reach the buffer plus one item: at most half a region and -I.
         let wbuf = ((self.wbuf_mib.unwrap_or(4) << 20) as usize).min((page_mib << 19) as usize);
-        let mut devices: Vec<Arc<dyn Device>> = Vec::new();
+        let mut devices = Vec::new();
         for (path, size) in &self.paths {
-            let d = FileDevice::open(path, *size).map_err(|e| {
-                let msg = format!("ext_path {}: {e}", path.display());
+            let d = OsBackend.open_device(path, *size).map_err(|e| {
                 if e.kind() == std::io::ErrorKind::WouldBlock {
-                    ConfigError::InUse(msg)
+                    ConfigError::InUse(format!(
+                        "ext_path {}: another process uses it as its flash file ({e})",
+                        path.display()
+                    ))
                 } else {
-                    ConfigError::Usage(msg)
+                    ConfigError::Usage(format!("ext_path {}: {e}", path.display()))
                 }
             })?;
-            if !d.locked() {
+            if !d.locked {
                 tracing::warn!(
                     path = %path.display(),
                     "ext_path: the file system cannot lock the flash file; nothing stops a second server using it"
                 );
             }
-            devices.push(Arc::new(d));
+            devices.push(d);
         }
         let cfg = strata_flash::Config { region_size: page_mib << 20, max_record: item_size_max + 64 };
         let log = Flash::new(&cfg, devices).map_err(|e| ConfigError::Usage(format!("ext_path: {e}")))?;
@@ -167,18 +159,16 @@ impl ExtOptions {
             self.paths.len(),
             log.capacity()
         );
+        let tier = FlashTier::new(Arc::new(log));
         Ok(Some(FlashTier {
-            log: Arc::new(log),
-            min_item: self.item_size.unwrap_or(ITEM_SIZE_DEFAULT),
-            item_age: self.item_age.unwrap_or(strata_store::NO_ITEM_AGE),
+            min_item: self.item_size.unwrap_or(tier.min_item),
+            item_age: self.item_age.unwrap_or(tier.item_age),
             noted: self.noted.clone(),
             write_buffer: wbuf,
             paths: self.paths.clone(),
-            every_write: false,
-            recache_rate: self.recache_rate.unwrap_or(RECACHE_DEFAULT),
-            io_threads: self.threads.unwrap_or(THREADS_DEFAULT),
-            read_cached_inline: true,
-            read_delay: std::time::Duration::ZERO,
+            recache_rate: self.recache_rate.unwrap_or(tier.recache_rate),
+            io_threads: self.threads.unwrap_or(tier.io_threads),
+            ..tier
         }))
     }
 }
