@@ -259,14 +259,14 @@ fn a_flash_file_that_cannot_sync_fails_the_snapshot_and_keeps_the_last() {
     for i in 0..20_000 {
         assert_eq!(w.set(SetOp::Set, &key(i), 0, 0, &value(i, 1)), Ok(StoreOutcome::Stored));
     }
-    save(&s, &OsBackend, &file, &mut || {}).unwrap();
+    save(&s, &OsBackend, &file, &mut || w.seal_active()).unwrap();
     let before = std::fs::read(&file).unwrap();
     w.set(SetOp::Set, b"later", 0, 0, b"x").unwrap();
     flash.set(Faults { fail_sync: true, ..Faults::default() });
-    let e = save(&s, &OsBackend, &file, &mut || {}).err().map(|e| e.to_string()).unwrap_or_default();
+    let e = save(&s, &OsBackend, &file, &mut || w.seal_active()).err().map(|e| e.to_string()).unwrap_or_default();
     assert!(e.starts_with("fsync the flash files of") && e.contains("Input/output error"), "{e}");
     assert_eq!(std::fs::read(&file).ok(), Some(before), "the last snapshot stays");
     assert!(!dir.path().join(format!("{SNAPSHOT_FILE}.tmp")).exists(), "the partial one went");
     flash.set(Faults::default());
-    save(&s, &OsBackend, &file, &mut || {}).unwrap();
+    save(&s, &OsBackend, &file, &mut || w.seal_active()).unwrap();
 }
