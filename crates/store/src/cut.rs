@@ -19,7 +19,9 @@
 //! - nothing is linked into a segment of `H` after the cut
 //!   ([`Store::frozen`], checked under the bucket lock where an item is
 //!   linked or moved): writers, copy targets and the flash tier's copies
-//!   move to a segment opened after the cut. So per key, every change made
+//!   move to a segment opened after the cut; and nothing in one is changed
+//!   in place (a touch, a recache token): the change is made in a new
+//!   version instead, as when the item has no field for it. So per key, every change made
 //!   before the cut is ordered before every change after it (both take
 //!   the key's bucket lock, and the cut is published before any segment
 //!   opened after it is written), and `H` holds exactly one version of a

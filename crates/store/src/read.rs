@@ -245,8 +245,13 @@ impl Worker {
                 st.check_journal()?;
             }
             let touch = opts.touch.filter(|&e| e != expiry);
-            let relayout =
-                (wins && header.state_at().is_none()) || touch.is_some_and(|e| e != 0 && header.expiry_at().is_none());
+            // An item of a running snapshot's cut is not changed in place:
+            // the snapshot saves its bytes as they were at the cut, so the
+            // change goes into a new version, after the cut (`cut.rs`).
+            let frozen = (wins || touch.is_some()) && st.frozen(slot::seg(s));
+            let relayout = frozen
+                || (wins && header.state_at().is_none())
+                || touch.is_some_and(|e| e != 0 && header.expiry_at().is_none());
             let expiry_before = *first_expiry.get_or_insert(expiry);
             if relayout {
                 drop(stripe);

@@ -256,6 +256,15 @@ impl SimFs {
         self.dead.store(false, Relaxed);
     }
 
+    /// The process dies (kill -9) but the machine stays up: every write
+    /// made so far stays (the page cache has it) and the listing as it is;
+    /// the operation at the crash point never happened. The machine serves
+    /// again (no crash point set).
+    pub fn kill(&self) {
+        self.crash_at.store(u64::MAX, Relaxed);
+        self.dead.store(false, Relaxed);
+    }
+
     /// A file's bytes as reads see them (for tests that cut or damage them).
     pub fn read_all(&self, path: &Path) -> Option<Vec<u8>> {
         self.state.lock().names.get(path).map(|f| f.lock().current.clone())

@@ -1,0 +1,215 @@
+//! The crash simulator (issues 30 and 41, DESIGN §7 "How that is shown"):
+//! a seeded workload against a real store with a real durability log, real
+//! snapshots and (in some modes) the flash tier, all on a file system in
+//! memory that loses power ([`SimFs`]), with the machine stopped at every
+//! I/O operation in turn.
+//!
+//! A *schedule* is a seed and a crash point. The seed draws the mode (the
+//! log or snapshots alone; one to three workers, each writing its own
+//! segments; the flash tier on or off) and the workload: several process
+//! lifetimes of requests (sets with and without TTLs, adds, deletes, incr,
+//! append, touch, flush_all) on workers taken in turn, group commits, the
+//! log filled with zeros ahead of its writer, snapshots with requests made
+//! while they copy (overwrites and deletes of keys the snapshot has not
+//! copied yet) and workers that seal late, recoveries into a smaller memory
+//! limit than the snapshot was taken at, values that hold whole snapshot
+//! and log records of a key no client ever sets, clean stops, kill -9 and
+//! power loss. The crash point is the I/O operation at which the machine
+//! stops; then unsynced bytes are dropped or torn as the seed says (power
+//! loss) or kept (kill -9).
+//!
+//! The oracle is the model (`model.rs`), which computes every request's
+//! outcome and every state the key space passes through from the requests
+//! alone; the store's answers are checked against it as they come. After
+//! every recovery the whole key space must be one state the model allows:
+//! with the log, a prefix of the log at least as long as what was
+//! acknowledged (every key at once, not key by key); with snapshots alone,
+//! the state at the cut of the last snapshot written (or of one begun after
+//! it). Recovery must never fail on what a crash leaves, and a load must
+//! never leave a live item out. Every run counts what it verified and
+//! fails if it verified too little.
+//!
+//! `cargo test` runs [`SEEDS`] seeds at every crash point of each;
+//! `STRATA_SIM_SEEDS=N` (and `STRATA_SIM_FROM=S`) run more,
+//! `STRATA_SIM_SEED=S` one, `STRATA_SIM_AT=N` one crash point of it, and
+//! `STRATA_SIM_VERBOSE=1` traces every request. A failure names the seed
+//! and crash point that reproduce it exactly.
+
+// Test code: a panic is how a test fails (clippy.toml allows unwrap in
+// #[test] functions; these helpers live beside them).
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod model;
+mod run;
+
+use std::path::Path;
+use std::sync::{Arc, OnceLock};
+
+use strata_io::sim::SimFs;
+use strata_persist::{save, Durability, RecoverOpts};
+use strata_store::{Clock, SetOp, Store};
+
+use run::{Counts, Failure, Mode, Sim};
+
+/// Seeds `cargo test` runs per test, each at every crash point.
+const SEEDS: u64 = 12;
+
+/// Byte strings a client may store that are whole records of strata's own
+/// formats: a snapshot's segment record holding the key `forged`, and log
+/// records that set `forged`, delete `k3` and flush everything.
+fn forged() -> &'static [Vec<u8>] {
+    static FORGED: OnceLock<Vec<Vec<u8>>> = OnceLock::new();
+    FORGED.get_or_init(|| {
+        let mut out = Vec::new();
+        // A snapshot of one item: its first record, header and body.
+        let fs = SimFs::new();
+        let s = Store::new(run::cfg(1 << 20, None), Arc::new(Clock::manual(1_700_000_000))).unwrap();
+        let mut w = s.worker();
+        w.set(SetOp::Set, b"forged", 7, 0, b"a value nobody set").unwrap();
+        drop(w);
+        let file = Path::new("/f/strata.snapshot");
+        save(&s, &fs, file, &mut || {}).unwrap();
+        let b = fs.read_all(file).unwrap();
+        let at = strata_persist::format::HEADER_LEN;
+        let len = u32::from_le_bytes(b[at + 4..at + 8].try_into().unwrap()) as usize;
+        out.push(b[at..at + strata_persist::format::RECORD_LEN + len].to_vec());
+        // Log records: what one change appends to a log (a set of `forged`,
+        // a delete of `k3` and a flush, each after a set of `k3`).
+        type Change = fn(&mut strata_store::Worker);
+        let changes: [Change; 3] = [
+            |w| {
+                let _ = w.set(SetOp::Set, b"forged", 7, 0, b"a value nobody set");
+            },
+            |w| {
+                w.delete(b"k3");
+            },
+            |w| {
+                let _ = w.flush_all(None);
+            },
+        ];
+        for change in changes {
+            let fs = SimFs::new();
+            let opts = RecoverOpts {
+                workers: 1,
+                strict: false,
+                durability: Durability::Always,
+                unix_now: Some(1_700_000_000),
+                prealloc: 0,
+            };
+            let r = strata_persist::recover(Arc::new(fs.clone()), file, run::cfg(1 << 20, None), &opts).unwrap();
+            let mut w = r.store.worker();
+            let wal = r.wal.unwrap();
+            let (_, path) = strata_persist::wal::log_files(&fs, file).pop().unwrap();
+            let _ = w.set(SetOp::Set, b"k3", 0, 0, b"there");
+            assert!(wal.sync_now());
+            let from = fs.read_all(&path).unwrap().len();
+            change(&mut w);
+            assert!(wal.sync_now());
+            let b = fs.read_all(&path).unwrap();
+            let end = b.iter().rposition(|&x| x != 0).map_or(0, |i| i + 1);
+            assert!(end > from, "the change was not logged");
+            out.push(b[from..end].to_vec());
+        }
+        out
+    })
+}
+
+/// The mode a seed runs in, within a test's durability.
+fn mode(seed: u64, durability: Durability) -> Mode {
+    Mode { durability, workers: 1 + (seed % 3) as usize, flash: seed % 4 == 3, tight: seed % 4 == 1 }
+}
+
+/// Runs one schedule: the I/O operations it did, and what it verified.
+fn schedule(seed: u64, crash_at: u64, durability: Durability) -> Result<(u64, Counts), String> {
+    let mut sim = Sim::new(seed, crash_at, mode(seed, durability), forged());
+    match sim.run() {
+        Ok(()) => Ok((sim.ops(), std::mem::take(&mut sim.counts))),
+        Err(Failure(why)) => Err(format!(
+            "seed {seed} crash at {crash_at} ({:?}): {why}\n  trace: {}",
+            mode(seed, durability),
+            sim.trace.join(" | ")
+        )),
+    }
+}
+
+fn add(to: &mut Counts, c: &Counts) {
+    to.schedules += 1;
+    to.recoveries += c.recoveries;
+    to.acked_verified += c.acked_verified;
+    to.after_crash += c.after_crash;
+    to.snapshots += c.snapshots;
+    to.snapshot_writes += c.snapshot_writes;
+    to.handed_off += c.handed_off;
+    to.smaller_loads += c.smaller_loads;
+    to.forged_values += c.forged_values;
+    to.kills += c.kills;
+}
+
+fn seeds_from_env(default: u64) -> std::ops::Range<u64> {
+    if let Some(s) = std::env::var("STRATA_SIM_SEED").ok().and_then(|s| s.parse::<u64>().ok()) {
+        return s..s + 1;
+    }
+    let n = std::env::var("STRATA_SIM_SEEDS").ok().and_then(|s| s.parse().ok()).unwrap_or(default);
+    let from = std::env::var("STRATA_SIM_FROM").ok().and_then(|s| s.parse().ok()).unwrap_or(0);
+    from..from + n
+}
+
+/// Every crash point of every seed; the totals of what was verified.
+fn simulate(durability: Durability) -> Counts {
+    let started = std::time::Instant::now();
+    let mut total = Counts::default();
+    for seed in seeds_from_env(SEEDS) {
+        if let Some(at) = std::env::var("STRATA_SIM_AT").ok().and_then(|s| s.parse::<u64>().ok()) {
+            let (_, c) = schedule(seed, at, durability).unwrap_or_else(|e| panic!("{durability:?}: {e}"));
+            add(&mut total, &c);
+            continue;
+        }
+        let (ops, c) = schedule(seed, u64::MAX, durability).unwrap_or_else(|e| panic!("{durability:?}: {e}"));
+        add(&mut total, &c);
+        for at in 0..ops {
+            let (_, c) = schedule(seed, at, durability).unwrap_or_else(|e| panic!("{durability:?}: {e}"));
+            add(&mut total, &c);
+        }
+    }
+    eprintln!("crash simulator ({durability:?}): {total:?} in {:.1} s", started.elapsed().as_secs_f64());
+    total
+}
+
+fn one_seed() -> bool {
+    std::env::var("STRATA_SIM_SEED").is_ok()
+}
+
+#[test]
+fn no_acknowledged_write_is_lost_at_any_crash_point() {
+    let c = simulate(Durability::Always);
+    if !one_seed() {
+        assert!(c.schedules >= 2_500, "only {} schedules", c.schedules);
+        assert!(c.after_crash >= 2_000 && c.acked_verified >= 20_000, "{c:?}");
+        assert!(c.snapshot_writes > 50 && c.smaller_loads > 100 && c.forged_values > 100, "{c:?}");
+    }
+}
+
+#[test]
+fn a_snapshot_restart_shows_the_state_at_its_cut() {
+    let c = simulate(Durability::Off);
+    if !one_seed() {
+        assert!(c.schedules >= 1_500, "only {} schedules", c.schedules);
+        assert!(c.after_crash >= 1_000 && c.snapshots >= 200 && c.snapshot_writes > 50, "{c:?}");
+        assert!(c.handed_off > 0 || c.snapshots > 0, "{c:?}");
+    }
+}
+
+#[test]
+fn a_schedule_reproduces_exactly() {
+    let a = schedule(7, 40, Durability::Always).map(|(ops, c)| (ops, c.recoveries, c.acked_verified));
+    let b = schedule(7, 40, Durability::Always).map(|(ops, c)| (ops, c.recoveries, c.acked_verified));
+    assert_eq!(a, b);
+}
+
+#[test]
+fn the_forged_records_are_whole_records() {
+    // A snapshot record and three log records, each non-empty.
+    let f = forged();
+    assert_eq!(f.len(), 4);
+    assert!(f.iter().all(|r| r.len() >= 12), "{:?}", f.iter().map(Vec::len).collect::<Vec<_>>());
+}
