@@ -103,6 +103,7 @@ pub fn recover(
             if e.kind() == std::io::ErrorKind::WouldBlock { "another process holds it" } else { "cannot lock it" };
         RecoverError::Locked(format!("{}: {why} ({e})", lock_path.display()))
     })?;
+    settle(&*backend, file)?;
     let mut loaded = Loaded::None;
     let refuse = |loaded: &mut Loaded, why: String| {
         if o.strict {
@@ -202,6 +203,23 @@ pub fn recover(
         }
     }
     Ok(Recovered { store, loaded, replayed, wal, lock })
+}
+
+/// Makes durable what a process killed before it could left visible: a
+/// snapshot renamed into place whose directory was not synced yet, log
+/// records written and not yet synced. This start loads and replays them,
+/// and then serves what they hold; were they not made durable first, a
+/// power loss later could take the cache back past what this start served
+/// (the crash simulator found a kill -9 mid-snapshot, a restart that loaded
+/// the new snapshot, then a power loss that brought back the old one).
+fn settle(backend: &dyn Backend, file: &Path) -> Result<(), RecoverError> {
+    let dir = crate::dir_of(file);
+    backend.sync_dir(&dir).map_err(|e| RecoverError::Dir(format!("{}: fsync: {e}", dir.display())))?;
+    for (_, path) in crate::wal::log_files(backend, file) {
+        let synced = backend.open(&path).and_then(|f| f.sync());
+        synced.map_err(|e| RecoverError::Log(SnapshotError::io("fsync", &path, e)))?;
+    }
+    Ok(())
 }
 
 fn report_load(store: &Store, r: &LoadReport) {

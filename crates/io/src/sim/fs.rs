@@ -162,6 +162,8 @@ pub struct SimFs {
     ops: Arc<AtomicU64>,
     crash_at: Arc<AtomicU64>,
     dead: Arc<AtomicBool>,
+    /// The disk is full: writes fail with ENOSPC (the machine runs on).
+    full: Arc<AtomicBool>,
 }
 
 impl Default for SimFs {
@@ -185,7 +187,24 @@ impl SimFs {
             ops: Arc::default(),
             crash_at: Arc::new(AtomicU64::new(u64::MAX)),
             dead: Arc::default(),
+            full: Arc::default(),
         }
+    }
+
+    /// The disk fills (`true`): every write from now on fails with ENOSPC,
+    /// counted as an I/O operation, while reads, syncs and the machine go
+    /// on; or has room again.
+    pub fn set_full(&self, full: bool) {
+        self.full.store(full, Relaxed);
+    }
+
+    /// Counts a write; Err if the machine is down or the disk is full.
+    fn write_step(&self) -> io::Result<()> {
+        self.step()?;
+        if self.full.load(Relaxed) {
+            return Err(io::Error::from_raw_os_error(libc::ENOSPC));
+        }
+        Ok(())
     }
 
     /// A copy of the files and names as they are now, unsynced writes
@@ -293,7 +312,7 @@ struct SimWrite {
 
 impl WriteFile for SimWrite {
     fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-        self.fs.step()?;
+        self.fs.write_step()?;
         self.file.lock().write(self.pos, buf, false);
         self.pos += buf.len();
         Ok(buf.len())
@@ -319,7 +338,7 @@ struct SimZero {
 
 impl ZeroFill for SimZero {
     fn zeros_at(&mut self, off: u64, len: u64) -> io::Result<u64> {
-        self.fs.step()?;
+        self.fs.write_step()?;
         let (off, n) = (offset(off)?, offset(len)?);
         self.file.lock().write(off, &vec![0u8; n], false);
         Ok(len)
@@ -344,7 +363,7 @@ impl SimFile {
         if !self.writable {
             return Err(io::Error::from_raw_os_error(libc::EBADF));
         }
-        self.fs.step()?;
+        self.fs.write_step()?;
         self.file.lock().write(offset(off)?, buf, dsync);
         Ok(buf.len())
     }

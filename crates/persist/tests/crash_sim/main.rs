@@ -143,6 +143,7 @@ fn add(to: &mut Counts, c: &Counts) {
     to.smaller_loads += c.smaller_loads;
     to.forged_values += c.forged_values;
     to.kills += c.kills;
+    to.refused += c.refused;
 }
 
 fn seeds_from_env(default: u64) -> std::ops::Range<u64> {

@@ -41,6 +41,8 @@ pub enum Outcome {
     Deleted(bool),
     Touched(bool),
     Flushed,
+    /// Refused: the durability log had failed.
+    Refused,
 }
 
 /// The largest value the workload makes (appends included): items stay

@@ -8,7 +8,10 @@ use std::sync::{Arc, Mutex};
 use strata_flash::Flash;
 use strata_io::sim::{Rng, SimFs};
 use strata_persist::{checkpoint, Durability, Loaded, RecoverOpts, Wal};
-use strata_store::{ArithOutcome, Config, Evicted, EvictionWatcher, FlashTier, SetOp, Store, StoreOutcome, Worker};
+use strata_store::{
+    ArithOutcome, Config, Delete, DeleteOutcome, Evicted, EvictionWatcher, FlashTier, Flow, Reading, SetOp, Store,
+    StoreError, StoreOutcome, Worker,
+};
 
 use crate::model::{apply, visible, History, Op, Outcome, State, Val, MAX_VALUE};
 
@@ -65,6 +68,8 @@ pub struct Counts {
     pub forged_values: u64,
     /// Crashes that were kill -9 (the rest: power loss).
     pub kills: u64,
+    /// Changes refused because the log had failed (the disk filled).
+    pub refused: u64,
 }
 
 pub struct Failure(pub String);
@@ -365,6 +370,10 @@ impl Sim<'_> {
         let now = p.store.clock().now();
         let op = self.draw(now);
         let wi = self.rng.below(p.workers.len() as u64) as usize;
+        // A failed log refuses every change and nothing else (issue 41,
+        // failure 3): what the model says a request would change must be
+        // refused, with nothing changed.
+        let log_failed = p.wal.as_ref().is_some_and(|w| w.failed());
         let w = &mut p.workers[wi];
         let got = match &op {
             Op::Set { k, v, flags, exp } | Op::Add { k, v, flags, exp } => {
@@ -372,30 +381,57 @@ impl Sim<'_> {
                 match w.set(how, k, *flags, *exp, v) {
                     Ok(StoreOutcome::Stored) => Outcome::Stored,
                     Ok(StoreOutcome::NotStored) => Outcome::NotStored,
+                    Err(StoreError::NotLogged) => Outcome::Refused,
                     other => return Err(Failure(format!("{op:?} answered {other:?}"))),
                 }
             }
             Op::Append { k, data } => match w.set(SetOp::Append, k, 0, 0, data) {
                 Ok(StoreOutcome::Stored) => Outcome::Stored,
                 Ok(StoreOutcome::NotStored) => Outcome::NotStored,
+                Err(StoreError::NotLogged) => Outcome::Refused,
                 other => return Err(Failure(format!("{op:?} answered {other:?}"))),
             },
             Op::Incr { k, delta } => match w.arith(k, true, *delta) {
                 Ok(ArithOutcome::Value(v)) => Outcome::Value(v),
                 Ok(ArithOutcome::NotFound) => Outcome::NotFound,
                 Ok(ArithOutcome::NonNumeric) => Outcome::NonNumeric,
+                Err(StoreError::NotLogged) => Outcome::Refused,
                 other => return Err(Failure(format!("{op:?} answered {other:?}"))),
             },
-            Op::Delete { k } => Outcome::Deleted(w.delete(k)),
+            Op::Delete { k } => match w.delete_with(k, &Delete::default(), Reading::Now) {
+                Ok(Flow::Ready(DeleteOutcome::Deleted)) => Outcome::Deleted(true),
+                Ok(Flow::Ready(DeleteOutcome::NotFound)) => Outcome::Deleted(false),
+                Err(StoreError::NotLogged) => Outcome::Refused,
+                other => return Err(Failure(format!("{op:?} answered {other:?}"))),
+            },
             Op::Touch { k, exp } => match w.touch(k, *exp) {
                 Ok(t) => Outcome::Touched(t),
+                Err(StoreError::NotLogged) => Outcome::Refused,
                 Err(e) => return Err(Failure(format!("{op:?} failed: {e}"))),
             },
             Op::FlushAll => match w.flush_all(None) {
                 Ok(()) => Outcome::Flushed,
+                Err(StoreError::NotLogged) => Outcome::Refused,
                 Err(e) => return Err(Failure(format!("flush_all failed: {e}"))),
             },
         };
+        if log_failed || got == Outcome::Refused {
+            let mut scratch = self.hist.now().clone();
+            let (_, changed) = apply(&mut scratch, &op, now);
+            // A request that would change nothing may be refused or served.
+            if changed && got != Outcome::Refused {
+                return Err(Failure(format!("{} was made after the log failed: {got:?}", op_name(&op))));
+            }
+            if got == Outcome::Refused && !log_failed && !p.wal.as_ref().is_some_and(|w| w.failed()) {
+                return Err(Failure(format!("{} refused, the log working", op_name(&op))));
+            }
+            if got == Outcome::Refused {
+                self.counts.refused += 1;
+                let _ = p.workers[wi].take_journaled();
+                self.note(|| format!("w{wi} {} -> refused", op_name(&op)));
+                return Ok(());
+            }
+        }
         let at = w.take_journaled();
         let mut next = self.hist.now().clone();
         let (want, changed) = apply(&mut next, &op, now);
@@ -421,7 +457,9 @@ impl Sim<'_> {
     /// A group commit: what the log holds on disk is acknowledged.
     fn commit(&mut self, p: &Proc) {
         let Some(wal) = &p.wal else { return };
+        let before = (wal.durable(), wal.failed());
         if !wal.sync_now() {
+            self.note(|| format!("commit failed (durable {} failed {:?} before)", wal.durable(), before));
             return;
         }
         let acked = self.hist.acked_upto(wal.durable());
@@ -491,25 +529,46 @@ impl Sim<'_> {
     }
 
     /// Starts a process, retrying after a crash inside recovery; checks it.
-    fn start(&mut self, run: usize, crashed: bool) -> Result<Proc, Failure> {
-        let mut crashed = crashed;
-        // Now and then into a smaller memory limit than the runs use (the
-        // snapshot may hold more segments than it; its live items fit).
-        let mem = if !self.mode.flash && self.rng.chance(30) {
-            self.counts.smaller_loads += 1;
-            [512 << 10, 256 << 10][self.rng.below(2) as usize].min(self.mem)
-        } else {
-            self.mem
-        };
-        let mut p = loop {
+    /// Recovers at `-m mem`, retrying after a crash inside recovery.
+    fn recover_retrying(&mut self, mem: usize, crashed: &mut bool) -> Result<Proc, Failure> {
+        loop {
             match self.recover(mem)? {
-                Some(p) => break p,
+                Some(p) => return Ok(p),
                 None => {
                     self.fs.power_loss(self.rng.next_u64());
-                    crashed = true;
+                    *crashed = true;
                 }
             }
-        };
+        }
+    }
+
+    /// A memory limit the live items of any state of this lifetime fit
+    /// in, with room to spare, but smaller than the one it ran at, if
+    /// there is one: a load into it restores some segments item by item.
+    fn smaller_mem(&self) -> Option<usize> {
+        let live = |s: &State| s.iter().map(|(k, x)| k.len() + x.v.len() + 32).sum::<usize>();
+        let most = self.hist.states.iter().map(live).max().unwrap_or(0);
+        let mem = (2 * most + (64 << 10)).next_multiple_of(SEG);
+        (mem < self.mem).then_some(mem)
+    }
+
+    /// Starts a process, retrying after a crash inside recovery; checks it.
+    /// Now and then a process loads into a smaller memory limit first (the
+    /// snapshot holds more segments than it: a load must keep every live
+    /// item), is checked, and is killed before it writes.
+    fn start(&mut self, run: usize, crashed: bool) -> Result<Proc, Failure> {
+        let mut crashed = crashed;
+        if let Some(mem) = self.smaller_mem().filter(|_| self.rng.chance(30)) {
+            self.counts.smaller_loads += 1;
+            let mut p = self.recover_retrying(mem, &mut crashed)?;
+            self.trace.push(format!("run {run} loaded at -m {mem} (I/O so far {})", self.fs.ops()));
+            self.check(&mut p, crashed)?;
+            drop(p);
+            self.fs.kill();
+            crashed = false;
+        }
+        let mem = self.mem;
+        let mut p = self.recover_retrying(mem, &mut crashed)?;
         self.trace.push(format!("run {run} started at -m {mem} (I/O so far {})", self.fs.ops()));
         self.check(&mut p, crashed)?;
         Ok(p)
@@ -521,7 +580,15 @@ impl Sim<'_> {
             let mut p = self.start(run, crashed)?;
             // Tight: enough writes that memory fills during snapshots.
             let n = if self.mode.tight { 30 + self.rng.below(60) } else { 5 + self.rng.below(40) };
-            for _ in 0..n {
+            // Now and then the disk fills part-way (with the log: it then
+            // refuses every change; snapshots fail), and the lifetime ends
+            // in a crash as it would.
+            let fill_at = (self.mode.durability != Durability::Off && self.rng.chance(15)).then(|| self.rng.below(n));
+            for i in 0..n {
+                if fill_at == Some(i) {
+                    self.note(|| "the disk is full".into());
+                    self.fs.set_full(true);
+                }
                 match self.rng.below(100) {
                     0..=64 => self.op(&mut p)?,
                     // The log's helper, at any moment between commits.
@@ -544,7 +611,8 @@ impl Sim<'_> {
             if !self.fs.is_dead() {
                 self.commit(&p);
             }
-            let clean = !self.fs.is_dead() && self.rng.chance(40);
+            let clean = !self.fs.is_dead() && fill_at.is_none() && self.rng.chance(40);
+            self.fs.set_full(false);
             if clean {
                 self.shutdown(p);
             } else {
