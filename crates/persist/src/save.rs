@@ -75,6 +75,7 @@ pub struct SaveReport {
     pub dicts: u64,
     /// Flash items whose slots were saved (with `-o ext_path`).
     pub flash_items: u64,
+    /// Rounds of copying: each lists the cut's segments sealed by then.
     pub passes: u32,
     pub duration: Duration,
     /// Wall time it started, unix seconds.

@@ -64,7 +64,7 @@ pub(crate) const HANDOFF_MAX_DIV: usize = 16;
 
 /// How long a thread freeing a segment of the cut waits for room in the
 /// hand-off queue before the snapshot fails instead.
-pub(crate) const HANDOFF_WAIT: Duration = Duration::from_millis(100);
+pub(crate) const HANDOFF_WAIT: Duration = Duration::from_millis(50);
 
 /// The died lists hold at most a `1/DIED_MAX_DIV` of the memory limit
 /// (4 bytes per item noted).
