@@ -59,6 +59,10 @@ pub trait Backend: Send + Sync + std::fmt::Debug {
     /// Makes the names in `dir` (creations, renames, removals) durable.
     fn sync_dir(&self, dir: &Path) -> io::Result<()>;
     fn remove(&self, path: &Path) -> io::Result<()>;
+    /// Cuts the file `path` to `len` bytes, durably (its new length is on
+    /// disk when this returns). The durability log drops a replayed
+    /// file's zeros and torn tail with it.
+    fn truncate(&self, path: &Path, len: u64) -> io::Result<()>;
     /// The names of the files in `dir` (a missing directory has none).
     fn list(&self, dir: &Path) -> io::Result<Vec<OsString>>;
     /// Makes `dir` and its parents if missing.

@@ -357,6 +357,12 @@ impl Backend for OsBackend {
         std::fs::remove_file(path)
     }
 
+    fn truncate(&self, path: &Path, len: u64) -> io::Result<()> {
+        let f = OpenOptions::new().write(true).open(path)?;
+        f.set_len(len)?;
+        f.sync_data()
+    }
+
     fn lock(&self, path: &Path) -> io::Result<Lock> {
         let f = OpenOptions::new().create(true).truncate(false).write(true).open(path)?;
         flock(&f)?;

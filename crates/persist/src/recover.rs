@@ -178,6 +178,7 @@ pub fn recover(
                 records = replayed.records,
                 skipped = replayed.skipped,
                 torn = replayed.torn,
+                trimmed_bytes = replayed.trimmed,
                 "durability log replayed"
             );
         }

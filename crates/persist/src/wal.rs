@@ -45,7 +45,8 @@
 //! buffer, writes it and (with `always`) fdatasyncs it, then publishes the
 //! position that is durable: every record appended while the previous
 //! fdatasync ran shares the next one. With `interval`, the writer writes
-//! every 10 ms and fdatasyncs once a second.
+//! whatever is appended as soon as it is (publishing the position written)
+//! and fdatasyncs once a second.
 //!
 //! **Preallocation.** An fdatasync after an append must also commit the
 //! file's new size (and new blocks) to the file system's journal: on ext4
@@ -67,25 +68,42 @@
 //! (their connections are closed by the server), and later changes are
 //! refused before they are made (`WalJournal::failed`).
 //!
-//! **Reading back.** Where a record would begin and only zeros follow to
-//! the file's end, the log ends (the preallocated tail; no record begins
-//! with a zero byte); the zeros are read a 4 MiB window at a time. A
-//! record that is cut by the end of the file or fails its CRC (a crash
-//! mid-append, or damage) is skipped, and reading goes on at the next
-//! offset where a whole record begins, stepping over runs of zeros:
-//! damage loses the damaged record, not the file's rest.
+//! **Reading back.** A file is read from its header, record after record,
+//! up to the first place where no whole record begins: a record cut by
+//! the file's end, a CRC that fails, an unknown kind, or the zeros filled
+//! ahead (no record begins with a zero byte; a zero tail is read a 4 MiB
+//! window at a time). That is the file's readable end; nothing after it
+//! is read. So a value a client stored is only ever read as the payload
+//! of the record that holds it: to be taken for a record its bytes would
+//! have to begin where a record begins, and only the writer chains those,
+//! each from the end of the last. A torn tail is dropped whole, and damage
+//! in the middle of a file (not a crash: every byte before the torn batch
+//! was synced) loses the rest of that file, as SQLite's WAL and
+//! PostgreSQL stop at the first bad record. The files after it are still
+//! replayed: each began at a rotation or a restart, and holds later
+//! changes (a key changed only in the lost part keeps its earlier state).
+//!
+//! **Trimming.** Recovery cuts each file it replayed to its readable end
+//! ([`replay`]): the zeros filled ahead and a torn tail go, so that any
+//! number of crash-restarts leave the records and one preallocation (the
+//! new run's file) on disk, not 64 MiB of zeros a restart.
 //!
 //! **A crash mid-batch.** The batch being written when the power goes was
 //! not acknowledged (its fdatasync had not returned). What of it reached
 //! the disk is any set of its 512-byte blocks over the zeros: whole
-//! records, a record cut by zeros, zeros then later records. Reading
-//! keeps each whole record and skips the rest, so replay applies some of
-//! the batch's changes, in their order. That is correct: each record
-//! holds the whole state its key had after an unacknowledged change, and
-//! a client that was not answered may find its change made or not.
-//! Everything before the batch was synced, and the batch's blocks only
-//! overwrite zeros (a block shared with the synced end holds the same
-//! bytes in its old part), so no acknowledged record is touched.
+//! records, a record cut by zeros, zeros then later records. Reading stops
+//! at the first record that is not whole, so replay applies a prefix of
+//! the batch, in order: a state the cache passed through. A client that
+//! was not answered may find its change made or not. Everything before the
+//! batch was synced, and the batch's blocks only overwrite zeros (a block
+//! shared with the synced end holds the same bytes in its old part), so no
+//! acknowledged record is touched.
+//!
+//! **`interval`.** A reply to a change waits until its record is written
+//! to the file (in the page cache, [`Wal::acked`]), not until it is synced:
+//! a process crash (kill -9, OOM) loses no acknowledged change, a power
+//! loss at most the last second's. The writer writes as soon as a record
+//! is appended (group commit, without the fdatasync).
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::*};
@@ -233,6 +251,8 @@ pub struct Wal {
     prealloc: AtomicU64,
     /// Position fdatasynced.
     durable: AtomicU64,
+    /// Position written to the file (fdatasynced or not).
+    written: AtomicU64,
     failed: AtomicBool,
     stop: AtomicBool,
     /// Called after `durable` moves (the server wakes waiting workers).
@@ -280,6 +300,7 @@ impl Wal {
             filled: Condvar::new(),
             prealloc: AtomicU64::new(0),
             durable: AtomicU64::new(0),
+            written: AtomicU64::new(0),
             failed: AtomicBool::new(false),
             stop: AtomicBool::new(false),
             on_durable: std::sync::OnceLock::new(),
@@ -424,6 +445,16 @@ impl Wal {
         self.durable.load(Acquire)
     }
 
+    /// The position a reply to a change waits for: under `always` the
+    /// durable one, under `interval` the one written (see the module doc).
+    /// Never moves after a failure.
+    pub fn acked(&self) -> u64 {
+        match self.mode {
+            Durability::Always => self.durable(),
+            _ => self.written.load(Acquire),
+        }
+    }
+
     /// The log stopped after a failed write or fdatasync.
     pub fn failed(&self) -> bool {
         self.failed.load(Acquire)
@@ -473,8 +504,11 @@ impl Wal {
     /// idle). False if the log failed.
     pub fn sync_now(&self) -> bool {
         let (_, end) = self.appended();
+        if self.failed() {
+            return false;
+        }
         if self.durable() >= end {
-            return !self.failed();
+            return true;
         }
         let mut cur = self.current.lock();
         let (buf, end) = {
@@ -484,8 +518,15 @@ impl Wal {
         self.write_out(&mut cur, &buf, end, true).is_ok()
     }
 
+    /// Writes `buf` (the records up to position `end`) and, if `sync`,
+    /// fdatasyncs. After a failure nothing is written and no position
+    /// moves again: the records of a buffer that failed are gone from
+    /// memory, and a later sync must not publish a position past them.
     fn write_out(&self, cur: &mut Current, buf: &[u8], end: u64, sync: bool) -> Result<(), SnapshotError> {
         let path = log_path(&self.file, cur.n);
+        if self.failed() {
+            return Err(SnapshotError::io("write", &path, std::io::Error::other("the log failed earlier")));
+        }
         let to = cur.pos + buf.len() as u64;
         if !buf.is_empty() {
             let mut x = self.ahead.lock();
@@ -513,9 +554,12 @@ impl Wal {
         match r {
             Ok(()) => {
                 self.bytes.fetch_add(buf.len() as u64, Relaxed);
+                self.written.fetch_max(end, Release);
                 if sync {
                     self.syncs.fetch_add(1, Relaxed);
-                    self.durable.store(end, Release);
+                    self.durable.fetch_max(end, Release);
+                }
+                if sync || (self.mode == Durability::Interval && !buf.is_empty()) {
                     self.notify();
                 }
                 Ok(())
@@ -626,17 +670,25 @@ pub struct Entry {
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Replayed {
     pub records: u64,
-    /// The file ended inside a record, a record failed its CRC, or
-    /// non-zero bytes followed where a record should begin (a crash
-    /// mid-write leaves exactly this at the end). A zero tail is not torn.
+    /// Reading stopped before the file's end at something that is not a
+    /// whole record (a crash mid-append, or damage) with non-zero bytes
+    /// after it. A zero tail is not torn.
     pub torn: bool,
+    /// Where the readable part ends: the offset after the last whole
+    /// record (the header's end if none; 0 if the header is not whole).
+    pub end: u64,
+    /// The file's length when read.
+    pub len: u64,
 }
 
-/// Reads log file `path`, handing each whole record to `apply` in order.
+/// Reads log file `path`, handing each whole record to `apply` in order,
+/// up to the first place where no whole record begins (see the module
+/// doc, "Reading back"): what follows is never read, so no byte inside a
+/// record's payload is ever taken for a record.
 pub fn read_log(backend: &dyn Backend, path: &Path, apply: &mut dyn FnMut(Entry)) -> Result<Replayed, SnapshotError> {
     let f = backend.open(path).map_err(|e| SnapshotError::io("open", path, e))?;
     let len = f.size().map_err(|e| SnapshotError::io("stat", path, e))?;
-    let mut out = Replayed::default();
+    let mut out = Replayed { len, ..Replayed::default() };
     let mut h = [0u8; LOG_HEADER_LEN];
     if !read_exact_at(&*f, &mut h, 0).unwrap_or(false) || h[..8] != LOG_MAGIC {
         // A file created but never written past its header is empty.
@@ -650,38 +702,16 @@ pub fn read_log(backend: &dyn Backend, path: &Path, apply: &mut dyn FnMut(Entry)
     let mut at = LOG_HEADER_LEN as u64;
     // Read in large chunks; records may span them.
     let mut r = Reader { f: &*f, chunk: Vec::new(), chunk_at: at, len };
-    'records: while at < len {
-        if let Some((op, payload, next)) = r.record(at) {
-            apply(Entry { op, payload });
-            out.records += 1;
-            at = next;
-            continue;
-        }
-        // Zeros from here to the end are the preallocated tail: the log
-        // ends here, whole. (No record begins with a zero byte.)
-        let Some(mut c) = r.next_nonzero(at) else { break };
-        // A torn tail (a crash mid-append) or damage: what follows may
-        // still hold whole records (damage in the middle of a file, or
-        // later blocks that reached the disk before earlier ones): go on
-        // at the next offset where one begins, stepping over zeros a run
-        // at a time. Each record carries its whole outcome, so a record
-        // after a gap is a state its key really had.
-        out.torn = true;
-        c = c.max(at + 1);
-        loop {
-            if c + RECORD_HEAD as u64 > len {
-                break 'records;
-            }
-            if r.record_starts(c) {
-                at = c;
-                continue 'records;
-            }
-            match r.next_nonzero(c + 1) {
-                Some(n) => c = n,
-                None => break 'records,
-            }
-        }
+    while let Some((op, payload, next)) = r.record(at) {
+        apply(Entry { op, payload });
+        out.records += 1;
+        at = next;
     }
+    out.end = at;
+    // Zeros from here to the end are the preallocated tail: the log ends
+    // here, whole (no record begins with a zero byte). Anything else is a
+    // torn tail or damage, and ends the file's readable part all the same.
+    out.torn = r.next_nonzero(at).is_some();
     Ok(out)
 }
 
@@ -736,17 +766,6 @@ impl Reader<'_> {
         }
         None
     }
-
-    /// Whether a whole record begins at `at`: its first four bytes are
-    /// checked before its CRC is computed, so a scan over damage costs
-    /// about a byte compare per offset.
-    fn record_starts(&mut self, at: u64) -> bool {
-        let mut first = [0u8; 4];
-        if !read_at(self.f, &mut self.chunk, &mut self.chunk_at, at, &mut first, self.len) {
-            return false;
-        }
-        Op::from_u8(first[0]).is_some() && first[1..4] == [0, 0, 0] && self.record(at).is_some()
-    }
 }
 
 /// Copies `dst.len()` bytes at `at` out of the file through a 4 MiB window.
@@ -785,9 +804,12 @@ pub struct Recovery {
     pub records: u64,
     /// Records that could not be applied (malformed, or an item over `-I`).
     pub skipped: u64,
-    /// A file ended inside a record (a crash mid-write): the rest of that
-    /// file was not read.
+    /// Files whose readable part ended before non-zero bytes (a crash
+    /// mid-write, or damage): the rest of each was not read.
     pub torn: u64,
+    /// Bytes cut off the files replayed, past their readable ends: zeros
+    /// filled ahead and torn tails (see the module doc, "Trimming").
+    pub trimmed: u64,
     /// The highest log file number found (0: none).
     pub last: u64,
 }
@@ -802,6 +824,7 @@ pub fn replay(
     w: &mut strata_store::Worker,
 ) -> Result<Recovery, SnapshotError> {
     let mut r = Recovery::default();
+    w.replaying();
     let files = log_files(backend, file);
     // A log left by a long durable run can be gigabytes: the replay logs
     // its progress, against the files' sizes (what cannot be sized counts
@@ -837,12 +860,37 @@ pub fn replay(
             }
         })?;
         done += size;
+        r.trimmed += trim(backend, &path, &read);
         r.records += read.records;
         r.skipped += skipped;
         r.torn += u64::from(read.torn);
     }
     progress.done(done);
     Ok(r)
+}
+
+/// Cuts a replayed file to its readable end; the bytes cut. Best effort:
+/// a file that cannot be cut is read the same way next time, and only
+/// takes more disk.
+fn trim(backend: &dyn Backend, path: &Path, read: &Replayed) -> u64 {
+    if read.len <= read.end {
+        return 0;
+    }
+    if read.torn {
+        tracing::warn!(
+            file = %path.display(),
+            readable = read.end,
+            dropped = read.len - read.end,
+            "durability log: a torn or damaged tail is dropped"
+        );
+    }
+    match backend.truncate(path, read.end) {
+        Ok(()) => read.len - read.end,
+        Err(e) => {
+            tracing::warn!(file = %path.display(), error = %e, "durability log: cannot cut a replayed file to its records");
+            0
+        }
+    }
 }
 
 fn apply(w: &mut strata_store::Worker, e: &Entry) -> Result<(), ()> {

@@ -55,8 +55,9 @@ pub(crate) struct Shared {
     pub seal_gen: AtomicU64,
     /// With `--snapshot-dir`.
     pub snapshots: Option<Arc<snapshot::Snapshots>>,
-    /// With `--durability always`: the log whose durable position a
-    /// change's reply waits for.
+    /// With `--durability always|interval`: the log whose position a
+    /// change's reply waits for ([`strata_persist::Wal::acked`]: synced
+    /// under `always`, written under `interval`).
     pub durable_acks: Option<Arc<strata_persist::Wal>>,
     /// What memcached's tuning commands set (`admin.rs`).
     pub tuning: Arc<admin::Tuning>,
@@ -104,10 +105,7 @@ impl Shared {
             conns: Mutex::new(BTreeMap::new()),
             acceptor,
             seal_gen: AtomicU64::new(0),
-            durable_acks: snapshots
-                .as_ref()
-                .and_then(|s| s.cfg.wal.clone())
-                .filter(|w| w.mode() == strata_persist::Durability::Always),
+            durable_acks: snapshots.as_ref().and_then(|s| s.cfg.wal.clone()),
             snapshots,
         }
     }

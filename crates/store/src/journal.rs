@@ -93,6 +93,16 @@ impl Worker {
         Ok(())
     }
 
+    /// Marks this worker as replaying a log at recovery: when memory is
+    /// full, its writes clean the segment with the most dead bytes, however
+    /// live it is, while there is a segment's worth of them, as a snapshot
+    /// load's [`crate::Restorer`] does. A log holds every version written
+    /// since its snapshot; replayed into a limit the live items fit, the
+    /// dead ones must never push a live one out.
+    pub fn replaying(&mut self) {
+        self.active.restoring = true;
+    }
+
     /// Replays a journaled item: writes it with its CAS, replacing what
     /// the key holds. An expired item removes the key. For recovery, before
     /// the server serves.

@@ -275,6 +275,12 @@ impl<B: Backend> Backend for FaultBackend<B> {
         self.inner.remove(path)
     }
 
+    /// Fails as a sync would (the new length is made durable).
+    fn truncate(&self, path: &Path, len: u64) -> io::Result<()> {
+        self.plan().sync()?;
+        self.inner.truncate(path, len)
+    }
+
     fn list(&self, dir: &Path) -> io::Result<Vec<std::ffi::OsString>> {
         self.inner.list(dir)
     }

@@ -107,6 +107,8 @@ pub struct Sim<'a> {
     snaps: Vec<(usize, bool)>,
     /// The memory limit this lifetime runs with.
     mem: usize,
+    /// The index's bytes (counted inside the memory limit).
+    index_bytes: usize,
     /// Changes of this lifetime acknowledged (durable under `always`).
     acked: usize,
     forged: &'a [Vec<u8>],
@@ -159,6 +161,7 @@ impl<'a> Sim<'a> {
             hist: History::start(State::new()),
             snaps: Vec::new(),
             mem: mode.mem(),
+            index_bytes: 0,
             acked: 0,
             forged,
             trace: Vec::new(),
@@ -206,6 +209,9 @@ impl<'a> Sim<'a> {
         if self.fs.is_dead() {
             return Ok(None);
         }
+        let (loaded, replayed, st) = (format!("{:?}", r.loaded), r.replayed, r.store.stats());
+        self.index_bytes = self.index_bytes.max(st.index_bytes as usize);
+        self.note(|| format!("recovered at -m {mem}: {loaded}; log {replayed:?}; {} items", st.curr_items));
         if let Loaded::Loaded(rep) = &r.loaded {
             if rep.evicted > 0 || rep.skipped_segments > 0 {
                 return Err(Failure(format!("the load left live items out: {rep:?}")));
@@ -545,10 +551,15 @@ impl Sim<'_> {
     /// A memory limit the live items of any state of this lifetime fit
     /// in, with room to spare, but smaller than the one it ran at, if
     /// there is one: a load into it restores some segments item by item.
+    /// Besides the items (twice their bytes) it holds what the store keeps
+    /// inside `-m` whatever it holds: the index, and the segments a load
+    /// has open at once (the restorer's and the log replay's, one per TTL
+    /// class each; the workload's items fall in two), the cleaner's
+    /// reserve, one spare: 8 (docs/limits.md, "What fits").
     fn smaller_mem(&self) -> Option<usize> {
         let live = |s: &State| s.iter().map(|(k, x)| k.len() + x.v.len() + 32).sum::<usize>();
         let most = self.hist.states.iter().map(live).max().unwrap_or(0);
-        let mem = (2 * most + (64 << 10)).next_multiple_of(SEG);
+        let mem = (self.index_bytes + 2 * most + 8 * SEG).next_multiple_of(SEG);
         (mem < self.mem).then_some(mem)
     }
 

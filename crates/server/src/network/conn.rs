@@ -381,7 +381,7 @@ impl Conn {
             self.lost = true;
             return true;
         }
-        if wal.durable() < *at {
+        if wal.acked() < *at {
             return false;
         }
         if let Some((slot, _)) = self.barrier.take() {
@@ -391,7 +391,8 @@ impl Conn {
     }
 
     /// After a request ran: if it changed the cache under `--durability
-    /// always`, its reply (and every later one) waits for the log. `mark`
+    /// always` (or `interval`), its reply (and every later one) waits for
+    /// the log to have it on disk (written to the file). `mark`
     /// is where its reply began. A change made with `noreply` (or a quiet
     /// binary command) holds back the next reply all the same, so any
     /// reply a client gets means its earlier changes are on disk.

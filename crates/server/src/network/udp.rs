@@ -62,7 +62,7 @@ pub(crate) fn serve(payload: &[u8], info: &Arc<ConnInfo>, ctx: &mut Ctx<'_>) -> 
             break;
         }
     }
-    // With `--durability always` the replies to changes wait until the log
+    // With `--durability always|interval` the replies to changes wait until the log
     // has them on disk, as on TCP; a datagram's wait is bounded (its
     // replies are lost otherwise, as UDP may lose them anyway).
     if let Some(wal) = &ctx.shared.durable_acks {

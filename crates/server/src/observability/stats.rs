@@ -451,7 +451,16 @@ fn snapshots(s: &mut Snapshot, shared: &Shared) {
     s.gauge("durability_replayed_files", "Log files replayed at start.", r.files);
     s.gauge("durability_replayed_records", "Log records replayed at start.", r.records);
     s.gauge("durability_replay_skipped", "Log records at start that could not be applied.", r.skipped);
-    s.gauge("durability_replay_torn", "Log files at start that ended inside a record (a crash mid-write).", r.torn);
+    s.gauge(
+        "durability_replay_torn",
+        "Log files at start whose records ended before non-zero bytes (a crash mid-write, or damage).",
+        r.torn,
+    );
+    s.gauge(
+        "durability_replay_trimmed_bytes",
+        "Bytes cut off the log files at start: zeros filled ahead, torn tails.",
+        r.trimmed,
+    );
 }
 
 /// The compression counters, with compression on (`-o compression=on`).
