@@ -3,9 +3,9 @@
 Sixteen connections each change their own keys (sets, deletes, incr), one
 request at a time, and remember every acknowledged reply; the server is
 killed with SIGKILL mid-run and started again on the same directory. Under
-`always` every acknowledged change must be there (a change in flight when
-the server died may or may not be); under `interval` only the last second's
-may be missing. strata only: memcached has no durable mode.
+`always` and `interval` every acknowledged change must be there (a change
+in flight when the server died may or may not be; a power loss, not tried
+here, may lose `interval`'s last second). strata only: memcached has no durable mode.
 """
 
 import random
@@ -342,14 +342,16 @@ def test_a_snapshot_holds_what_was_acknowledged_before_it_began(tmp_path):
         assert total > 500 and not missing, (rnd, total, len(missing), missing[:5])
 
 
-def test_interval_loses_at_most_a_second(tmp_path):
-    checked, lost = run_trials(tmp_path, "interval", 5, allowed_loss_secs=1.0)
-    assert checked > 5 * CONNS
+def test_interval_loses_no_acknowledged_write_to_kill_9(tmp_path):
+    # Issue 41: replies under `interval` wait until the record is written
+    # (a process crash keeps it); a power loss may still lose a second.
+    checked, lost = run_trials(tmp_path, "interval", 5, allowed_loss_secs=0)
+    assert checked > 5 * CONNS and lost == 0
 
 
-def test_interval_loses_at_most_a_second_while_snapshots_run(tmp_path):
-    checked, lost = run_trials(tmp_path, "interval", 8, allowed_loss_secs=1.0, snapshots=True)
-    assert checked > 8 * CONNS
+def test_interval_loses_nothing_to_kill_9_while_snapshots_run(tmp_path):
+    checked, lost = run_trials(tmp_path, "interval", 8, allowed_loss_secs=0, snapshots=True)
+    assert checked > 8 * CONNS and lost == 0
 
 
 def test_every_protocol_change_is_durable(tmp_path):

@@ -522,6 +522,18 @@ impl Wal {
     /// fdatasyncs. After a failure nothing is written and no position
     /// moves again: the records of a buffer that failed are gone from
     /// memory, and a later sync must not publish a position past them.
+    /// Writes whatever is pending without an fdatasync, as the writer
+    /// thread does under `interval` between its syncs (the crash simulator
+    /// takes the writer's steps by hand). False if the log failed.
+    pub fn write_now(&self) -> bool {
+        let mut cur = self.current.lock();
+        let (buf, end) = {
+            let mut p = self.pending.lock();
+            (std::mem::take(&mut p.buf), p.appended)
+        };
+        self.write_out(&mut cur, &buf, end, false).is_ok()
+    }
+
     fn write_out(&self, cur: &mut Current, buf: &[u8], end: u64, sync: bool) -> Result<(), SnapshotError> {
         let path = log_path(&self.file, cur.n);
         if self.failed() {

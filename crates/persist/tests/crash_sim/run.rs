@@ -111,6 +111,11 @@ pub struct Sim<'a> {
     index_bytes: usize,
     /// Changes of this lifetime acknowledged (durable under `always`).
     acked: usize,
+    /// Under `interval`: the history's prefix whose replies went out once
+    /// written (a kill -9 keeps it; a power loss may not).
+    acked_written: usize,
+    /// The last crash was a kill -9: what was written stays.
+    killed: bool,
     forged: &'a [Vec<u8>],
     pub trace: Vec<String>,
     verbose: bool,
@@ -163,6 +168,8 @@ impl<'a> Sim<'a> {
             mem: mode.mem(),
             index_bytes: 0,
             acked: 0,
+            acked_written: 0,
+            killed: false,
             forged,
             trace: Vec::new(),
             verbose: std::env::var_os("STRATA_SIM_VERBOSE").is_some(),
@@ -251,7 +258,7 @@ impl<'a> Sim<'a> {
             _ => {
                 // Everything acknowledged is there; of what was not, any
                 // prefix of the log (a clean stop writes it all).
-                let acked = if crashed { self.acked } else { last };
+                let acked = if crashed { self.acked_after_crash() } else { last };
                 let found = self.hist.find(&got, acked, last, now);
                 if crashed && found.is_some() {
                     self.counts.acked_verified += acked as u64;
@@ -272,6 +279,7 @@ impl<'a> Sim<'a> {
         self.hist = History::start(got);
         self.snaps.clear();
         self.acked = 0;
+        self.acked_written = 0;
         Ok(())
     }
 
@@ -296,7 +304,7 @@ impl<'a> Sim<'a> {
     fn allowed(&self, crashed: bool, now: u32) -> Vec<String> {
         let idx: Vec<usize> = match self.mode.durability {
             Durability::Off => self.snapshot_states(crashed),
-            _ => (if crashed { self.acked } else { self.hist.len() }..=self.hist.len()).collect(),
+            _ => (if crashed { self.acked_after_crash() } else { self.hist.len() }..=self.hist.len()).collect(),
         };
         let show = |i: &usize| format!("#{i} {}", short(&visible(&self.hist.states[*i], now)));
         match (idx.first(), idx.last()) {
@@ -333,8 +341,11 @@ impl Sim<'_> {
         if !self.forged.is_empty() && self.rng.chance(4) {
             self.counts.forged_values += 1;
             let f = &self.forged[self.rng.below(self.forged.len() as u64) as usize];
-            let mut v = value(n, self.rng.below(20) as usize);
-            for _ in 0..1 + self.rng.below(3) {
+            // Some of them large, so that a power cut tears one after a
+            // copy more often.
+            let pad = if self.rng.chance(30) { 200 + self.rng.below(600) } else { self.rng.below(20) };
+            let mut v = value(n, pad as usize);
+            for _ in 0..1 + self.rng.below(6) {
                 if v.len() + f.len() > MAX_VALUE - 64 {
                     break;
                 }
@@ -460,9 +471,29 @@ impl Sim<'_> {
         Ok(())
     }
 
-    /// A group commit: what the log holds on disk is acknowledged.
+    /// What must survive the last crash: what was synced, and after a
+    /// kill -9 also what `interval` acknowledged once written.
+    fn acked_after_crash(&self) -> usize {
+        if self.killed {
+            self.acked.max(self.acked_written)
+        } else {
+            self.acked
+        }
+    }
+
+    /// A group commit: what the log holds on disk is acknowledged. Under
+    /// `interval` most are the writer's writes without a sync, whose
+    /// replies go out all the same.
     fn commit(&mut self, p: &Proc) {
         let Some(wal) = &p.wal else { return };
+        if self.mode.durability == Durability::Interval && self.rng.chance(75) {
+            if wal.write_now() {
+                let acked = self.hist.acked_upto(wal.acked());
+                self.note(|| format!("written @{} acks #{acked}", wal.acked()));
+                self.acked_written = self.acked_written.max(acked);
+            }
+            return;
+        }
         let before = (wal.durable(), wal.failed());
         if !wal.sync_now() {
             self.note(|| format!("commit failed (durable {} failed {:?} before)", wal.durable(), before));
@@ -541,7 +572,10 @@ impl Sim<'_> {
             match self.recover(mem)? {
                 Some(p) => return Ok(p),
                 None => {
+                    // A power loss: what a kill left written and recovery
+                    // had not synced yet may go.
                     self.fs.power_loss(self.rng.next_u64());
+                    self.killed = false;
                     *crashed = true;
                 }
             }
@@ -555,7 +589,7 @@ impl Sim<'_> {
     /// inside `-m` whatever it holds: the index, and the segments a load
     /// has open at once (the restorer's and the log replay's, one per TTL
     /// class each; the workload's items fall in two), the cleaner's
-    /// reserve, one spare: 8 (docs/limits.md, "What fits").
+    /// reserve, one spare: 8 (docs/limits.md, "what a restart keeps").
     fn smaller_mem(&self) -> Option<usize> {
         let live = |s: &State| s.iter().map(|(k, x)| k.len() + x.v.len() + 32).sum::<usize>();
         let most = self.hist.states.iter().map(live).max().unwrap_or(0);
@@ -630,7 +664,8 @@ impl Sim<'_> {
                 drop(p);
             }
             crashed = !clean || self.fs.is_dead();
-            if crashed && self.rng.chance(30) {
+            self.killed = crashed && self.rng.chance(30);
+            if self.killed {
                 // kill -9: the machine stays up, what was written stays.
                 self.counts.kills += 1;
                 self.fs.kill();
