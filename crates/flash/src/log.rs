@@ -162,6 +162,8 @@ pub struct Flash {
     /// The head's region, readable without its lock (for `stats`, which
     /// must not wait for a write in progress).
     head_region: AtomicU32,
+    /// When [`Flash::start_writeback`] last started the files' writeback.
+    writeback_at: Mutex<std::time::Instant>,
     pub stats: Stats,
 }
 
@@ -201,6 +203,7 @@ impl Flash {
             max_record: cfg.max_record + HEADER_LEN,
             head: Mutex::new(Head { region: 0, off: 0, wrapped: false, header_due: true, next_gen: 1 }),
             head_region: AtomicU32::new(0),
+            writeback_at: Mutex::new(std::time::Instant::now()),
             stats: Stats::default(),
         };
         // Every header on disk (an unreadable one counts as none):
@@ -434,6 +437,26 @@ impl Flash {
     /// renamed into place.
     pub fn sync(&self) -> io::Result<()> {
         self.devices.iter().try_for_each(|d| d.file.sync())
+    }
+
+    /// Starts writing the records written so far to the disk, without
+    /// waiting (see [`strata_io::PosFile::start_writeback`]). The store's
+    /// reclaimer calls it every tick: a region header's durable write
+    /// (one a region) otherwise waited for the file system to commit
+    /// everything written since the last, hundreds of megabytes under a
+    /// heavy write load, while the worker writing it held its requests.
+    /// At most every 100 ms: more often, the writeback the kernel starts
+    /// holds up the writes that follow into the pages it is writing
+    /// (measured: a probe's p99 doubled at every 10 ms).
+    pub fn start_writeback(&self) {
+        {
+            let Some(mut at) = self.writeback_at.try_lock() else { return };
+            if at.elapsed() < std::time::Duration::from_millis(100) {
+                return;
+            }
+            *at = std::time::Instant::now();
+        }
+        self.devices.iter().for_each(|d| d.file.start_writeback());
     }
 
     fn scan_records(&self, r: u32, buf: &mut Vec<u8>, mut f: impl FnMut(u64, Record<'_>)) -> io::Result<()> {

@@ -117,6 +117,11 @@ pub trait PosFile: Send + Sync {
     /// A hint that `len` bytes at `off` will be read soon (the kernel may
     /// start reading them); nothing happens by default.
     fn will_need(&self, _off: u64, _len: u64) {}
+    /// Starts writing the file's dirty pages to the disk without waiting
+    /// for them (`sync_file_range(SYNC_FILE_RANGE_WRITE)`), so that they
+    /// do not pile up in the page cache: a later durable write or
+    /// fdatasync then has little to wait for. A hint; nothing by default.
+    fn start_writeback(&self) {}
 }
 
 /// A file or block device opened by [`Backend::open_device`].

@@ -153,6 +153,7 @@ impl Reclaimer {
     pub fn run(mut self, tick: Duration) {
         while !self.store.reclaim_state().stop.load(Relaxed) {
             while self.round() {}
+            self.store.flash_writeback();
             let mut kicked = self.store.reclaim_state().kicked.lock();
             if !*kicked {
                 self.store.reclaim_state().wake.wait_for(&mut kicked, tick);

@@ -143,6 +143,14 @@ impl Store {
         self.config().flash.as_ref().map(|t| &t.log)
     }
 
+    /// Starts writing what the flash tier wrote to the disk, off the
+    /// request path ([`Flash::start_writeback`]).
+    pub(crate) fn flash_writeback(&self) {
+        if let Some(log) = self.flash_log() {
+            log.start_writeback();
+        }
+    }
+
     /// A flash slot in `loc`'s chain with the key's 22 tag bits, if any.
     pub(crate) fn flash_candidate(&self, st: &Stripe, loc: Loc) -> Option<(Pos, u64)> {
         self.config().flash.as_ref()?;

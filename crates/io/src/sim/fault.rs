@@ -225,6 +225,10 @@ impl PosFile for FaultFile {
     fn will_need(&self, off: u64, len: u64) {
         self.inner.will_need(off, len);
     }
+
+    fn start_writeback(&self) {
+        self.inner.start_writeback();
+    }
 }
 
 impl<B: Backend> FaultBackend<B> {
