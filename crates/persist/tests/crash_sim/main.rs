@@ -149,6 +149,7 @@ fn add(to: &mut Counts, c: &Counts) {
     to.snapshot_writes += c.snapshot_writes;
     to.handed_off += c.handed_off;
     to.smaller_loads += c.smaller_loads;
+    to.loose_segments += c.loose_segments;
     to.forged_values += c.forged_values;
     to.kills += c.kills;
     to.refused += c.refused;
