@@ -445,9 +445,8 @@ impl Flash {
     /// (one a region) otherwise waited for the file system to commit
     /// everything written since the last, hundreds of megabytes under a
     /// heavy write load, while the worker writing it held its requests.
-    /// At most every 100 ms: more often, the writeback the kernel starts
-    /// holds up the writes that follow into the pages it is writing
-    /// (measured: a probe's p99 doubled at every 10 ms).
+    /// At most every 100 ms (a system call a file each time); every 10 ms
+    /// made no difference to a probe's waits in bench/soak.py.
     pub fn start_writeback(&self) {
         {
             let Some(mut at) = self.writeback_at.try_lock() else { return };

@@ -475,10 +475,7 @@ impl Wal {
         // buffer taken before the switch can land in the new file after
         // it, and `durable` never covers records still in the writer's hands.
         let mut cur = self.current.lock();
-        let (buf, end) = {
-            let mut p = self.pending.lock();
-            (std::mem::take(&mut p.buf), p.appended)
-        };
+        let (buf, end) = self.take_pending();
         self.write_out(&mut cur, &buf, end, true)?;
         let n = cur.n + 1;
         // A new file that cannot be made leaves the log appending to the
@@ -511,29 +508,30 @@ impl Wal {
             return true;
         }
         let mut cur = self.current.lock();
-        let (buf, end) = {
-            let mut p = self.pending.lock();
-            (std::mem::take(&mut p.buf), p.appended)
-        };
+        let (buf, end) = self.take_pending();
         self.write_out(&mut cur, &buf, end, true).is_ok()
+    }
+
+    /// Writes whatever is pending without an fdatasync, as the writer
+    /// thread does under `interval` between its syncs (the crash simulator
+    /// takes the writer's steps by hand). False if the log failed.
+    pub fn write_now(&self) -> bool {
+        let mut cur = self.current.lock();
+        let (buf, end) = self.take_pending();
+        self.write_out(&mut cur, &buf, end, false).is_ok()
+    }
+
+    /// The pending records, taken out of the shared buffer, and the log
+    /// position after the last. Called under `current` (see `rotate`).
+    fn take_pending(&self) -> (Vec<u8>, u64) {
+        let mut p = self.pending.lock();
+        (std::mem::take(&mut p.buf), p.appended)
     }
 
     /// Writes `buf` (the records up to position `end`) and, if `sync`,
     /// fdatasyncs. After a failure nothing is written and no position
     /// moves again: the records of a buffer that failed are gone from
     /// memory, and a later sync must not publish a position past them.
-    /// Writes whatever is pending without an fdatasync, as the writer
-    /// thread does under `interval` between its syncs (the crash simulator
-    /// takes the writer's steps by hand). False if the log failed.
-    pub fn write_now(&self) -> bool {
-        let mut cur = self.current.lock();
-        let (buf, end) = {
-            let mut p = self.pending.lock();
-            (std::mem::take(&mut p.buf), p.appended)
-        };
-        self.write_out(&mut cur, &buf, end, false).is_ok()
-    }
-
     fn write_out(&self, cur: &mut Current, buf: &[u8], end: u64, sync: bool) -> Result<(), SnapshotError> {
         let path = log_path(&self.file, cur.n);
         if self.failed() {
@@ -663,10 +661,7 @@ impl Wal {
     /// writer thread has stopped).
     pub fn flush(&self) -> Result<(), SnapshotError> {
         let mut cur = self.current.lock();
-        let (buf, end) = {
-            let mut p = self.pending.lock();
-            (std::mem::take(&mut p.buf), p.appended)
-        };
+        let (buf, end) = self.take_pending();
         self.write_out(&mut cur, &buf, end, true)
     }
 }

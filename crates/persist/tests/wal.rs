@@ -434,6 +434,25 @@ fn recovery_cuts_each_replayed_file_to_its_records() {
     assert_eq!((r.records, r.torn, r.trimmed), (12, 0, 0));
 }
 
+#[test]
+fn a_cut_that_fails_leaves_the_file_read_the_same_way() {
+    // The cut is best effort: one the disk refuses (EIO on its sync, as
+    // FaultBackend fails it) neither fails the recovery nor loses a record.
+    let dir = tempfile::tempdir().unwrap();
+    let (bytes, ends) = preallocated_log(&dir);
+    let path = log_path(&snap(&dir), 1);
+    let fb = FaultBackend::new(OsBackend);
+    fb.set(Faults { fail_sync: true, ..Faults::default() });
+    let (_s, mut w) = store(8 << 20);
+    let r = replay(&fb, &snap(&dir), 0, &mut w).unwrap();
+    assert_eq!((r.records, r.torn, r.trimmed), (12, 0, 0));
+    assert_eq!(std::fs::read(&path).unwrap(), bytes, "nothing cut");
+    fb.set(Faults::default());
+    let (_s, mut w) = store(8 << 20);
+    let r = replay(&fb, &snap(&dir), 0, &mut w).unwrap();
+    assert_eq!((r.records, r.trimmed), (12, (bytes.len() - ends[12]) as u64));
+}
+
 /// A log whose file is filled with zeros 1 KiB ahead, at its start:
 /// twelve records, the first six in the gap the fill leaves the writer
 /// (an eighth), the seventh across the fill's start, the rest over the
