@@ -7,7 +7,13 @@
 //! | crc32c | len    | epoch          | written| zero   | item bytes ... |
 //! +--------+--------+----------------+--------+--------+----------------+
 //! ```
-//! - crc32c (Castagnoli) of bytes 4..len.
+//! - crc32c (Castagnoli) of bytes 4..len followed by the generation of
+//!   the region the record is written in (8 bytes, not stored: the
+//!   region's header names it). A record left on disk from another
+//!   generation of its region fails its check like a damaged one, so a
+//!   restart that keeps a region (its header names the generation a
+//!   snapshot saved) never takes a later generation's record for one of
+//!   the snapshot's, whatever a power loss kept ([`crate::log`]).
 //! - len: header and item bytes, before padding to [`ALIGN`].
 //! - epoch: the memory segment epoch the item was written in, for
 //!   `flush_all` (items from segments opened before a flush are flushed).
@@ -49,7 +55,8 @@ pub fn padded_len(item_len: usize, align: usize) -> usize {
 }
 
 /// Appends a record to `out`, padded to `align`; `item` writes the item's
-/// bytes into the slice it is given, `item_len` long.
+/// bytes into the slice it is given, `item_len` long. Its checksum is not
+/// yet salted: [`salt`] does that once the region is known.
 pub fn encode(
     out: &mut Vec<u8>,
     align: usize,
@@ -70,6 +77,23 @@ pub fn encode(
     r[0..4].copy_from_slice(&crc.to_le_bytes());
 }
 
+/// Salts the checksum of every record in `buf` (records as [`encode`]
+/// wrote them, padded to `align`) with the generation `gen` of the region
+/// they are about to be written in: four bytes a record, the item bytes
+/// are not read again. Returns how many records it salted.
+pub fn salt(buf: &mut [u8], align: usize, gen: u64) -> u64 {
+    let mut n = 0;
+    let mut off = 0;
+    while let Some(len) = buf.get(off..).and_then(claimed_len) {
+        let crc = u32::from_le_bytes([buf[off], buf[off + 1], buf[off + 2], buf[off + 3]]);
+        let salted = crc32c::crc32c_append(crc, &gen.to_le_bytes());
+        buf[off..off + 4].copy_from_slice(&salted.to_le_bytes());
+        n += 1;
+        off += len.next_multiple_of(align.max(ALIGN));
+    }
+    n
+}
+
 /// The length a record starting at `b` claims, if its header is readable.
 pub fn claimed_len(b: &[u8]) -> Option<usize> {
     let len = u32::from_le_bytes(b.get(4..8)?.try_into().ok()?) as usize;
@@ -77,15 +101,15 @@ pub fn claimed_len(b: &[u8]) -> Option<usize> {
 }
 
 /// Verifies and parses the record at the start of `b`, at most `max`
-/// bytes long.
-pub fn decode(b: &[u8], max: usize) -> Result<Record<'_>, RecordError> {
+/// bytes long, written in generation `gen` of its region.
+pub fn decode(b: &[u8], max: usize, gen: u64) -> Result<Record<'_>, RecordError> {
     let len = claimed_len(b).filter(|&l| l <= max).ok_or(RecordError::BadHeader)?;
     if b.len() < len {
         return Err(RecordError::Short(len));
     }
     let r = &b[..len];
     let crc = u32::from_le_bytes([r[0], r[1], r[2], r[3]]);
-    if crc32c::crc32c(&r[4..]) != crc {
+    if crc32c::crc32c_append(crc32c::crc32c(&r[4..]), &gen.to_le_bytes()) != crc {
         return Err(RecordError::Checksum);
     }
     let epoch = u64::from_le_bytes([r[8], r[9], r[10], r[11], r[12], r[13], r[14], r[15]]);
@@ -108,7 +132,10 @@ mod tests {
         assert_eq!(&out[20..24], &[0; 4]);
         assert_eq!(&out[24..27], b"abc");
         assert_eq!(&out[0..4], &crc32c::crc32c(&out[4..27]).to_le_bytes());
-        let r = decode(&out, 1 << 20).unwrap();
+        assert_eq!(salt(&mut out, 8, 77), 1);
+        let salted = [&out[4..27], &77u64.to_le_bytes()[..]].concat();
+        assert_eq!(&out[0..4], &crc32c::crc32c(&salted).to_le_bytes(), "the generation follows the bytes");
+        let r = decode(&out, 1 << 20, 77).unwrap();
         assert_eq!(r, Record { epoch: 0x0102_0304_0506_0708, written: 0x0a0b_0c0d, item: b"abc" });
     }
 
@@ -116,14 +143,35 @@ mod tests {
     fn any_flipped_byte_is_caught_and_short_input_asks_for_more() {
         let mut out = Vec::new();
         encode(&mut out, 8, 7, 9, 40, |d| d.fill(b'x'));
+        salt(&mut out, 8, 3);
         let len = HEADER_LEN + 40;
         for i in 0..len {
             let mut b = out.clone();
             b[i] ^= 0x10;
-            assert!(decode(&b, 1 << 20).is_err(), "flip at {i} undetected");
+            assert!(decode(&b, 1 << 20, 3).is_err(), "flip at {i} undetected");
         }
-        assert_eq!(decode(&out[..30], 1 << 20), Err(RecordError::Short(len)));
-        assert_eq!(decode(&out, 10), Err(RecordError::BadHeader), "longer than allowed");
-        assert_eq!(decode(&[0; 32], 1 << 20), Err(RecordError::BadHeader), "zeros are no record");
+        assert_eq!(decode(&out[..30], 1 << 20, 3), Err(RecordError::Short(len)));
+        assert_eq!(decode(&out, 10, 3), Err(RecordError::BadHeader), "longer than allowed");
+        assert_eq!(decode(&[0; 32], 1 << 20, 3), Err(RecordError::BadHeader), "zeros are no record");
+    }
+
+    #[test]
+    fn a_record_of_another_generation_fails_its_check() {
+        // Several records of several lengths in one buffer, as a batch.
+        let mut out = Vec::new();
+        for n in [1, 40, 300, 7] {
+            encode(&mut out, 64, 1, 2, n, |d| d.fill(n as u8));
+        }
+        assert_eq!(salt(&mut out, 64, 1 << 40), 4);
+        let mut off = 0;
+        for n in [1, 40, 300, 7] {
+            let r = decode(&out[off..], 1 << 20, 1 << 40).unwrap();
+            assert_eq!(r.item, &vec![n as u8; n][..]);
+            for other in [0, 1, (1 << 40) - 1, (1 << 40) + 1, 1 << 41] {
+                assert_eq!(decode(&out[off..], 1 << 20, other), Err(RecordError::Checksum), "generation {other}");
+            }
+            off += padded_len(n, 64);
+        }
+        assert_eq!(off, out.len());
     }
 }

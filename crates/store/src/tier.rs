@@ -216,7 +216,7 @@ impl Store {
         let c = active.counters.clone();
         let mut w = log.writer();
         let written = self.reserve_flash(&mut w, batch.buf.len(), &c).and_then(|at| {
-            match w.write(at, &batch.buf, batch.items.len() as u64) {
+            match w.write(at, &mut batch.buf, batch.items.len() as u64) {
                 Ok(()) => Some(at),
                 Err(e) => {
                     warn_rate_limited("write failed, items evicted instead", &e);
@@ -281,7 +281,7 @@ impl Store {
                         warn_rate_limited("could not read a region to reclaim", &e);
                     }
                     w.recycle(r);
-                    self.copy_forward(w, &hot, c);
+                    self.copy_forward(w, &mut hot, c);
                 }
             }
         }
@@ -330,13 +330,13 @@ impl Store {
     /// region just freed) and repoints their slots, their read marks
     /// cleared: read again before the ring comes round, they stay again.
     /// If the write fails they are evicted.
-    fn copy_forward(&self, w: &mut Writer<'_>, hot: &Hot, c: &Counters) {
+    fn copy_forward(&self, w: &mut Writer<'_>, hot: &mut Hot, c: &Counters) {
         let Some(log) = self.flash_log() else { return };
         if hot.items.is_empty() {
             return;
         }
         let written = match w.reserve(hot.buf.len()) {
-            Some(Reserve::At(at)) => w.write(at, &hot.buf, hot.items.len() as u64).ok().map(|()| at),
+            Some(Reserve::At(at)) => w.write(at, &mut hot.buf, hot.items.len() as u64).ok().map(|()| at),
             _ => None,
         };
         for &(loc, old, off) in &hot.items {
