@@ -968,7 +968,7 @@ fn images_stay_whole_while_writers_evict() {
     std::thread::scope(|scope| {
         let writer = scope.spawn(|| {
             let mut w = s.worker();
-            for i in 0..scaled(20_000, 400) {
+            for i in 0..scaled(20_000, 200) {
                 let k = format!("k{}", i % 700);
                 let v = k.repeat(1 + i % 40);
                 let _ = w.set(SetOp::Set, k.as_bytes(), 0, 0, v.as_bytes());
@@ -1132,7 +1132,9 @@ fn churn(live_share: f64, rounds: usize) {
 
 #[test]
 fn overwrite_churn_keeps_every_key_at_70_percent_live() {
-    churn(0.70, scaled(20, 2));
+    // Under Miri one round of overwrites (its slowest test at two: 116 s)
+    // still writes twice the free memory: the cleaner runs.
+    churn(0.70, scaled(20, 1));
 }
 
 #[test]
