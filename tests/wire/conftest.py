@@ -28,6 +28,9 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(skip_strata_only)
         if "memcached_only" in item.keywords and target() != "memcached":
             item.add_marker(skip_memcached_only)
+        one_loop = item.get_closest_marker("one_event_loop")
+        if one_loop and os.environ.get("STRATA_IO") == "epoll" and target() == "strata":
+            item.add_marker(pytest.mark.skip(reason="run in the default event loop's pass: " + one_loop.args[0]))
         over_flash = item.get_closest_marker("not_over_flash")
         if over_flash and os.environ.get("STRATA_FLASH") and target() == "strata":
             item.add_marker(pytest.mark.skip(reason="over the flash tier: " + over_flash.args[0]))

@@ -302,6 +302,7 @@ def test_a_bad_address_stops_the_start():
     assert r.returncode != 0 and b"metrics" in r.stderr, r.stderr
 
 
+@pytest.mark.one_event_loop("Prometheus's scrape of the exporter")
 def test_debians_prometheus_scrapes_it(metered, tmp_path):
     """The real scraper: Debian's Prometheus, scraping every second, sees
     the target up and the values `stats` shows."""

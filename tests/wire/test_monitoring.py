@@ -65,6 +65,7 @@ def test_the_dashboard_takes_its_datasource_as_an_input():
 
 
 @pytest.mark.not_over_flash("gives its own ext_path")
+@pytest.mark.one_event_loop("Prometheus's queries of the exporter's series")
 def test_a_real_prometheus_finds_every_series_they_query(tmp_path):
     # Two servers, as durable mode does not run with the flash tier yet:
     # one with the flash tier and snapshots, one in durable mode.

@@ -231,6 +231,7 @@ def generation(c):
     return gens.pop()
 
 
+@pytest.mark.one_event_loop("the snapshot file's atomic replacement")
 def test_kill_9_during_a_snapshot_loads_the_old_or_the_new_one_whole(tmp_path):
     rng = random.Random(1606)
     srv = start(tmp_path, "-m", "64")

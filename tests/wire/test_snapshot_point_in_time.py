@@ -21,7 +21,11 @@ import pytest
 from harness import Server
 from wirelib import expect, read_line_or_partial, stats
 
-pytestmark = [pytest.mark.strata_only, pytest.mark.not_over_flash("a restart gets a new flash file in that run")]
+pytestmark = [
+    pytest.mark.strata_only,
+    pytest.mark.not_over_flash("a restart gets a new flash file in that run"),
+    pytest.mark.one_event_loop("the store's cut under writers; the slowest wire test"),
+]
 
 
 def value_of(writer, n):
