@@ -17,7 +17,8 @@
 //! bytes per region, a few bytes per gigabyte.
 //!
 //! **On disk** each region starts with a header naming its generation,
-//! written before any record of that generation:
+//! written with the first records of that generation (in that order, not
+//! synced: the salt below keeps generations apart on disk):
 //! ```text
 //!  0  magic "STRFLREG"   8
 //!  8  generation         u64
