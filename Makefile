@@ -220,10 +220,11 @@ miri: miri-setup
 	  echo "==> cargo miri test -p strata-store ($$m borrows, two processes)"; \
 	  case $$m in stacked) f="$(MIRIFLAGS_stacked)";; tree) f="$(MIRIFLAGS_tree)";; *) echo "unknown model $$m"; exit 2;; esac; \
 	  MIRIFLAGS="$$f" $(CARGO) +$(NIGHTLY) miri test -p strata-store --lib -q --no-run || exit 1; \
-	  MIRIFLAGS="$$f" $(CARGO) +$(NIGHTLY) miri test -p strata-store --lib -q -- --exact $(MIRI_HEAVY) & heavy=$$!; \
-	  MIRIFLAGS="$$f" $(CARGO) +$(NIGHTLY) miri test -p strata-store --lib -q -- --exact $(addprefix --skip ,$(MIRI_HEAVY)); rest=$$?; \
-	  wait $$heavy; heavy=$$?; \
-	  [ $$heavy -eq 0 ] && [ $$rest -eq 0 ] || exit 1; \
+	  MIRIFLAGS="$$f" $(CARGO) +$(NIGHTLY) miri test -p strata-store --lib -q -- --exact $(MIRI_HEAVY) & pid=$$!; \
+	  rest=0; MIRIFLAGS="$$f" $(CARGO) +$(NIGHTLY) miri test -p strata-store --lib -q -- --exact \
+	    $(addprefix --skip ,$(MIRI_HEAVY)) || rest=$$?; \
+	  heavy=0; wait $$pid || heavy=$$?; \
+	  [ $$heavy -eq 0 ] && [ $$rest -eq 0 ] || { echo "miri: failed (heavy $$heavy, rest $$rest)"; exit 1; }; \
 	done
 
 pytest: $(SERVER_DEPS)

@@ -586,7 +586,8 @@ impl Writer<'_> {
 
     /// Writes `bytes` at `at` (from [`Writer::reserve`]): records as
     /// [`record::encode`] made them, salted here with the region's
-    /// generation. On failure the bytes count as never written: the
+    /// generation, in place (a buffer is written once: written again it
+    /// would be salted twice). On failure the bytes count as never written: the
     /// caller links nothing to them, and the head goes back to `at`, so
     /// that a failing device does not carry the ring round over the
     /// regions it did write.
