@@ -43,6 +43,12 @@ VENV := .venv
 VPY := $(VENV)/bin/python
 PYTEST := $(VENV)/bin/pytest
 PYTEST_FLAGS ?= -q --timeout=300 --durations=15
+# The server-facing suites run in PYTEST_WORKERS processes (pytest-xdist):
+# a test mostly waits on a server, so three keep two cores busy (the
+# default pass: 197 s in one process, 99 s in three). tests/harness.py
+# gives each worker its own ports. PYTEST_WORKERS=0 runs them in one.
+PYTEST_WORKERS ?= 3
+PYTEST_PAR := $(if $(filter 0,$(PYTEST_WORKERS)),,-n $(PYTEST_WORKERS))
 REQUIREMENTS := requirements-test.txt
 REQ_STAMP := $(VENV)/.requirements-test.installed
 APT_PACKAGES := memcached openssl dpkg-dev binutils libmemcached-tools redis-server nodejs npm sasl2-bin prometheus systemd nutcracker libmemcached-dev zlib1g-dev php-cli php-memcached default-jdk-headless maven
@@ -229,10 +235,10 @@ miri: miri-setup
 
 pytest: $(SERVER_DEPS)
 	@echo "==> pytest $(WIRE_DIR) tests/tool compat"
-	$(PYTEST) $(PYTEST_FLAGS) $(WIRE_DIR) tests/tool compat
+	$(PYTEST) $(PYTEST_FLAGS) $(PYTEST_PAR) $(WIRE_DIR) tests/tool compat
 
 wire: $(SERVER_DEPS)
-	$(PYTEST) $(PYTEST_FLAGS) tests/wire
+	$(PYTEST) $(PYTEST_FLAGS) $(PYTEST_PAR) tests/wire
 
 # The wire suite again with the workers on epoll (the default is io_uring
 # where the kernel has it; tests/harness.py adds -o io=$$STRATA_IO). Tests
@@ -241,7 +247,7 @@ wire: $(SERVER_DEPS)
 wire-epoll: $(SERVER_DEPS)
 	@if [ "$(WIRE_TARGET)" = memcached ]; then exit 0; fi; \
 	echo "==> pytest tests/wire (STRATA_IO=epoll)"; \
-	STRATA_IO=epoll $(PYTEST) $(PYTEST_FLAGS) tests/wire
+	STRATA_IO=epoll $(PYTEST) $(PYTEST_FLAGS) $(PYTEST_PAR) tests/wire
 
 # The wire and compat suites again over the flash tier: every server gets a
 # flash file and writes every item to it at once (tests/harness.py), so
@@ -252,19 +258,19 @@ wire-epoll: $(SERVER_DEPS)
 wire-flash: $(SERVER_DEPS)
 	@if [ "$(WIRE_TARGET)" = memcached ]; then exit 0; fi; \
 	echo "==> pytest tests/wire compat (STRATA_FLASH=1)"; \
-	STRATA_FLASH=1 $(PYTEST) $(PYTEST_FLAGS) tests/wire compat && \
+	STRATA_FLASH=1 $(PYTEST) $(PYTEST_FLAGS) $(PYTEST_PAR) tests/wire compat && \
 	echo "==> pytest tests/wire (STRATA_FLASH=1 STRATA_IO=epoll)" && \
-	STRATA_FLASH=1 STRATA_IO=epoll $(PYTEST) $(PYTEST_FLAGS) tests/wire
+	STRATA_FLASH=1 STRATA_IO=epoll $(PYTEST) $(PYTEST_FLAGS) $(PYTEST_PAR) tests/wire
 
 compat: $(SERVER_DEPS)
-	$(PYTEST) $(PYTEST_FLAGS) compat
+	$(PYTEST) $(PYTEST_FLAGS) $(PYTEST_PAR) compat
 
 # The client-library suites against Debian's memcached too, so that each
 # behaviour they assert is memcached's (make test; about a minute).
 compat-memcached: $(SERVER_DEPS)
 	@if [ "$(WIRE_TARGET)" = memcached ]; then exit 0; fi; \
 	echo "==> pytest compat (WIRE_TARGET=memcached)"; \
-	WIRE_TARGET=memcached $(PYTEST) $(PYTEST_FLAGS) compat
+	WIRE_TARGET=memcached $(PYTEST) $(PYTEST_FLAGS) $(PYTEST_PAR) compat
 
 memccapable: $(SERVER_DEPS)
 	@echo "==> memccapable"

@@ -29,10 +29,40 @@ def target():
     return os.environ.get("WIRE_TARGET", "strata")
 
 
+# Ports below the kernel's ephemeral range (32768 up), so that no outgoing
+# connection takes one between the check and the server's bind; each
+# pytest-xdist worker ("gw0", "gw1", ...) draws from its own slice, so that
+# two tests running at once never pick the same port.
+_PORT_LOW, _PORT_HIGH, _PORT_SLICE = 12000, 32000, 2500
+_next_port = None
+
+
 def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    global _next_port
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "gw0")
+    index = int(worker[2:]) if worker[2:].isdigit() else 0
+    low = _PORT_LOW + (index * _PORT_SLICE) % (_PORT_HIGH - _PORT_LOW)
+    if _next_port is None:
+        # Where the last run of this worker stopped is unknown: start at a
+        # place that depends on the process, not at the slice's first port.
+        _next_port = os.getpid() % _PORT_SLICE
+    for _ in range(_PORT_SLICE):
+        port = low + _next_port
+        _next_port = (_next_port + 1) % _PORT_SLICE
+        if _port_is_free(port):
+            return port
+    raise RuntimeError(f"no free port in {low}..{low + _PORT_SLICE}")
+
+
+def _port_is_free(port):
+    """Free for TCP and UDP alike (servers bind both with -U)."""
+    for kind in (socket.SOCK_STREAM, socket.SOCK_DGRAM):
+        with socket.socket(socket.AF_INET, kind) as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                return False
+    return True
 
 
 class Server:
