@@ -71,7 +71,7 @@ SERVER_DEPS := deps $(if $(filter memcached,$(WIRE_TARGET)),,build)
         memccapable capacity concurrency clean-venv fuzz fuzz-all fuzz-check miri miri-setup
 
 test: deps build lint msrv unit miri package pytest wire-epoll wire-flash compat-memcached memccapable capacity concurrency
-	@echo "==> make test: all stages passed"
+	@echo "==> [$$(date -u +%T)] make test: all stages passed"
 
 deps: apt venv node java
 
@@ -84,7 +84,7 @@ apt:
 	    || missing="$$missing $$p"; \
 	done; \
 	if [ -n "$$missing" ]; then \
-	  echo "==> apt-get install$$missing"; \
+	  echo "==> [$$(date -u +%T)] apt-get install$$missing"; \
 	  sudo=""; [ "$$(id -u)" -eq 0 ] || sudo=sudo; \
 	  $$sudo env DEBIAN_FRONTEND=noninteractive apt-get update -q; \
 	  $$sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends $$missing; \
@@ -95,7 +95,7 @@ $(VPY):
 
 venv: $(VPY)
 	@if ! cmp -s $(REQUIREMENTS) $(REQ_STAMP); then \
-	  echo "==> pip install -r $(REQUIREMENTS)"; \
+	  echo "==> [$$(date -u +%T)] pip install -r $(REQUIREMENTS)"; \
 	  $(VPY) -m pip install -q --disable-pip-version-check -r $(REQUIREMENTS); \
 	  cp $(REQUIREMENTS) $(REQ_STAMP); \
 	fi
@@ -103,7 +103,7 @@ venv: $(VPY)
 # memjs for compat/test_memjs.py; npm ci again whenever the lock file changes.
 node:
 	@if [ $(NODE_LOCK) -nt $(NODE_STAMP) ]; then \
-	  echo "==> npm ci --prefix $(NODE_DIR)"; \
+	  echo "==> [$$(date -u +%T)] npm ci --prefix $(NODE_DIR)"; \
 	  npm ci --prefix $(NODE_DIR) --no-audit --no-fund; \
 	  touch $(NODE_STAMP); \
 	fi
@@ -112,7 +112,7 @@ node:
 # Maven Central into compat/java/lib whenever compat/java/pom.xml changes.
 java:
 	@if [ $(JAVA_DIR)/pom.xml -nt $(JAVA_STAMP) ]; then \
-	  echo "==> mvn dependency:copy-dependencies ($(JAVA_DIR))"; \
+	  echo "==> [$$(date -u +%T)] mvn dependency:copy-dependencies ($(JAVA_DIR))"; \
 	  rm -rf $(JAVA_DIR)/lib; \
 	  mvn -q -B -Dstyle.color=never -f $(JAVA_DIR)/pom.xml dependency:copy-dependencies; \
 	  touch $(JAVA_STAMP); \
@@ -129,34 +129,34 @@ java:
 # the crates with hooks, persist and the final link are built twice.
 TEST_BIN := target/release/strata-test
 test-bin:
-	@echo "==> cargo build --release --features strata/test-hooks (-> $(TEST_BIN))"
+	@echo "==> [$$(date -u +%T)] cargo build --release --features strata/test-hooks (-> $(TEST_BIN))"
 	$(CARGO) build --release --features strata/test-hooks
 	cp -f target/release/strata $(TEST_BIN)
 	$(CARGO) build --release
 
 build: test-bin
-	@echo "==> cargo build --release"
+	@echo "==> [$$(date -u +%T)] cargo build --release"
 	$(CARGO) build --release
-	@echo "==> cargo build --release (compat/rust: the memcache crate's checks)"
+	@echo "==> [$$(date -u +%T)] cargo build --release (compat/rust: the memcache crate's checks)"
 	CARGO_TARGET_DIR=target/compat-rust $(CARGO) build --release --locked --manifest-path compat/rust/Cargo.toml
 
 lint: fmt clippy fuzz-check
 
 fmt:
-	@echo "==> cargo fmt --check"
+	@echo "==> [$$(date -u +%T)] cargo fmt --check"
 	$(CARGO) fmt --all -- --check
 
 # Twice: every target with the test hooks on (the unit tests turn them on
 # anyway), and the production build's code without them.
 clippy:
-	@echo "==> cargo clippy"
+	@echo "==> [$$(date -u +%T)] cargo clippy"
 	$(CARGO) clippy --workspace --all-targets --features strata/test-hooks -- -D warnings
-	@echo "==> cargo clippy (production build: no test hooks)"
+	@echo "==> [$$(date -u +%T)] cargo clippy (production build: no test hooks)"
 	$(CARGO) clippy --workspace -- -D warnings
 
 # The fuzz crate is outside the workspace; make sure it still builds.
 fuzz-check:
-	@echo "==> cargo check fuzz"
+	@echo "==> [$$(date -u +%T)] cargo check fuzz"
 	$(CARGO) check --quiet --manifest-path fuzz/Cargo.toml
 
 # The corpora in fuzz/corpus/<target> are kept in git (minimised with
@@ -178,7 +178,7 @@ MSRV := $(shell sed -n 's/^rust-version = "\(.*\)"/\1/p' Cargo.toml)
 msrv:
 	@rustup toolchain list | grep -q "^$(MSRV)-" \
 	  || rustup toolchain install $(MSRV) --profile minimal
-	@echo "==> cargo +$(MSRV) check --workspace --all-targets --locked"
+	@echo "==> [$$(date -u +%T)] cargo +$(MSRV) check --workspace --all-targets --locked"
 	CARGO_TARGET_DIR=target/msrv $(CARGO) +$(MSRV) check --quiet --workspace --all-targets --locked
 
 # The Debian package, from the release build (scripts/build-deb.sh).
@@ -189,11 +189,11 @@ deb: build
 # configuration file as its own user, talked to, stopped, purged:
 # tests/pkg/test_deb.py, which leaves the machine as it found it.
 package: deps deb
-	@echo "==> pytest tests/pkg (the Debian package)"
+	@echo "==> [$$(date -u +%T)] pytest tests/pkg (the Debian package)"
 	STRATA_PKG_TEST=1 $(PYTEST) $(PYTEST_FLAGS) tests/pkg
 
 unit:
-	@echo "==> cargo test --release --workspace"
+	@echo "==> [$$(date -u +%T)] cargo test --release --workspace"
 	$(CARGO) test --release --workspace
 
 # The store is where most unsafe code is (arena.rs and its callers); Miri runs its unit tests
@@ -223,7 +223,7 @@ miri-setup:
 
 miri: miri-setup
 	@for m in $(MIRI_MODELS); do \
-	  echo "==> cargo miri test -p strata-store ($$m borrows, two processes)"; \
+	  echo "==> [$$(date -u +%T)] cargo miri test -p strata-store ($$m borrows, two processes)"; \
 	  case $$m in stacked) f="$(MIRIFLAGS_stacked)";; tree) f="$(MIRIFLAGS_tree)";; *) echo "unknown model $$m"; exit 2;; esac; \
 	  MIRIFLAGS="$$f" $(CARGO) +$(NIGHTLY) miri test -p strata-store --lib -q --no-run || exit 1; \
 	  MIRIFLAGS="$$f" $(CARGO) +$(NIGHTLY) miri test -p strata-store --lib -q -- --exact $(MIRI_HEAVY) & pid=$$!; \
@@ -234,7 +234,7 @@ miri: miri-setup
 	done
 
 pytest: $(SERVER_DEPS)
-	@echo "==> pytest $(WIRE_DIR) tests/tool compat"
+	@echo "==> [$$(date -u +%T)] pytest $(WIRE_DIR) tests/tool compat"
 	$(PYTEST) $(PYTEST_FLAGS) $(PYTEST_PAR) $(WIRE_DIR) tests/tool compat
 
 wire: $(SERVER_DEPS)
@@ -246,7 +246,7 @@ wire: $(SERVER_DEPS)
 # loop of their own) run in the default pass only.
 wire-epoll: $(SERVER_DEPS)
 	@if [ "$(WIRE_TARGET)" = memcached ]; then exit 0; fi; \
-	echo "==> pytest tests/wire (STRATA_IO=epoll)"; \
+	echo "==> [$$(date -u +%T)] pytest tests/wire (STRATA_IO=epoll)"; \
 	STRATA_IO=epoll $(PYTEST) $(PYTEST_FLAGS) $(PYTEST_PAR) tests/wire
 
 # The wire and compat suites again over the flash tier: every server gets a
@@ -257,9 +257,9 @@ wire-epoll: $(SERVER_DEPS)
 # loop drives its own way: the wire suite runs over both.
 wire-flash: $(SERVER_DEPS)
 	@if [ "$(WIRE_TARGET)" = memcached ]; then exit 0; fi; \
-	echo "==> pytest tests/wire compat (STRATA_FLASH=1)"; \
+	echo "==> [$$(date -u +%T)] pytest tests/wire compat (STRATA_FLASH=1)"; \
 	STRATA_FLASH=1 $(PYTEST) $(PYTEST_FLAGS) $(PYTEST_PAR) tests/wire compat && \
-	echo "==> pytest tests/wire (STRATA_FLASH=1 STRATA_IO=epoll)" && \
+	echo "==> [$$(date -u +%T)] pytest tests/wire (STRATA_FLASH=1 STRATA_IO=epoll)" && \
 	STRATA_FLASH=1 STRATA_IO=epoll $(PYTEST) $(PYTEST_FLAGS) $(PYTEST_PAR) tests/wire
 
 compat: $(SERVER_DEPS)
@@ -269,21 +269,21 @@ compat: $(SERVER_DEPS)
 # behaviour they assert is memcached's (make test; about a minute).
 compat-memcached: $(SERVER_DEPS)
 	@if [ "$(WIRE_TARGET)" = memcached ]; then exit 0; fi; \
-	echo "==> pytest compat (WIRE_TARGET=memcached)"; \
+	echo "==> [$$(date -u +%T)] pytest compat (WIRE_TARGET=memcached)"; \
 	WIRE_TARGET=memcached $(PYTEST) $(PYTEST_FLAGS) $(PYTEST_PAR) compat
 
 memccapable: $(SERVER_DEPS)
-	@echo "==> memccapable"
+	@echo "==> [$$(date -u +%T)] memccapable"
 	MEMCCAPABLE_BINARY=yes timeout 600 scripts/memccapable.sh
 
 capacity: $(SERVER_DEPS)
-	@echo "==> capacity"
+	@echo "==> [$$(date -u +%T)] capacity"
 	timeout 600 $(VPY) scripts/capacity.py
 
 concurrency: $(SERVER_DEPS)
-	@echo "==> concurrency"
+	@echo "==> [$$(date -u +%T)] concurrency"
 	timeout 600 $(VPY) scripts/concurrency.py --secs $(CONCURRENCY_SECS)
-	@echo "==> concurrency, compression on (small dictionaries, retrained as values change)"
+	@echo "==> [$$(date -u +%T)] concurrency, compression on (small dictionaries, retrained as values change)"
 	timeout 600 $(VPY) scripts/concurrency.py --secs $(CONCURRENCY_SECS) --expect-compressed --server-arg=-o \
 	  --server-arg=compression=on,compression_dict_size=1k,compression_train_bytes=16k,compression_sample=1
 
@@ -291,7 +291,7 @@ concurrency: $(SERVER_DEPS)
 BENCH_OUT ?= target/bench
 bench: deps build
 	@for f in bench/scenarios/*.toml; do \
-	  echo "==> strata-bench scenario $$f"; \
+	  echo "==> [$$(date -u +%T)] strata-bench scenario $$f"; \
 	  target/release/strata-bench scenario "$$f" --out $(BENCH_OUT); \
 	done
 
