@@ -1,5 +1,5 @@
 //! A file system in memory that loses power: the backend of the crash
-//! simulator (`crates/persist/tests/crash_sim.rs`), and of any test that
+//! simulator (`crates/persist/tests/integration/crash_sim/`), and of any test that
 //! wants to know what a disk keeps when the machine stops at a given I/O
 //! operation — snapshots and logs written from their start, and flash
 //! files written at offsets, under the same rules.

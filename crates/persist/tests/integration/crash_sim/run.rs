@@ -13,7 +13,7 @@ use strata_store::{
     StoreError, StoreOutcome, Worker,
 };
 
-use crate::model::{apply, visible, History, Op, Outcome, State, Val, MAX_VALUE};
+use super::model::{apply, visible, History, Op, Outcome, State, Val, MAX_VALUE};
 
 /// Process lifetimes per schedule (each ends in a clean stop or a crash).
 pub const RUNS: usize = 3;
