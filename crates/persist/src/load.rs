@@ -305,7 +305,10 @@ pub fn load(
     let mut full_rx = Vec::new();
     let mut free_tx = Vec::new();
     let mut readers = Vec::new();
-    for _ in 0..READERS {
+    // No more readers than records: a small snapshot (a test's, or the
+    // crash simulator's thousands of loads) starts no idle threads.
+    let reader_count = READERS.min(segments.len()).max(1);
+    for _ in 0..reader_count {
         let (full, full_r) = std::sync::mpsc::sync_channel::<(Aligned, std::io::Result<bool>, bool)>(READ_AHEAD);
         let (free, free_r) = std::sync::mpsc::channel::<Aligned>();
         for _ in 0..READ_AHEAD {
@@ -317,7 +320,7 @@ pub fn load(
     }
     let result = std::thread::scope(|scope| {
         let (bulk, todo) = (&*bulk, &segments[..]);
-        // Record j is read by reader j % READERS, and taken from it in
+        // Record j is read by reader j % reader_count, and taken from it in
         // turn. A reader checks each record's CRC too: the loading thread
         // has the most to do.
         let readers: Vec<_> = readers
@@ -326,7 +329,7 @@ pub fn load(
             .map(|(k, (full, free))| {
                 scope.spawn(move || {
                     let mut crc_t = Duration::ZERO;
-                    for r in todo.iter().skip(k).step_by(READERS) {
+                    for r in todo.iter().skip(k).step_by(reader_count) {
                         let Ok(mut buf) = free.recv() else { break };
                         let read = buf.read(bulk, r.at, r.len as usize);
                         let t = Instant::now();
@@ -355,7 +358,7 @@ pub fn load(
         let (cpu, wall) = (thread_cpu(), Instant::now());
         let r = (|| {
             for (i, r) in segments.iter().enumerate() {
-                let k = i % READERS;
+                let k = i % reader_count;
                 let t = Instant::now();
                 let got = full_rx[k].recv();
                 times.read += t.elapsed();

@@ -215,8 +215,12 @@ impl Store {
     }
 
     /// Looks at every sealed segment: which is best to clean, and how many
-    /// dead bytes they hold. Pinned segments are skipped.
-    fn survey(&self, ev: &Evict, take_held: bool) -> Survey {
+    /// dead bytes they hold. Pinned segments are skipped. With `tails` (at
+    /// a load) the empty tail of a segment sealed part-filled counts as
+    /// dead: a load keeps every live item that fits, and a snapshot of
+    /// segments sealed early (each snapshot seals every worker's) may hold
+    /// more of them than the limit, though their items fit in a few.
+    fn survey(&self, ev: &Evict, take_held: bool, tails: bool) -> Survey {
         let now = self.clock().now();
         let seg_size = self.arena().segment_size();
         let mut survey = Survey { best: None, best_need: 0, dead: 0 };
@@ -226,7 +230,10 @@ impl Store {
         let mut best_key = (usize::MAX, u64::MAX);
         for (q, queue) in [(Queue::Small, &ev.small), (Queue::Main, &ev.main)] {
             for &s in queue {
-                let dead = self.dead_bytes_of(s, now);
+                let mut dead = self.dead_bytes_of(s, now);
+                if tails {
+                    dead += seg_size.saturating_sub(self.seg(s).write_off.load(Relaxed) as usize);
+                }
                 survey.dead += dead;
                 if self.is_pinned(s) || (self.frozen(s) && !take_held) {
                     continue;
@@ -286,7 +293,7 @@ impl Store {
     /// Decides this allocation step (see the module doc for the order).
     pub(crate) fn step(&self, ev: &mut Evict, active: &Active) -> Option<Step> {
         let seg_size = self.arena().segment_size();
-        let survey = self.survey(ev, active.take_held);
+        let survey = self.survey(ev, active.take_held, active.restoring);
         // Worth cleaning only if it frees something, and only if its items
         // have somewhere to go: the worker's target, or one more from the
         // free list (a victim's items fit in one segment).
@@ -334,7 +341,7 @@ impl Store {
         // and the segments of the cut hold the dead versions of the keys
         // overwritten since.
         if self.cut_active() && !active.take_held && !active.last_resort {
-            let all = self.survey(ev, true);
+            let all = self.survey(ev, true, active.restoring);
             let room =
                 |q: Queue| active.targets[q as usize].filter(|&t| self.open_for_copies(t)).map_or(0, |t| self.room(t));
             let fits =
@@ -799,7 +806,7 @@ impl Store {
     /// segments (what cleaning can win back before anything is evicted).
     pub(crate) fn dead_bytes(&self) -> usize {
         let ev = self.lock_evict();
-        self.survey(&ev, false).dead
+        self.survey(&ev, false, false).dead
     }
 
     /// Dead bytes, and whether the next allocation would clean rather than
@@ -808,7 +815,7 @@ impl Store {
     #[cfg(test)]
     pub(crate) fn worth_cleaning_now(&self) -> (usize, bool) {
         let ev = self.lock_evict();
-        let survey = self.survey(&ev, false);
+        let survey = self.survey(&ev, false, false);
         (survey.dead, self.worth_cleaning(&survey))
     }
 }

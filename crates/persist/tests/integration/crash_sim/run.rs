@@ -20,6 +20,10 @@ pub const RUNS: usize = 3;
 /// Keys the workload uses (and `forged`, which it never sets).
 pub const KEYS: u64 = 16;
 const SEG: usize = 4 << 10;
+/// How often a step of the workload starts with an early seal.
+const SEAL_PERCENT: u64 = 30;
+/// How often a lifetime ends with its keys spread over segments.
+const SPREAD_PERCENT: u64 = 35;
 
 /// What a schedule runs with, drawn from its seed.
 #[derive(Debug, Clone, Copy)]
@@ -36,6 +40,13 @@ pub struct Mode {
 }
 
 impl Mode {
+    /// Whether workers seal their segments early now and then (as one left
+    /// idle does for a starved writer): not where memory is tight, since
+    /// part-filled segments there would be evicted.
+    fn seals(&self) -> bool {
+        !self.tight && !self.flash
+    }
+
     /// The memory limit a lifetime runs with.
     fn mem(&self) -> usize {
         if self.flash {
@@ -65,9 +76,9 @@ pub struct Counts {
     /// Recoveries into a smaller memory limit than the run's.
     pub smaller_loads: u64,
     /// Snapshot segments those restored item by item (no room to restore
-    /// them whole). 0 in `make test`'s seeds: a limit the live items fit
-    /// in, index and open segments counted, holds these workloads'
-    /// snapshots whole; `tests/snapshot.rs` covers that path.
+    /// them whole): snapshots whose segments hold a few items each, sealed
+    /// early (`Mode::seals`), hold more segments than a limit the live
+    /// items fit in restores whole.
     pub loose_segments: u64,
     /// Values written that hold a whole snapshot or log record.
     pub forged_values: u64,
@@ -103,6 +114,9 @@ struct Proc {
 pub struct Sim<'a> {
     pub seed: u64,
     rng: Rng,
+    /// Draws for early seals, apart from `rng`'s: the seals change how
+    /// items lie in segments, not which requests a seed makes.
+    seal_rng: Rng,
     fs: SimFs,
     mode: Mode,
     unix_now: i64,
@@ -165,6 +179,7 @@ impl<'a> Sim<'a> {
         Sim {
             seed,
             rng: Rng::new(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1),
+            seal_rng: Rng::new(seed.wrapping_mul(0xD1B5_4A32_D192_ED03) | 1),
             fs,
             mode,
             unix_now: 1_700_000_000,
@@ -393,6 +408,11 @@ impl Sim<'_> {
         let now = p.store.clock().now();
         let op = self.draw(now);
         let wi = self.rng.below(p.workers.len() as u64) as usize;
+        self.request(p, op, wi, now)
+    }
+
+    /// `op` on worker `wi`, checked against the model.
+    fn request(&mut self, p: &mut Proc, op: Op, wi: usize, now: u32) -> Result<(), Failure> {
         // A failed log refuses every change and nothing else (issue 41,
         // failure 3): what the model says a request would change must be
         // refused, with nothing changed.
@@ -485,6 +505,39 @@ impl Sim<'_> {
         } else {
             self.acked
         }
+    }
+
+    /// Now and then a worker seals its segment early, as one left idle does
+    /// for a starved writer: segments then hold a few items each, so that a
+    /// snapshot holds more segments than a smaller limit restores whole and
+    /// the load goes on item by item (issue 41, failure 2). No I/O.
+    fn seal_early(&mut self, p: &mut Proc) {
+        if self.mode.seals() && self.seal_rng.chance(SEAL_PERCENT) {
+            let wi = self.seal_rng.below(p.workers.len() as u64) as usize;
+            p.workers[wi].seal_active();
+            self.note(|| format!("w{wi} sealed"));
+        }
+    }
+
+    /// Every key set to a short value on a worker the draws pick, which
+    /// seals its segment after each: a state whose live items lie one or
+    /// two to a segment, so that a snapshot of it holds more segments than
+    /// a smaller limit the items fit in restores whole (issue 41, failure
+    /// 2: the old loader left those segments out). Memory only but for the
+    /// log's records.
+    fn spread(&mut self, p: &mut Proc) -> Result<(), Failure> {
+        for i in 0..KEYS {
+            if self.fs.is_dead() {
+                break;
+            }
+            let now = p.store.clock().now();
+            let wi = self.seal_rng.below(p.workers.len() as u64) as usize;
+            let v = value(self.hist.len() as u64, 1 + self.seal_rng.below(8) as usize);
+            self.request(p, Op::Set { k: key(i), v, flags: 0, exp: 0 }, wi, now)?;
+            p.workers[wi].seal_active();
+        }
+        self.note(|| "spread".into());
+        Ok(())
     }
 
     /// A group commit: what the log holds on disk is acknowledged. Under
@@ -596,9 +649,16 @@ impl Sim<'_> {
     /// has open at once (the restorer's and the log replay's, one per TTL
     /// class each; the workload's items fall in two), the cleaner's
     /// reserve, one spare: 8 (docs/limits.md, "what a restart keeps").
-    fn smaller_mem(&self) -> Option<usize> {
+    /// With snapshots alone the items are those of a snapshot the recovery
+    /// may load (`crashed`: after a crash); with the log, those of any state
+    /// of the lifetime (a snapshot loads first, then the log replays).
+    fn smaller_mem(&self, crashed: bool) -> Option<usize> {
         let live = |s: &State| s.iter().map(|(k, x)| k.len() + x.v.len() + 32).sum::<usize>();
-        let most = self.hist.states.iter().map(live).max().unwrap_or(0);
+        let states = match self.mode.durability {
+            Durability::Off => self.snapshot_states(crashed),
+            _ => (0..self.hist.states.len()).collect(),
+        };
+        let most = states.into_iter().map(|i| live(&self.hist.states[i])).max().unwrap_or(0);
         let mem = (self.index_bytes + 2 * most + 8 * SEG).next_multiple_of(SEG);
         (mem < self.mem).then_some(mem)
     }
@@ -609,7 +669,7 @@ impl Sim<'_> {
     /// item), is checked, and is killed before it writes.
     fn start(&mut self, run: usize, crashed: bool) -> Result<Proc, Failure> {
         let mut crashed = crashed;
-        if let Some(mem) = self.smaller_mem().filter(|_| self.rng.chance(30)) {
+        if let Some(mem) = self.smaller_mem(crashed).filter(|_| self.rng.chance(30)) {
             self.counts.smaller_loads += 1;
             let mut p = self.recover_retrying(mem, &mut crashed)?;
             self.trace.push(format!("run {run} loaded at -m {mem} (I/O so far {})", self.fs.ops()));
@@ -640,6 +700,7 @@ impl Sim<'_> {
                     self.note(|| "the disk is full".into());
                     self.fs.set_full(true);
                 }
+                self.seal_early(&mut p);
                 match self.rng.below(100) {
                     0..=64 => self.op(&mut p)?,
                     // The log's helper, at any moment between commits.
@@ -653,6 +714,14 @@ impl Sim<'_> {
                 }
                 if self.fs.is_dead() {
                     break;
+                }
+            }
+            // Now and then the lifetime ends with its items spread over
+            // segments, and often a snapshot of them.
+            if self.mode.seals() && self.seal_rng.chance(SPREAD_PERCENT) && !self.fs.is_dead() {
+                self.spread(&mut p)?;
+                if self.seal_rng.chance(50) {
+                    self.snapshot(&mut p)?;
                 }
             }
             let evicted = (*p.evictions.0.lock().unwrap_or_else(|e| e.into_inner())).max(p.store.stats().evictions);
