@@ -15,7 +15,7 @@ import subprocess
 import pytest
 
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
-BINARY = os.path.join(ROOT, "target", "compat-rust", "release", "strata-compat-rust")
+BINARY = os.path.join(ROOT, "target", "compat-rust", "debug", "strata-compat-rust")
 
 if not os.path.exists(BINARY):
     pytest.fail(f"{BINARY} is missing: `make build` builds it", pytrace=False)

@@ -108,13 +108,18 @@ pub(crate) mod testing {
     }
 
     /// A proptest configuration of `cases` cases (`miri` under Miri, where
-    /// proptest may not write its regression files either).
+    /// proptest may not write its regression files either, and draws with
+    /// XorShift: seeding ChaCha for each case was most of a property
+    /// test's time there, sampled with `-Zmiri-report-progress`).
     pub fn proptest_config(cases: u32, miri: u32) -> proptest::test_runner::Config {
+        use proptest::test_runner::RngAlgorithm;
         let default = proptest::test_runner::Config::default();
         let failure_persistence = if cfg!(miri) { None } else { default.failure_persistence.clone() };
+        let rng_algorithm = if cfg!(miri) { RngAlgorithm::XorShift } else { default.rng_algorithm };
         proptest::test_runner::Config {
             cases: scaled(cases as usize, miri as usize) as u32,
             failure_persistence,
+            rng_algorithm,
             ..default
         }
     }
