@@ -169,19 +169,17 @@ fuzz:
 fuzz-all:
 	@for t in $(FUZZ_TARGETS); do $(MAKE) --no-print-directory fuzz FUZZ_TARGET=$$t || exit 1; done
 
-# Cargo.toml's rust-version is a claim this checks: the workspace's
-# libraries and binaries (what a user builds; the tests' dev-dependencies
-# are ours to upgrade), on that toolchain, with Cargo.lock as it is (a
-# dependency update that needs a newer compiler fails here, not on a
-# user's machine).
+# Cargo.toml's rust-version is a claim this checks: the workspace with
+# every target, on that toolchain, with Cargo.lock as it is (a dependency
+# update that needs a newer compiler fails here, not on a user's machine).
 # Its own target directory: another toolchain's artifacts would displace
 # the stable ones.
 MSRV := $(shell sed -n 's/^rust-version = "\(.*\)"/\1/p' Cargo.toml)
 msrv:
 	@rustup toolchain list | grep -q "^$(MSRV)-" \
 	  || rustup toolchain install $(MSRV) --profile minimal
-	@echo "==> [$$(date -u +%T)] cargo +$(MSRV) check --workspace --lib --bins --locked"
-	CARGO_TARGET_DIR=target/msrv $(CARGO) +$(MSRV) check --quiet --workspace --lib --bins --locked
+	@echo "==> [$$(date -u +%T)] cargo +$(MSRV) check --workspace --all-targets --locked"
+	CARGO_TARGET_DIR=target/msrv $(CARGO) +$(MSRV) check --quiet --workspace --all-targets --locked
 
 # The Debian package, from the release build (scripts/build-deb.sh).
 deb: build
