@@ -32,7 +32,8 @@ def target():
 # Ports below the kernel's ephemeral range (32768 up), so that no outgoing
 # connection takes one between the check and the server's bind; each
 # pytest-xdist worker ("gw0", "gw1", ...) draws from its own slice, so that
-# two tests running at once never pick the same port.
+# two tests running at once never pick the same port (eight slices: a ninth
+# worker would share the first's).
 _PORT_LOW, _PORT_HIGH, _PORT_SLICE = 12000, 32000, 2500
 _next_port = None
 
