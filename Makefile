@@ -247,7 +247,7 @@ miri-setup:
 	  || rustup toolchain install $(NIGHTLY) --profile minimal
 	@rustup component list --toolchain $(NIGHTLY) --installed | grep -q "^miri" \
 	  || rustup component add --toolchain $(NIGHTLY) miri rust-src
-	@$(CARGO) +$(NIGHTLY) miri setup >/dev/null
+	+@$(CARGO) +$(NIGHTLY) miri setup >/dev/null
 
 # The sysroot and the test binary for Miri (its own target directory):
 # make test builds them beside the production build.
