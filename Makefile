@@ -80,22 +80,12 @@ SERVER_DEPS := deps $(if $(filter memcached,$(WIRE_TARGET)),,build)
 # `make -n` runs them).
 # Their output comes out whole, a stage at a time (--output-sync). The
 # toolchains they need are installed first, one at a time (rustup).
-# Then Miri runs at nice 19 while the server suites run: they leave
-# about a third of the two cores idle (a test waits on its server), which
-# Miri takes without slowing them (the scheduler gives it what they leave).
-# Its output follows theirs (target/miri-test.log meanwhile).
 SIDE_BY_SIDE := release-bin compat-bin msrv fuzz-check miri-build
-SERVER_STAGES := package pytest wire-epoll wire-flash compat-memcached memccapable capacity concurrency
+LATER_STAGES := fmt clippy unit miri package pytest wire-epoll wire-flash compat-memcached memccapable capacity concurrency
 test: deps
 	@$(MAKE) --no-print-directory test-bin msrv-setup miri-setup
 	@$(MAKE) --no-print-directory -j3 --output-sync=target $(SIDE_BY_SIDE)
-	@$(MAKE) --no-print-directory fmt clippy unit
-	@echo "==> [$$(date -u +%T)] make miri at nice 19 beside the server suites (output: target/miri-test.log, printed after them)"
-	@nice -n 19 $(MAKE) --no-print-directory miri >target/miri-test.log 2>&1 & m=$$!; \
-	s=0; $(MAKE) --no-print-directory $(SERVER_STAGES) || s=$$?; \
-	r=0; wait $$m || r=$$?; \
-	echo "==> [$$(date -u +%T)] make miri (ran beside the server suites)"; cat target/miri-test.log; \
-	[ $$s -eq 0 ] && [ $$r -eq 0 ] || { echo "make test: failed (server suites: $$s, miri: $$r)"; exit 1; }
+	@$(MAKE) --no-print-directory $(LATER_STAGES)
 	@echo "==> [$$(date -u +%T)] make test: all stages passed"
 
 deps: apt venv node java
