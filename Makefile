@@ -136,14 +136,13 @@ java:
 # The binary the wire, compat and flash suites run (tests/harness.py): the
 # release build with the test hooks (hidden flags and commands; the cargo
 # feature test-hooks, docs/design.md "Test hooks"), copied to its own path.
-# target/release/strata stays the production build: the second cargo build
-# puts it back (both builds are kept, so that costs nothing once built).
-# The two share every dependency's artifacts (both build the whole workspace:
-# with -p strata alone, cargo would unify the dependencies' features
-# differently and build them, and all that uses them, a third time); only
-# the crates with hooks, persist and the final link are built twice.
-# test-bin leaves the test build at target/release/strata until
-# release-bin puts the production one back: `make build` runs both.
+# target/release/strata is the production build once release-bin has run
+# after it (`make build` runs both; both builds are kept, so putting one
+# back costs nothing once built). The two share every dependency's
+# artifacts (both build the whole workspace: with -p strata alone, cargo
+# would unify the dependencies' features differently and build them, and
+# all that uses them, a third time); only the crates with hooks, persist
+# and the final link are built twice.
 TEST_BIN := target/release/strata-test
 test-bin:
 	@echo "==> [$$(date -u +%T)] cargo build --release --features strata/test-hooks (-> $(TEST_BIN))"

@@ -164,7 +164,15 @@ fn a_parked_operation_may_read_its_own_record_and_nothing_else() {
     // As if its record had been let go before the connection ran again.
     let resumed = Reading::Resumed(ticket);
     waits(read_as(&mut t, &key(8), resumed));
-    assert_eq!(ready(read_as(&mut t, &key(7), resumed)), Ok(Some(value(7, 1))), "its own is read here and now");
+    // Seen once in make test (2026-11-29, not in 360 runs alone): key 7
+    // waited again, for Ticket(4472). The message names both tickets: the
+    // same address would be a resumed read refused, another one a record
+    // of key 7 that moved or a chain read of another key's record first.
+    let own = match read_as(&mut t, &key(7), resumed) {
+        Flow::Ready(r) => r,
+        Flow::Wait(again) => panic!("resumed with {ticket:?}, key 7 waits again for {again:?}"),
+    };
+    assert_eq!(own, Ok(Some(value(7, 1))), "its own is read here and now");
     finished(&mut t, &sig);
     assert_eq!(ready(read(&mut t, &key(8))), Ok(Some(value(8, 1))));
 }
