@@ -436,7 +436,7 @@ fn threads_share_the_store() {
             let s = s.clone();
             std::thread::spawn(move || {
                 let mut w = s.worker();
-                for i in 0..scaled(20_000, 60) as u32 {
+                for i in 0..scaled(20_000, 100) as u32 {
                     let k = format!("k{}", i % 500);
                     let v = format!("{k}:{t}:{i}");
                     let _ = w.set(SetOp::Set, k.as_bytes(), 0, 0, v.as_bytes());
