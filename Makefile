@@ -1,6 +1,6 @@
 # Strata: build, lint and test.
 #
-#   make test         everything, in order (what CI runs through .ci/run)
+#   make test         everything (what CI runs through .ci/run; the order is at `test:`)
 #   make deps         apt packages (if missing) + Python venv (if requirements changed)
 #                     + compat/node's npm packages (if package-lock.json changed)
 #                     + compat/java's jars (if pom.xml changed)
