@@ -72,21 +72,34 @@ SERVER_DEPS := deps $(if $(filter memcached,$(WIRE_TARGET)),,build)
 .PHONY: msrv deb package bench test deps apt venv node java build test-bin release-bin compat-bin lint fmt clippy unit pytest wire wire-epoll wire-flash compat compat-memcached \
         memccapable capacity concurrency clean-venv fuzz fuzz-all fuzz-check miri miri-setup miri-build msrv-setup
 
-# Stages in order, but for one group run side by side: the production
-# build spends most of its time in its single-threaded fat-LTO link, which
-# leaves a core to the test client's build, the MSRV check, the fuzz check
-# and Miri's build (each in its own target directory; cargo shares make's
-# job slots: their cargo lines start with `+`, which also means that
-# `make -n` runs them).
-# Their output comes out whole, a stage at a time (--output-sync). The
-# toolchains they need are installed first, one at a time (rustup).
-SIDE_BY_SIDE := release-bin compat-bin msrv fuzz-check miri-build
-LATER_STAGES := fmt clippy unit miri package pytest wire-epoll wire-flash compat-memcached memccapable capacity concurrency
+# The stages that only need the CPU run as one graph under make -j3 (CPU
+# below): what must come in turn is chained (TEST_CHAIN=1, below), the
+# rest fills the cores. The release builds end in single-threaded fat-LTO
+# links, cargo's test run is mostly the crash simulator's one thread, Miri
+# interprets two test processes one core each and ends on the longer
+# one: side by side each uses the core the other leaves idle. Output comes
+# out whole, a stage at a time (--output-sync). Cargo lines start with
+# `+` to take make's job slots (which also means `make -n` runs them).
+# The toolchains are installed first, one at a time (rustup). Then the
+# server-facing suites, in turn: they time their servers' replies.
+CPU_STAGES := fmt unit compat-bin msrv fuzz-check miri
+LATER_STAGES := package pytest wire-epoll wire-flash compat-memcached memccapable capacity concurrency
 test: deps
-	@$(MAKE) --no-print-directory test-bin msrv-setup miri-setup
-	@$(MAKE) --no-print-directory -j3 --output-sync=target $(SIDE_BY_SIDE)
+	@$(MAKE) --no-print-directory msrv-setup miri-setup
+	@$(MAKE) --no-print-directory -j3 --output-sync=target TEST_CHAIN=1 $(CPU_STAGES)
 	@$(MAKE) --no-print-directory $(LATER_STAGES)
 	@echo "==> [$$(date -u +%T)] make test: all stages passed"
+
+# In make test, the stages that share target/release run in this order:
+# the test build is copied before the production build replaces it,
+# clippy reuses the build scripts both ran, and cargo never waits on
+# target/release's lock while holding a job slot. Alone, each stands by
+# itself.
+ifeq ($(TEST_CHAIN),1)
+release-bin: test-bin
+clippy: release-bin
+unit: clippy
+endif
 
 deps: apt venv node java
 
@@ -146,7 +159,7 @@ java:
 TEST_BIN := target/release/strata-test
 test-bin:
 	@echo "==> [$$(date -u +%T)] cargo build --release --features strata/test-hooks (-> $(TEST_BIN))"
-	$(CARGO) build --release --features strata/test-hooks
+	+$(CARGO) build --release --features strata/test-hooks
 	cp -f target/release/strata $(TEST_BIN)
 
 release-bin:
@@ -163,7 +176,7 @@ lint: fmt clippy fuzz-check
 
 fmt:
 	@echo "==> [$$(date -u +%T)] cargo fmt --check"
-	$(CARGO) fmt --all -- --check
+	+$(CARGO) fmt --all -- --check
 
 # Twice: every target with the test hooks on (the unit tests turn them on
 # anyway), and the production build's code without them. --release: the
@@ -172,9 +185,9 @@ fmt:
 # without it, 47 s with it).
 clippy:
 	@echo "==> [$$(date -u +%T)] cargo clippy"
-	$(CARGO) clippy --release --workspace --all-targets --features strata/test-hooks -- -D warnings
+	+$(CARGO) clippy --release --workspace --all-targets --features strata/test-hooks -- -D warnings
 	@echo "==> [$$(date -u +%T)] cargo clippy (production build: no test hooks)"
-	$(CARGO) clippy --release --workspace -- -D warnings
+	+$(CARGO) clippy --release --workspace -- -D warnings
 
 # The fuzz crate is outside the workspace; make sure it still type-checks
 # (without compiling libFuzzer's C++, which only `make fuzz` links).
@@ -219,7 +232,7 @@ package: deps deb
 
 unit:
 	@echo "==> [$$(date -u +%T)] cargo test --release --workspace"
-	$(CARGO) test --release --workspace
+	+$(CARGO) test --release --workspace
 
 # The store is where most unsafe code is (arena.rs and its callers); Miri runs its unit tests
 # (sized for Miri, about a thousand times slower: tests that fill megabytes
@@ -250,13 +263,13 @@ miri-setup:
 	+@$(CARGO) +$(NIGHTLY) miri setup >/dev/null
 
 # The sysroot and the test binary for Miri (its own target directory):
-# make test builds them beside the production build.
+# make test builds them while the release builds link.
 miri-build: miri-setup
 	@echo "==> [$$(date -u +%T)] cargo miri test -p strata-store --no-run"
 	+MIRIFLAGS="$(MIRIFLAGS_stacked)" $(CARGO) +$(NIGHTLY) miri test -p strata-store --lib -q --no-run
 
 miri: miri-build
-	@for m in $(MIRI_MODELS); do \
+	+@for m in $(MIRI_MODELS); do \
 	  echo "==> [$$(date -u +%T)] cargo miri test -p strata-store ($$m borrows, two processes)"; \
 	  case $$m in stacked) f="$(MIRIFLAGS_stacked)";; tree) f="$(MIRIFLAGS_tree)";; *) echo "unknown model $$m"; exit 2;; esac; \
 	  MIRIFLAGS="$$f" $(CARGO) +$(NIGHTLY) miri test -p strata-store --lib -q -- --exact $(MIRI_HEAVY) & pid=$$!; \
