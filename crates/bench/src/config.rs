@@ -205,6 +205,10 @@ pub enum Mode {
     Capacity,
     /// Cache-aside (get, set on miss) over a key space larger than memory.
     HitRatio,
+    /// A trace's requests in order (`replay`; gets set on a miss), hit
+    /// ratio measured after the first `warmup_ops` lines (default: the
+    /// warm-up the trace's JSON names).
+    Replay,
 }
 
 /// One measurement's knobs. Defaults are in [`Workload::default`].
@@ -243,6 +247,8 @@ pub struct Workload {
     /// Capacity mode: keep writing this fraction beyond the first eviction.
     pub overfill: f64,
     pub seed: u64,
+    /// Replay mode: the trace file (`crate::trace`'s format).
+    pub replay: Option<std::path::PathBuf>,
 }
 
 impl Default for Workload {
@@ -267,6 +273,7 @@ impl Default for Workload {
             warmup_ops: 0,
             overfill: 0.1,
             seed: 1,
+            replay: None,
         }
     }
 }
@@ -298,6 +305,9 @@ impl Workload {
             if r.is_nan() || r <= 0.0 {
                 return bad("rate must be positive".into());
             }
+        }
+        if (self.mode == Mode::Replay) != self.replay.is_some() {
+            return bad("mode replay and a replay trace go together".into());
         }
         if self.duration_secs.is_nan() || self.duration_secs <= 0.0 && self.ops.is_none() {
             return bad("needs a positive duration_secs or ops".into());

@@ -3,7 +3,9 @@
 //! requests in flight; in open-loop mode each request has a due time and
 //! its latency counts from then, so a stalled server is charged for the
 //! requests it kept waiting (no coordinated omission). Replies are matched
-//! to requests in order and parsed by [`crate::proto`].
+//! to requests in order and parsed by [`crate::proto`]. With
+//! [`Plan::trace`] on, each thread keeps the requests it issued
+//! ([`crate::trace`]), numbered in the order the whole phase issued them.
 
 use std::collections::VecDeque;
 use std::io;
@@ -21,6 +23,7 @@ use rustls::ClientConfig;
 use crate::gen::{write_key, KeyChooser, Values};
 use crate::proto::{self, Kind, Protocol};
 use crate::report::{band_of, BANDS};
+use crate::trace::{self, Rec};
 
 /// Why a load thread stopped early.
 #[derive(Debug, thiserror::Error)]
@@ -41,7 +44,7 @@ pub enum DriverError {
 
 /// Where requests' keys come from.
 #[derive(Debug)]
-pub enum Source {
+pub enum Source<'a> {
     /// The request mix: sets with probability `set_share`, else gets of
     /// `multiget` keys, keys drawn from the chooser.
     Mix { set_share: f64, multiget: u16, keys: KeyChooser },
@@ -49,13 +52,19 @@ pub enum Source {
     Fill { next: AtomicU64, limit: u64 },
     /// Cache-aside: get a key; on a miss, set it.
     CacheAside { keys: KeyChooser },
+    /// A trace's lines in order, shared by every connection: a get (on a
+    /// miss, a set: cache-aside, as a simulator inserts on a miss) or a
+    /// set, with the line's size.
+    Replay { recs: &'a [Rec], next: AtomicU64 },
 }
 
 /// What all threads of one phase share.
 pub struct Plan<'a> {
     pub protocol: Protocol,
-    pub source: Source,
+    pub source: Source<'a>,
     pub values: &'a Values,
+    /// Keep the issued requests ([`Totals::trace`]).
+    pub trace: bool,
     pub key_size: usize,
     pub pipeline: usize,
     /// Open loop: requests per second per connection.
@@ -68,17 +77,28 @@ pub struct Plan<'a> {
 }
 
 impl Plan<'_> {
-    /// Takes the next request slot, if the phase still has one.
-    fn take(&self) -> bool {
+    /// Takes the next request slot, if the phase still has one: its
+    /// number in the phase's order of issue.
+    fn take(&self) -> Option<u64> {
         if self.stop.load(Relaxed) {
-            return false;
+            return None;
         }
+        let slot = self.issued.fetch_add(1, Relaxed);
         match self.limit {
-            Some(l) => self.issued.fetch_add(1, Relaxed) < l,
-            None => {
-                self.issued.fetch_add(1, Relaxed);
-                true
+            Some(l) if slot >= l => None,
+            _ => Some(slot),
+        }
+    }
+
+    /// Value bytes of key `index` (generated), or the first `len` of one
+    /// value as long as the trace's longest (replay: `values` are fixed).
+    fn value(&self, index: u64, len: u32) -> &[u8] {
+        match self.source {
+            Source::Replay { .. } => {
+                let v = self.values.value(0);
+                &v[..(len as usize).min(v.len())]
             }
+            _ => self.values.value(index),
         }
     }
 }
@@ -100,6 +120,8 @@ pub struct Totals {
     pub bands: [Bytes; BANDS],
     /// Nanoseconds from when a request was due to its reply.
     pub latency: Histogram<u64>,
+    /// The requests issued, when the plan keeps them (unordered).
+    pub trace: Vec<Rec>,
 }
 
 /// Gets and hits, and the value bytes they asked for and got; a miss
@@ -144,6 +166,7 @@ impl Totals {
             bands: [Bytes::default(); BANDS],
             // 1 ns to 100 s at 3 significant figures; the bounds are valid.
             latency: Histogram::new_with_bounds(1, 100_000_000_000, 3).unwrap_or_else(|_| unreachable!()),
+            trace: Vec::new(),
         }
     }
 
@@ -159,6 +182,7 @@ impl Totals {
             a.add(b);
         }
         let _ = self.latency.add(&o.latency);
+        self.trace.extend_from_slice(&o.trace);
     }
 }
 
@@ -171,6 +195,8 @@ impl Default for Totals {
 struct Pending {
     kind: Kind,
     key: u64,
+    /// Value length of `key` (of the first key of a multi-get).
+    len: u32,
     due: Instant,
 }
 
@@ -180,8 +206,8 @@ struct Conn {
     wpos: usize,
     rbuf: Vec<u8>,
     inflight: VecDeque<Pending>,
-    /// Keys whose get missed, to be set (cache-aside).
-    refill: VecDeque<u64>,
+    /// Keys (and value lengths) whose get missed, to be set (cache-aside).
+    refill: VecDeque<(u64, u32)>,
     next_due: Instant,
     done: bool,
 }
@@ -192,6 +218,8 @@ impl Conn {
     /// Queues requests until the pipeline is full (or none is due).
     fn fill(&mut self, plan: &Plan<'_>, interval: Option<Duration>, now: Instant, rng: &mut SmallRng, t: &mut Totals) {
         let mut key = Vec::with_capacity(plan.key_size);
+        let key_size = plan.key_size as u32;
+        let len_of = |index: u64| plan.values.len_of(index) as u32;
         while !self.done && self.inflight.len() < plan.pipeline {
             let due = match interval {
                 Some(_) if self.next_due > now => break,
@@ -202,28 +230,17 @@ impl Conn {
                 }
                 None => now,
             };
-            if !plan.take() {
+            let Some(slot) = plan.take() else {
                 self.done = true;
                 break;
-            }
-            let set = |this: &mut Conn, index: u64, key: &mut Vec<u8>| {
-                key.clear();
-                write_key(key, index, plan.key_size);
-                proto::encode_set(plan.protocol, &mut this.wbuf, key, plan.values.value(index));
-                this.inflight.push_back(Pending { kind: Kind::Set, key: index, due });
             };
-            let get = |this: &mut Conn, indices: &[u64]| {
-                let mut keys = Vec::with_capacity(indices.len() * plan.key_size);
-                for &i in indices {
-                    write_key(&mut keys, i, plan.key_size);
+            let mut keep = |op, index: u64, len: u32| {
+                if plan.trace {
+                    t.trace.push(Rec { seq: slot, key: index, size: key_size + len, op });
                 }
-                let n = indices.len();
-                proto::encode_get(plan.protocol, &mut this.wbuf, keys.chunks(plan.key_size));
-                let kind = Kind::Get(n as u16);
-                this.inflight.push_back(Pending { kind, key: indices[0], due });
             };
-            if let Some(index) = self.refill.pop_front() {
-                set(self, index, &mut key);
+            if let Some((index, len)) = self.refill.pop_front() {
+                self.set(plan, &mut key, index, len, due);
                 t.sets += 1;
                 continue;
             }
@@ -234,29 +251,68 @@ impl Conn {
                         self.done = true;
                         break;
                     }
-                    set(self, index, &mut key);
+                    keep(trace::Op::Set, index, len_of(index));
+                    self.set(plan, &mut key, index, len_of(index), due);
                     t.sets += 1;
                 }
                 Source::Mix { set_share, multiget, keys } => {
                     if rng.random_bool(*set_share) {
                         let index = keys.next(rng);
-                        set(self, index, &mut key);
+                        keep(trace::Op::Set, index, len_of(index));
+                        self.set(plan, &mut key, index, len_of(index), due);
                         t.sets += 1;
                     } else {
                         let indices: Vec<u64> = (0..*multiget).map(|_| keys.next(rng)).collect();
-                        get(self, &indices);
+                        for &i in &indices {
+                            keep(trace::Op::Get, i, len_of(i));
+                        }
+                        self.get(plan, &indices, len_of(indices[0]), due);
                         t.gets += 1;
                         t.keys += indices.len() as u64;
                     }
                 }
                 Source::CacheAside { keys } => {
                     let index = keys.next(rng);
-                    get(self, &[index]);
+                    keep(trace::Op::Get, index, len_of(index));
+                    self.get(plan, &[index], len_of(index), due);
                     t.gets += 1;
                     t.keys += 1;
                 }
+                Source::Replay { recs, next } => {
+                    let Some(r) = usize::try_from(next.fetch_add(1, Relaxed)).ok().and_then(|i| recs.get(i)) else {
+                        self.done = true;
+                        break;
+                    };
+                    let len = r.size.saturating_sub(key_size);
+                    keep(r.op, r.key, len);
+                    if r.op == trace::Op::Set {
+                        self.set(plan, &mut key, r.key, len, due);
+                        t.sets += 1;
+                    } else {
+                        self.get(plan, &[r.key], len, due);
+                        t.gets += 1;
+                        t.keys += 1;
+                    }
+                }
             }
         }
+    }
+
+    fn set(&mut self, plan: &Plan<'_>, key: &mut Vec<u8>, index: u64, len: u32, due: Instant) {
+        key.clear();
+        write_key(key, index, plan.key_size);
+        proto::encode_set(plan.protocol, &mut self.wbuf, key, plan.value(index, len));
+        self.inflight.push_back(Pending { kind: Kind::Set, key: index, len, due });
+    }
+
+    fn get(&mut self, plan: &Plan<'_>, indices: &[u64], len: u32, due: Instant) {
+        let mut keys = Vec::with_capacity(indices.len() * plan.key_size);
+        for &i in indices {
+            write_key(&mut keys, i, plan.key_size);
+        }
+        proto::encode_get(plan.protocol, &mut self.wbuf, keys.chunks(plan.key_size));
+        let kind = Kind::Get(indices.len() as u16);
+        self.inflight.push_back(Pending { kind, key: indices[0], len, due });
     }
 
     /// Writes what it can without blocking.
@@ -310,13 +366,13 @@ impl Conn {
             t.misses += u64::from(reply.misses);
             t.errors += u64::from(reply.error);
             if p.kind == Kind::Get(1) && !reply.error {
-                let len = plan.values.len_of(p.key);
+                let len = p.len as usize;
                 t.bands[band_of(len)].count(len, reply.hits > 0);
             }
             let nanos = u64::try_from(now.saturating_duration_since(p.due).as_nanos()).unwrap_or(u64::MAX);
             t.latency.saturating_record(nanos.max(1));
             if refill && reply.misses > 0 {
-                self.refill.push_back(p.key);
+                self.refill.push_back((p.key, p.len));
             }
             self.inflight.pop_front();
             plan.completed.fetch_add(1, Relaxed);
@@ -367,7 +423,7 @@ pub fn run_thread(
             done: false,
         });
     }
-    let refill = matches!(plan.source, Source::CacheAside { .. });
+    let refill = matches!(plan.source, Source::CacheAside { .. } | Source::Replay { .. });
     let mut stopped_at: Option<Instant> = None;
     loop {
         let now = Instant::now();

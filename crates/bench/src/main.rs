@@ -19,6 +19,7 @@ mod proto;
 mod report;
 mod server;
 mod tls;
+mod trace;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -86,6 +87,11 @@ struct Common {
     /// host noise decides nothing, paired rounds do.
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=100))]
     repeat: u32,
+    /// Write each workload's request sequence (of its first measurement)
+    /// to <out>/<scenario>.<workload>.trace.csv, with a .json beside it:
+    /// libCacheSim's CSV, for bench/policies.py.
+    #[arg(long, requires = "out")]
+    trace: bool,
 }
 
 #[derive(Args)]
@@ -144,6 +150,9 @@ struct RunArgs {
     overfill: f64,
     #[arg(long, default_value_t = 1)]
     seed: u64,
+    /// Replay mode: the trace to replay (as --trace writes it).
+    #[arg(long)]
+    replay: Option<PathBuf>,
     /// Memory for every server, MB.
     #[arg(long, default_value_t = 1024)]
     memory_mb: u64,
@@ -216,6 +225,7 @@ fn run_cmd(a: RunArgs, command_line: String) -> Result<(), BenchError> {
         warmup_ops: a.warmup_ops,
         overfill: a.overfill,
         seed: a.seed,
+        replay: a.replay,
     };
     w.validate()?;
     let mut runs = toml::Table::new();
@@ -298,6 +308,7 @@ fn measure(
     for w in workloads {
         let mut w = w.clone();
         w.duration_secs *= common.time_scale;
+        let replay = load_replay(&mut w)?;
         let servers: Vec<ServerKind> = match common.addr {
             Some(_) => vec![common.servers.first().copied().unwrap_or(ServerKind::Memcached)],
             None => scenario.servers.clone(),
@@ -318,9 +329,13 @@ fn measure(
                     1 => format!("{}/{} {kind}", scenario.name, w.name),
                     n => format!("{}/{} {kind} (round {}/{n})", scenario.name, w.name, round + 1),
                 };
-                let mut r = measure_one(&target, &w, &label, common.quiet)
+                let record = common.trace && round == 0 && kind == order[0];
+                let (mut r, recorded) = measure_one(&target, &w, &label, common.quiet, &replay, record)
                     .map_err(|source| BenchError::Driver { server: label.clone(), source })?;
                 r.round = round;
+                if let (Some(t), Some(dir)) = (recorded, &common.out) {
+                    write_trace(dir, scenario, &w, kind, &t)?;
+                }
                 if !common.quiet {
                     eprintln!(
                         "{label}: {:.0} ops/s, p99 {:.0} µs, server CPU {} µs/op",
@@ -451,11 +466,19 @@ fn phase(
     Ok(PhaseOut { totals, elapsed, first_eviction_at })
 }
 
-fn new_plan<'a>(w: &Workload, protocol: Protocol, values: &'a Values, source: Source, limit: Option<u64>) -> Plan<'a> {
+fn new_plan<'a>(
+    w: &Workload,
+    protocol: Protocol,
+    values: &'a Values,
+    source: Source<'a>,
+    limit: Option<u64>,
+    trace: bool,
+) -> Plan<'a> {
     Plan {
         protocol,
         source,
         values,
+        trace,
         key_size: w.key_size(),
         pipeline: w.pipeline,
         conn_rate: w.rate.map(|r| r / w.connections as f64),
@@ -466,23 +489,109 @@ fn new_plan<'a>(w: &Workload, protocol: Protocol, values: &'a Values, source: So
     }
 }
 
-fn measure_one(target: &Target, w: &Workload, label: &str, quiet: bool) -> Result<RunResult, driver::DriverError> {
+/// Replay mode: the trace's lines, and the workload fitted to them: key
+/// count from the largest id, key size from the trace's JSON (else the
+/// smallest that holds the ids), values as long as the longest line, the
+/// warm-up from the JSON unless `warmup_ops` is given.
+fn load_replay(w: &mut Workload) -> Result<Vec<trace::Rec>, BenchError> {
+    let Some(path) = w.replay.clone() else { return Ok(Vec::new()) };
+    let (recs, skipped) = trace::read(&path).map_err(|e| BenchError::Other(e.to_string()))?;
+    if skipped > 0 {
+        eprintln!("strata-bench: {}: {skipped} lines neither get nor set, left out", path.display());
+    }
+    let meta: Option<trace::Meta> =
+        std::fs::read(trace::meta_path(&path)).ok().and_then(|j| serde_json::from_slice(&j).ok());
+    w.keys = recs.iter().map(|r| r.key).max().map_or(1, |k| k + 1);
+    if let Some(m) = &meta {
+        if w.key_size == 0 && m.key_size >= gen::min_key_size(w.keys) {
+            w.key_size = m.key_size;
+        }
+        if w.warmup_ops == 0 {
+            w.warmup_ops = m.warmup.min(recs.len() as u64);
+        }
+    }
+    let longest = recs.iter().map(|r| r.size as usize).max().unwrap_or(0).saturating_sub(w.key_size());
+    w.value_size = ValueSize::Fixed(longest.max(1));
+    w.validate()?;
+    Ok(recs)
+}
+
+/// Writes a recorded request sequence beside the report.
+fn write_trace(
+    dir: &std::path::Path,
+    scenario: &Scenario,
+    w: &Workload,
+    kind: ServerKind,
+    (recs, warmup): &(Vec<trace::Rec>, u64),
+) -> Result<(), BenchError> {
+    let path = dir.join(format!("{}.{}.trace.csv", scenario.name, w.name));
+    let failed = |source| BenchError::Write { path: path.display().to_string(), source };
+    std::fs::create_dir_all(dir).map_err(failed)?;
+    let meta = trace::Meta {
+        scenario: scenario.name.clone(),
+        workload: w.name.clone(),
+        server: kind.to_string(),
+        memory_mb: scenario.memory_mb,
+        warmup: *warmup,
+        requests: recs.len() as u64,
+        key_size: w.key_size(),
+    };
+    trace::write(&path, recs, &meta).map_err(failed)?;
+    eprintln!("strata-bench: {} requests of {} in {}", recs.len(), w.name, path.display());
+    Ok(())
+}
+
+/// One measurement; with `record`, also the requests it sent (in order)
+/// and how many of them came before the measured phase.
+type Recorded = Option<(Vec<trace::Rec>, u64)>;
+
+fn measure_one(
+    target: &Target,
+    w: &Workload,
+    label: &str,
+    quiet: bool,
+    replay: &[trace::Rec],
+    record: bool,
+) -> Result<(RunResult, Recorded), driver::DriverError> {
     let protocol = if target.kind == ServerKind::Redis { Protocol::Resp } else { w.protocol };
     let values = Values::new(w.value_size, w.seed, w.keys);
     let keys = KeyChooser::new(w.key_dist, w.keys).map_err(driver::DriverError::Setup)?;
+    let mut recorded = Vec::new();
+    let keep = |recorded: &mut Vec<trace::Rec>, out: &mut PhaseOut| {
+        let mut t = std::mem::take(&mut out.totals.trace);
+        // Stable: a multi-get's keys share their request's number.
+        t.sort_by_key(|r| r.seq);
+        recorded.extend(t);
+    };
     // Warm-up phases are closed loop, pipelined, unmeasured.
     let mut warm = w.clone();
     warm.rate = None;
     warm.pipeline = w.pipeline.max(16);
+    let unmeasured = |source| new_plan(&warm, protocol, &values, source, None, record);
     if w.warms_up() {
-        let source = Source::Fill { next: AtomicU64::new(0), limit: w.keys };
-        let plan = new_plan(&warm, protocol, &values, source, None);
-        phase(target, &warm, &plan, Watch::Duration(Duration::MAX), &format!("{label} warm-up"), quiet)?;
+        let plan = unmeasured(Source::Fill { next: AtomicU64::new(0), limit: w.keys });
+        keep(
+            &mut recorded,
+            &mut phase(target, &warm, &plan, Watch::Duration(Duration::MAX), &format!("{label} warm-up"), quiet)?,
+        );
     }
     if w.mode == Mode::HitRatio && w.warmup_ops > 0 {
-        let plan = new_plan(&warm, protocol, &values, Source::CacheAside { keys: keys.clone() }, Some(w.warmup_ops));
-        phase(target, &warm, &plan, Watch::Duration(Duration::MAX), &format!("{label} warm-up"), quiet)?;
+        let mut plan = unmeasured(Source::CacheAside { keys: keys.clone() });
+        plan.limit = Some(w.warmup_ops);
+        keep(
+            &mut recorded,
+            &mut phase(target, &warm, &plan, Watch::Duration(Duration::MAX), &format!("{label} warm-up"), quiet)?,
+        );
     }
+    let split = usize::try_from(w.warmup_ops).unwrap_or(usize::MAX).min(replay.len());
+    if w.mode == Mode::Replay && split > 0 {
+        let plan = unmeasured(Source::Replay { recs: &replay[..split], next: AtomicU64::new(0) });
+        keep(
+            &mut recorded,
+            &mut phase(target, &warm, &plan, Watch::Duration(Duration::MAX), &format!("{label} warm-up"), quiet)?,
+        );
+    }
+    let warmup = recorded.len() as u64;
     let (source, watch, limit) = match w.mode {
         Mode::Load => (
             Source::Mix { set_share: w.ratio.set_share(), multiget: w.multiget, keys },
@@ -495,11 +604,16 @@ fn measure_one(target: &Target, w: &Workload, label: &str, quiet: bool) -> Resul
         Mode::HitRatio => {
             (Source::CacheAside { keys }, Watch::Duration(Duration::from_secs_f64(w.duration_secs)), w.ops)
         }
+        Mode::Replay => {
+            (Source::Replay { recs: &replay[split..], next: AtomicU64::new(0) }, Watch::Duration(Duration::MAX), w.ops)
+        }
     };
-    let plan = new_plan(w, protocol, &values, source, limit);
+    let plan = new_plan(w, protocol, &values, source, limit, record);
     let cpu0 = target.cpu();
     let me0 = self_cpu();
-    let out = phase(target, w, &plan, watch, label, quiet)?;
+    let mut out = phase(target, w, &plan, watch, label, quiet)?;
+    keep(&mut recorded, &mut out);
+    let recorded = record.then_some((recorded, warmup));
     let cpu = target.cpu().zip(cpu0).map(|(a, b)| a - b);
     let me = self_cpu().zip(me0).map(|(a, b)| a - b);
     let t = &out.totals;
@@ -527,7 +641,7 @@ fn measure_one(target: &Target, w: &Workload, label: &str, quiet: bool) -> Resul
     for b in &t.bands {
         sized.add(b);
     }
-    Ok(RunResult {
+    let result = RunResult {
         workload: w.clone(),
         server: target.kind.to_string(),
         version: target.version.clone(),
@@ -561,5 +675,6 @@ fn measure_one(target: &Target, w: &Workload, label: &str, quiet: bool) -> Resul
         write_amplification,
         capacity,
         round: 0,
-    })
+    };
+    Ok((result, recorded))
 }

@@ -219,7 +219,14 @@ fn describe(w: &Workload) -> String {
     if w.mode == Mode::Load {
         let _ = write!(d, ", {}:{} set:get", w.ratio.sets, w.ratio.gets);
     }
-    let _ = write!(d, ", {} B values, {} keys {}", w.value_size, w.keys, w.key_dist);
+    match &w.replay {
+        Some(t) => {
+            let _ = write!(d, ", replay of {}", t.display());
+        }
+        None => {
+            let _ = write!(d, ", {} B values, {} keys {}", w.value_size, w.keys, w.key_dist);
+        }
+    }
     if let Some(r) = w.rate {
         let _ = write!(d, ", open loop {r:.0}/s");
     }
