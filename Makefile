@@ -17,6 +17,7 @@
 #   make unit         cargo test --release --workspace
 #   make pytest       the Python suites: tests/wire, tests/tool (strata-bench) and compat
 #   make bench        every bench/scenarios/*.toml side by side (strata, memcached, redis)
+#   make bench-venv   .venv-bench: libcachesim for bench/policies.py (requirements-bench.txt)
 #   make wire|compat  one of them
 #   make wire-epoll   the wire suite with the workers on epoll (-o io=epoll)
 #   make memccapable  libmemcached's memccapable protocol checker
@@ -53,7 +54,7 @@ PYTEST_WORKERS ?= 3
 PYTEST_PAR := $(if $(filter 0,$(PYTEST_WORKERS)),,-n $(PYTEST_WORKERS))
 REQUIREMENTS := requirements-test.txt
 REQ_STAMP := $(VENV)/.requirements-test.installed
-APT_PACKAGES := memcached openssl dpkg-dev binutils libmemcached-tools redis-server nodejs npm sasl2-bin prometheus systemd nutcracker libmemcached-dev zlib1g-dev php-cli php-memcached default-jdk-headless maven
+APT_PACKAGES := memcached openssl dpkg-dev binutils libmemcached-tools redis-server nodejs npm sasl2-bin prometheus systemd nutcracker libmemcached-dev zlib1g-dev libzstd-dev pkg-config php-cli php-memcached default-jdk-headless maven
 NODE_DIR := compat/node
 NODE_LOCK := $(NODE_DIR)/package-lock.json
 NODE_STAMP := $(NODE_DIR)/node_modules/.installed
@@ -69,7 +70,7 @@ WIRE_DIR := $(wildcard tests/wire)
 # production one), unless they run against memcached.
 SERVER_DEPS := deps $(if $(filter memcached,$(WIRE_TARGET)),,build)
 
-.PHONY: msrv deb package bench test deps apt venv node java build test-bin release-bin compat-bin lint fmt clippy unit pytest wire wire-epoll wire-flash compat compat-memcached \
+.PHONY: msrv deb package bench bench-venv test deps apt venv node java build test-bin release-bin compat-bin lint fmt clippy unit pytest wire wire-epoll wire-flash compat compat-memcached \
         memccapable capacity concurrency clean-venv fuzz fuzz-all fuzz-check miri miri-setup miri-build msrv-setup
 
 # The stages that only need the CPU run as one graph under make -j3 (CPU
@@ -211,13 +212,17 @@ fuzz-all:
 # Its own target directory: another toolchain's artifacts would displace
 # the stable ones.
 MSRV := $(shell sed -n 's/^rust-version = "\(.*\)"/\1/p' Cargo.toml)
+# Builds that link nothing of zstd's (a type check, Miri, which calls no C)
+# take the system's headers through pkg-config instead of compiling zstd's
+# C library again: 66 s of one core each (libzstd-dev, make deps).
+NO_ZSTD_C := ZSTD_SYS_USE_PKG_CONFIG=1
 msrv-setup:
 	@rustup toolchain list | grep -q "^$(MSRV)-" \
 	  || rustup toolchain install $(MSRV) --profile minimal
 
 msrv: msrv-setup
 	@echo "==> [$$(date -u +%T)] cargo +$(MSRV) check --workspace --all-targets --locked"
-	+CARGO_TARGET_DIR=target/msrv $(CARGO) +$(MSRV) check --quiet --workspace --all-targets --locked
+	+$(NO_ZSTD_C) CARGO_TARGET_DIR=target/msrv $(CARGO) +$(MSRV) check --quiet --workspace --all-targets --locked
 
 # The Debian package, from the release build (scripts/build-deb.sh).
 deb: build
@@ -230,9 +235,11 @@ package: deps deb
 	@echo "==> [$$(date -u +%T)] pytest tests/pkg (the Debian package)"
 	STRATA_PKG_TEST=1 $(PYTEST) $(PYTEST_FLAGS) tests/pkg
 
+# --tests (lib, bins, integration tests): no doc-test pass (the crates have no doc tests;
+# rustdoc would still compile each crate for none: ~25 s of a core).
 unit:
-	@echo "==> [$$(date -u +%T)] cargo test --release --workspace"
-	+$(CARGO) test --release --workspace
+	@echo "==> [$$(date -u +%T)] cargo test --release --workspace --tests"
+	+$(CARGO) test --release --workspace --tests
 
 # The store is where most unsafe code is (arena.rs and its callers); Miri runs its unit tests
 # (sized for Miri, about a thousand times slower: tests that fill megabytes
@@ -266,14 +273,14 @@ miri-setup:
 # make test builds them while the release builds link.
 miri-build: miri-setup
 	@echo "==> [$$(date -u +%T)] cargo miri test -p strata-store --no-run"
-	+MIRIFLAGS="$(MIRIFLAGS_stacked)" $(CARGO) +$(NIGHTLY) miri test -p strata-store --lib -q --no-run
+	+$(NO_ZSTD_C) MIRIFLAGS="$(MIRIFLAGS_stacked)" $(CARGO) +$(NIGHTLY) miri test -p strata-store --lib -q --no-run
 
 miri: miri-build
 	+@for m in $(MIRI_MODELS); do \
 	  echo "==> [$$(date -u +%T)] cargo miri test -p strata-store ($$m borrows, two processes)"; \
 	  case $$m in stacked) f="$(MIRIFLAGS_stacked)";; tree) f="$(MIRIFLAGS_tree)";; *) echo "unknown model $$m"; exit 2;; esac; \
-	  MIRIFLAGS="$$f" $(CARGO) +$(NIGHTLY) miri test -p strata-store --lib -q -- --exact $(MIRI_HEAVY) & pid=$$!; \
-	  rest=0; MIRIFLAGS="$$f" $(CARGO) +$(NIGHTLY) miri test -p strata-store --lib -q -- --exact \
+	  $(NO_ZSTD_C) MIRIFLAGS="$$f" $(CARGO) +$(NIGHTLY) miri test -p strata-store --lib -q -- --exact $(MIRI_HEAVY) & pid=$$!; \
+	  rest=0; $(NO_ZSTD_C) MIRIFLAGS="$$f" $(CARGO) +$(NIGHTLY) miri test -p strata-store --lib -q -- --exact \
 	    $(addprefix --skip ,$(MIRI_HEAVY)) || rest=$$?; \
 	  heavy=0; wait $$pid || heavy=$$?; \
 	  [ $$heavy -eq 0 ] && [ $$rest -eq 0 ] || { echo "miri: failed (heavy $$heavy, rest $$rest)"; exit 1; }; \
@@ -335,7 +342,17 @@ concurrency: $(SERVER_DEPS)
 
 # Benchmarks, not tests: minutes per scenario; results under BENCH_OUT.
 BENCH_OUT ?= target/bench
-bench: deps build
+BENCH_VENV := .venv-bench
+BENCH_REQ_STAMP := $(BENCH_VENV)/.requirements-bench.installed
+bench-venv:
+	@test -x $(BENCH_VENV)/bin/python || $(PYTHON) -m venv $(BENCH_VENV)
+	@if ! cmp -s requirements-bench.txt $(BENCH_REQ_STAMP); then \
+	  echo "==> [$$(date -u +%T)] pip install -r requirements-bench.txt ($(BENCH_VENV))"; \
+	  $(BENCH_VENV)/bin/python -m pip install -q --disable-pip-version-check -r requirements-bench.txt; \
+	  cp requirements-bench.txt $(BENCH_REQ_STAMP); \
+	fi
+
+bench: deps build bench-venv
 	@for f in bench/scenarios/*.toml; do \
 	  echo "==> [$$(date -u +%T)] strata-bench scenario $$f"; \
 	  target/release/strata-bench scenario "$$f" --out $(BENCH_OUT); \
