@@ -71,3 +71,45 @@ def test_open_loop_holds_the_rate(tmp_path):
     report, _ = run(tmp_path, "--rate", "2000", "--duration", "1.5", "--keys", "100", "-c", "2", servers="strata")
     (r,) = report["runs"]
     assert 2500 <= r["requests"] <= 3500
+
+
+def test_a_traced_run_replays_to_the_same_counts(tmp_path):
+    """--trace writes what the run sent (libCacheSim's CSV: the gets of a
+    cache-aside run, the warm-up's count in the JSON); a replay of it sends
+    the same gets, and a cache that evicts nothing hits on every get but
+    each key's first."""
+    report, out = run(
+        tmp_path, "--mode", "hit-ratio", "--keys", "400", "--key-dist", "zipf:0.9", "--value-size", "100-300",
+        "--warmup-ops", "1000", "--ops", "2000", "-c", "4", "--pipeline", "4", "--trace", servers="strata",
+    )
+    (r,) = report["runs"]
+    trace = out / "run.run.trace.csv"
+    meta = json.loads((out / "run.run.trace.csv.json").read_text())
+    lines = trace.read_text().splitlines()
+    assert lines[0] == "time,obj_id,obj_size,op,ttl"
+    rows = [line.split(",") for line in lines[1:]]
+    assert [int(t) for t, *_ in rows] == list(range(1, len(rows) + 1))
+    assert {op for *_, op, _ in rows} == {"get"}
+    # The measured phase's gets are the lines after the warm-up.
+    assert meta["requests"] == len(rows) and len(rows) - meta["warmup"] == r["gets"]
+    assert meta["server"] == "strata" and meta["memory_mb"] == 64 and meta["key_size"] == 14
+    # A key's size is the same on every line: 14-byte key + its value.
+    sizes = {}
+    for _, key, size, *_ in rows:
+        assert sizes.setdefault(key, size) == size and 114 <= int(size) <= 314
+
+    out2 = tmp_path / "replay"
+    cmd = [BENCH, "run", "-q", "--server", "strata,memcached", "--out", str(out2), "--memory-mb", "64",
+           "--mode", "replay", "--replay", str(trace), "-c", "4", "--pipeline", "4"]
+    p = subprocess.run(cmd, capture_output=True, timeout=120)
+    assert p.returncode == 0, p.stderr.decode(errors="replace")
+    measured = rows[meta["warmup"]:]
+    seen_before = {key for _, key, *_ in rows[: meta["warmup"]]}
+    for rr in json.loads((out2 / "run.json").read_text())["runs"]:
+        assert rr["gets"] == len(measured) and rr["errors"] == 0
+        # A miss is a key's first get (then it is set): nothing is evicted
+        # from 64 MB. Slack: a get of a key whose set is still in flight
+        # (16 requests in flight at most), and the sets still queued when
+        # the warm-up's last line went (16 at most).
+        firsts = len({key for _, key, *_ in measured} - seen_before)
+        assert firsts <= rr["misses"] <= firsts + 32, (rr["server"], rr["misses"], firsts)
