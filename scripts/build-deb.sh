@@ -14,8 +14,9 @@
 set -euo pipefail
 
 cd "$(dirname "$0")/.."
-BIN=${STRATA_PROD_BIN:-target/release/strata}
-OUT=target/debian
+TARGET=${CARGO_TARGET_DIR:-target}
+BIN=${STRATA_PROD_BIN:-$TARGET/release/strata}
+OUT=$TARGET/debian
 [ -x "$BIN" ] || { echo "build-deb: no $BIN (cargo build --release first)" >&2; exit 1; }
 # Never the test build (cargo feature test-hooks, target/release/strata-test):
 # it parses --debug-flash-writes before --version exits, a production build
@@ -95,28 +96,17 @@ License: BSD-3-Clause
  ARISING IN ANY WAY OUT OF THE USE OF THIS SOFTWARE, EVEN IF ADVISED OF THE
  POSSIBILITY OF SUCH DAMAGE.
 HEAD
-  cargo metadata --format-version 1 --locked --offline --filter-platform "$(rustc -vV | sed -n 's/^host: //p')" |
-    python3 -c '
-import json, sys
-m = json.load(sys.stdin)
-pk = {p["id"]: p for p in m["packages"]}
-nodes = {n["id"]: n for n in m["resolve"]["nodes"]}
-root = next(p["id"] for p in m["packages"] if p["name"] == "strata")
-seen, todo = set(), [root]
-while todo:
-    i = todo.pop()
-    if i in seen:
-        continue
-    seen.add(i)
-    for d in nodes[i]["deps"]:
-        if any(k["kind"] is None for k in d["dep_kinds"]):
-            todo.append(d["pkg"])
-linked = [pk[i] for i in seen if pk[i]["source"] is not None
-          and not all("proc-macro" in t["kind"] for t in pk[i]["targets"])]
-for p in sorted(linked, key=lambda p: p["name"]):
-    print("\nFiles: crate " + p["name"] + " " + p["version"] + "\nCopyright: its authors\nLicense: "
-          + (p["license"] or "see the crate"))
-'
+  # cargo tree walks normal dependencies only (no dev-dependencies, which a
+  # machine that only ran `cargo build --release` has not downloaded, and
+  # no proc-macros or build dependencies, which are not linked); path
+  # crates (strata's own, "(/path)") are strata's licence above.
+  cargo tree -p strata -e normal,no-proc-macro --target "$(rustc -vV | sed -n 's/^host: //p')" \
+      --prefix none --format '{p}|{l}' --locked --offline |
+    grep -v ' (' | sort -u |
+    while IFS='|' read -r pkg licence; do
+      printf '\nFiles: crate %s %s\nCopyright: its authors\nLicense: %s\n' \
+        "${pkg%% v*}" "${pkg##* v}" "${licence:-see the crate}"
+    done
 } >"$STAGE"/usr/share/doc/strata/copyright
 chmod 0644 "$STAGE"/usr/share/doc/strata/copyright
 
