@@ -5,16 +5,18 @@
 #                     + compat/node's npm packages (if package-lock.json changed)
 #                     + compat/java's jars (if pom.xml changed)
 #   make build        test-bin, release-bin and compat-bin
-#   make test-bin     target/release/strata-test: the release build with the test
+#   make test-bin     target/$(PROFILE)/strata-test: the release build with the test
 #                     hooks (cargo feature test-hooks), which the test suites run
 #   make release-bin  cargo build --release (target/release/strata, production)
+#                     (PROFILE=ci, as make test sets it: the same builds in the
+#                     ci profile, target/ci/; Cargo.toml says why)
 #   make compat-bin   compat/rust's test client (target/compat-rust)
 #   make lint         cargo fmt --check + cargo clippy -D warnings
 #   make msrv         cargo check with Cargo.toml's rust-version toolchain (rustup
 #                     installs it if missing), the lock file as it is
 #   make deb          target/debian/strata_<version>_amd64.deb (scripts/build-deb.sh)
 #   make package      builds the .deb, installs it, serves from it, purges it
-#   make unit         cargo test --release --workspace
+#   make unit         cargo test --workspace --tests (the release profile)
 #   make pytest       the Python suites: tests/wire, tests/tool (strata-bench) and compat
 #   make bench        every bench/scenarios/*.toml side by side (strata, memcached, redis)
 #   make bench-venv   .venv-bench: libcachesim for bench/policies.py (requirements-bench.txt)
@@ -32,7 +34,7 @@
 #                     four in turn
 #
 # WIRE_TARGET=memcached runs the server-facing stages against Debian's
-# memcached instead of target/release/strata-test (and skips the cargo build).
+# memcached instead of target/$(PROFILE)/strata-test (and skips the cargo build).
 
 SHELL := /bin/bash
 .SHELLFLAGS := -eu -o pipefail -c
@@ -41,6 +43,13 @@ SHELL := /bin/bash
 export PATH := $(HOME)/.cargo/bin:$(PATH)
 
 CARGO ?= cargo
+# The cargo profile of the builds and tests (release; make test: ci) and
+# where its binaries land; the suites find them through these variables.
+PROFILE ?= release
+BIN_DIR := $(abspath $(or $(CARGO_TARGET_DIR),target))/$(PROFILE)
+export STRATA_BIN := $(BIN_DIR)/strata-test
+export STRATA_PROD_BIN := $(BIN_DIR)/strata
+export STRATA_BENCH_BIN := $(BIN_DIR)/strata-bench
 PYTHON ?= python3
 VENV := .venv
 VPY := $(VENV)/bin/python
@@ -87,14 +96,14 @@ CPU_STAGES := fmt unit compat-bin msrv fuzz-check miri
 LATER_STAGES := package pytest wire-epoll wire-flash compat-memcached memccapable capacity concurrency
 test: deps
 	@$(MAKE) --no-print-directory msrv-setup miri-setup
-	@$(MAKE) --no-print-directory -j3 --output-sync=target TEST_CHAIN=1 $(CPU_STAGES)
-	@$(MAKE) --no-print-directory $(LATER_STAGES)
+	@$(MAKE) --no-print-directory -j3 --output-sync=target TEST_CHAIN=1 PROFILE=ci $(CPU_STAGES)
+	@$(MAKE) --no-print-directory PROFILE=ci $(LATER_STAGES)
 	@echo "==> [$$(date -u +%T)] make test: all stages passed"
 
-# In make test, the stages that share target/release run in this order:
+# In make test, the stages that share target/ci run in this order:
 # the test build is copied before the production build replaces it,
 # clippy reuses the build scripts both ran, and cargo never waits on
-# target/release's lock while holding a job slot. Alone, each stands by
+# that directory's lock while holding a job slot. Alone, each stands by
 # itself.
 ifeq ($(TEST_CHAIN),1)
 release-bin: test-bin
@@ -149,23 +158,24 @@ java:
 
 # The binary the wire, compat and flash suites run (tests/harness.py): the
 # release build with the test hooks (hidden flags and commands; the cargo
-# feature test-hooks, docs/design.md "Test hooks"), copied to its own path.
-# target/release/strata is the production build once release-bin has run
+# feature test-hooks, docs/design.md "Test hooks"), copied to its own path
+# in target/$(PROFILE) (release, or ci under make test: Cargo.toml).
+# $(BIN_DIR)/strata is the production build once release-bin has run
 # after it (`make build` runs both; both builds are kept, so putting one
 # back costs nothing once built). The two share every dependency's
 # artifacts (both build the whole workspace: with -p strata alone, cargo
 # would unify the dependencies' features differently and build them, and
 # all that uses them, a third time); only the crates with hooks, persist
 # and the final link are built twice.
-TEST_BIN := target/release/strata-test
+TEST_BIN := $(BIN_DIR)/strata-test
 test-bin:
-	@echo "==> [$$(date -u +%T)] cargo build --release --features strata/test-hooks (-> $(TEST_BIN))"
-	+$(CARGO) build --release --features strata/test-hooks
-	cp -f target/release/strata $(TEST_BIN)
+	@echo "==> [$$(date -u +%T)] cargo build --profile $(PROFILE) --features strata/test-hooks (-> $(TEST_BIN))"
+	+$(CARGO) build --profile $(PROFILE) --features strata/test-hooks
+	cp -f $(BIN_DIR)/strata $(TEST_BIN)
 
 release-bin:
-	@echo "==> [$$(date -u +%T)] cargo build --release"
-	+$(CARGO) build --release
+	@echo "==> [$$(date -u +%T)] cargo build --profile $(PROFILE)"
+	+$(CARGO) build --profile $(PROFILE)
 
 compat-bin:
 	@echo "==> [$$(date -u +%T)] cargo build (compat/rust: the memcache crate's checks; a test client, unoptimised builds in half the time)"
@@ -180,15 +190,15 @@ fmt:
 	+$(CARGO) fmt --all -- --check
 
 # Twice: every target with the test hooks on (the unit tests turn them on
-# anyway), and the production build's code without them. --release: the
-# build scripts (zstd's C library, ring's) and proc macros the release
-# build already ran and compiled serve again (on a fresh clone: 84 s
-# without it, 47 s with it).
+# anyway), and the production build's code without them. In the builds'
+# profile: the build scripts (zstd's C library, ring's) and proc macros
+# those builds already ran and compiled serve again (on a fresh clone:
+# 84 s without it, 47 s with it).
 clippy:
 	@echo "==> [$$(date -u +%T)] cargo clippy"
-	+$(CARGO) clippy --release --workspace --all-targets --features strata/test-hooks -- -D warnings
+	+$(CARGO) clippy --profile $(PROFILE) --workspace --all-targets --features strata/test-hooks -- -D warnings
 	@echo "==> [$$(date -u +%T)] cargo clippy (production build: no test hooks)"
-	+$(CARGO) clippy --release --workspace -- -D warnings
+	+$(CARGO) clippy --profile $(PROFILE) --workspace -- -D warnings
 
 # The fuzz crate is outside the workspace; make sure it still type-checks
 # (without compiling libFuzzer's C++, which only `make fuzz` links).
@@ -224,8 +234,9 @@ msrv: msrv-setup
 	@echo "==> [$$(date -u +%T)] cargo +$(MSRV) check --workspace --all-targets --locked"
 	+$(NO_ZSTD_C) CARGO_TARGET_DIR=target/msrv $(CARGO) +$(MSRV) check --quiet --workspace --all-targets --locked
 
-# The Debian package, from the release build (scripts/build-deb.sh).
-deb: build
+# The Debian package, from the production build alone (scripts/build-deb.sh;
+# CARGO_TARGET_DIR is honoured, the .deb lands in its debian/).
+deb: release-bin
 	scripts/build-deb.sh
 
 # The package installed for real (dpkg -i), started with its own
@@ -238,8 +249,8 @@ package: deps deb
 # --tests (lib, bins, integration tests): no doc-test pass (the crates have no doc tests;
 # rustdoc would still compile each crate for none: ~25 s of a core).
 unit:
-	@echo "==> [$$(date -u +%T)] cargo test --release --workspace --tests"
-	+$(CARGO) test --release --workspace --tests
+	@echo "==> [$$(date -u +%T)] cargo test --profile $(PROFILE) --workspace --tests"
+	+$(CARGO) test --profile $(PROFILE) --workspace --tests
 
 # The store is where most unsafe code is (arena.rs and its callers); Miri runs its unit tests
 # (sized for Miri, about a thousand times slower: tests that fill megabytes
@@ -327,7 +338,7 @@ compat-memcached: $(SERVER_DEPS)
 
 memccapable: $(SERVER_DEPS)
 	@echo "==> [$$(date -u +%T)] memccapable"
-	MEMCCAPABLE_BINARY=yes timeout 600 scripts/memccapable.sh
+	STRATA_BIN=$(STRATA_PROD_BIN) MEMCCAPABLE_BINARY=yes timeout 600 scripts/memccapable.sh
 
 capacity: $(SERVER_DEPS)
 	@echo "==> [$$(date -u +%T)] capacity"
@@ -355,7 +366,7 @@ bench-venv:
 bench: deps build bench-venv
 	@for f in bench/scenarios/*.toml; do \
 	  echo "==> [$$(date -u +%T)] strata-bench scenario $$f"; \
-	  target/release/strata-bench scenario "$$f" --out $(BENCH_OUT); \
+	  $(STRATA_BENCH_BIN) scenario "$$f" --out $(BENCH_OUT); \
 	done
 
 clean-venv:

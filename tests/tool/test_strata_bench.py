@@ -11,10 +11,10 @@ import pytest
 
 from harness import ROOT
 
-BENCH = os.path.join(ROOT, "target", "release", "strata-bench")
+BENCH = os.environ.get("STRATA_BENCH_BIN", os.path.join(ROOT, "target", "release", "strata-bench"))
 
 # `make test` builds it; WIRE_TARGET=memcached runs skip the cargo build.
-pytestmark = pytest.mark.skipif(not os.path.exists(BENCH), reason="target/release/strata-bench not built")
+pytestmark = pytest.mark.skipif(not os.path.exists(BENCH), reason=f"{BENCH} not built")
 
 
 def run(tmp_path, *args, servers="strata,memcached"):
