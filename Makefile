@@ -8,15 +8,13 @@
 #   make test-bin     target/$(PROFILE)/strata-test: the release build with the test
 #                     hooks (cargo feature test-hooks), which the test suites run
 #   make release-bin  cargo build --release (target/release/strata, production)
-#                     (PROFILE=ci, as make test sets it: the same builds in the
-#                     ci profile, target/ci/; Cargo.toml says why)
 #   make compat-bin   compat/rust's test client (target/compat-rust)
 #   make lint         cargo fmt --check + cargo clippy -D warnings
 #   make msrv         cargo check with Cargo.toml's rust-version toolchain (rustup
 #                     installs it if missing), the lock file as it is
 #   make deb          target/debian/strata_<version>_amd64.deb (scripts/build-deb.sh)
 #   make package      builds the .deb, installs it, serves from it, purges it
-#   make unit         cargo test --workspace --tests (the release profile)
+#   make unit         cargo test --release --workspace --tests
 #   make pytest       the Python suites: tests/wire, tests/tool (strata-bench) and compat
 #   make bench        every bench/scenarios/*.toml side by side (strata, memcached, redis)
 #   make bench-venv   .venv-bench: libcachesim for bench/policies.py (requirements-bench.txt)
@@ -43,8 +41,9 @@ SHELL := /bin/bash
 export PATH := $(HOME)/.cargo/bin:$(PATH)
 
 CARGO ?= cargo
-# The cargo profile of the builds and tests (release; make test: ci) and
-# where its binaries land; the suites find them through these variables.
+# The cargo profile of the builds and tests (release) and where its
+# binaries land (CARGO_TARGET_DIR is honoured); the suites and scripts
+# find them through these variables.
 PROFILE ?= release
 BIN_DIR := $(abspath $(or $(CARGO_TARGET_DIR),target))/$(PROFILE)
 export STRATA_BIN := $(BIN_DIR)/strata-test
@@ -96,11 +95,11 @@ CPU_STAGES := fmt unit compat-bin msrv fuzz-check miri
 LATER_STAGES := package pytest wire-epoll wire-flash compat-memcached memccapable capacity concurrency
 test: deps
 	@$(MAKE) --no-print-directory msrv-setup miri-setup
-	@$(MAKE) --no-print-directory -j3 --output-sync=target TEST_CHAIN=1 PROFILE=ci $(CPU_STAGES)
-	@$(MAKE) --no-print-directory PROFILE=ci $(LATER_STAGES)
+	@$(MAKE) --no-print-directory -j3 --output-sync=target TEST_CHAIN=1 $(CPU_STAGES)
+	@$(MAKE) --no-print-directory $(LATER_STAGES)
 	@echo "==> [$$(date -u +%T)] make test: all stages passed"
 
-# In make test, the stages that share target/ci run in this order:
+# In make test, the stages that share target/release run in this order:
 # the test build is copied before the production build replaces it,
 # clippy reuses the build scripts both ran, and cargo never waits on
 # that directory's lock while holding a job slot. Alone, each stands by
@@ -159,7 +158,7 @@ java:
 # The binary the wire, compat and flash suites run (tests/harness.py): the
 # release build with the test hooks (hidden flags and commands; the cargo
 # feature test-hooks, docs/design.md "Test hooks"), copied to its own path
-# in target/$(PROFILE) (release, or ci under make test: Cargo.toml).
+# in target/$(PROFILE).
 # $(BIN_DIR)/strata is the production build once release-bin has run
 # after it (`make build` runs both; both builds are kept, so putting one
 # back costs nothing once built). The two share every dependency's
