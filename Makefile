@@ -232,7 +232,10 @@ deb: release-bin
 # The package installed for real (dpkg -i), started with its own
 # configuration file as its own user, talked to, stopped, purged:
 # tests/pkg/test_deb.py, which leaves the machine as it found it.
-package: deps deb
+# `build` first: both builds, in the order that leaves target/release/strata
+# the production one for the suites that run after (make deb alone builds
+# only that one).
+package: deps build deb
 	@echo "==> [$$(date -u +%T)] pytest tests/pkg (the Debian package)"
 	STRATA_PKG_TEST=1 $(PYTEST) $(PYTEST_FLAGS) tests/pkg
 
