@@ -5,7 +5,7 @@
 #                     + compat/node's npm packages (if package-lock.json changed)
 #                     + compat/java's jars (if pom.xml changed)
 #   make build        test-bin, release-bin and compat-bin
-#   make test-bin     target/$(PROFILE)/strata-test: the release build with the test
+#   make test-bin     target/release/strata-test: the release build with the test
 #                     hooks (cargo feature test-hooks), which the test suites run
 #   make release-bin  cargo build --release (target/release/strata, production)
 #   make compat-bin   compat/rust's test client (target/compat-rust)
@@ -32,7 +32,7 @@
 #                     four in turn
 #
 # WIRE_TARGET=memcached runs the server-facing stages against Debian's
-# memcached instead of target/$(PROFILE)/strata-test (and skips the cargo build).
+# memcached instead of target/release/strata-test (and skips the cargo build).
 
 SHELL := /bin/bash
 .SHELLFLAGS := -eu -o pipefail -c
@@ -41,11 +41,9 @@ SHELL := /bin/bash
 export PATH := $(HOME)/.cargo/bin:$(PATH)
 
 CARGO ?= cargo
-# The cargo profile of the builds and tests (release) and where its
-# binaries land (CARGO_TARGET_DIR is honoured); the suites and scripts
-# find them through these variables.
-PROFILE ?= release
-BIN_DIR := $(abspath $(or $(CARGO_TARGET_DIR),target))/$(PROFILE)
+# Where the release binaries land (CARGO_TARGET_DIR is honoured); the
+# suites and scripts find them through these variables.
+BIN_DIR := $(abspath $(or $(CARGO_TARGET_DIR),target))/release
 export STRATA_BIN := $(BIN_DIR)/strata-test
 export STRATA_PROD_BIN := $(BIN_DIR)/strata
 export STRATA_BENCH_BIN := $(BIN_DIR)/strata-bench
@@ -149,7 +147,7 @@ java:
 # The binary the wire, compat and flash suites run (tests/harness.py): the
 # release build with the test hooks (hidden flags and commands; the cargo
 # feature test-hooks, docs/design.md "Test hooks"), copied to its own path
-# in target/$(PROFILE).
+# in target/release.
 # $(BIN_DIR)/strata is the production build once release-bin has run
 # after it (`make build` runs both; both builds are kept, so putting one
 # back costs nothing once built). The two share every dependency's
@@ -159,13 +157,13 @@ java:
 # and the final link are built twice.
 TEST_BIN := $(BIN_DIR)/strata-test
 test-bin:
-	@echo "==> [$$(date -u +%T)] cargo build --profile $(PROFILE) --features strata/test-hooks (-> $(TEST_BIN))"
-	+$(CARGO) build --profile $(PROFILE) --features strata/test-hooks
+	@echo "==> [$$(date -u +%T)] cargo build --release --features strata/test-hooks (-> $(TEST_BIN))"
+	+$(CARGO) build --release --features strata/test-hooks
 	cp -f $(BIN_DIR)/strata $(TEST_BIN)
 
 release-bin:
-	@echo "==> [$$(date -u +%T)] cargo build --profile $(PROFILE)"
-	+$(CARGO) build --profile $(PROFILE)
+	@echo "==> [$$(date -u +%T)] cargo build --release"
+	+$(CARGO) build --release
 
 compat-bin:
 	@echo "==> [$$(date -u +%T)] cargo build (compat/rust: the memcache crate's checks; a test client, unoptimised builds in half the time)"
@@ -186,9 +184,9 @@ fmt:
 # 84 s without it, 47 s with it).
 clippy:
 	@echo "==> [$$(date -u +%T)] cargo clippy"
-	+$(CARGO) clippy --profile $(PROFILE) --workspace --all-targets --features strata/test-hooks -- -D warnings
+	+$(CARGO) clippy --release --workspace --all-targets --features strata/test-hooks -- -D warnings
 	@echo "==> [$$(date -u +%T)] cargo clippy (production build: no test hooks)"
-	+$(CARGO) clippy --profile $(PROFILE) --workspace -- -D warnings
+	+$(CARGO) clippy --release --workspace -- -D warnings
 
 # The fuzz crate is outside the workspace; make sure it still type-checks
 # (without compiling libFuzzer's C++, which only `make fuzz` links).
@@ -242,8 +240,8 @@ package: deps build deb
 # --tests (lib, bins, integration tests): no doc-test pass (the crates have no doc tests;
 # rustdoc would still compile each crate for none: ~25 s of a core).
 unit:
-	@echo "==> [$$(date -u +%T)] cargo test --profile $(PROFILE) --workspace --tests"
-	+$(CARGO) test --profile $(PROFILE) --workspace --tests
+	@echo "==> [$$(date -u +%T)] cargo test --release --workspace --tests"
+	+$(CARGO) test --release --workspace --tests
 
 # The store is where most unsafe code is (arena.rs and its callers); Miri runs its unit tests
 # (sized for Miri, about a thousand times slower: tests that fill megabytes

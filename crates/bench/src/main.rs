@@ -568,28 +568,22 @@ fn measure_one(
     warm.rate = None;
     warm.pipeline = w.pipeline.max(16);
     let unmeasured = |source| new_plan(&warm, protocol, &values, source, None, record);
+    let warm_up = |plan: &Plan<'_>| {
+        phase(target, &warm, plan, Watch::Duration(Duration::MAX), &format!("{label} warm-up"), quiet)
+    };
     if w.warms_up() {
         let plan = unmeasured(Source::Fill { next: AtomicU64::new(0), limit: w.keys });
-        keep(
-            &mut recorded,
-            &mut phase(target, &warm, &plan, Watch::Duration(Duration::MAX), &format!("{label} warm-up"), quiet)?,
-        );
+        keep(&mut recorded, &mut warm_up(&plan)?);
     }
     if w.mode == Mode::HitRatio && w.warmup_ops > 0 {
         let mut plan = unmeasured(Source::CacheAside { keys: keys.clone() });
         plan.limit = Some(w.warmup_ops);
-        keep(
-            &mut recorded,
-            &mut phase(target, &warm, &plan, Watch::Duration(Duration::MAX), &format!("{label} warm-up"), quiet)?,
-        );
+        keep(&mut recorded, &mut warm_up(&plan)?);
     }
     let split = usize::try_from(w.warmup_ops).unwrap_or(usize::MAX).min(replay.len());
     if w.mode == Mode::Replay && split > 0 {
         let plan = unmeasured(Source::Replay { recs: &replay[..split], next: AtomicU64::new(0) });
-        keep(
-            &mut recorded,
-            &mut phase(target, &warm, &plan, Watch::Duration(Duration::MAX), &format!("{label} warm-up"), quiet)?,
-        );
+        keep(&mut recorded, &mut warm_up(&plan)?);
     }
     let warmup = recorded.len() as u64;
     let (source, watch, limit) = match w.mode {
