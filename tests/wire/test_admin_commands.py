@@ -14,7 +14,7 @@ import time
 import pytest
 
 from harness import target
-from wirelib import advance_clock, assert_in_sync, expect, stats, stored
+from wirelib import advance_clock, assert_in_sync, expect, set_cmd, stats, stored
 
 TOOL = "/usr/share/memcached/scripts/memcached-tool"
 
@@ -207,6 +207,25 @@ def test_memcached_tool_display_has_a_row_per_size(make_server):
     rows = out.stdout.decode().splitlines()[1:]
     assert len(rows) == 4, out.stdout
     assert all(r.split()[4] == "3" for r in rows), rows
+    # Memory to spare: no class is full (memcached: its pages have free
+    # chunks; strata: the free memory would hold more of each size).
+    assert all(r.split()[5] == "no" for r in rows), rows
+
+
+@pytest.mark.not_over_flash("stats items and slabs count the items in memory")
+def test_memcached_tool_display_says_full_once_memory_is(make_server):
+    srv = make_server(["-m", "8"])
+    c = srv.connect()
+    value = b"x" * 2000
+    batch = 0
+    while int(stats(c)["evictions"]) == 0:
+        assert batch < 1000, "no eviction after 200 MB written into -m 8"
+        c.send(b"".join(set_cmd(f"full{batch}_{i}", value, noreply=True) for i in range(100)))
+        batch += 1
+    out = subprocess.run([TOOL, f"127.0.0.1:{srv.port}", "display"], capture_output=True, timeout=30, check=True)
+    rows = out.stdout.decode().splitlines()[1:]
+    assert len(rows) == 1, out.stdout
+    assert rows[0].split()[5] == "yes", rows
 
 
 @pytest.mark.strata_only

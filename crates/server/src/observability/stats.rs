@@ -721,6 +721,8 @@ fn slabs(shared: &Shared) -> Snapshot {
     // Bands holding items (memcached: classes with pages); items on flash
     // count in the first band without pages in memory (`bands.rs`).
     let active = bands.iter().filter(|b| b.items > 0).count() as u64;
+    // Memory new items may take before eviction starts.
+    let free_bytes = shared.store.room_before_eviction();
     for (i, b) in bands.iter().enumerate().filter(|(_, b)| b.segments > 0 || b.items > 0) {
         let n = i + 1;
         s.info(format!("{n}:chunk_size"), "The band's largest item, in bytes.", b.chunk_size);
@@ -731,11 +733,15 @@ fn slabs(shared: &Shared) -> Snapshot {
         );
         s.gauge(format!("{n}:total_pages"), "Segments in use holding items of this band.", b.segments);
         // Free memory is not set aside per size: every band's items are
-        // packed into the same segments, so a band has no free chunks.
-        s.gauge(format!("{n}:total_chunks"), "Items of this band (no chunks are set aside per size).", b.items);
+        // packed into the same segments, so a band's free chunks are the
+        // items of its size the memory left before eviction would hold
+        // (shared by every band), and it is full (memcached-tool's
+        // `Full?`) once eviction starts.
+        let free = free_bytes / u64::from(b.chunk_size.max(1));
+        s.gauge(format!("{n}:total_chunks"), "Items of this band and its free chunks.", b.items + free);
         s.gauge(format!("{n}:used_chunks"), "Items of this band.", b.items);
-        s.gauge(format!("{n}:free_chunks"), "Always 0: free memory is shared by every band.", 0u64);
-        s.gauge(format!("{n}:free_chunks_end"), "Always 0: free memory is shared by every band.", 0u64);
+        s.gauge(format!("{n}:free_chunks"), "Items of the band's size the free memory would hold.", free);
+        s.gauge(format!("{n}:free_chunks_end"), "Always 0, as in memcached 1.6.", 0u64);
         s.gauge(format!("{n}:mem_requested"), "Bytes of the band's items.", b.bytes);
     }
     // Segments in use, not the reserve less the free list: segments above
