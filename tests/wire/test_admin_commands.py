@@ -72,6 +72,15 @@ def test_noreply_forms_say_nothing(conn):
     assert_in_sync(conn)
 
 
+def test_a_crawl_of_an_empty_cache_is_ok(make_server):
+    # memcached starts its crawlers and they find nothing (issue 43).
+    c = make_server().connect()
+    for line in [b"lru_crawler crawl all", b"lru_crawler crawl 1", b"lru_crawler crawl 1,2", b"lru_crawler crawl 40"]:
+        expect(c, line + b"\r\n", b"OK\r\n")
+        wait_crawl(c)
+    assert_in_sync(c)
+
+
 def test_crawler_enable_and_disable(make_server):
     c = make_server().connect()
     stored(c, "k", b"v")
@@ -167,8 +176,9 @@ def test_crawl_unlinks_expired_items_only(make_server):
     assert (s["crawler_reclaimed"], s["curr_items"], s["lru_crawler_starts"]) == ("50", "150", "4")
     assert items[f"items:{large}:crawler_reclaimed"] == "50"
     assert items[f"items:{large}:number"] == "50"
-    # A class without items: memcached's NOTSTARTED.
-    expect(c, b"lru_crawler crawl 40\r\n", b"NOTSTARTED no items to crawl\r\n")
+    # A class without items: OK, as memcached (its crawler finds nothing).
+    expect(c, b"lru_crawler crawl 40\r\n", b"OK\r\n")
+    assert stats(c)["lru_crawler_starts"] == "4", "nothing to crawl: no crawl started"
 
 
 @pytest.mark.not_over_flash("stats items and slabs count the items in memory")

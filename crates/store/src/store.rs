@@ -129,6 +129,8 @@ pub struct Store {
     evicted_age: AtomicU32,
     /// Items counted by size (`bands.rs`).
     bands: crate::bands::Bands,
+    /// memcached's `stats sizes` histogram (off unless asked for).
+    sizes: crate::sizes::Sizes,
     /// Told of items evicted from memory while it wants them (`watch
     /// evictions`).
     evict_hook: std::sync::OnceLock<Arc<dyn EvictionWatcher>>,
@@ -260,6 +262,7 @@ impl Store {
             counters: Mutex::new(Vec::new()),
             evicted_age: AtomicU32::new(0),
             bands: crate::bands::Bands::new(cfg.size_classes, cfg.cas),
+            sizes: crate::sizes::Sizes::new(cfg.item_size_max),
             evict_hook: std::sync::OnceLock::new(),
             cut: Default::default(),
             starved: AtomicU64::new(0),
@@ -466,6 +469,7 @@ impl Store {
         st.items -= 1;
         st.bytes -= len as u64;
         self.band_unlinked(s, len, class_len);
+        self.sizes.unlinked(class_len);
         if stored != 0 {
             st.zitems -= 1;
             st.zplain -= plain;
@@ -478,6 +482,22 @@ impl Store {
         // seen by whoever finds the segment empty (`clear_segment`).
         m.live_items.fetch_sub(1, Release);
         m.live_bytes.fetch_sub(len as u32, Relaxed);
+    }
+
+    /// memcached's `stats sizes_enable` / `sizes_disable` (`-o
+    /// track_sizes` at start): counts items linked from now on by size.
+    pub fn track_sizes(&self, on: bool) {
+        if on {
+            self.sizes.enable();
+        } else {
+            self.sizes.disable();
+        }
+    }
+
+    /// `stats sizes`: `(size, items)` per 32-byte bucket holding items,
+    /// `None` while not tracking ([`Store::track_sizes`]).
+    pub fn item_sizes_report(&self) -> Option<Vec<(usize, u64)>> {
+        self.sizes.report()
     }
 
     /// The item at memory slot `s`: its stored bytes, memcached's size for
@@ -503,6 +523,7 @@ impl Store {
         st.items += 1;
         st.bytes += len as u64;
         self.band_linked(s, len, class_len);
+        self.sizes.linked(class_len);
         if stored != 0 {
             st.zitems += 1;
             st.zplain += plain;

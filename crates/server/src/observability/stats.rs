@@ -136,12 +136,12 @@ pub(crate) fn command(shared: &Shared, args: Tokens<'_>) -> Reply {
         Some(b"items") => items(shared),
         Some(b"slabs") => slabs(shared),
         Some(b"conns") => conns(shared),
-        // memcached without `-o track_sizes` and without extstore.
-        Some(b"sizes") => {
-            let mut s = Snapshot::default();
-            s.info("sizes_status", "Item size histogram (memcached's -o track_sizes): not kept.", "disabled");
-            s
+        Some(b"sizes") => sizes(shared),
+        Some(b"sizes_enable") | Some(b"sizes_disable") => {
+            shared.store.track_sizes(args.first() == Some(&&b"sizes_enable"[..]));
+            return Reply::Unterminated(sizes_status(shared));
         }
+        // memcached without extstore.
         Some(b"extstore") => Snapshot::default(),
         Some(b"detail") => {
             // memcached ignores anything after the subcommand.
@@ -592,7 +592,8 @@ fn settings(shared: &Shared) -> Snapshot {
         s.info("hot_max_factor", SET, format!("{:.2}", r.hot_max_factor));
         s.info("warm_max_factor", SET, format!("{:.2}", r.warm_max_factor));
     }
-    s.info("track_sizes", "Always no (stats sizes: disabled).", "no");
+    let tracking = shared.store.item_sizes_report().is_some();
+    s.info("track_sizes", "Whether items are counted by size (stats sizes).", if tracking { "yes" } else { "no" });
     let tls = c.tls.as_ref();
     let path = |p: Option<&std::path::PathBuf>| p.map_or("NULL".to_string(), |p| p.display().to_string());
     s.info("ssl_enabled", "TLS on the TCP listeners (-Z).", yes_no(tls.is_some()));
@@ -749,6 +750,28 @@ fn slabs(shared: &Shared) -> Snapshot {
     // MiB of a 64 MiB limit that way).
     s.gauge("active_slabs", "Size bands holding items.", active);
     s.gauge("total_malloced", "Bytes of the segments in use.", st.segments_in_use * st.segment_size);
+    s
+}
+
+/// `stats sizes`: items by memcached's size for them, in 32-byte buckets,
+/// while tracking is on (`stats sizes_enable`, `-o track_sizes`).
+fn sizes(shared: &Shared) -> Snapshot {
+    match shared.store.item_sizes_report() {
+        Some(buckets) => {
+            let mut s = Snapshot::default();
+            for (size, items) in buckets {
+                s.gauge(size.to_string(), "Items of up to this size (memcached's), in bytes.", items);
+            }
+            s
+        }
+        None => sizes_status(shared),
+    }
+}
+
+fn sizes_status(shared: &Shared) -> Snapshot {
+    let mut s = Snapshot::default();
+    let on = shared.store.item_sizes_report().is_some();
+    s.info("sizes_status", "Whether items are counted by size (stats sizes).", if on { "enabled" } else { "disabled" });
     s
 }
 
