@@ -14,7 +14,7 @@ import time
 import pytest
 
 from harness import target
-from wirelib import advance_clock, assert_in_sync, expect, stats, stored
+from wirelib import advance_clock, assert_in_sync, expect, set_cmd, stats, stored
 
 TOOL = "/usr/share/memcached/scripts/memcached-tool"
 
@@ -70,6 +70,15 @@ def test_noreply_forms_say_nothing(conn):
                  b"lru temp_ttl 5 noreply"]:
         conn.send(line + b"\r\n")
     assert_in_sync(conn)
+
+
+def test_a_crawl_of_an_empty_cache_is_ok(make_server):
+    # memcached starts its crawlers and they find nothing (issue 43).
+    c = make_server().connect()
+    for line in [b"lru_crawler crawl all", b"lru_crawler crawl 1", b"lru_crawler crawl 1,2", b"lru_crawler crawl 40"]:
+        expect(c, line + b"\r\n", b"OK\r\n")
+        wait_crawl(c)
+    assert_in_sync(c)
 
 
 def test_crawler_enable_and_disable(make_server):
@@ -167,8 +176,9 @@ def test_crawl_unlinks_expired_items_only(make_server):
     assert (s["crawler_reclaimed"], s["curr_items"], s["lru_crawler_starts"]) == ("50", "150", "4")
     assert items[f"items:{large}:crawler_reclaimed"] == "50"
     assert items[f"items:{large}:number"] == "50"
-    # A class without items: memcached's NOTSTARTED.
-    expect(c, b"lru_crawler crawl 40\r\n", b"NOTSTARTED no items to crawl\r\n")
+    # A class without items: OK, as memcached (its crawler finds nothing).
+    expect(c, b"lru_crawler crawl 40\r\n", b"OK\r\n")
+    assert stats(c)["lru_crawler_starts"] == "4", "nothing to crawl: no crawl started"
 
 
 @pytest.mark.not_over_flash("stats items and slabs count the items in memory")
@@ -207,6 +217,25 @@ def test_memcached_tool_display_has_a_row_per_size(make_server):
     rows = out.stdout.decode().splitlines()[1:]
     assert len(rows) == 4, out.stdout
     assert all(r.split()[4] == "3" for r in rows), rows
+    # Memory to spare: no class is full (memcached: its pages have free
+    # chunks; strata: the free memory would hold more of each size).
+    assert all(r.split()[5] == "no" for r in rows), rows
+
+
+@pytest.mark.not_over_flash("stats items and slabs count the items in memory")
+def test_memcached_tool_display_says_full_once_memory_is(make_server):
+    srv = make_server(["-m", "8"])
+    c = srv.connect()
+    value = b"x" * 2000
+    batch = 0
+    while int(stats(c)["evictions"]) == 0:
+        assert batch < 1000, "no eviction after 200 MB written into -m 8"
+        c.send(b"".join(set_cmd(f"full{batch}_{i}", value, noreply=True) for i in range(100)))
+        batch += 1
+    out = subprocess.run([TOOL, f"127.0.0.1:{srv.port}", "display"], capture_output=True, timeout=30, check=True)
+    rows = out.stdout.decode().splitlines()[1:]
+    assert len(rows) == 1, out.stdout
+    assert rows[0].split()[5] == "yes", rows
 
 
 @pytest.mark.strata_only

@@ -28,7 +28,6 @@ pub mod text {
     /// `lru_crawler crawl` or a dump after `lru_crawler disable`.
     pub const CRAWLER_DISABLED: &[u8] = b"CLIENT_ERROR lru crawler disabled\r\n";
     /// `lru_crawler crawl` of classes that hold no item.
-    pub const CRAWLER_NOTHING: &[u8] = b"NOTSTARTED no items to crawl\r\n";
     /// `lru_crawler crawl` while a crawl runs.
     pub const CRAWLER_BUSY: &[u8] = b"BUSY currently processing crawler request\r\n";
     /// `lru_crawler crawl` whose thread could not start.

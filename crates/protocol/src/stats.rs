@@ -125,6 +125,9 @@ impl Snapshot {
 #[derive(Debug, Clone, PartialEq)]
 pub enum Reply {
     Stats(Snapshot),
+    /// STAT lines with no `END` after them, as memcached answers `stats
+    /// sizes_enable` and `sizes_disable` in text (binary: as [`Reply::Stats`]).
+    Unterminated(Snapshot),
     /// `stats reset` did its work.
     Reset,
     /// An unknown group (text `ERROR`).
@@ -142,12 +145,14 @@ pub enum Reply {
 pub fn text(out: &mut Vec<u8>, reply: &Reply) {
     use std::io::Write;
     match reply {
-        Reply::Stats(s) => {
+        Reply::Stats(s) | Reply::Unterminated(s) => {
             for st in &s.stats {
                 // Writing into a Vec cannot fail.
                 let _ = write!(out, "STAT {} {}\r\n", st.name, st.value);
             }
-            out.extend_from_slice(crate::reply::text::END);
+            if matches!(reply, Reply::Stats(_)) {
+                out.extend_from_slice(crate::reply::text::END);
+            }
         }
         Reply::Reset => out.extend_from_slice(crate::reply::text::RESET),
         Reply::Unknown => out.extend_from_slice(crate::reply::text::ERROR),
@@ -163,7 +168,7 @@ pub fn text(out: &mut Vec<u8>, reply: &Reply) {
 pub fn binary(out: &mut Vec<u8>, req: &Header, reply: &Reply) {
     let mut value = String::new();
     match reply {
-        Reply::Stats(s) => {
+        Reply::Stats(s) | Reply::Unterminated(s) => {
             for st in &s.stats {
                 use std::fmt::Write;
                 value.clear();
@@ -332,6 +337,12 @@ mod tests {
         s
     }
 
+    fn status() -> Snapshot {
+        let mut s = Snapshot::default();
+        s.info("sizes_status", "whether sizes are counted", "enabled");
+        s
+    }
+
     #[test]
     fn text_lines_then_end() {
         let mut out = Vec::new();
@@ -345,6 +356,7 @@ mod tests {
             (Reply::Unknown, b"ERROR\r\n"),
             (Reply::Usage(b"CLIENT_ERROR x\r\n"), b"CLIENT_ERROR x\r\n"),
             (Reply::Done, b"OK\r\n"),
+            (Reply::Unterminated(status()), b"STAT sizes_status enabled\r\n"),
             (
                 Reply::Lines("detailed", b"PREFIX a get 1 hit 1 set 0 del 0\r\nEND\r\n".to_vec()),
                 b"PREFIX a get 1 hit 1 set 0 del 0\r\nEND\r\n",

@@ -7,9 +7,13 @@
 //! for the same `-f` and `-n` (48 + `-n` bytes, times `-f` per class,
 //! rounded up to 8, up to half a 1 MiB page; the last band takes the rest),
 //! and an operator sees the rows memcached would show for the same data.
-//! An item falls in the first band whose bound is at least its stored
-//! length (header, key and value as strata stores them: compressed values
-//! by their compressed length).
+//! An item falls in the first band whose bound is at least the size
+//! memcached would give the same item ([`Bands::class_len`]: its 48-byte
+//! header, the key and a NUL, the flags when non-zero, the value and its
+//! CRLF, and 8 bytes of CAS unless `-C`), not the bytes strata stores (its
+//! header is smaller, and grows by 4 with a TTL, which memcached's does
+//! not): so `slab=5` holds what memcached's class 5 would. A compressed
+//! value counts by its original length, as the client stored it.
 //!
 //! Counts that change on every write live in a few [`BandGroup`]s, picked
 //! by the item's segment (so a worker filling its segment writes one
@@ -35,6 +39,9 @@ pub const MAX_BANDS: usize = 63;
 const MEMCACHED_ITEM_HEADER: usize = 48;
 
 /// memcached's largest chunk: half its 1 MiB slab page.
+/// (memcached stores a larger item as chunks of this size behind a small
+/// header item, which it counts in a small class: strata counts it in the
+/// last band, docs/compat.md.)
 const MEMCACHED_CHUNK_MAX: usize = 512 << 10;
 
 /// Groups of counts; segment `n` counts in group `n % GROUPS`.
@@ -96,6 +103,8 @@ pub(crate) type BandGroup = Box<[BandCell]>;
 #[derive(Debug)]
 pub(crate) struct Bands {
     bounds: Box<[u32]>,
+    /// memcached's `use_cas` (off with `-C`): 8 bytes of every item.
+    cas: bool,
     groups: Box<[BandGroup]>,
     /// Per band: seconds the latest evicted item of the band had been
     /// stored (memcached's `evicted_time`).
@@ -141,7 +150,7 @@ fn down(a: &AtomicU64, n: u64) {
 }
 
 impl Bands {
-    pub(crate) fn new(classes: SizeClasses) -> Bands {
+    pub(crate) fn new(classes: SizeClasses, cas: bool) -> Bands {
         let bounds: Box<[u32]> = classes.bounds().into();
         let n = bounds.len();
         let groups = (0..GROUPS).map(|_| (0..n).map(|_| BandCell::default()).collect()).collect();
@@ -149,11 +158,20 @@ impl Bands {
             evicted_time: (0..n).map(|_| AtomicU32::new(0)).collect(),
             crawled: (0..n).map(|_| Default::default()).collect(),
             bounds,
+            cas,
             groups,
         }
     }
 
-    /// The band of an item of `len` stored bytes.
+    /// The size memcached gives an item (`ITEM_ntotal`: `sizeof(item)`,
+    /// the key and its NUL, the client flags when non-zero, the value with
+    /// its CRLF, and the CAS unless `-C`), which picks its band.
+    pub(crate) fn class_len(&self, klen: usize, vlen: usize, flags: bool) -> usize {
+        MEMCACHED_ITEM_HEADER + klen + 1 + if flags { 4 } else { 0 } + vlen + 2 + if self.cas { 8 } else { 0 }
+    }
+
+    /// The band of an item memcached would give `len` bytes
+    /// ([`Bands::class_len`]).
     pub(crate) fn band_of(&self, len: usize) -> usize {
         let len = u32::try_from(len).unwrap_or(u32::MAX);
         self.bounds.partition_point(|&b| b < len).min(self.bounds.len() - 1)
@@ -303,23 +321,24 @@ impl Store {
         self.bands().crawled.iter().fold((0, 0), |(c, r), b| (c + b[0].load(Relaxed), r + b[1].load(Relaxed)))
     }
 
-    /// The size band (memcached's class id less one) an item of `len`
-    /// stored bytes is counted in ([`crate::Inspect::size`]).
+    /// The size band (memcached's class id less one) an item memcached
+    /// would give `len` bytes is counted in ([`crate::Inspect::class`]).
     pub fn band_of(&self, len: usize) -> usize {
         self.bands().band_of(len)
     }
 
-    /// The class id (band + 1) of an item of this key and value stored
-    /// plain, for `watch` lines about an item the caller does not hold.
+    /// The class id (band + 1) of an item of this key and value (no
+    /// client flags), for `watch` lines about an item the caller does not
+    /// hold.
     pub fn class_of(&self, key_len: usize, value_len: usize) -> usize {
-        let f = crate::item::Fields::default();
-        self.bands().band_of(crate::item::encoded_len(key_len, value_len, &f)) + 1
+        self.bands().band_of(self.bands().class_len(key_len, value_len, false)) + 1
     }
 
-    /// Counts the item at memory slot `s`, of `len` bytes, as linked, and
-    /// marks its band in its segment.
-    pub(crate) fn band_linked(&self, s: u64, len: usize) {
-        let band = self.bands().band_of(len);
+    /// Counts the item at memory slot `s`, of `len` stored bytes and
+    /// memcached's size `class_len`, as linked, and marks its band in its
+    /// segment.
+    pub(crate) fn band_linked(&self, s: u64, len: usize, class_len: usize) {
+        let band = self.bands().band_of(class_len);
         self.bands().linked(slot::seg(s), band, len);
         let m = self.seg(slot::seg(s));
         let bit = 1u64 << band;
@@ -330,8 +349,15 @@ impl Store {
         }
     }
 
-    pub(crate) fn band_unlinked(&self, s: u64, len: usize) {
-        self.bands().unlinked(slot::seg(s), self.bands().band_of(len), len);
+    pub(crate) fn band_unlinked(&self, s: u64, len: usize, class_len: usize) {
+        self.bands().unlinked(slot::seg(s), self.bands().band_of(class_len), len);
+    }
+
+    /// memcached's size for the item `it` ([`Bands::class_len`]); `plain`
+    /// is its value's original length when it is stored compressed.
+    pub(crate) fn class_len_of(&self, it: &crate::item::Item<'_>, plain: u64) -> usize {
+        let vlen = if it.compressed() { plain as usize } else { it.value().len() };
+        self.bands().class_len(it.key().len(), vlen, it.fields().flags != 0)
     }
 }
 
@@ -360,7 +386,7 @@ mod tests {
 
     #[test]
     fn band_of_takes_the_first_bound_that_holds_the_item() {
-        let bands = Bands::new(SizeClasses::default());
+        let bands = Bands::new(SizeClasses::default(), true);
         assert_eq!(bands.band_of(1), 0);
         assert_eq!(bands.band_of(96), 0);
         assert_eq!(bands.band_of(97), 1);

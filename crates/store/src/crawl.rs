@@ -40,7 +40,7 @@ impl Worker {
                     return;
                 }
                 let Some(it) = st.item_at(s) else { return };
-                let len = it.header.total_len();
+                let len = st.class_len_of(&it, crate::store::sizes(&it).1);
                 let band = st.bands().band_of(len);
                 if classes & (1u64 << ((band + 1) & 63)) == 0 {
                     return;

@@ -530,6 +530,14 @@ impl Store {
         self.spare().saturating_sub(RESERVE_SEGMENTS)
     }
 
+    /// Bytes of memory new items may still take before eviction starts:
+    /// the spare segments beyond those the cleaner and the reclaimer keep
+    /// free (`stats slabs`' free chunks).
+    pub fn room_before_eviction(&self) -> u64 {
+        let room = self.spare().saturating_sub(RESERVE_SEGMENTS + RECLAIM_AHEAD);
+        (room * self.arena().segment_size()) as u64
+    }
+
     /// Segments that may still be taken into use: within the budget (the
     /// memory limit less the index) and on the free list.
     pub(crate) fn spare(&self) -> usize {
@@ -738,7 +746,8 @@ impl Store {
                 cleared.evicted = true;
                 return;
             }
-            let gone = Some((it.state(), it.expiry(), it.header.total_len()));
+            let class_len = self.class_len_of(&it, crate::store::sizes(&it).1);
+            let gone = Some((it.state(), it.expiry(), class_len));
             if !expired {
                 self.tell_evicted(s, &it, now);
             }
@@ -749,7 +758,7 @@ impl Store {
                 if unfetched {
                     bump(&c.expired_unfetched);
                 }
-                self.bands().expired(victim, it.header.total_len(), unfetched);
+                self.bands().expired(victim, class_len, unfetched);
             } else {
                 self.note_evicted(&c, s, gone, now);
                 cleared.evicted = true;
@@ -768,13 +777,13 @@ impl Store {
             ttl: if expiry == 0 { -1 } else { i64::from(expiry) - i64::from(now) },
             age: now.saturating_sub(self.written_at(s)),
             size: it.value().len(),
-            class: self.bands().band_of(it.header.total_len()) + 1,
+            class: self.bands().band_of(self.class_len_of(it, crate::store::sizes(it).1)) + 1,
         });
     }
 
     /// Counts an item evicted from memory, with memcached's detail.
-    /// `gone` is its state bits, expiry time and length, read before
-    /// unlinking.
+    /// `gone` is its state bits, expiry time and memcached's size for it
+    /// ([`crate::bands::Bands::class_len`]), read before unlinking.
     fn note_evicted(&self, c: &Counters, s: u64, gone: Option<(u8, u32, usize)>, now: u32) {
         bump(&c.evictions);
         let Some((bits, expiry, len)) = gone else { return };

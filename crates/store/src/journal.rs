@@ -125,7 +125,8 @@ impl Worker {
         }
         let len = crate::item::encoded_len(it.key().len(), it.value().len(), &fields);
         let st = &*self.store;
-        let (seg, off) = self.active.reserve(st, ttl_class(fields.expiry, now), len, now)?;
+        let class_len = st.bands().class_len(it.key().len(), it.value().len(), fields.flags != 0);
+        let (seg, off) = self.active.reserve(st, ttl_class(fields.expiry, now), (len, class_len), now)?;
         // SAFETY: freshly reserved by this worker in its active segment.
         let dst = unsafe { st.arena().bytes_mut(seg, off, len) };
         let v = crate::item::write_head(dst, it.key(), it.value().len(), &fields);

@@ -48,6 +48,7 @@ mod read;
 mod reclaim;
 mod restore;
 mod segments;
+mod sizes;
 mod store;
 mod tier;
 mod timelog;

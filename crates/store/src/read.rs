@@ -411,7 +411,7 @@ impl Store {
                 }
             },
             value_len: if stored == 0 { it.value().len() } else { plain as usize },
-            stored_size: it.header.total_len(),
+            class: self.band_of(self.class_len_of(it, plain)) + 1,
             binary_key: it.state() & state::KEY_BINARY != 0,
         }
     }

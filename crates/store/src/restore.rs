@@ -348,7 +348,9 @@ impl Restorer<'_> {
         let st = self.store;
         let fields = Fields { cas: Some(cas), ..it.fields() };
         let len = encoded_len(it.key().len(), it.value().len(), &fields);
-        let (seg, off) = self.active.reserve(st, ttl_class(fields.expiry, st.clock().now()), len, written)?;
+        let class_len = st.class_len_of(it, crate::store::sizes(it).1);
+        let (seg, off) =
+            self.active.reserve(st, ttl_class(fields.expiry, st.clock().now()), (len, class_len), written)?;
         // SAFETY: freshly reserved by this restorer in its active segment.
         let dst = unsafe { st.arena().bytes_mut(seg, off, len) };
         let v = write_head(dst, it.key(), it.value().len(), &fields);

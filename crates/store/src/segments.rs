@@ -436,12 +436,13 @@ impl Active {
     }
 
     /// Reserves `len` bytes in the active segment of `class` for an item
-    /// written at `time`.
+    /// written at `time`, whose size in memcached would be `class_len`
+    /// (the size band whose `outofmemory` counts a refusal).
     pub(crate) fn reserve(
         &mut self,
         st: &Store,
         class: usize,
-        len: usize,
+        (len, class_len): (usize, usize),
         time: u32,
     ) -> Result<(u32, usize), StoreError> {
         let len = st.aligned(len);
@@ -464,7 +465,7 @@ impl Active {
         }
         let seg = st.alloc_segment(self).inspect_err(|e| {
             if *e == StoreError::OutOfMemory {
-                st.bands().out_of_memory(len);
+                st.bands().out_of_memory(class_len);
             }
         })?;
         self.segs[class] = Some(seg);

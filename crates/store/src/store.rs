@@ -129,6 +129,8 @@ pub struct Store {
     evicted_age: AtomicU32,
     /// Items counted by size (`bands.rs`).
     bands: crate::bands::Bands,
+    /// memcached's `stats sizes` histogram (off unless asked for).
+    sizes: crate::sizes::Sizes,
     /// Told of items evicted from memory while it wants them (`watch
     /// evictions`).
     evict_hook: std::sync::OnceLock<Arc<dyn EvictionWatcher>>,
@@ -259,7 +261,8 @@ impl Store {
             flush_lock: Mutex::new(()),
             counters: Mutex::new(Vec::new()),
             evicted_age: AtomicU32::new(0),
-            bands: crate::bands::Bands::new(cfg.size_classes),
+            bands: crate::bands::Bands::new(cfg.size_classes, cfg.cas),
+            sizes: crate::sizes::Sizes::new(cfg.item_size_max),
             evict_hook: std::sync::OnceLock::new(),
             cut: Default::default(),
             starved: AtomicU64::new(0),
@@ -420,14 +423,14 @@ impl Store {
         };
         let it = self.item_at(s).ok_or(Miss::Absent)?;
         let Some(miss) = self.dead(s, &it, now) else { return Ok((pos, s)) };
-        let len = it.header.total_len();
+        let class_len = self.class_len_of(&it, sizes(&it).1);
         self.unlink(st, loc.bucket, pos, s);
         if miss == Miss::Flushed {
             bump(&c.flushed_unlinked);
         } else {
             bump(&c.expired_unlinked);
             if !slot::is_flash(s) {
-                self.bands.expired(slot::seg(s), len, false);
+                self.bands.expired(slot::seg(s), class_len, false);
             }
         }
         Err(miss)
@@ -462,10 +465,11 @@ impl Store {
             }
             return;
         }
-        let (len, plain, stored) = self.item_at(s).map_or((0, 0, 0), |it| sizes(&it));
+        let (len, class_len, plain, stored) = self.item_sizes(s);
         st.items -= 1;
         st.bytes -= len as u64;
-        self.band_unlinked(s, len);
+        self.band_unlinked(s, len, class_len);
+        self.sizes.unlinked(class_len);
         if stored != 0 {
             st.zitems -= 1;
             st.zplain -= plain;
@@ -480,6 +484,31 @@ impl Store {
         m.live_bytes.fetch_sub(len as u32, Relaxed);
     }
 
+    /// memcached's `stats sizes_enable` / `sizes_disable` (`-o
+    /// track_sizes` at start): counts items linked from now on by size.
+    pub fn track_sizes(&self, on: bool) {
+        if on {
+            self.sizes.enable();
+        } else {
+            self.sizes.disable();
+        }
+    }
+
+    /// `stats sizes`: `(size, items)` per 32-byte bucket holding items,
+    /// `None` while not tracking ([`Store::track_sizes`]).
+    pub fn item_sizes_report(&self) -> Option<Vec<(usize, u64)>> {
+        self.sizes.report()
+    }
+
+    /// The item at memory slot `s`: its stored bytes, memcached's size for
+    /// it, and for a compressed value its original and stored lengths.
+    fn item_sizes(&self, s: u64) -> (usize, usize, u64, u64) {
+        self.item_at(s).map_or((0, 0, 0, 0), |it| {
+            let (len, plain, stored) = sizes(&it);
+            (len, self.class_len_of(&it, plain), plain, stored)
+        })
+    }
+
     /// Counts the item at slot `s`, just linked, in the totals.
     pub(crate) fn account(&self, st: &mut Stripe, s: u64) {
         if slot::is_flash(s) {
@@ -490,10 +519,11 @@ impl Store {
             }
             return;
         }
-        let (len, plain, stored) = self.item_at(s).map_or((0, 0, 0), |it| sizes(&it));
+        let (len, class_len, plain, stored) = self.item_sizes(s);
         st.items += 1;
         st.bytes += len as u64;
-        self.band_linked(s, len);
+        self.band_linked(s, len, class_len);
+        self.sizes.linked(class_len);
         if stored != 0 {
             st.zitems += 1;
             st.zplain += plain;

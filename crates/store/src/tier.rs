@@ -1032,7 +1032,8 @@ impl Worker {
             return done;
         }
         let len = it.header.total_len();
-        let (seg, off) = match self.active.reserve(&store, ttl_class(it.expiry(), now), len, written) {
+        let sizes = (len, store.class_len_of(&it, crate::store::sizes(&it).1));
+        let (seg, off) = match self.active.reserve(&store, ttl_class(it.expiry(), now), sizes, written) {
             Ok(r) => r,
             Err(e) => {
                 if e == StoreError::OutOfMemory {

@@ -452,9 +452,9 @@ pub struct Inspect {
     pub size: usize,
     /// Bytes of the value, as the client stored it.
     pub value_len: usize,
-    /// Bytes the item takes in memory (its compressed form's, for a
-    /// compressed value): what its size band is chosen by.
-    pub stored_size: usize,
+    /// Its size class: the id memcached would class it in
+    /// (`stats items`, `lru_crawler metadump`, `stats cachedump`).
+    pub class: usize,
     pub binary_key: bool,
 }
 

@@ -124,7 +124,8 @@ impl Worker {
             }
             let len = encoded_len(key.len(), value.len(), &f);
             let now = store.clock().now();
-            let (seg, off) = self.active.reserve(store, ttl_class(f.expiry, now), len, now)?;
+            let class_len = store.bands().class_len(key.len(), w.value.len(), f.flags != 0);
+            let (seg, off) = self.active.reserve(store, ttl_class(f.expiry, now), (len, class_len), now)?;
             // SAFETY: freshly reserved by this worker in its active segment.
             let dst = unsafe { store.arena().bytes_mut(seg, off, len) };
             let v = write_head(dst, key, value.len(), &f);
@@ -321,7 +322,10 @@ impl Worker {
             if len > store.config().item_size_max {
                 return Err(StoreError::TooLarge.into());
             }
-            let (seg, off) = self.active.reserve(store, ttl_class(p.fields.expiry, now), len, written)?;
+            // A compressed rewrite's original length is not at hand: its
+            // stored length picks the band an `outofmemory` counts in.
+            let class_len = store.bands().class_len(key.len(), p.vlen, p.fields.flags != 0);
+            let (seg, off) = self.active.reserve(store, ttl_class(p.fields.expiry, now), (len, class_len), written)?;
             let mut stripe = store.index().lock(loc.stripe);
             if store.frozen(seg) {
                 // As in `store_form`: a snapshot's cut came meanwhile.

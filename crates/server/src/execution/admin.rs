@@ -194,8 +194,11 @@ fn crawl(store: &Arc<Store>, tuning: &Arc<Tuning>, classes: u64) -> &'static [u8
     }
     let bands = store.size_bands();
     let with_items = bands.iter().enumerate().filter(|(i, b)| b.items > 0 && classes & (1 << (i + 1)) != 0).count();
+    // memcached starts a crawler per class asked for and answers OK,
+    // finding nothing in an empty one (its NOTSTARTED means every class
+    // asked for was still being crawled): no crawl is needed here.
     if with_items == 0 {
-        return r::CRAWLER_NOTHING;
+        return r::OK;
     }
     if tuning.crawling.swap(true, Relaxed) {
         return r::CRAWLER_BUSY;

@@ -287,9 +287,8 @@ pub(crate) fn execute(ctx: &mut Ctx<'_>, req: Request<'_>, out: &mut Vec<u8>, re
                     if stripe > start && out.len() >= ctx.shared.cfg.max_output {
                         return Outcome::Resume(stripe);
                     }
-                    let bands = &ctx.shared.store;
                     ctx.store.scan(stripe, |key, info| {
-                        let class = bands.band_of(info.stored_size) + 1;
+                        let class = info.class;
                         if classes & (1 << class) == 0 {
                         } else if mg {
                             mgdump_line(out, key, info.binary_key)
@@ -426,14 +425,13 @@ fn cachedump(ctx: &mut Ctx<'_>, args: strata_protocol::text::Tokens<'_>, out: &m
     }
     {
         let clock = ctx.shared.store.clock();
-        let bands = &ctx.shared.store;
         let (start, mut listed) = (out.len(), 0u32);
         for stripe in 0..ctx.store.stripes() {
             ctx.store.scan(stripe, |key, info| {
                 if (limit != 0 && listed >= limit) || out.len() - start >= CACHEDUMP_MAX {
                     return;
                 }
-                if bands.band_of(info.stored_size) + 1 != class as usize {
+                if info.class != class as usize {
                     return;
                 }
                 let exp = if info.expiry == 0 { 0 } else { clock.unix_time(info.expiry) };

@@ -136,12 +136,12 @@ pub(crate) fn command(shared: &Shared, args: Tokens<'_>) -> Reply {
         Some(b"items") => items(shared),
         Some(b"slabs") => slabs(shared),
         Some(b"conns") => conns(shared),
-        // memcached without `-o track_sizes` and without extstore.
-        Some(b"sizes") => {
-            let mut s = Snapshot::default();
-            s.info("sizes_status", "Item size histogram (memcached's -o track_sizes): not kept.", "disabled");
-            s
+        Some(b"sizes") => sizes(shared),
+        Some(b"sizes_enable") | Some(b"sizes_disable") => {
+            shared.store.track_sizes(args.first() == Some(&&b"sizes_enable"[..]));
+            return Reply::Unterminated(sizes_status(shared));
         }
+        // memcached without extstore.
         Some(b"extstore") => Snapshot::default(),
         Some(b"detail") => {
             // memcached ignores anything after the subcommand.
@@ -592,7 +592,8 @@ fn settings(shared: &Shared) -> Snapshot {
         s.info("hot_max_factor", SET, format!("{:.2}", r.hot_max_factor));
         s.info("warm_max_factor", SET, format!("{:.2}", r.warm_max_factor));
     }
-    s.info("track_sizes", "Always no (stats sizes: disabled).", "no");
+    let tracking = shared.store.item_sizes_report().is_some();
+    s.info("track_sizes", "Whether items are counted by size (stats sizes).", if tracking { "yes" } else { "no" });
     let tls = c.tls.as_ref();
     let path = |p: Option<&std::path::PathBuf>| p.map_or("NULL".to_string(), |p| p.display().to_string());
     s.info("ssl_enabled", "TLS on the TCP listeners (-Z).", yes_no(tls.is_some()));
@@ -721,6 +722,8 @@ fn slabs(shared: &Shared) -> Snapshot {
     // Bands holding items (memcached: classes with pages); items on flash
     // count in the first band without pages in memory (`bands.rs`).
     let active = bands.iter().filter(|b| b.items > 0).count() as u64;
+    // Memory new items may take before eviction starts.
+    let free_bytes = shared.store.room_before_eviction();
     for (i, b) in bands.iter().enumerate().filter(|(_, b)| b.segments > 0 || b.items > 0) {
         let n = i + 1;
         s.info(format!("{n}:chunk_size"), "The band's largest item, in bytes.", b.chunk_size);
@@ -731,11 +734,15 @@ fn slabs(shared: &Shared) -> Snapshot {
         );
         s.gauge(format!("{n}:total_pages"), "Segments in use holding items of this band.", b.segments);
         // Free memory is not set aside per size: every band's items are
-        // packed into the same segments, so a band has no free chunks.
-        s.gauge(format!("{n}:total_chunks"), "Items of this band (no chunks are set aside per size).", b.items);
+        // packed into the same segments, so a band's free chunks are the
+        // items of its size the memory left before eviction would hold
+        // (shared by every band), and it is full (memcached-tool's
+        // `Full?`) once eviction starts.
+        let free = free_bytes / u64::from(b.chunk_size.max(1));
+        s.gauge(format!("{n}:total_chunks"), "Items of this band and its free chunks.", b.items + free);
         s.gauge(format!("{n}:used_chunks"), "Items of this band.", b.items);
-        s.gauge(format!("{n}:free_chunks"), "Always 0: free memory is shared by every band.", 0u64);
-        s.gauge(format!("{n}:free_chunks_end"), "Always 0: free memory is shared by every band.", 0u64);
+        s.gauge(format!("{n}:free_chunks"), "Items of the band's size the free memory would hold.", free);
+        s.gauge(format!("{n}:free_chunks_end"), "Always 0, as in memcached 1.6.", 0u64);
         s.gauge(format!("{n}:mem_requested"), "Bytes of the band's items.", b.bytes);
     }
     // Segments in use, not the reserve less the free list: segments above
@@ -743,6 +750,28 @@ fn slabs(shared: &Shared) -> Snapshot {
     // MiB of a 64 MiB limit that way).
     s.gauge("active_slabs", "Size bands holding items.", active);
     s.gauge("total_malloced", "Bytes of the segments in use.", st.segments_in_use * st.segment_size);
+    s
+}
+
+/// `stats sizes`: items by memcached's size for them, in 32-byte buckets,
+/// while tracking is on (`stats sizes_enable`, `-o track_sizes`).
+fn sizes(shared: &Shared) -> Snapshot {
+    match shared.store.item_sizes_report() {
+        Some(buckets) => {
+            let mut s = Snapshot::default();
+            for (size, items) in buckets {
+                s.gauge(size.to_string(), "Items of up to this size (memcached's), in bytes.", items);
+            }
+            s
+        }
+        None => sizes_status(shared),
+    }
+}
+
+fn sizes_status(shared: &Shared) -> Snapshot {
+    let mut s = Snapshot::default();
+    let on = shared.store.item_sizes_report().is_some();
+    s.info("sizes_status", "Whether items are counted by size (stats sizes).", if on { "enabled" } else { "disabled" });
     s
 }
 
