@@ -56,6 +56,22 @@ def test_pid_file_is_written_once_listening_and_removed_at_exit(make_server, tmp
         assert not pid_file.exists()
 
 
+def test_an_unwritable_pid_file_is_logged_and_the_server_serves(make_server, tmp_path):
+    """As memcached: the pid file is for the tools around the server, so
+    one that cannot be written is logged, not fatal (under systemd's
+    Restart=on-failure a fatal one would restart the server forever)."""
+    pid_file = tmp_path / "missing" / "server.pid"
+    srv = make_server(["-P", str(pid_file)])
+    assert_in_sync(srv.connect())
+    assert not pid_file.exists()
+    srv.proc.send_signal(signal.SIGTERM)
+    assert srv.proc.wait(10) == 0
+    log = srv.proc.stderr.read().decode(errors="replace")
+    # memcached: "Could not open the pid file <path>.tmp for writing: ...".
+    lines = [line for line in log.splitlines() if str(pid_file) in line]
+    assert len(lines) == 1 and "pid file" in lines[0] and "No such file or directory" in lines[0], log
+
+
 @pytest.mark.skipif(os.geteuid() != 0, reason="needs root")
 def test_u_switches_user_after_binding(make_server):
     srv = make_server(["-u", "nobody"])
