@@ -162,7 +162,7 @@ def test_a_tuned_memcached_conf_starts(make_server, tmp_path):
         "-f 1.5\n-n 32\n-r\n-N 2\n-R 20\n-b 512\n-B auto\n-I 2m\n-D :\n-L\n-k\n-C\n"
         "-o slab_reassign,slab_automove=1,lru_crawler,lru_maintainer,hash_algorithm=murmur3\n"
         "-o lru_crawler_sleep=50,lru_crawler_tocrawl=100,hot_lru_pct=20,warm_lru_pct=40,temporary_ttl=61\n"
-        "-o modern,maxconns_fast,tail_repair_time=0,slab_chunk_max=524288,track_sizes,watcher_logbuf_size=256\n"
+        "-o modern,maxconns_fast,tail_repair_time=30,slab_chunk_max=524288,track_sizes,watcher_logbuf_size=256\n"
         "-o worker_logbuf_size=64,idle_timeout=0,read_buf_mem_limit=0,no_hashexpand,sock_cookie_id=1\n"
     )
     make_server(["--config", str(conf)], port=port, listen=False)

@@ -45,7 +45,7 @@ use mio::Poll;
 use strata_store::Store;
 
 pub use config::{IoBackend, Protocol, ServerConfig};
-pub use execution::admin::TuningConfig;
+pub use execution::admin::{Recorded as RecordedSettings, TuningConfig};
 pub use execution::auth::{AuthError, Credentials};
 pub use lifecycle::process::{ExtendTimeout, PrivilegeError};
 pub use lifecycle::snapshot::{Loaded, SnapshotConfig};

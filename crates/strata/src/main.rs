@@ -7,6 +7,8 @@ mod conffile;
 mod ext;
 #[cfg(feature = "test-hooks")]
 mod hooks;
+mod tls;
+mod tuning;
 mod warm;
 
 use std::process::ExitCode;

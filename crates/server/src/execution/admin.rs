@@ -33,11 +33,24 @@ pub struct TuningConfig {
     pub crawler_tocrawl: u32,
     /// `-o slab_automove`.
     pub slab_automove: u32,
+    /// memcached's settings for machinery strata does not have, as the
+    /// `-o` options gave them.
+    pub recorded: Recorded,
+    /// The `stats settings` names of the settings given at start that do
+    /// nothing here (`stats settings`' `no_effect`).
+    pub no_effect: Vec<&'static str>,
 }
 
 impl Default for TuningConfig {
     fn default() -> Self {
-        TuningConfig { crawler: true, crawler_sleep_us: 100, crawler_tocrawl: 0, slab_automove: 0 }
+        TuningConfig {
+            crawler: true,
+            crawler_sleep_us: 100,
+            crawler_tocrawl: 0,
+            slab_automove: 0,
+            recorded: Recorded::default(),
+            no_effect: Vec::new(),
+        }
     }
 }
 
@@ -54,11 +67,25 @@ pub(crate) struct Tuning {
     pub slab_automove: AtomicU32,
     /// The other recorded settings, by memcached's `stats settings` name.
     pub recorded: Mutex<Recorded>,
+    /// [`TuningConfig::no_effect`].
+    pub no_effect: Vec<&'static str>,
+    /// memcached's `oldest_live`, for `stats settings`' `oldest`: the
+    /// relative time before which `flush_all` invalidated items (0: no
+    /// flush yet).
+    pub oldest_live: AtomicU32,
 }
 
-/// Settings recorded for `stats settings` only.
+/// Settings recorded for `stats settings` only: strata has no slab
+/// classes, slab mover, chunked items or segmented LRU for them to steer.
+/// The defaults are memcached 1.6's, but for `slab_reassign`, which says
+/// what strata does (no pages are ever moved).
 #[derive(Debug, Clone, PartialEq)]
-pub(crate) struct Recorded {
+pub struct Recorded {
+    pub slab_reassign: bool,
+    pub slab_chunk_max: u64,
+    pub tail_repair_time: u32,
+    /// Bytes (`-o worker_logbuf_size` gives KiB, as in memcached).
+    pub worker_logbuf_size: u64,
     pub slab_automove_ratio: f64,
     pub slab_automove_freeratio: f64,
     pub slab_automove_window: f64,
@@ -79,6 +106,10 @@ impl Default for Recorded {
     /// memcached 1.6's defaults.
     fn default() -> Self {
         Recorded {
+            slab_reassign: false,
+            slab_chunk_max: 512 << 10,
+            tail_repair_time: 0,
+            worker_logbuf_size: 64 << 10,
             slab_automove_ratio: 0.8,
             slab_automove_freeratio: 0.01,
             slab_automove_window: 30.0,
@@ -110,7 +141,9 @@ impl Tuning {
             crawling: AtomicBool::new(false),
             crawler_starts: AtomicU64::new(0),
             slab_automove: AtomicU32::new(cfg.slab_automove),
-            recorded: Mutex::new(Recorded::default()),
+            recorded: Mutex::new(cfg.recorded.clone()),
+            no_effect: cfg.no_effect.clone(),
+            oldest_live: AtomicU32::new(0),
         }
     }
 }
