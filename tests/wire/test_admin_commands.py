@@ -132,6 +132,26 @@ def test_slabs_reassign_is_off(conn):
         expect(conn, line + b"\r\n", b"CLIENT_ERROR slab reassignment disabled\r\n")
 
 
+def test_slabs_reassign_with_reassignment_on_answers_as_memcached(make_server):
+    """With -o slab_reassign (memcached 1.6's default), memcached's checks
+    of the class ids (0 to the largest class, 39 at -I 1m), then NOSPARE:
+    no class here ever has a page to give (issue 43)."""
+    c = make_server(["-o", "slab_reassign"]).connect()
+    stored(c, "a", b"hello")
+    for line, reply in [
+        (b"slabs reassign 39 1", b"NOSPARE source class has no spare pages"),
+        (b"slabs reassign 40 1", b"BADCLASS invalid src or dst class id"),
+        (b"slabs reassign 1 2", b"NOSPARE source class has no spare pages"),
+        (b"slabs reassign 1 1", b"SAME src and dst class are identical"),
+        (b"slabs reassign 0 2", b"NOSPARE source class has no spare pages"),
+        (b"slabs reassign 2 99", b"BADCLASS invalid src or dst class id"),
+        (b"slabs reassign -1 2", b"BADCLASS invalid src or dst class id"),
+        (b"slabs reassign 63 2", b"BADCLASS invalid src or dst class id"),
+        (b"slabs reassign x y", b"CLIENT_ERROR bad command line format"),
+    ]:
+        expect(c, line + b"\r\n", reply + b"\r\n")
+
+
 @pytest.mark.strata_only
 def test_lru_mode_needs_the_lru_maintainer(make_server):
     c = make_server(["-o", "no_lru_maintainer"]).connect()

@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from harness import Conn, free_port
+from harness import Conn, free_port, target
 from wirelib import (
     assert_flag_settings,
     assert_in_sync,
@@ -18,6 +18,7 @@ from wirelib import (
     read_line_or_partial,
     run_binary,
     stats,
+    stop_and_log,
     stored,
     value_reply,
     wait_for_tcp,
@@ -251,3 +252,78 @@ def test_memory_limit_short_form(make_server):
     c = make_server(["-m", "10"]).connect(timeout=READ_TIMEOUT)
     assert stats(c, "settings")["maxbytes"] == str(10 * 1024 * 1024)
     assert stats(c)["limit_maxbytes"] == str(10 * 1024 * 1024)
+
+
+# ---------------------------------------------------------------- memcached's tuning options
+
+# Values memcached 1.6.18 refuses, and its words (strata names the flag
+# after some: "... (-c)").
+REFUSED = [
+    ("-o hash_algorithm=crc32", b"Unknown hash_algorithm option (jenkins, murmur3, xxh3)"),
+    ("-o slab_automove=3", b"slab_automove must be between 0 and 2"),
+    ("-o hot_lru_pct=80", b"hot_lru_pct must be > 1 and < 80"),
+    ("-o hot_lru_pct=79", b"hot_lru_pct + warm_lru_pct cannot be more than 80% combined"),
+    ("-o tail_repair_time=5", b"Cannot set tail_repair_time to less than 10 seconds"),
+    ("-o slab_automove_window=2", b"slab_automove_window must be > 2"),
+    ("-o slab_automove_ratio=x", b"slab_automove_ratio must be > 0 and < 1"),
+    ("-o hot_max_factor=0", b"hot_max_factor must be > 0"),
+    ("-o slab_chunk_max=3000",
+     b"-I (item_size_max: 1048576) must be evenly divisible by slab_chunk_max (bytes: 3000)"),
+    ("-o slab_chunk_max=2097152",
+     b"slab_chunk_max (bytes: 2097152) cannot be larger than -I (item_size_max 1048576)"),
+    ("-o slab_sizes=200-100", b"slab size 100 cannot be lower than or equal to a previous class size"),
+    ("-o worker_logbuf_size=x", b"could not parse argument to worker_logbuf_size"),
+    ("-c -5", b"Maximum connections must be greater than 0"),
+    ("-c 0", b"Maximum connections must be greater than 0"),
+    ("-t -1", b"Number of threads must be greater than 0"),
+    ("-R 0", b"Number of requests per event must be greater than 0"),
+]
+
+
+@pytest.mark.parametrize("flags,message", REFUSED, ids=[f for f, _ in REFUSED])
+def test_values_memcached_refuses_are_refused_in_its_words(flags, message):
+    r = run_binary(flags.split() + ["-l", "127.0.0.1", "-p", str(free_port())])
+    assert r.returncode != 0 and message in r.stderr, r.stderr
+    if target() == "strata":
+        assert b"accepted for memcached compatibility" not in r.stderr, "refused, not also accepted"
+
+
+# Accepted options for machinery strata does not have, and what `stats
+# settings` shows for each (as memcached 1.6.18 shows them).
+TUNED = {
+    "slab_reassign": ("slab_reassign", "yes"),
+    "slab_automove=2": ("slab_automove", "2"),
+    "tail_repair_time=20": ("tail_repair_time", "20"),
+    "worker_logbuf_size=64": ("worker_logbuf_size", "65536"),
+    "slab_chunk_max=16384": ("slab_chunk_max", "16384"),
+    "hot_lru_pct=30": ("hot_lru_pct", "30"),
+    "temporary_ttl=5": ("temporary_ttl", "5"),
+    "ext_low_ttl=7": ("ext_low_ttl", "7"),
+    "ext_item_size=1024": ("ext_item_size", "1024"),
+    "hash_algorithm=murmur3": ("hash_algorithm", "murmur3"),
+}
+
+
+@pytest.mark.not_over_flash("ext_item_size acts there")
+def test_accepted_tuning_shows_as_given_and_logs_once_that_it_does_nothing(make_server):
+    srv = make_server(["-o", ",".join(TUNED)] + ["-o", "slab_reassign,modern"])
+    s = stats(srv.connect(timeout=READ_TIMEOUT), "settings")
+    shown = {key: s[key] for key, _ in TUNED.values()}
+    want = dict(TUNED.values())
+    assert s["temp_lru"] == "yes", "temporary_ttl turns the temporary LRU on, as in memcached"
+    if target() == "strata":
+        # What runs, not what was asked: strata's key hash is its own.
+        want["hash_algorithm"] = "ahash"
+        assert sorted(s["no_effect"].split(",")) == sorted(key for key, _ in TUNED.values())
+    assert shown == want
+    if target() == "strata":
+        log = stop_and_log(srv)
+        for opt in list(TUNED) + ["modern"]:
+            lines = [line for line in log if f"-o {opt}: " in line]
+            assert len(lines) == 1 and "no effect here" in lines[0], (opt, log)
+
+
+@pytest.mark.strata_only
+def test_without_tuning_nothing_is_listed_as_without_effect(make_server):
+    s = stats(make_server().connect(timeout=READ_TIMEOUT), "settings")
+    assert (s["no_effect"], s["slab_reassign"], s["slab_automove"], s["hash_algorithm"]) == ("none", "no", "0", "ahash")

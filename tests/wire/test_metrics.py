@@ -8,6 +8,7 @@ import socket
 import subprocess
 import urllib.error
 import urllib.request
+from pathlib import Path
 
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
@@ -156,7 +157,8 @@ def test_memcached_exporter_names_types_and_labels(metered):
     # stats items' one class, as memcached_exporter's per-slab series.
     assert found["memcached_slab_current_items"] == ("gauge", {frozenset({("slab", "1")}): 1})
     for name in ("memcached_slab_items_evicted_unfetched_total", "memcached_slab_items_expired_unfetched_total",
-                 "memcached_slab_items_evicted_total", "memcached_slab_items_reclaimed_total"):
+                 "memcached_slab_items_evicted_total", "memcached_slab_items_reclaimed_total",
+                 "memcached_slab_items_crawler_reclaimed_total"):
         assert found[name] == ("counter", {frozenset({("slab", "1")}): 0}), name
     # stats slabs' row for the class, as memcached_exporter's slab series.
     slabs = stats(c, "slabs")
@@ -167,6 +169,17 @@ def test_memcached_exporter_names_types_and_labels(metered):
     for old in ("memcached_bytes", "memcached_evictions", "memcached_curr_items", "memcached_cmd_get",
                 "memcached_info", "memcached_strata_request_duration_seconds_count"):
         assert old not in found, old
+
+
+def test_every_memcached_series_served_is_documented(metered):
+    """docs/monitoring.md's table lists each memcached_* series /metrics
+    serves (with a class in stats items, so the per-class ones are there)."""
+    srv, url = metered
+    expect(srv.connect(), b"set a 0 0 1\r\nx\r\n", b"STORED\r\n")
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "monitoring.md").read_text()
+    served = {name for name in series(scrape(url)) if name.startswith("memcached_")}
+    assert "memcached_slab_items_crawler_reclaimed_total" in served
+    assert sorted(n for n in served if f"`{n}`" not in doc) == []
 
 
 def numeric(value):

@@ -56,6 +56,22 @@ def test_pid_file_is_written_once_listening_and_removed_at_exit(make_server, tmp
         assert not pid_file.exists()
 
 
+def test_an_unwritable_pid_file_is_logged_and_the_server_serves(make_server, tmp_path):
+    """As memcached: the pid file is for the tools around the server, so
+    one that cannot be written is logged, not fatal (under systemd's
+    Restart=on-failure a fatal one would restart the server forever)."""
+    pid_file = tmp_path / "missing" / "server.pid"
+    srv = make_server(["-P", str(pid_file)])
+    assert_in_sync(srv.connect())
+    assert not pid_file.exists()
+    srv.proc.send_signal(signal.SIGTERM)
+    assert srv.proc.wait(10) == 0
+    log = srv.proc.stderr.read().decode(errors="replace")
+    # memcached: "Could not open the pid file <path>.tmp for writing: ...".
+    lines = [line for line in log.splitlines() if str(pid_file) in line]
+    assert len(lines) == 1 and "pid file" in lines[0] and "No such file or directory" in lines[0], log
+
+
 @pytest.mark.skipif(os.geteuid() != 0, reason="needs root")
 def test_u_switches_user_after_binding(make_server):
     srv = make_server(["-u", "nobody"])
@@ -146,13 +162,14 @@ def test_a_tuned_memcached_conf_starts(make_server, tmp_path):
         "-f 1.5\n-n 32\n-r\n-N 2\n-R 20\n-b 512\n-B auto\n-I 2m\n-D :\n-L\n-k\n-C\n"
         "-o slab_reassign,slab_automove=1,lru_crawler,lru_maintainer,hash_algorithm=murmur3\n"
         "-o lru_crawler_sleep=50,lru_crawler_tocrawl=100,hot_lru_pct=20,warm_lru_pct=40,temporary_ttl=61\n"
-        "-o modern,maxconns_fast,tail_repair_time=0,slab_chunk_max=524288,track_sizes,watcher_logbuf_size=256\n"
+        "-o modern,maxconns_fast,tail_repair_time=30,slab_chunk_max=524288,track_sizes,watcher_logbuf_size=256\n"
         "-o worker_logbuf_size=64,idle_timeout=0,read_buf_mem_limit=0,no_hashexpand,sock_cookie_id=1\n"
     )
     make_server(["--config", str(conf)], port=port, listen=False)
     c = wait_for_tcp("127.0.0.1", port)
     s = stats(c, "settings")
     assert (s["growth_factor"], s["chunk_size"], s["lru_crawler_sleep"], s["slab_automove"]) == ("1.50", "32", "50", "1")
+    assert s["track_sizes"] == "yes"
     # -f and -n cut the size bands: the first one holds items up to 48 + 32 bytes.
     expect(c, b"set k 0 0 1\r\nx\r\n", b"STORED\r\n")
     assert stats(c, "slabs")["1:chunk_size"] == "80"
@@ -206,8 +223,9 @@ def test_verbosity_changes_the_log_level_while_serving(make_server):
     srv = make_server()
     expect(srv.connect(), b"mn\r\n", b"MN\r\n")
     c = srv.connect()
-    expect(c, b"verbosity 1\r\n", b"OK\r\n")
-    # Served before the level goes back, so it was accepted at level 1.
+    expect(c, b"verbosity 2\r\n", b"OK\r\n")
+    # Served before the level goes back, so it was accepted at level 2
+    # (-vv: memcached's line for each connection).
     expect(srv.connect(), b"mn\r\n", b"MN\r\n")
     expect(c, b"verbosity 0\r\n", b"OK\r\n")
     srv.connect().sock.close()
@@ -215,7 +233,7 @@ def test_verbosity_changes_the_log_level_while_serving(make_server):
     srv.proc.send_signal(signal.SIGTERM)
     srv.proc.wait(10)
     log = srv.proc.stderr.read()
-    assert log.count(b"connection accepted") == 1, log
+    assert log.count(b"new auto-negotiating client connection") == 1, log
 
 
 def test_memcached_tuning_options_start_unchanged(make_server):

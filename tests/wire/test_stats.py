@@ -402,3 +402,53 @@ def test_settings_name_the_machinery(sconn):
         # The crawler exists (lru_crawler crawl); slab reassignment does not.
         assert (s["lru_crawler"], s["slab_reassign"], s["slab_automove"], s["track_sizes"]) == ("yes", "no", "0", "no")
         assert s["hash_algorithm"] == "ahash"
+
+
+# memcached 1.6.18's `stats settings` keys, in its order (Debian's build,
+# extstore and TLS compiled in; the ext_* keys print with no ext_path).
+MEMCACHED_SETTINGS = [
+    "maxbytes", "maxconns", "tcpport", "udpport", "inter", "verbosity", "oldest", "evictions",
+    "domain_socket", "umask", "shutdown_command", "growth_factor", "chunk_size", "num_threads",
+    "num_threads_per_udp", "stat_key_prefix", "detail_enabled", "reqs_per_event", "cas_enabled",
+    "tcp_backlog", "binding_protocol", "auth_enabled_sasl", "auth_enabled_ascii", "item_size_max",
+    "maxconns_fast", "hashpower_init", "slab_reassign", "slab_automove", "slab_automove_ratio",
+    "slab_automove_window", "slab_chunk_max", "lru_crawler", "lru_crawler_sleep", "lru_crawler_tocrawl",
+    "tail_repair_time", "flush_enabled", "dump_enabled", "hash_algorithm", "lru_maintainer_thread",
+    "lru_segmented", "hot_lru_pct", "warm_lru_pct", "hot_max_factor", "warm_max_factor", "temp_lru",
+    "temporary_ttl", "idle_timeout", "watcher_logbuf_size", "worker_logbuf_size", "read_buf_mem_limit",
+    "track_sizes", "inline_ascii_response", "ext_item_size", "ext_item_age", "ext_low_ttl",
+    "ext_recache_rate", "ext_wbuf_size", "ext_compact_under", "ext_drop_under", "ext_max_sleep",
+    "ext_max_frag", "slab_automove_freeratio", "ext_drop_unread", "ssl_enabled", "ssl_chain_cert",
+    "ssl_key", "ssl_verify_mode", "ssl_keyformat", "ssl_ciphers", "ssl_ca_cert", "ssl_wbuf_size",
+    "ssl_session_cache", "ssl_kernel_tls", "ssl_min_version", "num_napi_ids", "memory_file",
+]
+# The ones strata leaves out (docs/compat.md, "Settings").
+NOT_IN_STRATA = {"ssl_wbuf_size", "ssl_session_cache", "ssl_kernel_tls", "num_napi_ids", "memory_file"}
+
+
+def test_settings_has_memcached_keys_in_memcached_order(sconn):
+    keys = list(stats(sconn, "settings"))
+    want = [k for k in MEMCACHED_SETTINGS if target() != "strata" or k not in NOT_IN_STRATA]
+    assert [k for k in keys if k in MEMCACHED_SETTINGS] == want
+
+
+@pytest.mark.not_over_flash("the flash tier's own values show there")
+def test_settings_show_extstore_defaults_without_a_flash_tier(sconn):
+    s = stats(sconn, "settings")
+    assert {k: s[k] for k in MEMCACHED_SETTINGS if k.startswith("ext_") or k == "slab_automove_freeratio"} == {
+        "ext_item_size": "512", "ext_item_age": "4294967295", "ext_low_ttl": "0", "ext_recache_rate": "2000",
+        "ext_wbuf_size": "4194304", "ext_compact_under": "0", "ext_drop_under": "0", "ext_max_sleep": "1000000",
+        "ext_max_frag": "0.80", "slab_automove_freeratio": "0.010", "ext_drop_unread": "no",
+    }
+    assert (s["inline_ascii_response"], s["tail_repair_time"], s["worker_logbuf_size"]) == ("no", "0", "65536")
+    assert s["slab_chunk_max"] == "524288"
+
+
+def test_settings_oldest_follows_flush_all(make_server):
+    c = make_server().connect(timeout=2.0)
+    assert stats(c, "settings")["oldest"] == "0"
+    expect(c, b"flush_all 100\r\n", b"OK\r\n")
+    later = int(stats(c, "settings")["oldest"])
+    assert later > 0
+    expect(c, b"flush_all\r\n", b"OK\r\n")
+    assert 0 <= int(stats(c, "settings")["oldest"]) < later

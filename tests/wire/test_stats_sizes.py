@@ -8,7 +8,7 @@ answers one STAT line and no END.
 
 import pytest
 
-from wirelib import expect, stored
+from wirelib import expect, stats, stored
 
 
 @pytest.mark.not_over_flash("items on flash are not counted by size")
@@ -30,3 +30,11 @@ def test_sizes_are_counted_while_tracking_is_on(make_server):
     expect(c, b"stats sizes_enable\r\n", b"STAT sizes_status enabled\r\n")
     expect(c, b"stats sizes\r\n", b"END\r\n")
     expect(c, b"stats sizes_bogus\r\n", b"ERROR\r\n")
+
+
+@pytest.mark.not_over_flash("items on flash are not counted by size")
+def test_track_sizes_counts_from_the_start(make_server):
+    c = make_server(["-o", "track_sizes"]).connect()
+    assert stats(c, "settings")["track_sizes"] == "yes"
+    stored(c, "b", b"x" * 100)
+    expect(c, b"stats sizes\r\n", b"STAT 160 1\r\nEND\r\n")

@@ -125,6 +125,33 @@ def test_without_vv_no_command_is_logged(make_server):
     assert not logged(lines, "<%d get foo" % fd) and not logged(lines, ">%d END" % fd), lines
 
 
+def test_v_logs_nothing_per_connection(make_server):
+    """memcached's -v is errors and warnings: a config that keeps it does not
+    get a line per connection (memcached prints none for these)."""
+    srv = make_server(["-v"])
+    n = 66
+    peers = []
+    for _ in range(n):
+        c = srv.connect()
+        peers.append("127.0.0.1:%d" % c.sock.getsockname()[1])
+        assert c.call(b"version\r\n").startswith(b"VERSION ")
+        c.close()
+    lines = log_of(srv)
+    assert [line for line in lines if any(p in line for p in peers)] == [], lines
+    assert not [line for line in lines if "connection accepted" in line or "client connection" in line], lines
+    assert len(lines) < n, lines
+
+
+@pytest.mark.strata_only
+def test_vvv_logs_each_connection_with_its_peer(make_server):
+    srv = make_server(["-vvv"])
+    c = srv.connect()
+    me = "127.0.0.1:%d" % c.sock.getsockname()[1]
+    assert stats(c, "settings")["verbosity"] == "3"
+    lines = log_of(srv)
+    assert [line for line in lines if "connection accepted" in line and me in line], lines
+
+
 @pytest.mark.strata_only
 def test_verbosity_2_turns_the_command_log_on(make_server):
     srv = make_server()

@@ -2,6 +2,7 @@
 `import wirelib` can never pick up another suite's conftest module)."""
 
 import os
+import signal
 import socket
 import subprocess
 import time
@@ -212,6 +213,13 @@ def server_now(c):
 def advance_clock(c, seconds):
     """strata only: move the server clock forward (needs --enable-debug-clock)."""
     expect(c, b"debug_advance_clock %d\r\n" % seconds, b"OK\r\n")
+
+
+def stop_and_log(srv, timeout=10.0):
+    """Stops the server (SIGTERM); returns its log (stderr) as lines."""
+    srv.proc.send_signal(signal.SIGTERM)
+    srv.proc.wait(timeout)
+    return srv.proc.stderr.read().decode(errors="replace").splitlines()
 
 
 def wait_exit(srv, timeout=10.0):

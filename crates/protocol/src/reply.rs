@@ -23,6 +23,9 @@ pub mod text {
     pub const TOO_MANY_CONNECTIONS: &[u8] = b"ERROR Too many open connections\r\n";
     /// `slabs reassign` with reassignment off (strata has none).
     pub const REASSIGN_DISABLED: &[u8] = b"CLIENT_ERROR slab reassignment disabled\r\n";
+    pub const REASSIGN_BADCLASS: &[u8] = b"BADCLASS invalid src or dst class id\r\n";
+    pub const REASSIGN_SAME: &[u8] = b"SAME src and dst class are identical\r\n";
+    pub const REASSIGN_NOSPARE: &[u8] = b"NOSPARE source class has no spare pages\r\n";
     /// `lru_crawler enable` of a crawler that is on.
     pub const CRAWLER_START_FAILED: &[u8] = b"ERROR failed to start lru crawler thread\r\n";
     /// `lru_crawler crawl` or a dump after `lru_crawler disable`.

@@ -45,7 +45,7 @@ use mio::Poll;
 use strata_store::Store;
 
 pub use config::{IoBackend, Protocol, ServerConfig};
-pub use execution::admin::TuningConfig;
+pub use execution::admin::{Recorded as RecordedSettings, TuningConfig};
 pub use execution::auth::{AuthError, Credentials};
 pub use lifecycle::process::{ExtendTimeout, PrivilegeError};
 pub use lifecycle::snapshot::{Loaded, SnapshotConfig};
@@ -72,8 +72,6 @@ pub enum ServerError {
     BadAddress(String),
     #[error("i/o error: {0}")]
     Io(#[from] io::Error),
-    #[error("could not write the pid file {path}: {source}")]
-    PidFile { path: String, source: io::Error },
     #[error(transparent)]
     Privileges(#[from] process::PrivilegeError),
     #[error("TLS: {0}")]
@@ -353,7 +351,7 @@ pub fn run(cfg: ServerConfig, store: Arc<Store>) -> Result<(), ServerError> {
     let tls = cfg.tls.clone().map(tls::Tls::new).transpose()?;
     let ports = Ports::bind(&cfg)?;
     // Bound: now the pid file, then the switch away from root.
-    let _pid_file = pid_file(&cfg)?;
+    let _pid_file = pid_file(&cfg);
     process::drop_privileges(cfg.user.as_deref())?;
     let mut acceptor = accept::Acceptor::new(ports.listeners, &cfg)?;
     let wakes = (0..cfg.threads.max(1)).map(|_| sched::Wake::new().map(Arc::new)).collect::<io::Result<Vec<_>>>()?;
@@ -413,13 +411,18 @@ impl Ports {
     }
 }
 
-fn pid_file(cfg: &ServerConfig) -> Result<Option<process::PidFile>, ServerError> {
-    match &cfg.pid_file {
-        Some(path) => Ok(Some(
-            process::PidFile::create(path)
-                .map_err(|source| ServerError::PidFile { path: path.display().to_string(), source })?,
-        )),
-        None => Ok(None),
+/// `-P`'s file. One that cannot be written is logged and the server goes
+/// on, as memcached does: a pid file is for the tools around the server,
+/// and a supervisor that restarts on failure would otherwise restart a
+/// server that cannot start, over and over (docs/running.md).
+fn pid_file(cfg: &ServerConfig) -> Option<process::PidFile> {
+    let path = cfg.pid_file.as_ref()?;
+    match process::PidFile::create(path) {
+        Ok(f) => Some(f),
+        Err(e) => {
+            tracing::error!("could not write the pid file {}: {e}; serving without it", path.display());
+            None
+        }
     }
 }
 

@@ -85,6 +85,9 @@ impl Shared {
             .collect();
         let workers = (0..cfg.threads.max(1) + udp.len()).map(|_| Arc::default()).collect();
         let snapshots = cfg.snapshot.clone().map(|c| Arc::new(snapshot::Snapshots::new(c)));
+        if cfg.tuning.track_sizes {
+            store.track_sizes(true);
+        }
         Shared {
             verbosity: AtomicU32::new(cfg.verbosity),
             replies,

@@ -36,7 +36,17 @@ impl From<&str> for ConfigError {
 
 /// Strata: a memcached-compatible cache server.
 #[derive(Debug, Parser)]
-#[command(name = "strata", version, disable_version_flag = true, about, args_override_self = true)]
+// Negative numbers are taken as values, so that `-c -5` is refused as
+// memcached refuses it ("Maximum connections must be greater than 0"), not
+// as an unknown flag `-5`.
+#[command(
+    name = "strata",
+    version,
+    disable_version_flag = true,
+    about,
+    args_override_self = true,
+    allow_negative_numbers = true
+)]
 pub struct Args {
     /// Read flags from a memcached configuration file first (Debian's
     /// /etc/memcached.conf format: one flag per line, # comments,
@@ -92,11 +102,11 @@ pub struct Args {
 
     /// Maximum simultaneous connections
     #[arg(short = 'c', long = "conn-limit", default_value_t = 1024)]
-    conn_limit: usize,
+    conn_limit: i64,
 
     /// Worker threads (default: number of cores)
     #[arg(short = 't', long = "threads")]
-    threads: Option<usize>,
+    threads: Option<i64>,
 
     /// Largest item, e.g. 1m, 512k or bytes (min 1k, max 1g, at most half of -m)
     #[arg(short = 'I', long = "max-item-size", default_value = "1m")]
@@ -139,13 +149,14 @@ pub struct Args {
 
     /// Requests served per connection before turning to others
     #[arg(short = 'R', long = "max-reqs-per-event", default_value_t = 20)]
-    max_reqs_per_event: usize,
+    max_reqs_per_event: i64,
 
     /// Listen backlog
     #[arg(short = 'b', long = "listen-backlog", default_value_t = 1024)]
     listen_backlog: i32,
 
-    /// Verbose logging (-vv for more)
+    /// Verbose logging, at memcached's levels: -v errors and warnings,
+    /// -vv each command and reply, -vvv internal state too
     #[arg(short = 'v', long = "verbose", action = ArgAction::Count)]
     pub verbose: u8,
 
@@ -248,115 +259,6 @@ pub struct Args {
     hooks: crate::hooks::TestHooks,
 }
 
-/// memcached's `-o` options that tune machinery strata does not have (its
-/// slab classes, LRU threads, logger buffers) or name what strata always
-/// does (`maxconns_fast`, `modern`): accepted with a note in the log, so
-/// a memcached command line starts unchanged. A misspelt option is still
-/// an error.
-const MEMCACHED_TUNING: &[&str] = &[
-    "modern",
-    "no_modern",
-    "maxconns_fast",
-    "no_maxconns_fast",
-    "slab_reassign",
-    "no_slab_reassign",
-    "no_slab_automove",
-    "slab_automove_ratio",
-    "slab_automove_window",
-    "slab_chunk_max",
-    "slab_sizes",
-    "tail_repair_time",
-    "hash_algorithm",
-    "sock_cookie_id",
-    "lru_segmented",
-    "hot_lru_pct",
-    "warm_lru_pct",
-    "hot_max_factor",
-    "warm_max_factor",
-    "temporary_ttl",
-    "watcher_logbuf_size",
-    "worker_logbuf_size",
-    "track_sizes",
-    "inline_ascii_resp",
-    "no_inline_ascii_resp",
-    "no_chunked_items",
-    "no_hashexpand",
-    "resp_obj_mem_limit",
-    "drop_privileges",
-    "no_drop_privileges",
-];
-
-/// memcached's `ssl_*` options (used with `-Z`).
-#[derive(Default)]
-struct TlsOptions {
-    chain_cert: Option<std::path::PathBuf>,
-    key: Option<std::path::PathBuf>,
-    ca_cert: Option<std::path::PathBuf>,
-    verify_mode: u8,
-    min_version: Option<strata_server::MinVersion>,
-    ciphers: Option<String>,
-}
-
-impl TlsOptions {
-    /// Takes `-o k=v` if it is a TLS option.
-    fn take(&mut self, k: &str, v: &str) -> Result<bool, String> {
-        match k {
-            "ssl_chain_cert" => self.chain_cert = Some(v.into()),
-            "ssl_key" => self.key = Some(v.into()),
-            "ssl_ca_cert" => self.ca_cert = Some(v.into()),
-            "ssl_verify_mode" => {
-                self.verify_mode = v
-                    .parse()
-                    .ok()
-                    .filter(|m| *m <= 3)
-                    .ok_or_else(|| format!("invalid ssl_verify_mode {v:?} (0 to 3)"))?
-            }
-            "ssl_min_version" => {
-                // memcached's numbers: 0 TLS 1.0, 1 TLS 1.1, 2 TLS 1.2, 3
-                // TLS 1.3; its names are taken too.
-                self.min_version = Some(match v {
-                    "2" | "tlsv1.2" => strata_server::MinVersion::Tls12,
-                    "3" | "tlsv1.3" => strata_server::MinVersion::Tls13,
-                    "0" | "1" | "tlsv1" | "tlsv1.0" | "tlsv1.1" => {
-                        tracing::info!(
-                            "-o ssl_min_version={v}: rustls offers TLS 1.2 and 1.3 only; 1.2 is the minimum"
-                        );
-                        strata_server::MinVersion::Tls12
-                    }
-                    _ => return Err(format!("invalid ssl_min_version {v:?} (0 to 3)")),
-                })
-            }
-            "ssl_ciphers" => self.ciphers = Some(v.to_string()),
-            "ssl_keyformat" => {
-                // memcached: 1 is PEM (OpenSSL's SSL_FILETYPE_PEM).
-                if !matches!(v, "1" | "PEM" | "pem") {
-                    return Err(format!("ssl_keyformat {v:?}: only PEM keys are read"));
-                }
-            }
-            "ssl_wbuf_size" | "ssl_session_cache" | "ssl_kernel_tls" => {
-                tracing::info!("-o {k}: accepted for memcached compatibility, no effect here");
-            }
-            _ => return Ok(false),
-        }
-        Ok(true)
-    }
-
-    fn settings(self, enabled: bool) -> Result<Option<strata_server::TlsSettings>, String> {
-        if !enabled {
-            return Ok(None);
-        }
-        let chain_cert = self.chain_cert.ok_or("-Z needs -o ssl_chain_cert=FILE (and ssl_key=FILE)")?;
-        Ok(Some(strata_server::TlsSettings {
-            chain_cert,
-            key: self.key,
-            ca_cert: self.ca_cert,
-            verify_mode: self.verify_mode,
-            min_version: self.min_version.unwrap_or(strata_server::MinVersion::Tls12),
-            ciphers: self.ciphers,
-        }))
-    }
-}
-
 /// Whether values are stored compressed unless `-o compression=` says
 /// otherwise (the measurements behind the choice: docs/benchmarks.md).
 const COMPRESSION_DEFAULT: bool = false;
@@ -434,12 +336,13 @@ impl Args {
             .ok()
             .filter(|m| *m <= 0o777)
             .ok_or_else(|| format!("invalid unix socket mask {:?} (octal, e.g. 0700)", self.unix_mask))?;
-        if self.conn_limit == 0 {
-            return Err("connection limit (-c) must be at least 1".into());
-        }
+        // memcached's checks and wording.
+        let positive = |n: i64, msg: &str| usize::try_from(n).ok().filter(|n| *n > 0).ok_or_else(|| msg.to_string());
+        let max_conns = positive(self.conn_limit, "Maximum connections must be greater than 0 (-c)")?;
+        let reqs_per_event =
+            positive(self.max_reqs_per_event, "Number of requests per event must be greater than 0 (-R)")?;
         let threads = match self.threads {
-            Some(0) => return Err("threads (-t) must be at least 1".into()),
-            Some(t) => t,
+            Some(t) => positive(t, "Number of threads must be greater than 0 (-t)")?,
             None => std::thread::available_parallelism().map_or(4, |n| n.get()),
         };
         let mut hash_power = 0;
@@ -452,8 +355,8 @@ impl Args {
         let mut idle_timeout = 0;
         let mut background_reclaim = true;
         let mut read_buf_mem_limit: Option<usize> = None;
-        let mut tls = TlsOptions::default();
-        let mut tuning = strata_server::TuningConfig::default();
+        let mut tls = crate::tls::TlsOptions::default();
+        let mut tuning = crate::tuning::Tuning::default();
         for opt in self.extended.iter().flat_map(|o| o.split(',')).filter(|o| !o.is_empty()) {
             let (k, v) = opt.split_once('=').unwrap_or((opt, ""));
             match k {
@@ -500,23 +403,15 @@ impl Args {
                 "no_lru_maintainer" => background_reclaim = false,
                 "read_buf_mem_limit" => read_buf_mem_limit = Some(number(k, v)?),
                 // The crawler `lru_crawler crawl` starts (admin.rs).
-                "lru_crawler" => tuning.crawler = true,
-                "no_lru_crawler" => tuning.crawler = false,
+                "lru_crawler" => tuning.cfg.crawler = true,
+                "no_lru_crawler" => tuning.cfg.crawler = false,
                 "lru_crawler_sleep" => {
-                    tuning.crawler_sleep_us = number::<u32>(k, v)
+                    tuning.cfg.crawler_sleep_us = number::<u32>(k, v)
                         .ok()
                         .filter(|us| *us <= 1_000_000)
                         .ok_or_else(|| format!("invalid lru_crawler_sleep {v:?} (0 to 1000000 microseconds)"))?
                 }
-                "lru_crawler_tocrawl" => tuning.crawler_tocrawl = number(k, v)?,
-                // Recorded and reported; segments serve every size, so
-                // there is nothing to move (admin.rs).
-                "slab_automove" => {
-                    tuning.slab_automove = number::<u32>(k, v)
-                        .ok()
-                        .filter(|n| *n <= 2)
-                        .ok_or_else(|| format!("invalid slab_automove {v:?} (0, 1 or 2)"))?
-                }
+                "lru_crawler_tocrawl" => tuning.cfg.crawler_tocrawl = number(k, v)?,
                 // memcached's proxy (a build option there) routes requests
                 // to other servers; strata serves them itself, and taking
                 // the option silently would answer from the wrong place.
@@ -535,15 +430,18 @@ impl Args {
                 "compression_retrain_drop" => zcfg.retrain_drop_percent = number(k, v)?,
                 _ if tls.take(k, v)? => {}
                 _ if ext.take(k, v)? => {}
-                _ if MEMCACHED_TUNING.contains(&k) => {
-                    // Over the connection limit strata always answers and
-                    // closes at once: memcached's maxconns_fast.
-                    tracing::info!("-o {k}: accepted for memcached compatibility, no effect here");
-                }
+                _ if tuning.take(k, v)? => {}
                 _ => return Err(format!("unknown extended option {k:?} (-o)").into()),
             }
         }
         zcfg.validate().map_err(|e| e.to_string())?;
+        let mut tuning = tuning.finish(item_size_max, self.slab_min_size)?;
+        for (k, v) in ext.without_effect() {
+            tuning.recorded.ext.push((k, v));
+            if !tuning.no_effect.contains(&k) {
+                tuning.no_effect.push(k);
+            }
+        }
         if ext.enabled() && durability_requested(&self.durability) {
             // Items on flash are not in the snapshot a recovery starts from.
             return Err("--durability does not work with -o ext_path yet".into());
@@ -658,10 +556,10 @@ impl Args {
             listen,
             unix_socket: self.unix_socket,
             unix_mask,
-            max_conns: self.conn_limit,
+            max_conns,
             threads,
             backlog: self.listen_backlog,
-            reqs_per_event: self.max_reqs_per_event.max(1),
+            reqs_per_event,
             shutdown_enabled: self.enable_shutdown,
             flush_enabled: !self.disable_flush_all,
             dump_enabled: !self.disable_dumping,
@@ -779,5 +677,12 @@ mod tests {
         assert_eq!((sv.prefix_delimiter, sv.detail_enabled), (b':', false));
         assert!(parse(&["-D", ""]).is_err());
         assert!(parse(&["--bogus"]).is_err());
+        // memcached's checks and words, negative values included.
+        let refused = |args: &[&str]| parse(args).err().unwrap_or_default();
+        assert_eq!(refused(&["-c", "-5"]), "Maximum connections must be greater than 0 (-c)");
+        assert_eq!(refused(&["-t", "0"]), "Number of threads must be greater than 0 (-t)");
+        assert_eq!(refused(&["-R", "-1"]), "Number of requests per event must be greater than 0 (-R)");
+        assert_eq!(refused(&["-f", "-1"]), "Factor must be greater than 1 (-f)");
+        assert_eq!(refused(&["-o", "hash_algorithm=crc32"]), "Unknown hash_algorithm option (jenkins, murmur3, xxh3)");
     }
 }

@@ -30,7 +30,24 @@ pub struct ExtOptions {
     /// The options accepted without effect, as given (for `stats
     /// settings`).
     noted: Vec<(String, String)>,
+    /// The tier's options as given, for the log should there be no tier.
+    given: Vec<String>,
 }
+
+/// Accepted so a memcached command line starts unchanged; what they tune
+/// does not exist here (docs/protocol.md, the flash tier): strata's regions
+/// are reclaimed oldest first, with read items written again, and there is
+/// no compaction, no low-TTL page bucket and no write thread to pace. Shown
+/// in `stats settings` as given.
+const NOTED: &[&str] = &[
+    "ext_io_depth",
+    "ext_compact_under",
+    "ext_drop_under",
+    "ext_drop_unread",
+    "ext_max_frag",
+    "ext_max_sleep",
+    "ext_low_ttl",
+];
 
 /// The most `ext_threads` allows.
 const THREADS_MAX: usize = 64;
@@ -79,28 +96,47 @@ impl ExtOptions {
             "ext_item_age" => {
                 self.item_age = Some(v.parse().map_err(|_| format!("invalid ext_item_age {v:?} (seconds)"))?)
             }
-            // Accepted so a memcached command line starts unchanged; what
-            // they tune does not exist here (docs/protocol.md, the flash
-            // tier): strata's regions are reclaimed oldest first, with read
-            // items written again, and there is no compaction, no low-TTL
-            // page bucket and no write thread to pace. Shown in `stats
-            // settings` as given.
-            "ext_io_depth" | "ext_compact_under" | "ext_drop_under" | "ext_drop_unread" | "ext_max_frag"
-            | "ext_max_sleep" | "ext_low_ttl" => {
+            _ if NOTED.contains(&k) => {
                 tracing::info!("-o {k}={v}: accepted for memcached compatibility, no effect here (docs/protocol.md)");
                 self.noted.retain(|(n, _)| n != k);
                 self.noted.push((k.to_string(), v.to_string()));
             }
-            "slab_automove_freeratio" => {
-                tracing::info!("-o {k}={v}: accepted for memcached compatibility, no effect here (docs/protocol.md)");
-            }
             _ => return Ok(false),
+        }
+        if k != "ext_path" && !NOTED.contains(&k) {
+            self.given.push(format!("{k}={v}"));
         }
         Ok(true)
     }
 
     pub fn enabled(&self) -> bool {
         !self.paths.is_empty()
+    }
+
+    /// The options given that do nothing, by their `stats settings` name,
+    /// with their value (bytes for `ext_wbuf_size` and `ext_page_size`,
+    /// as memcached shows them): the [`NOTED`] ones, and without
+    /// `ext_path` every one.
+    pub fn without_effect(&self) -> Vec<(&'static str, String)> {
+        let mut out = Vec::new();
+        if !self.enabled() {
+            let mib = |n: Option<u64>| n.map(|n| (n << 20).to_string());
+            let tier = [
+                ("ext_item_size", self.item_size.map(|n| n.to_string())),
+                ("ext_item_age", self.item_age.map(|n| n.to_string())),
+                ("ext_recache_rate", self.recache_rate.map(|n| n.to_string())),
+                ("ext_wbuf_size", mib(self.wbuf_mib)),
+                ("ext_page_size", mib(self.page_mib)),
+                ("ext_threads", self.threads.map(|n| n.to_string())),
+            ];
+            out.extend(tier.into_iter().filter_map(|(k, v)| Some((k, v?))));
+        }
+        for (k, v) in &self.noted {
+            if let Some(name) = NOTED.iter().find(|n| **n == k.as_str()) {
+                out.push((*name, v.clone()));
+            }
+        }
+        out
     }
 
     /// Opens the paths and builds the tier for items up to `item_size_max`
@@ -110,9 +146,8 @@ impl ExtOptions {
     /// as long as the tier lives (the process's life).
     pub fn open(&self, item_size_max: usize) -> Result<Option<FlashTier>, ConfigError> {
         if self.paths.is_empty() {
-            if self.item_size.is_some() || self.wbuf_mib.is_some() || self.page_mib.is_some() || self.item_age.is_some()
-            {
-                tracing::info!("ext_* options without ext_path: the flash tier is off");
+            for opt in &self.given {
+                tracing::info!("-o {opt}: accepted, no effect here: the flash tier is off (no -o ext_path)");
             }
             return Ok(None);
         }

@@ -7,6 +7,8 @@ mod conffile;
 mod ext;
 #[cfg(feature = "test-hooks")]
 mod hooks;
+mod tls;
+mod tuning;
 mod warm;
 
 use std::process::ExitCode;
@@ -80,12 +82,19 @@ fn daemonize() -> std::io::Result<()> {
     Ok(())
 }
 
-/// The log level `-v` (or `verbosity N`) counts to.
+/// The log filter `-v` (or `verbosity N`) counts to, after memcached's
+/// levels: `-v` errors and warnings (strata's DEBUG lines: a failed TLS
+/// handshake, a failed metrics request), `-vv` each command and reply
+/// (TRACE, `verbose.rs`), `-vvv` internal state as well (a connection
+/// accepted, with its peer; the libraries' own debug lines, such as
+/// rustls' handshakes). Below `-vv` a connection gets a line only if it
+/// fails.
 fn level_of(verbose: u32) -> &'static str {
     match verbose {
         0 => "info",
-        1 => "debug",
-        _ => "trace",
+        1 => "info,strata=debug",
+        2 => "info,strata=trace",
+        _ => "debug,strata=trace",
     }
 }
 

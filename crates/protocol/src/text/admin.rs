@@ -107,7 +107,9 @@ pub enum Tune {
     SlabsAutomoveParam(AutomoveParam, f64),
     /// `slabs reassign <src> <dst>` (the ids are not read: strata has no
     /// slab reassignment).
-    SlabsReassign,
+    /// `slabs reassign <src> <dst>`: the class ids, `None` if they are not
+    /// numbers (memcached reads them only with reassignment on).
+    SlabsReassign(Option<(i64, i64)>),
     /// `lru_crawler crawl <all|ids>`: a bitmap of class ids.
     Crawl { classes: u64 },
     /// `lru_crawler sleep <µs>` (at most a second).
@@ -164,7 +166,9 @@ pub(super) fn parse_slabs<'a>(l: &Line<'a>, consumed: usize) -> Parse<'a> {
     if l.ntokens == 5 && sub == b"reassign" {
         // memcached checks that reassignment is on before it reads the
         // class ids: the server answers.
-        return done(Command::Tune(Tune::SlabsReassign), false, consumed);
+        let id = |t: &[u8]| std::str::from_utf8(t).ok()?.parse::<i64>().ok();
+        let ids = id(l.tokens[2]).zip(id(l.tokens[3]));
+        return done(Command::Tune(Tune::SlabsReassign(ids)), false, consumed);
     }
     if l.ntokens < 4 || sub != b"automove" {
         return error(ClientError::Error, false, consumed);

@@ -175,7 +175,8 @@ fn tuning_commands_parse_as_memcached_checks_them() {
     assert_eq!(tune(b"slabs automove x\r\n"), Err(ClientError::BadFormat));
     assert_eq!(tune(b"slabs automove ratio 0.5\r\n"), Ok((Tune::SlabsAutomoveParam(AutomoveParam::Ratio, 0.5), false)));
     assert_eq!(tune(b"slabs automove ratio\r\n"), Err(ClientError::Error));
-    assert_eq!(tune(b"slabs reassign x y\r\n"), Ok((Tune::SlabsReassign, false)));
+    assert_eq!(tune(b"slabs reassign x y\r\n"), Ok((Tune::SlabsReassign(None), false)));
+    assert_eq!(tune(b"slabs reassign -1 2\r\n"), Ok((Tune::SlabsReassign(Some((-1, 2))), false)));
     assert_eq!(tune(b"slabs reassign 1\r\n"), Err(ClientError::Error));
     assert_eq!(tune(b"slabs\r\n"), Err(ClientError::Error));
     assert_eq!(tune(b"lru_crawler crawl all\r\n"), Ok((Tune::Crawl { classes: u64::MAX }, false)));

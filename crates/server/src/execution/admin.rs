@@ -33,11 +33,27 @@ pub struct TuningConfig {
     pub crawler_tocrawl: u32,
     /// `-o slab_automove`.
     pub slab_automove: u32,
+    /// memcached's settings for machinery strata does not have, as the
+    /// `-o` options gave them.
+    pub recorded: Recorded,
+    /// The `stats settings` names of the settings given at start that do
+    /// nothing here (`stats settings`' `no_effect`).
+    pub no_effect: Vec<&'static str>,
+    /// `-o track_sizes`: `stats sizes` counts from the start.
+    pub track_sizes: bool,
 }
 
 impl Default for TuningConfig {
     fn default() -> Self {
-        TuningConfig { crawler: true, crawler_sleep_us: 100, crawler_tocrawl: 0, slab_automove: 0 }
+        TuningConfig {
+            crawler: true,
+            crawler_sleep_us: 100,
+            crawler_tocrawl: 0,
+            slab_automove: 0,
+            recorded: Recorded::default(),
+            no_effect: Vec::new(),
+            track_sizes: false,
+        }
     }
 }
 
@@ -54,11 +70,25 @@ pub(crate) struct Tuning {
     pub slab_automove: AtomicU32,
     /// The other recorded settings, by memcached's `stats settings` name.
     pub recorded: Mutex<Recorded>,
+    /// [`TuningConfig::no_effect`].
+    pub no_effect: Vec<&'static str>,
+    /// memcached's `oldest_live`, for `stats settings`' `oldest`: the
+    /// relative time before which `flush_all` invalidated items (0: no
+    /// flush yet).
+    pub oldest_live: AtomicU32,
 }
 
-/// Settings recorded for `stats settings` only.
+/// Settings recorded for `stats settings` only: strata has no slab
+/// classes, slab mover, chunked items or segmented LRU for them to steer.
+/// The defaults are memcached 1.6's, but for `slab_reassign`, which says
+/// what strata does (no pages are ever moved).
 #[derive(Debug, Clone, PartialEq)]
-pub(crate) struct Recorded {
+pub struct Recorded {
+    pub slab_reassign: bool,
+    pub slab_chunk_max: u64,
+    pub tail_repair_time: u32,
+    /// Bytes (`-o worker_logbuf_size` gives KiB, as in memcached).
+    pub worker_logbuf_size: u64,
     pub slab_automove_ratio: f64,
     pub slab_automove_freeratio: f64,
     pub slab_automove_window: f64,
@@ -79,6 +109,10 @@ impl Default for Recorded {
     /// memcached 1.6's defaults.
     fn default() -> Self {
         Recorded {
+            slab_reassign: false,
+            slab_chunk_max: 512 << 10,
+            tail_repair_time: 0,
+            worker_logbuf_size: 64 << 10,
             slab_automove_ratio: 0.8,
             slab_automove_freeratio: 0.01,
             slab_automove_window: 30.0,
@@ -110,7 +144,9 @@ impl Tuning {
             crawling: AtomicBool::new(false),
             crawler_starts: AtomicU64::new(0),
             slab_automove: AtomicU32::new(cfg.slab_automove),
-            recorded: Mutex::new(Recorded::default()),
+            recorded: Mutex::new(cfg.recorded.clone()),
+            no_effect: cfg.no_effect.clone(),
+            oldest_live: AtomicU32::new(0),
         }
     }
 }
@@ -125,10 +161,7 @@ pub(crate) fn tune(store: &Arc<Store>, tuning: &Arc<Tuning>, lru_maintainer: boo
         Tune::SlabsAutomoveParam(AutomoveParam::Ratio, v) => rec.slab_automove_ratio = v,
         Tune::SlabsAutomoveParam(AutomoveParam::FreeRatio, v) => rec.slab_automove_freeratio = v,
         Tune::SlabsAutomoveParam(AutomoveParam::Window, v) => rec.slab_automove_window = v,
-        // memcached's reply with slab_reassign off, which is what `stats
-        // settings` reports: memory is not divided by size here, so there
-        // is never a page to move between classes.
-        Tune::SlabsReassign => return r::REASSIGN_DISABLED,
+        Tune::SlabsReassign(ids) => return reassign(store, rec.slab_reassign, ids),
         Tune::Crawl { classes } => {
             drop(rec);
             return crawl(store, tuning, classes);
@@ -175,6 +208,27 @@ fn extstore(store: &Store, rec: &mut Recorded, setting: ExtSetting, v: f64) {
         ExtSetting::DropUnread => rec.note_ext("ext_drop_unread", if n != 0 { "yes" } else { "no" }.into()),
         ExtSetting::FreeMemchunks => {}
     }
+}
+
+/// `slabs reassign <src> <dst>`: memcached's replies. Off (`stats settings`
+/// says `slab_reassign no` unless `-o slab_reassign`), its refusal; on, its
+/// checks of the class ids (0, memcached's page pool, up to the largest
+/// class), and then what memcached says of a class with fewer than two
+/// pages: memory is not divided by size here, so no class ever has a page
+/// to give.
+fn reassign(store: &Store, on: bool, ids: Option<(i64, i64)>) -> &'static [u8] {
+    if !on {
+        return r::REASSIGN_DISABLED;
+    }
+    let Some((src, dst)) = ids else { return r::BAD_FORMAT };
+    let largest = store.size_bands().len() as i64;
+    if !(0..=largest).contains(&src) || !(0..=largest).contains(&dst) {
+        return r::REASSIGN_BADCLASS;
+    }
+    if src == dst {
+        return r::REASSIGN_SAME;
+    }
+    r::REASSIGN_NOSPARE
 }
 
 /// Marks the crawl over when dropped.

@@ -233,6 +233,11 @@ impl Ctx<'_> {
         // Through the worker, so that its reply waits for the log as a
         // change's does.
         self.store.flush_all(at)?;
+        // memcached's `oldest_live`, by its formula: the second before the
+        // cutoff, one more with CAS on.
+        let cutoff = at.unwrap_or_else(|| self.shared.store.clock().now()).saturating_sub(1);
+        let oldest = cutoff.saturating_sub(u32::from(self.shared.store.config().cas));
+        self.shared.tuning.oldest_live.store(oldest, std::sync::atomic::Ordering::Relaxed);
         Ok(true)
     }
 

@@ -168,7 +168,11 @@ impl Handing {
                     }
                     shared.curr_conns.fetch_add(1, Relaxed);
                     shared.total_conns.fetch_add(1, Relaxed);
-                    tracing::debug!(peer = %stream.peer_name(), "connection accepted");
+                    // memcached's -vvv (internal state): at -v a busy
+                    // server's log would be a line per connection.
+                    if shared.verbosity.load(Relaxed) > 2 {
+                        tracing::trace!(peer = %stream.peer_name(), "connection accepted");
+                    }
                     self.last_id += 1;
                     let id = self.last_id;
                     let info = Arc::new(ConnInfo::new(

@@ -174,6 +174,7 @@ const SLAB_ITEMS: &[(&str, &str, Kind)] = &[
     ("expired_unfetched", "memcached_slab_items_expired_unfetched_total", Kind::Counter),
     ("outofmemory", "memcached_slab_items_outofmemory_total", Kind::Counter),
     ("reclaimed", "memcached_slab_items_reclaimed_total", Kind::Counter),
+    ("crawler_reclaimed", "memcached_slab_items_crawler_reclaimed_total", Kind::Counter),
     ("mem_requested", "memcached_slab_mem_requested_bytes", Kind::Gauge),
 ];
 

@@ -5,6 +5,7 @@
 pub(crate) mod detail;
 pub(crate) mod latency;
 pub(crate) mod metrics;
+pub(crate) mod settings;
 pub(crate) mod stats;
 pub(crate) mod verbose;
 pub(crate) mod watch;
