@@ -79,43 +79,32 @@ SERVER_DEPS := deps $(if $(filter memcached,$(WIRE_TARGET)),,build)
 .PHONY: msrv deb package bench bench-venv test deps apt venv node java build test-bin release-bin compat-bin lint fmt clippy unit pytest wire wire-epoll wire-flash compat compat-memcached \
         memccapable capacity concurrency clean-venv fuzz fuzz-all fuzz-check miri miri-setup miri-build msrv-setup
 
-# Stages in order, but for one group run side by side, and Miri in the
-# background. The production build spends most of its time in its
-# single-threaded fat-LTO link, which leaves a core to the test client's
-# build, the MSRV check, the fuzz check and Miri's build (each in its own
-# target directory; cargo shares make's job slots: their cargo lines start
-# with `+`, which also means that `make -n` runs them). Their output comes
-# out whole, a stage at a time (--output-sync). The toolchains they need
-# are installed first, one at a time (rustup).
-# Then Miri runs at the lowest CPU priority (nice 19) beside every later
-# stage: it interprets a test binary on one core for minutes, and takes
-# the time the other stages leave idle (the server-facing stages keep two
-# cores 71% busy, waiting on servers and sockets; compiles have
-# single-threaded tails), while a stage that wants a core gets it (CFS
-# gives a nice-0 task 98.5% of a core against nice 19). Outside make's job
-# slots (MAKEFLAGS cleared), so cargo's builds keep both; in a process
-# group of its own (job control, `set -m`), ended with `test` when a stage
-# fails or make is interrupted. Not a session of its own (setsid): with
-# the kernel's autogroups (sched_autogroup_enabled, on here) a session is
-# a scheduling group that gets an equal share whatever its nice, and Miri
-# took half of the cores from the crash simulator that way. Its output is kept in $(MIRI_LOG) and shown at the end;
-# a failure there fails `test`.
-# Tried: every CPU-bound stage in one make -j3 graph, Miri at normal
-# priority beside cargo test: no faster on a fresh clone (17:06 against
-# 17:12, both cores full either way), and a snapshot whose hand-off waits
-# 50 ms failed once beside the two Miri processes.
+# Stages in order, but for one group run side by side: the production
+# build spends most of its time in its single-threaded fat-LTO link, which
+# leaves a core to the test client's build, the MSRV check, the fuzz check
+# and Miri's build (each in its own target directory; cargo shares make's
+# job slots: their cargo lines start with `+`, which also means that
+# `make -n` runs them).
+# Their output comes out whole, a stage at a time (--output-sync). The
+# toolchains they need are installed first, one at a time (rustup).
+# Tried: every CPU-bound stage in one make -j3 graph (Miri beside cargo
+# test): no faster on a fresh clone (17:06 against 17:12, both cores full
+# either way), and cargo test's timed tests then ran beside two Miri
+# processes: a snapshot whose hand-off waits 50 ms failed once. Also
+# tried: Miri at nice 19 in the background beside every later stage (the
+# server-facing stages leave 29% of two cores idle): slower on a fresh
+# clone (1,501 s against 1,467): niced, Miri got little CPU until the last
+# stage and then ran alone, while the stages beside it slowed (the crash
+# simulator 122 s against 90-106, the default pytest pass 144 s against
+# 111: wake-up latency and caches). And a session of its own (setsid) is
+# a scheduling group of its own with autogroups on, which nice does not
+# reach.
 SIDE_BY_SIDE := release-bin compat-bin msrv fuzz-check miri-build
-LATER_STAGES := fmt clippy unit package pytest wire-epoll wire-flash compat-memcached memccapable capacity concurrency
-MIRI_LOG := $(abspath $(or $(CARGO_TARGET_DIR),target))/miri-test.log
+LATER_STAGES := fmt clippy unit miri package pytest wire-epoll wire-flash compat-memcached memccapable capacity concurrency
 test: deps
 	@$(MAKE) --no-print-directory test-bin msrv-setup miri-setup
 	@$(MAKE) --no-print-directory -j3 --output-sync=target $(SIDE_BY_SIDE)
-	@echo "==> [$$(date -u +%T)] miri in the background (nice 19; its output at the end)"
-	@set -m; (MAKEFLAGS= nice -n 19 $(MAKE) --no-print-directory miri >$(MIRI_LOG) 2>&1) & miri=$$!; set +m; \
-	trap 'kill -TERM -- -'$$miri' 2>/dev/null' EXIT INT TERM; \
-	$(MAKE) --no-print-directory $(LATER_STAGES); \
-	echo "==> [$$(date -u +%T)] waiting for miri"; mrc=0; wait $$miri || mrc=$$?; trap - EXIT INT TERM; \
-	cat $(MIRI_LOG); [ $$mrc -eq 0 ] || { echo "miri: failed"; exit $$mrc; }
+	@$(MAKE) --no-print-directory $(LATER_STAGES)
 	@echo "==> [$$(date -u +%T)] make test: all stages passed"
 
 deps: apt venv node java
