@@ -20,8 +20,10 @@
 //!   `crawl`: `lru_crawler crawl`, expired items unlinked by a walk.
 //! - `store`: the shared state and the helpers every operation uses.
 //! - `segments`: segments, the memory budget, TTL classes, reservations.
-//! - `evict`: the cleaner and eviction; `reclaim`: the background
-//!   reclaimer that runs them ahead of the writers.
+//! - `evict`: the cleaner and eviction; `density` and `sketch`: which
+//!   items eviction's copy-forward keeps (reads per byte; reads of every
+//!   key lately, resident or not); `reclaim`: the background reclaimer
+//!   that runs them ahead of the writers.
 //! - `read`, `write`: the operations; `worker`: the per-thread handle.
 //! - `journal`: client changes reported to the durability log, and replayed.
 //! - `tier`: the flash tier, store side: evicted items to flash, and
@@ -39,6 +41,7 @@ mod bands;
 pub mod clock;
 mod crawl;
 mod cut;
+mod density;
 mod evict;
 mod image;
 mod index;
@@ -49,6 +52,7 @@ mod reclaim;
 mod restore;
 mod segments;
 mod sizes;
+mod sketch;
 mod store;
 mod tier;
 mod timelog;
@@ -87,6 +91,8 @@ mod aio_tests;
 mod compress_tests;
 #[cfg(test)]
 mod cut_tests;
+#[cfg(test)]
+mod policy_tests;
 #[cfg(test)]
 mod pressure_tests;
 #[cfg(test)]

@@ -172,6 +172,7 @@ impl Worker {
     ) -> Result<Flow<Found<R>>, Stop> {
         self.store.maybe_flush();
         let loc = self.store.index().locate(key);
+        self.store.sketch().touch(loc, &mut self.active.sketch_pending);
         // What earlier rounds did: a rewrite that handed us the token, or
         // created the item; the expiry first seen.
         let (mut won, mut created, mut first_expiry, mut relaid) = (false, false, None, false);

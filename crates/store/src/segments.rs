@@ -234,14 +234,15 @@ impl Store {
         self.seg(seg).max_expire.fetch_max(e, Relaxed);
     }
 
-    /// How many segments may be in use: the memory limit covers the index
-    /// and compression's dictionaries and samples too, so that RSS stays
+    /// How many segments may be in use: the memory limit covers the index,
+    /// eviction's sketch and compression's dictionaries and samples too, so that RSS stays
     /// near `-m` whatever the item size (memcached's `-m` leaves its hash
     /// table out).
     pub(crate) fn segment_budget(&self) -> u32 {
         let codec = self.codec().map_or(0, |c| c.memory());
         let b = self.budget();
-        let spare = b.memory_limit.load(Relaxed).saturating_sub(self.index().memory() + codec);
+        let policy = self.sketch().memory();
+        let spare = b.memory_limit.load(Relaxed).saturating_sub(self.index().memory() + codec + policy);
         let segs = u32::try_from(spare / self.arena().segment_size()).unwrap_or(u32::MAX);
         segs.min(b.limit_segs.load(Relaxed)).max(2)
     }
@@ -393,6 +394,12 @@ pub(crate) struct Active {
     /// writes, a quarter of the segments at most banked (`evict.rs`,
     /// "What eviction copies").
     pub(crate) copy_credit: usize,
+    /// The read items this worker's evictions met, by reads per byte: which
+    /// of them the credit goes to (`density.rs`).
+    pub(crate) density: crate::density::Density,
+    /// This worker's reads not yet added to the sketch's total
+    /// (`sketch.rs`).
+    pub(crate) sketch_pending: u32,
     /// The store's `starved` count this worker last sealed for.
     pub(crate) starve_seen: u64,
     /// The background reclaimer's: makes free segments, takes none.
@@ -428,6 +435,8 @@ impl Active {
             take_held: false,
             last_resort: false,
             copy_credit: 0,
+            density: Default::default(),
+            sketch_pending: 0,
             starve_seen: st.starved(),
             background,
             early_only: false,

@@ -129,6 +129,8 @@ pub struct Store {
     evicted_age: AtomicU32,
     /// Items counted by size (`bands.rs`).
     bands: crate::bands::Bands,
+    /// Reads of every key lately (`sketch.rs`), for eviction.
+    sketch: crate::sketch::Sketch,
     /// memcached's `stats sizes` histogram (off unless asked for).
     sizes: crate::sizes::Sizes,
     /// Told of items evicted from memory while it wants them (`watch
@@ -262,6 +264,7 @@ impl Store {
             counters: Mutex::new(Vec::new()),
             evicted_age: AtomicU32::new(0),
             bands: crate::bands::Bands::new(cfg.size_classes, cfg.cas),
+            sketch: crate::sketch::Sketch::new(cfg.memory_limit),
             sizes: crate::sizes::Sizes::new(cfg.item_size_max),
             evict_hook: std::sync::OnceLock::new(),
             cut: Default::default(),
@@ -811,6 +814,10 @@ impl Store {
     }
 
     #[inline]
+    pub(crate) fn sketch(&self) -> &crate::sketch::Sketch {
+        &self.sketch
+    }
+
     pub(crate) fn bands(&self) -> &crate::bands::Bands {
         &self.bands
     }

@@ -1,0 +1,204 @@
+//! How often each key was asked for lately, resident or not: a count-min
+//! sketch of the reads (TinyLFU's, Einziger, Friedman and Manes 2017),
+//! which eviction consults (issue 42).
+//!
+//! A key's read count in its index slot (`index::slot::freq`) starts again
+//! each time the item is written or copied forward, and is gone once the
+//! item is evicted: a key asked for often, evicted, missed and set again
+//! comes back as new, and leaves again unread if no read happens to fall in
+//! its short stay in the small queue. The sketch remembers it: every read,
+//! hit or miss, counts against the key's hash in four rows of 4-bit
+//! counters (bytes here, saturating at 15), and a key's estimate is its
+//! smallest counter. When reads reach ten times the counters of a row,
+//! every counter is halved, so old popularity fades (TinyLFU's reset).
+//!
+//! Its memory is counted inside `-m` ([`Sketch::memory`], subtracted from the
+//! segments' budget): four bytes per 1 KiB of the limit, 0.4%.
+//!
+//! Counters are shared by every worker without locks: a load and a store,
+//! so two workers counting the same key at once may count it once. An
+//! estimate is a hint for eviction, never an answer to a client.
+
+use std::sync::atomic::AtomicU8;
+use std::sync::atomic::Ordering::Relaxed;
+use std::sync::atomic::{AtomicBool, AtomicU64};
+
+use crate::index::Loc;
+
+const ROWS: usize = 4;
+/// A counter's ceiling (TinyLFU's 4 bits).
+const MAX: u8 = 15;
+/// Reads between two halvings per item in memory (Caffeine's sample size:
+/// ten times the cache's entries). Sized by the items, not the counters:
+/// with 2,000 large items in memory and a row of 64 Ki counters, a sample
+/// of ten reads per counter saturated every key of the workload.
+const SAMPLE_PER_ITEM: u64 = 10;
+/// The sample until eviction first counts the items.
+const FIRST_SAMPLE: u64 = 1 << 14;
+/// The sample's floor, however few the items.
+const MIN_SAMPLE: u64 = 1 << 10;
+/// A worker adds its reads to the shared total this many at a time, so
+/// that workers do not share a cache line on every read.
+pub(crate) const BATCH: u32 = 32;
+
+/// The shared counters.
+pub(crate) struct Sketch {
+    counters: Box<[AtomicU8]>,
+    /// `log2` of a row's width.
+    bits: u32,
+    /// Reads counted since the last halving (in [`BATCH`]es).
+    reads: AtomicU64,
+    /// Reads between two halvings: [`SAMPLE_PER_ITEM`] times the items in
+    /// memory, as eviction last counted them.
+    sample: AtomicU64,
+    /// Set while one worker halves.
+    halving: AtomicBool,
+}
+
+impl std::fmt::Debug for Sketch {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Sketch({} rows of {})", ROWS, 1usize << self.bits)
+    }
+}
+
+/// 64 bits of the key's hash, taken back out of its location, spread over
+/// the word (splitmix64's finaliser).
+fn fingerprint(loc: Loc) -> u64 {
+    let mut h =
+        u64::from(loc.bucket) | (u64::from(loc.tag) << 32) | (u64::from(loc.ext) << 44) | ((loc.stripe as u64) << 54);
+    h ^= h >> 30;
+    h = h.wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    h ^= h >> 27;
+    h = h.wrapping_mul(0x94d0_49bb_1331_11eb);
+    h ^ (h >> 31)
+}
+
+impl Sketch {
+    /// Sized for a memory limit of `limit` bytes: rows of a counter per KiB
+    /// (a power of two, 1 Ki to 4 Mi).
+    pub(crate) fn new(limit: usize) -> Sketch {
+        // Under Miri (a thousand times slower) every store's sketch is the
+        // smallest: tests there build many stores at the default 64 MiB.
+        let most = if cfg!(miri) { 1 << 10 } else { 1 << 22 };
+        let width = (limit / 1024).next_power_of_two().clamp(1 << 10, most);
+        let counters = (0..ROWS * width).map(|_| AtomicU8::new(0)).collect();
+        Sketch {
+            counters,
+            bits: width.trailing_zeros(),
+            reads: AtomicU64::new(0),
+            sample: AtomicU64::new(FIRST_SAMPLE),
+            halving: AtomicBool::new(false),
+        }
+    }
+
+    /// Eviction counted `items` in memory.
+    pub(crate) fn set_items(&self, items: u64) {
+        self.sample.store((items * SAMPLE_PER_ITEM).max(MIN_SAMPLE), Relaxed);
+    }
+
+    /// Bytes it takes, counted inside `-m`.
+    pub(crate) fn memory(&self) -> usize {
+        self.counters.len()
+    }
+
+    fn slots(&self, loc: Loc) -> [usize; ROWS] {
+        let h = fingerprint(loc);
+        let mask = (1usize << self.bits) - 1;
+        // Each row takes its own 16 bits of the hash, and rotates them by
+        // the row so that rows do not collide together.
+        std::array::from_fn(|r| {
+            let part = (h >> (16 * r)) as usize ^ (h.rotate_left(23 * r as u32 + 7) as usize);
+            (r << self.bits) | (part & mask)
+        })
+    }
+
+    /// Counts a read of the key at `loc`. `pending` is the worker's reads
+    /// not yet added to the shared total.
+    pub(crate) fn touch(&self, loc: Loc, pending: &mut u32) {
+        // Conservative update (Estan and Varghese 2002): only the counters
+        // at the key's current minimum go up, so the other keys that share
+        // a counter inflate the key's estimate far less.
+        let slots = self.slots(loc);
+        let values = slots.map(|i| self.counters[i].load(Relaxed));
+        let min = values.iter().copied().min().unwrap_or(0);
+        if min < MAX {
+            for (i, v) in slots.into_iter().zip(values) {
+                if v == min {
+                    self.counters[i].store(v + 1, Relaxed);
+                }
+            }
+        }
+        *pending += 1;
+        if *pending >= BATCH {
+            *pending = 0;
+            let sample = self.sample.load(Relaxed);
+            let reads = self.reads.fetch_add(u64::from(BATCH), Relaxed) + u64::from(BATCH);
+            // One worker at a time halves; the others go on counting.
+            if reads >= sample && !self.halving.swap(true, Relaxed) {
+                self.halve();
+                let _ = self.reads.fetch_update(Relaxed, Relaxed, |r| Some(r.saturating_sub(sample / 2)));
+                self.halving.store(false, Relaxed);
+            }
+        }
+    }
+
+    fn halve(&self) {
+        for c in self.counters.iter() {
+            c.store(c.load(Relaxed) >> 1, Relaxed);
+        }
+    }
+
+    /// Reads of the key at `loc` lately, at least (0 to 15).
+    pub(crate) fn estimate(&self, loc: Loc) -> u8 {
+        self.slots(loc).iter().map(|&i| self.counters[i].load(Relaxed)).min().unwrap_or(0)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn loc(i: u32) -> Loc {
+        Loc { stripe: (i % 8) as usize, bucket: i.wrapping_mul(2_654_435_761), tag: (i % 4000 + 1) as u16, ext: 0 }
+    }
+
+    #[test]
+    fn counts_reads_up_to_its_ceiling() {
+        let s = Sketch::new(1 << 20);
+        let mut pending = 0;
+        assert_eq!(s.estimate(loc(1)), 0);
+        for n in 1..=20u8 {
+            s.touch(loc(1), &mut pending);
+            assert_eq!(s.estimate(loc(1)), n.min(MAX));
+        }
+        assert!(s.estimate(loc(2)) <= 1, "another key shares at most a few counters");
+        assert_eq!(s.memory(), ROWS << 10);
+    }
+
+    #[test]
+    fn popular_keys_stand_out_among_many_and_old_counts_fade() {
+        let s = Sketch::new(1 << 20);
+        let mut pending = 0;
+        // Keys 0..16 read eight times each, 2,000 other keys once.
+        for round in 0..8 {
+            for k in 0..16 {
+                s.touch(loc(k), &mut pending);
+            }
+            for k in 0..250 {
+                s.touch(loc(1000 + round * 250 + k), &mut pending);
+            }
+        }
+        let hot = (0..16).filter(|&k| s.estimate(loc(k)) >= 8).count();
+        let cold_high = (1000..3000).filter(|&k| s.estimate(loc(k)) >= 4).count();
+        assert_eq!(hot, 16);
+        assert!(cold_high < 20, "{cold_high} keys read once look popular");
+        // A sample's reads later (of a few other keys), every count has
+        // been halved once.
+        s.set_items(1000);
+        for k in 0..(SAMPLE_PER_ITEM as u32 * 1000) {
+            s.touch(loc(100_000 + k % 16), &mut pending);
+        }
+        let after: Vec<u8> = (0..16).map(|k| s.estimate(loc(k))).collect();
+        assert_eq!(after, [4; 16], "old counts fade");
+    }
+}
