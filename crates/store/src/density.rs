@@ -13,13 +13,13 @@
 //! the bytes of read items by density class (accesses per byte, in half
 //! powers of two), decayed so that it follows the workload. Before each
 //! victim the worker sets a threshold: the class at which the candidates,
-//! densest first, add up to more than the credit pays for (a fifth of the
-//! victims' bytes), of which it keeps the share that fits. An item below the threshold is evicted though read;
-//! one at or above it is copied if the credit allows, as before. With
-//! candidates that all fit, the threshold is the lowest class and nothing
-//! changes.
-
-use crate::segments::COPY_CREDIT_DIV;
+//! densest first, add up to more than a budget (a share of the victims'
+//! bytes that `climb.rs` tunes to the hit ratio, none at all to a
+//! sixteenth), of which it keeps the share that fits; the densest class
+//! present is kept whole. An item below the threshold is evicted though
+//! read; one at or above it is copied if the credit allows, as before.
+//! With candidates that all fit, the threshold is the lowest class and
+//! nothing changes.
 
 /// Density classes: `2·log2(freq · 2^24 / len)`, from 1 byte to segments
 /// of 16 MiB and frequencies up to 15.
@@ -68,9 +68,10 @@ pub(crate) fn class(freq: u8, len: usize) -> usize {
 
 impl Density {
     /// A victim of `bytes` is about to be evicted: sets the threshold from
-    /// what the record holds (the victim's own candidates come after).
-    pub(crate) fn victim(&mut self, bytes: usize, segment_size: usize) {
-        let budget = self.victims / COPY_CREDIT_DIV as u64;
+    /// what the record holds (the victim's own candidates come after), for
+    /// a budget of the victims' bytes over `divisor` (`climb.rs`).
+    pub(crate) fn victim(&mut self, bytes: usize, segment_size: usize, divisor: u64) {
+        let budget = self.victims.checked_div(divisor).unwrap_or(u64::MAX);
         let mut sum = 0;
         self.threshold = 0;
         self.share = ONE;
@@ -119,6 +120,7 @@ impl Density {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::segments::COPY_CREDIT_DIV;
 
     #[test]
     fn classes_order_by_accesses_per_byte() {
@@ -135,7 +137,7 @@ mod tests {
     fn everything_is_kept_while_the_candidates_fit_the_credit() {
         let mut d = Density::default();
         for _ in 0..10 {
-            d.victim(1 << 20, 1 << 20);
+            d.victim(1 << 20, 1 << 20, COPY_CREDIT_DIV as u64);
             // A tenth of each victim read: under the fifth the credit pays.
             for _ in 0..10 {
                 assert!(d.admits(2, 10 << 10));
@@ -148,7 +150,7 @@ mod tests {
         let mut d = Density::default();
         let (mut small_kept, mut large_kept) = (0, 0);
         for round in 0..40 {
-            d.victim(1 << 20, 1 << 20);
+            d.victim(1 << 20, 1 << 20, COPY_CREDIT_DIV as u64);
             // Half of each victim is read: 32 large items and 1,024 small
             // ones of 256 bytes (a quarter of the victim each).
             for _ in 0..32 {

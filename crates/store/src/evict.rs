@@ -41,8 +41,9 @@
 //! the segments at most banked. Past the credit read items are evicted
 //! too. An item the sketch (`sketch.rs`) counts at least
 //! [`ADMIT_ESTIMATE`] reads lately is copied as a read one, though not
-//! read in this stay; and where the read items are more than the credit,
-//! those with the most reads per byte get it (`density.rs`). Without the bound a write-once fill whose items were each read
+//! read in this stay; and where the read items are more than a budget (a
+//! share of the victims' bytes, tuned to the hit ratio: `climb.rs`), those
+//! with the most reads per byte are kept (`density.rs`). Without the bound a write-once fill whose items were each read
 //! once copied every item forward (write amplification 1.5–1.9, and victims
 //! whose items were all read freed nothing); with it eviction's copying
 //! stays at or under 1.2 bytes written per byte stored.
@@ -600,9 +601,9 @@ impl Store {
     fn sweep(&self, victim: u32, how: Clear, active: &mut Active) -> Cleared {
         let end = self.seg(victim).write_off.load(Acquire) as usize;
         if how == Clear::Evict {
-            active.density.victim(end, self.arena().segment_size());
             let items = self.segs().iter().map(|m| u64::from(m.live_items.load(Relaxed))).sum();
             self.sketch().set_items(items);
+            active.density.victim(end, self.arena().segment_size(), self.copy_divisor(items));
         }
         let now = self.clock().now();
         let mut cleared = Cleared::default();

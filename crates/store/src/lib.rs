@@ -20,9 +20,10 @@
 //!   `crawl`: `lru_crawler crawl`, expired items unlinked by a walk.
 //! - `store`: the shared state and the helpers every operation uses.
 //! - `segments`: segments, the memory budget, TTL classes, reservations.
-//! - `evict`: the cleaner and eviction; `density` and `sketch`: which
-//!   items eviction's copy-forward keeps (reads per byte; reads of every
-//!   key lately, resident or not); `reclaim`: the background reclaimer
+//! - `evict`: the cleaner and eviction; `density`, `sketch` and `climb`:
+//!   which items eviction's copy-forward keeps (reads per byte; reads of
+//!   every key lately, resident or not; how selective, tuned to the hit
+//!   ratio); `reclaim`: the background reclaimer
 //!   that runs them ahead of the writers.
 //! - `read`, `write`: the operations; `worker`: the per-thread handle.
 //! - `journal`: client changes reported to the durability log, and replayed.
@@ -38,6 +39,7 @@
 mod aio;
 mod arena;
 mod bands;
+mod climb;
 pub mod clock;
 mod crawl;
 mod cut;

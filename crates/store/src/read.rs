@@ -223,6 +223,9 @@ impl Worker {
                         }
                     }
                     drop(stripe);
+                    if !won && !created && !relaid {
+                        st.sketch().missed(&mut self.active.misses_pending);
+                    }
                     let Some(expiry) = opts.vivify else { return Ok(Flow::Ready(Found::Missing)) };
                     let f = Fields { expiry, cas: opts.new_cas, state: state::TOKEN_SENT, ..Fields::default() };
                     let w = Write { new_cas: opts.new_cas, ..Write::new(SetOp::Add, key, 0, expiry, b"") };

@@ -400,6 +400,8 @@ pub(crate) struct Active {
     /// This worker's reads not yet added to the sketch's total
     /// (`sketch.rs`).
     pub(crate) sketch_pending: u32,
+    /// Its misses not yet added to the sketch's total.
+    pub(crate) misses_pending: u32,
     /// The store's `starved` count this worker last sealed for.
     pub(crate) starve_seen: u64,
     /// The background reclaimer's: makes free segments, takes none.
@@ -437,6 +439,7 @@ impl Active {
             copy_credit: 0,
             density: Default::default(),
             sketch_pending: 0,
+            misses_pending: 0,
             starve_seen: st.starved(),
             background,
             early_only: false,

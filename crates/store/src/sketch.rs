@@ -53,6 +53,10 @@ pub(crate) struct Sketch {
     sample: AtomicU64,
     /// Set while one worker halves.
     halving: AtomicBool,
+    /// Reads and misses since start (in batches), for the climber
+    /// (`climb.rs`).
+    all_reads: AtomicU64,
+    misses: AtomicU64,
 }
 
 impl std::fmt::Debug for Sketch {
@@ -88,6 +92,8 @@ impl Sketch {
             reads: AtomicU64::new(0),
             sample: AtomicU64::new(FIRST_SAMPLE),
             halving: AtomicBool::new(false),
+            all_reads: AtomicU64::new(0),
+            misses: AtomicU64::new(0),
         }
     }
 
@@ -132,6 +138,7 @@ impl Sketch {
         if *pending >= BATCH {
             *pending = 0;
             let sample = self.sample.load(Relaxed);
+            self.all_reads.fetch_add(u64::from(BATCH), Relaxed);
             let reads = self.reads.fetch_add(u64::from(BATCH), Relaxed) + u64::from(BATCH);
             // One worker at a time halves; the others go on counting.
             if reads >= sample && !self.halving.swap(true, Relaxed) {
@@ -140,6 +147,20 @@ impl Sketch {
                 self.halving.store(false, Relaxed);
             }
         }
+    }
+
+    /// Counts a read that missed; `pending` as for [`Sketch::touch`].
+    pub(crate) fn missed(&self, pending: &mut u32) {
+        *pending += 1;
+        if *pending >= BATCH {
+            *pending = 0;
+            self.misses.fetch_add(u64::from(BATCH), Relaxed);
+        }
+    }
+
+    /// Reads and misses since start (to within a batch per worker).
+    pub(crate) fn totals(&self) -> (u64, u64) {
+        (self.all_reads.load(Relaxed), self.misses.load(Relaxed))
     }
 
     fn halve(&self) {

@@ -131,6 +131,8 @@ pub struct Store {
     bands: crate::bands::Bands,
     /// Reads of every key lately (`sketch.rs`), for eviction.
     sketch: crate::sketch::Sketch,
+    /// How selective eviction's copy-forward is (`climb.rs`).
+    climber: Mutex<crate::climb::Climber>,
     /// memcached's `stats sizes` histogram (off unless asked for).
     sizes: crate::sizes::Sizes,
     /// Told of items evicted from memory while it wants them (`watch
@@ -265,6 +267,7 @@ impl Store {
             evicted_age: AtomicU32::new(0),
             bands: crate::bands::Bands::new(cfg.size_classes, cfg.cas),
             sketch: crate::sketch::Sketch::new(cfg.memory_limit),
+            climber: Default::default(),
             sizes: crate::sizes::Sizes::new(cfg.item_size_max),
             evict_hook: std::sync::OnceLock::new(),
             cut: Default::default(),
@@ -816,6 +819,20 @@ impl Store {
     #[inline]
     pub(crate) fn sketch(&self) -> &crate::sketch::Sketch {
         &self.sketch
+    }
+
+    #[cfg(test)]
+    pub(crate) fn climber(&self) -> &Mutex<crate::climb::Climber> {
+        &self.climber
+    }
+
+    /// The budget divisor for eviction's copy-forward (`climb.rs`), after a
+    /// look at the reads and misses so far with `items` in memory.
+    pub(crate) fn copy_divisor(&self, items: u64) -> u64 {
+        let (reads, misses) = self.sketch.totals();
+        let mut c = self.climber.lock();
+        c.observe(reads, misses, 2 * items);
+        c.divisor()
     }
 
     pub(crate) fn bands(&self) -> &crate::bands::Bands {
