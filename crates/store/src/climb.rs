@@ -20,9 +20,9 @@
 //! that drifts (a cache still warming up gets better whatever the setting;
 //! plain hill climbing, which compares each period with the last, read that
 //! as "tighter is better" and ended at the tightest on workload 5, 80.0%).
-//! It starts with no budget. Measured (one round each, strata-bench): 81.5%
-//! on workload 5, 81.7% and 70.2% on workload 10 (zipf 0.9, 0.7), against
-//! 81.1%, 80.8% and 69.0% with a fixed fifth. What it costs: the probe
+//! It starts with no budget. Measured (strata-bench, medians of three):
+//! 81.5% on workload 5, 81.7% and 69.8% on workload 10 (zipf 0.9, 0.7),
+//! against 81.1%, 80.8% and 69.0% with a fixed fifth (one round). What it costs: the probe
 //! periods, half of all, run at a worse setting wherever the one in force
 //! is best (workload 6 at ten times the keys: 75.2%, against 76.0% with no
 //! budget, fixed). Tried: judging a probe only once the hit ratio held

@@ -133,6 +133,7 @@ impl Worker {
     pub fn prefetch_bucket(&self, key: &[u8]) -> Hint {
         let loc = self.store.index().locate(key);
         self.store.index().prefetch(loc);
+        self.store.sketch().prefetch(loc);
         Hint(loc)
     }
 
