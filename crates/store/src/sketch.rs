@@ -87,12 +87,15 @@ fn fingerprint(loc: Loc) -> u64 {
 
 impl Sketch {
     /// Sized for a memory limit of `limit` bytes: rows of a counter per KiB
-    /// (a power of two, 1 Ki to 4 Mi).
+    /// (a power of two, 16 to 4 Mi: one block at least, so that a store of
+    /// a few small segments keeps them all; a floor of 4 KiB took one of
+    /// the three 16 KiB segments of a test under Miri, whose writer then
+    /// waited out the last resort).
     pub(crate) fn new(limit: usize) -> Sketch {
-        // Under Miri (a thousand times slower) every store's sketch is the
-        // smallest: tests there build many stores at the default 64 MiB.
+        // Under Miri (a thousand times slower) every store's sketch is
+        // small: tests there build many stores at the default 64 MiB.
         let most = if cfg!(miri) { 1 << 10 } else { 1 << 22 };
-        let width = (limit / 1024).next_power_of_two().clamp(1 << 10, most);
+        let width = (limit / 1024).next_power_of_two().clamp(BLOCK / ROWS, most);
         let counters = (0..ROWS * width).map(|_| AtomicU8::new(0)).collect();
         Sketch {
             counters,
