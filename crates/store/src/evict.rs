@@ -43,7 +43,9 @@
 //! [`ADMIT_ESTIMATE`] reads lately is copied as a read one, though not
 //! read in this stay; and where the read items are more than a budget (a
 //! share of the victims' bytes, tuned to the hit ratio: `climb.rs`), those
-//! with the most reads per byte are kept (`density.rs`). Without the bound a write-once fill whose items were each read
+//! with the most reads per byte are kept (`density.rs`).
+//!
+//! Without the credit's bound a write-once fill whose items were each read
 //! once copied every item forward (write amplification 1.5–1.9, and victims
 //! whose items were all read freed nothing); with it eviction's copying
 //! stays at or under 1.2 bytes written per byte stored.

@@ -235,9 +235,9 @@ impl Store {
     }
 
     /// How many segments may be in use: the memory limit covers the index,
-    /// eviction's sketch and compression's dictionaries and samples too, so that RSS stays
-    /// near `-m` whatever the item size (memcached's `-m` leaves its hash
-    /// table out).
+    /// eviction's sketch and compression's dictionaries and samples too,
+    /// so that RSS stays near `-m` whatever the item size (memcached's `-m`
+    /// leaves its hash table out).
     pub(crate) fn segment_budget(&self) -> u32 {
         let codec = self.codec().map_or(0, |c| c.memory());
         let b = self.budget();
