@@ -172,8 +172,6 @@ impl Worker {
     ) -> Result<Flow<Found<R>>, Stop> {
         self.store.maybe_flush();
         let loc = self.store.index().locate(key);
-        // The bucket loads while the sketch's block is waited for.
-        self.store.index().prefetch(loc);
         self.store.sketch().touch(loc, &mut self.active.sketch_pending);
         // What earlier rounds did: a rewrite that handed us the token, or
         // created the item; the expiry first seen.

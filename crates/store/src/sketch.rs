@@ -47,13 +47,11 @@ const FIRST_SAMPLE: u64 = u64::MAX;
 const MIN_SAMPLE: u64 = 1 << 10;
 /// A worker adds its reads to the shared total this many at a time, so
 /// that workers do not share a cache line on every read.
-pub(crate) const BATCH: u32 = 32;
+const BATCH: u32 = 32;
 
 /// The shared counters.
 pub(crate) struct Sketch {
     counters: Box<[AtomicU8]>,
-    /// `log2` of a row's width.
-    bits: u32,
     /// Reads counted since the last halving (in [`BATCH`]es).
     reads: AtomicU64,
     /// Reads between two halvings: [`SAMPLE_PER_ITEM`] times the items in
@@ -69,7 +67,7 @@ pub(crate) struct Sketch {
 
 impl std::fmt::Debug for Sketch {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "Sketch({} rows of {})", ROWS, 1usize << self.bits)
+        write!(f, "Sketch({} rows of {})", ROWS, self.counters.len() / ROWS)
     }
 }
 
@@ -99,7 +97,6 @@ impl Sketch {
         let counters = (0..ROWS * width).map(|_| AtomicU8::new(0)).collect();
         Sketch {
             counters,
-            bits: width.trailing_zeros(),
             reads: AtomicU64::new(0),
             sample: AtomicU64::new(FIRST_SAMPLE),
             halving: AtomicBool::new(false),
