@@ -249,6 +249,14 @@ pub struct Workload {
     pub seed: u64,
     /// Replay mode: the trace file (`crate::trace`'s format).
     pub replay: Option<std::path::PathBuf>,
+    /// TTL classes in seconds (0: none): each key's sets carry one of
+    /// them, the same every time ([`crate::gen::ttl_of`]). Empty: none.
+    pub ttls: Vec<u32>,
+    /// Hit-ratio mode: of every `scan_every` requests, the first
+    /// `scan_keys` ask for cold keys never asked before (a batch job or a
+    /// crawler passing once over other data). 0: no scan.
+    pub scan_every: u64,
+    pub scan_keys: u64,
 }
 
 impl Default for Workload {
@@ -274,6 +282,9 @@ impl Default for Workload {
             overfill: 0.1,
             seed: 1,
             replay: None,
+            ttls: Vec::new(),
+            scan_every: 0,
+            scan_keys: 0,
         }
     }
 }
@@ -305,6 +316,11 @@ impl Workload {
             if r.is_nan() || r <= 0.0 {
                 return bad("rate must be positive".into());
             }
+        }
+        if self.scan_every > 0
+            && (self.mode != Mode::HitRatio || self.scan_keys == 0 || self.scan_keys > self.scan_every)
+        {
+            return bad("a scan is for hit-ratio runs, with 1 <= scan_keys <= scan_every".into());
         }
         if (self.mode == Mode::Replay) != self.replay.is_some() {
             return bad("mode replay and a replay trace go together".into());

@@ -50,12 +50,34 @@ pub enum Source<'a> {
     Mix { set_share: f64, multiget: u16, keys: KeyChooser },
     /// Sets of keys `0, 1, 2, …` once each, up to `limit`.
     Fill { next: AtomicU64, limit: u64 },
-    /// Cache-aside: get a key; on a miss, set it.
-    CacheAside { keys: KeyChooser },
+    /// Cache-aside: get a key; on a miss, set it. Some request slots go
+    /// to a scan of cold keys.
+    CacheAside { keys: KeyChooser, scan: Scan },
     /// A trace's lines in order, shared by every connection: a get (on a
     /// miss, a set: cache-aside, as a simulator inserts on a miss) or a
     /// set, with the line's size.
     Replay { recs: &'a [Rec], next: AtomicU64 },
+}
+
+/// A periodic one-pass scan of cold keys: of every `every` request slots
+/// (a phase's numbering, sets after a miss included), the first `len` ask
+/// for keys `first`, `first + 1`, … that nothing asked for before.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Scan {
+    pub every: u64,
+    pub len: u64,
+    pub first: u64,
+}
+
+impl Scan {
+    /// The cold key slot `slot` asks for, if it is a scan's.
+    fn key(&self, slot: u64) -> Option<u64> {
+        if self.every == 0 {
+            return None;
+        }
+        let (pass, at) = (slot / self.every, slot % self.every);
+        (at < self.len).then(|| self.first + pass * self.len + at)
+    }
 }
 
 /// What all threads of one phase share.
@@ -63,6 +85,8 @@ pub struct Plan<'a> {
     pub protocol: Protocol,
     pub source: Source<'a>,
     pub values: &'a Values,
+    /// TTL classes of the keys' sets ([`crate::gen::ttl_of`]).
+    pub ttls: Vec<u32>,
     /// Keep the issued requests ([`Totals::trace`]).
     pub trace: bool,
     pub key_size: usize,
@@ -197,6 +221,7 @@ struct Pending {
     key: u64,
     /// Value length of `key` (of the first key of a multi-get).
     len: u32,
+    ttl: u32,
     due: Instant,
 }
 
@@ -206,8 +231,8 @@ struct Conn {
     wpos: usize,
     rbuf: Vec<u8>,
     inflight: VecDeque<Pending>,
-    /// Keys (and value lengths) whose get missed, to be set (cache-aside).
-    refill: VecDeque<(u64, u32)>,
+    /// Keys (value lengths, TTLs) whose get missed, to be set (cache-aside).
+    refill: VecDeque<(u64, u32, u32)>,
     next_due: Instant,
     done: bool,
 }
@@ -220,6 +245,7 @@ impl Conn {
         let mut key = Vec::with_capacity(plan.key_size);
         let key_size = plan.key_size as u32;
         let len_of = |index: u64| plan.values.len_of(index) as u32;
+        let ttl_of = |index: u64| crate::gen::ttl_of(&plan.ttls, index);
         while !self.done && self.inflight.len() < plan.pipeline {
             let due = match interval {
                 Some(_) if self.next_due > now => break,
@@ -234,13 +260,13 @@ impl Conn {
                 self.done = true;
                 break;
             };
-            let mut keep = |op, index: u64, len: u32| {
+            let mut keep = |op, index: u64, len: u32, ttl: u32| {
                 if plan.trace {
-                    t.trace.push(Rec { seq: slot, key: index, size: key_size + len, op });
+                    t.trace.push(Rec { seq: slot, key: index, size: key_size + len, op, ttl });
                 }
             };
-            if let Some((index, len)) = self.refill.pop_front() {
-                self.set(plan, &mut key, index, len, due);
+            if let Some((index, len, ttl)) = self.refill.pop_front() {
+                self.set(plan, &mut key, index, len, ttl, due);
                 t.sets += 1;
                 continue;
             }
@@ -251,30 +277,30 @@ impl Conn {
                         self.done = true;
                         break;
                     }
-                    keep(trace::Op::Set, index, len_of(index));
-                    self.set(plan, &mut key, index, len_of(index), due);
+                    keep(trace::Op::Set, index, len_of(index), ttl_of(index));
+                    self.set(plan, &mut key, index, len_of(index), ttl_of(index), due);
                     t.sets += 1;
                 }
                 Source::Mix { set_share, multiget, keys } => {
                     if rng.random_bool(*set_share) {
                         let index = keys.next(rng);
-                        keep(trace::Op::Set, index, len_of(index));
-                        self.set(plan, &mut key, index, len_of(index), due);
+                        keep(trace::Op::Set, index, len_of(index), ttl_of(index));
+                        self.set(plan, &mut key, index, len_of(index), ttl_of(index), due);
                         t.sets += 1;
                     } else {
                         let indices: Vec<u64> = (0..*multiget).map(|_| keys.next(rng)).collect();
                         for &i in &indices {
-                            keep(trace::Op::Get, i, len_of(i));
+                            keep(trace::Op::Get, i, len_of(i), ttl_of(i));
                         }
-                        self.get(plan, &indices, len_of(indices[0]), due);
+                        self.get(plan, &indices, len_of(indices[0]), 0, due);
                         t.gets += 1;
                         t.keys += indices.len() as u64;
                     }
                 }
-                Source::CacheAside { keys } => {
-                    let index = keys.next(rng);
-                    keep(trace::Op::Get, index, len_of(index));
-                    self.get(plan, &[index], len_of(index), due);
+                Source::CacheAside { keys, scan } => {
+                    let index = scan.key(slot).unwrap_or_else(|| keys.next(rng));
+                    keep(trace::Op::Get, index, len_of(index), ttl_of(index));
+                    self.get(plan, &[index], len_of(index), ttl_of(index), due);
                     t.gets += 1;
                     t.keys += 1;
                 }
@@ -284,12 +310,12 @@ impl Conn {
                         break;
                     };
                     let len = r.size.saturating_sub(key_size);
-                    keep(r.op, r.key, len);
+                    keep(r.op, r.key, len, r.ttl);
                     if r.op == trace::Op::Set {
-                        self.set(plan, &mut key, r.key, len, due);
+                        self.set(plan, &mut key, r.key, len, r.ttl, due);
                         t.sets += 1;
                     } else {
-                        self.get(plan, &[r.key], len, due);
+                        self.get(plan, &[r.key], len, r.ttl, due);
                         t.gets += 1;
                         t.keys += 1;
                     }
@@ -298,21 +324,22 @@ impl Conn {
         }
     }
 
-    fn set(&mut self, plan: &Plan<'_>, key: &mut Vec<u8>, index: u64, len: u32, due: Instant) {
+    fn set(&mut self, plan: &Plan<'_>, key: &mut Vec<u8>, index: u64, len: u32, ttl: u32, due: Instant) {
         key.clear();
         write_key(key, index, plan.key_size);
-        proto::encode_set(plan.protocol, &mut self.wbuf, key, plan.value(index, len));
-        self.inflight.push_back(Pending { kind: Kind::Set, key: index, len, due });
+        proto::encode_set(plan.protocol, &mut self.wbuf, key, plan.value(index, len), ttl);
+        self.inflight.push_back(Pending { kind: Kind::Set, key: index, len, ttl, due });
     }
 
-    fn get(&mut self, plan: &Plan<'_>, indices: &[u64], len: u32, due: Instant) {
+    /// `len` and `ttl` are the first key's, for the set after a miss.
+    fn get(&mut self, plan: &Plan<'_>, indices: &[u64], len: u32, ttl: u32, due: Instant) {
         let mut keys = Vec::with_capacity(indices.len() * plan.key_size);
         for &i in indices {
             write_key(&mut keys, i, plan.key_size);
         }
         proto::encode_get(plan.protocol, &mut self.wbuf, keys.chunks(plan.key_size));
         let kind = Kind::Get(indices.len() as u16);
-        self.inflight.push_back(Pending { kind, key: indices[0], len, due });
+        self.inflight.push_back(Pending { kind, key: indices[0], len, ttl, due });
     }
 
     /// Writes what it can without blocking.
@@ -372,7 +399,7 @@ impl Conn {
             let nanos = u64::try_from(now.saturating_duration_since(p.due).as_nanos()).unwrap_or(u64::MAX);
             t.latency.saturating_record(nanos.max(1));
             if refill && reply.misses > 0 {
-                self.refill.push_back((p.key, p.len));
+                self.refill.push_back((p.key, p.len, p.ttl));
             }
             self.inflight.pop_front();
             plan.completed.fetch_add(1, Relaxed);
@@ -461,4 +488,19 @@ pub fn run_thread(
         }
     }
     Ok(t)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Scan;
+
+    #[test]
+    fn a_scan_takes_the_first_slots_of_each_period_with_keys_never_seen() {
+        let scan = Scan { every: 10, len: 3, first: 1000 };
+        let keys: Vec<Option<u64>> = (0..25).map(|slot| scan.key(slot)).collect();
+        let asked: Vec<u64> = keys.iter().flatten().copied().collect();
+        assert_eq!(asked, [1000, 1001, 1002, 1003, 1004, 1005, 1006, 1007, 1008]);
+        assert_eq!(keys.iter().filter(|k| k.is_none()).count(), 16);
+        assert_eq!(Scan::default().key(0), None, "no scan");
+    }
 }

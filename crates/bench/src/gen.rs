@@ -96,6 +96,15 @@ pub fn write_key(out: &mut Vec<u8>, index: u64, size: usize) {
     out.extend_from_slice(digits);
 }
 
+/// Key `index`'s TTL in seconds: one of `ttls` (0: none), the same for
+/// every set of the key, spread evenly over the keys.
+pub fn ttl_of(ttls: &[u32], index: u64) -> u32 {
+    match ttls.len() as u64 {
+        0 => 0,
+        n => ttls[(mix(index ^ 0x7711_0ff5) % n) as usize],
+    }
+}
+
 /// Smallest key size that keeps `keys` indices distinct.
 pub fn min_key_size(keys: u64) -> usize {
     itoa::Buffer::new().format(keys.saturating_sub(1)).len() + 1

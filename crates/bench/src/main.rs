@@ -30,7 +30,7 @@ use clap::{Args, Parser, Subcommand};
 use indicatif::{ProgressBar, ProgressStyle};
 
 use config::{KeyDist, Mode, Ratio, Scenario, ServerKind, ValueSize, Workload};
-use driver::{Plan, Source, Totals};
+use driver::{Plan, Scan, Source, Totals};
 use gen::{KeyChooser, Values};
 use proto::Protocol;
 use report::{Capacity, Machine, Percentiles, Report, RunResult, SizeBand};
@@ -46,9 +46,9 @@ struct Cli {
 #[derive(Subcommand)]
 enum Cmd {
     /// Run one workload (given by flags) against one or more servers.
-    Run(RunArgs),
+    Run(Box<RunArgs>),
     /// Run scenario files (bench/scenarios/*.toml).
-    Scenario(ScenarioArgs),
+    Scenario(Box<ScenarioArgs>),
 }
 
 #[derive(Args)]
@@ -153,6 +153,15 @@ struct RunArgs {
     /// Replay mode: the trace to replay (as --trace writes it).
     #[arg(long)]
     replay: Option<PathBuf>,
+    /// TTL classes in seconds, each key's sets carrying one (0: none).
+    #[arg(long, value_delimiter = ',')]
+    ttls: Vec<u32>,
+    /// Hit-ratio mode: of every N requests, the first --scan-keys ask for
+    /// cold keys never asked before (0: no scan).
+    #[arg(long, default_value_t = 0)]
+    scan_every: u64,
+    #[arg(long, default_value_t = 0)]
+    scan_keys: u64,
     /// Memory for every server, MB.
     #[arg(long, default_value_t = 1024)]
     memory_mb: u64,
@@ -195,8 +204,8 @@ fn main() {
     let cli = Cli::parse();
     let command_line = std::env::args().collect::<Vec<_>>().join(" ");
     let result = match cli.command {
-        Cmd::Run(a) => run_cmd(a, command_line),
-        Cmd::Scenario(a) => scenario_cmd(a, command_line),
+        Cmd::Run(a) => run_cmd(*a, command_line),
+        Cmd::Scenario(a) => scenario_cmd(*a, command_line),
     };
     if let Err(e) = result {
         eprintln!("strata-bench: {e}");
@@ -226,6 +235,9 @@ fn run_cmd(a: RunArgs, command_line: String) -> Result<(), BenchError> {
         overfill: a.overfill,
         seed: a.seed,
         replay: a.replay,
+        ttls: a.ttls,
+        scan_every: a.scan_every,
+        scan_keys: a.scan_keys,
     };
     w.validate()?;
     let mut runs = toml::Table::new();
@@ -478,6 +490,7 @@ fn new_plan<'a>(
         protocol,
         source,
         values,
+        ttls: w.ttls.clone(),
         trace,
         key_size: w.key_size(),
         pipeline: w.pipeline,
@@ -576,7 +589,8 @@ fn measure_one(
         keep(&mut recorded, &mut warm_up(&plan)?);
     }
     if w.mode == Mode::HitRatio && w.warmup_ops > 0 {
-        let mut plan = unmeasured(Source::CacheAside { keys: keys.clone() });
+        let scan = Scan { every: w.scan_every, len: w.scan_keys, first: w.keys };
+        let mut plan = unmeasured(Source::CacheAside { keys: keys.clone(), scan });
         plan.limit = Some(w.warmup_ops);
         keep(&mut recorded, &mut warm_up(&plan)?);
     }
@@ -596,7 +610,11 @@ fn measure_one(
             (Source::Fill { next: AtomicU64::new(0), limit: w.keys }, Watch::Evictions { overfill: w.overfill }, None)
         }
         Mode::HitRatio => {
-            (Source::CacheAside { keys }, Watch::Duration(Duration::from_secs_f64(w.duration_secs)), w.ops)
+            // The measured phase's scans start past every key the warm-up's
+            // could have asked for: each pass is over keys never seen.
+            let warm_passes = w.warmup_ops.checked_div(w.scan_every).map_or(0, |p| p + 1);
+            let scan = Scan { every: w.scan_every, len: w.scan_keys, first: w.keys + warm_passes * w.scan_keys };
+            (Source::CacheAside { keys, scan }, Watch::Duration(Duration::from_secs_f64(w.duration_secs)), w.ops)
         }
         Mode::Replay => {
             (Source::Replay { recs: &replay[split..], next: AtomicU64::new(0) }, Watch::Duration(Duration::MAX), w.ops)

@@ -91,13 +91,16 @@ fn resp_bulk(out: &mut Vec<u8>, b: &[u8]) {
     out.extend_from_slice(b"\r\n");
 }
 
-/// Appends a store of `value` under `key` (flags 0, no expiry).
-pub fn encode_set(p: Protocol, out: &mut Vec<u8>, key: &[u8], value: &[u8]) {
+/// Appends a store of `value` under `key` (flags 0; `ttl` seconds, 0: no
+/// expiry).
+pub fn encode_set(p: Protocol, out: &mut Vec<u8>, key: &[u8], value: &[u8], ttl: u32) {
     match p {
         Protocol::Text => {
             out.extend_from_slice(b"set ");
             out.extend_from_slice(key);
-            out.extend_from_slice(b" 0 0 ");
+            out.extend_from_slice(b" 0 ");
+            push_num(out, ttl as usize);
+            out.push(b' ');
             push_num(out, value.len());
             out.extend_from_slice(b"\r\n");
         }
@@ -106,13 +109,27 @@ pub fn encode_set(p: Protocol, out: &mut Vec<u8>, key: &[u8], value: &[u8]) {
             out.extend_from_slice(key);
             out.push(b' ');
             push_num(out, value.len());
+            if ttl > 0 {
+                out.extend_from_slice(b" T");
+                push_num(out, ttl as usize);
+            }
             out.extend_from_slice(b"\r\n");
         }
         Protocol::Binary => {
             bin_header(out, BIN_SET, key.len(), 8, 8 + key.len() + value.len());
-            out.extend_from_slice(&[0; 8]);
+            out.extend_from_slice(&[0; 4]);
+            out.extend_from_slice(&ttl.to_be_bytes());
             out.extend_from_slice(key);
             out.extend_from_slice(value);
+            return;
+        }
+        Protocol::Resp if ttl > 0 => {
+            out.extend_from_slice(b"*5\r\n$3\r\nSET\r\n");
+            resp_bulk(out, key);
+            resp_bulk(out, value);
+            resp_bulk(out, b"EX");
+            let mut n = itoa::Buffer::new();
+            resp_bulk(out, n.format(ttl).as_bytes());
             return;
         }
         Protocol::Resp => {
@@ -467,14 +484,26 @@ mod tests {
     #[test]
     fn encoders() {
         let mut out = Vec::new();
-        encode_set(Protocol::Text, &mut out, b"k", b"vv");
+        encode_set(Protocol::Text, &mut out, b"k", b"vv", 0);
         assert_eq!(out, b"set k 0 0 2\r\nvv\r\n");
         out.clear();
-        encode_set(Protocol::Meta, &mut out, b"k", b"vv");
+        encode_set(Protocol::Text, &mut out, b"k", b"vv", 300);
+        assert_eq!(out, b"set k 0 300 2\r\nvv\r\n");
+        out.clear();
+        encode_set(Protocol::Meta, &mut out, b"k", b"vv", 0);
         assert_eq!(out, b"ms k 2\r\nvv\r\n");
         out.clear();
-        encode_set(Protocol::Resp, &mut out, b"k", b"vv");
+        encode_set(Protocol::Meta, &mut out, b"k", b"vv", 300);
+        assert_eq!(out, b"ms k 2 T300\r\nvv\r\n");
+        out.clear();
+        encode_set(Protocol::Binary, &mut out, b"k", b"vv", 300);
+        assert_eq!(&out[24..32], &[0, 0, 0, 0, 0, 0, 1, 44]);
+        out.clear();
+        encode_set(Protocol::Resp, &mut out, b"k", b"vv", 0);
         assert_eq!(out, b"*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$2\r\nvv\r\n");
+        out.clear();
+        encode_set(Protocol::Resp, &mut out, b"k", b"vv", 300);
+        assert_eq!(out, b"*5\r\n$3\r\nSET\r\n$1\r\nk\r\n$2\r\nvv\r\n$2\r\nEX\r\n$3\r\n300\r\n");
         out.clear();
         let keys: [&[u8]; 2] = [b"a", b"b"];
         encode_get(Protocol::Meta, &mut out, keys.into_iter());

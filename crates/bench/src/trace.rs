@@ -12,7 +12,8 @@
 //!
 //! `time` counts requests from 1, `obj_id` is the key's index (the key on
 //! the wire is `k000…1234`), `obj_size` is key plus value bytes (what a
-//! simulator without metadata charges an object), `op` is `get` or `set`.
+//! simulator without metadata charges an object), `op` is `get` or `set`,
+//! `ttl` the seconds the key's sets give it (0: none; the replay sets with it).
 //! The sets a cache-aside client sends after a miss are not lines: a
 //! simulator inserts on a miss, and the replay sets after a miss too. The
 //! lines before the measured phase are the warm-up; their count goes in a
@@ -41,6 +42,8 @@ pub struct Rec {
     /// Key plus value bytes.
     pub size: u32,
     pub op: Op,
+    /// Seconds the key's sets give it (0: none).
+    pub ttl: u32,
 }
 
 /// What goes beside a trace: where its measured part starts, and the run
@@ -88,9 +91,11 @@ pub fn write(path: &Path, recs: &[Rec], meta: &Meta) -> io::Result<()> {
         out.write_all(b",")?;
         out.write_all(n.format(r.size).as_bytes())?;
         out.write_all(match r.op {
-            Op::Get => b",get,0\n",
-            Op::Set => b",set,0\n",
+            Op::Get => b",get,",
+            Op::Set => b",set,",
         })?;
+        out.write_all(n.format(r.ttl).as_bytes())?;
+        out.write_all(b"\n")?;
     }
     out.flush()?;
     let json = serde_json::to_vec_pretty(meta).map_err(io::Error::other)?;
@@ -113,7 +118,7 @@ pub fn read(path: &Path) -> Result<(Vec<Rec>, u64), TraceError> {
         }
         let bad = |msg: &str| TraceError::Line { path: name(), line: i + 1, msg: msg.to_owned() };
         let mut f = line.split(',');
-        let (_time, key, size, op) = (f.next(), f.next(), f.next(), f.next());
+        let (_time, key, size, op, ttl) = (f.next(), f.next(), f.next(), f.next(), f.next());
         let key = key.and_then(|k| k.trim().parse().ok()).ok_or_else(|| bad("obj_id is not a number"))?;
         let size: u32 = size.and_then(|s| s.trim().parse().ok()).ok_or_else(|| bad("obj_size is not a number"))?;
         let op = match op.map(str::trim) {
@@ -125,7 +130,11 @@ pub fn read(path: &Path) -> Result<(Vec<Rec>, u64), TraceError> {
             }
             None => return Err(bad("no op field")),
         };
-        recs.push(Rec { seq: recs.len() as u64, key, size, op });
+        let ttl = match ttl.map(str::trim) {
+            None | Some("") => 0,
+            Some(t) => t.parse().map_err(|_| bad("ttl is not a number"))?,
+        };
+        recs.push(Rec { seq: recs.len() as u64, key, size, op, ttl });
     }
     Ok((recs, skipped))
 }
@@ -139,14 +148,14 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("t.csv");
         let recs = vec![
-            Rec { seq: 0, key: 7, size: 1014, op: Op::Set },
-            Rec { seq: 1, key: 7, size: 1014, op: Op::Get },
-            Rec { seq: 2, key: 123_456, size: 40, op: Op::Get },
+            Rec { seq: 0, key: 7, size: 1014, op: Op::Set, ttl: 0 },
+            Rec { seq: 1, key: 7, size: 1014, op: Op::Get, ttl: 300 },
+            Rec { seq: 2, key: 123_456, size: 40, op: Op::Get, ttl: 0 },
         ];
         let meta = Meta { warmup: 1, requests: 3, key_size: 14, ..Meta::default() };
         write(&path, &recs, &meta).unwrap();
         let text = std::fs::read_to_string(&path).unwrap();
-        assert_eq!(text, "time,obj_id,obj_size,op,ttl\n1,7,1014,set,0\n2,7,1014,get,0\n3,123456,40,get,0\n");
+        assert_eq!(text, "time,obj_id,obj_size,op,ttl\n1,7,1014,set,0\n2,7,1014,get,300\n3,123456,40,get,0\n");
         assert_eq!(read(&path).unwrap(), (recs, 0));
         let back: Meta = serde_json::from_slice(&std::fs::read(meta_path(&path)).unwrap()).unwrap();
         assert_eq!(back, meta);
