@@ -90,7 +90,13 @@ def test_cleaner_stats_start_at_zero(make_server):
                  "strata_dead_bytes_reclaimed", "strata_cleaner_us", "strata_dead_bytes"]:
         assert st[name] == "0", name
     assert st["strata_write_amplification"] == "1.00"
+    # Nothing written: every segment -m allows (less the index's and the
+    # read sketch's share) is idle.
+    idle = int(st["strata_idle_bytes"])
+    assert 15 << 20 <= idle <= 16 << 20, idle
     expect(c, b"set a 0 0 1\r\nx\r\n", b"STORED\r\n")
     # Header, key and value: more than the value's one byte.
     assert int(stats(c)["strata_bytes_stored"]) > 1
+    # The item took its own bytes of the segment it opened, no more.
+    assert 0 < idle - int(stats(c)["strata_idle_bytes"]) < 128
     c.close()

@@ -137,8 +137,13 @@ pub(crate) const RESERVE_SEGMENTS: usize = 1;
 
 /// Free segments the background reclaimer keeps ahead of the writers
 /// (`reclaim.rs`): one per worker of two, so that both may take one at
-/// once without reclaiming on a request's time.
-pub(crate) const RECLAIM_AHEAD: usize = 2;
+/// once without reclaiming on a request's time. Under a budget of fewer
+/// than [`AHEAD_FULL_BUDGET`] segments, one: each segment kept free is
+/// memory holding no item, 3% of `-m 64` but 13% of `-m 16`.
+const RECLAIM_AHEAD: usize = 2;
+
+/// The segment budget from which the reclaimer keeps [`RECLAIM_AHEAD`].
+const AHEAD_FULL_BUDGET: u32 = 48;
 
 /// Of those, how many it frees by eviction (the rest only by cleaning).
 pub(crate) const EVICT_AHEAD: usize = 1;
@@ -325,7 +330,7 @@ impl Store {
         // 2. Fresh memory (the reclaimer makes free segments, it takes none;
         // it goes on only while fewer than it keeps ahead are free).
         if active.background {
-            if self.spare_ahead() >= RECLAIM_AHEAD {
+            if self.spare_ahead() >= self.reclaim_ahead() {
                 return None;
             }
         } else if let Some(s) = self.pop_free(!active.last_resort) {
@@ -405,7 +410,7 @@ impl Store {
             // p99 on workload 1 (4 KB, 32 connections); kept by writers
             // when memory is tight, it put the p99 of workload 6 at 32
             // connections back over memcached's (1.28).
-            let early = if self.spare_ahead() > RECLAIM_AHEAD {
+            let early = if self.spare_ahead() > self.reclaim_ahead() {
                 active.early_only = true;
                 let s = self.alloc_steps(active);
                 active.early_only = false;
@@ -414,7 +419,7 @@ impl Store {
                 self.pop_free(true).inspect(|&s| self.open_segment(s))
             };
             if let Some(s) = early {
-                if self.spare_ahead() < RECLAIM_AHEAD {
+                if self.spare_ahead() < self.reclaim_ahead() {
                     self.kick_reclaimer();
                 }
                 return Ok(s);
@@ -540,6 +545,15 @@ impl Store {
         (self.segment_budget() as usize / 4).max(COPY_CREDIT_SEGMENTS) * self.arena().segment_size()
     }
 
+    /// Free segments the reclaimer keeps ahead of the writers.
+    pub(crate) fn reclaim_ahead(&self) -> usize {
+        if self.segment_budget() >= AHEAD_FULL_BUDGET {
+            RECLAIM_AHEAD
+        } else {
+            RECLAIM_AHEAD.min(EVICT_AHEAD)
+        }
+    }
+
     /// Free segments a writer may take (beyond the cleaner's reserve).
     pub(crate) fn spare_ahead(&self) -> usize {
         self.spare().saturating_sub(RESERVE_SEGMENTS)
@@ -549,7 +563,7 @@ impl Store {
     /// the spare segments beyond those the cleaner and the reclaimer keep
     /// free (`stats slabs`' free chunks).
     pub fn room_before_eviction(&self) -> u64 {
-        let room = self.spare().saturating_sub(RESERVE_SEGMENTS + RECLAIM_AHEAD);
+        let room = self.spare().saturating_sub(RESERVE_SEGMENTS + self.reclaim_ahead());
         (room * self.arena().segment_size()) as u64
     }
 

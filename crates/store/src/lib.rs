@@ -94,6 +94,8 @@ mod compress_tests;
 #[cfg(test)]
 mod cut_tests;
 #[cfg(test)]
+mod open_tests;
+#[cfg(test)]
 mod policy_tests;
 #[cfg(test)]
 mod pressure_tests;

@@ -4,7 +4,7 @@
 //! request's time (memcached's LRU maintainer thread, Segcache's
 //! background eviction).
 //!
-//! It keeps `RECLAIM_AHEAD` segments free beyond the cleaner's reserve,
+//! It keeps ``Store::reclaim_ahead`` segments free beyond the cleaner's reserve,
 //! and cleans mostly dead segments (step 1) whenever there are some. While
 //! more than that is free, writers still clean early themselves when they
 //! need a segment (cheaper there: `Store::alloc_segment`); once memory is
@@ -12,7 +12,7 @@
 //! free wakes it and waits while it works (up to `WAIT_FOR_RECLAIMER`);
 //! only if it is stuck or slower than that does the writer reclaim itself
 //! as before, counted in `strata_reclaim_inline`. A writer whose take
-//! leaves fewer than `RECLAIM_AHEAD` free wakes it too. Nothing else changes: which victim, what is
+//! leaves fewer than ``Store::reclaim_ahead`` free wakes it too. Nothing else changes: which victim, what is
 //! copied forward and what is evicted are the same decisions, made on
 //! another thread into its own copy targets.
 //!
@@ -168,7 +168,7 @@ impl Reclaimer {
 
     /// One round: with `ext_item_age`, a pass that sends idle items to
     /// flash (once a second, `tier.rs`); then up to [`STEPS_PER_ROUND`]
-    /// victims cleared, while fewer than `RECLAIM_AHEAD` segments are free
+    /// victims cleared, while fewer than ``Store::reclaim_ahead`` segments are free
     /// or a mostly dead segment is worth cleaning. True if it may have
     /// more to do.
     pub fn round(&mut self) -> bool {

@@ -5,8 +5,10 @@
 //!
 //! Each worker appends items to its own active segment for the item's TTL
 //! class, so items of similar expiry share segments and a whole segment can
-//! be dropped once its last item has expired, without a scan. A full segment
-//! is sealed onto an eviction queue (`evict.rs`). `-m` covers segments and
+//! be dropped once its last item has expired, without a scan; an item that
+//! does not fit there goes to the worker's open segment where it fits best,
+//! and a worker keeps at most `Store::open_cap` open. A full segment is
+//! sealed onto an eviction queue (`evict.rs`). `-m` covers segments and
 //! the index together: a segment is taken only while both fit.
 
 use std::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering::*};
@@ -357,6 +359,35 @@ impl Store {
         Ok(())
     }
 
+    /// Bytes of the segment budget that hold nothing, live or dead: the
+    /// free segments the budget still allows, and the unwritten ends of
+    /// segments in use (open ones filling, and ones sealed before they
+    /// filled: an item larger than the room left, a snapshot's cut).
+    pub(crate) fn idle_bytes(&self) -> usize {
+        let mut in_use = vec![true; self.segs().len()];
+        self.budget().with_lists(|free, parked| {
+            for &s in free.iter().chain(parked) {
+                in_use[s as usize] = false;
+            }
+        });
+        let written: usize = (self.segs().iter().zip(&in_use))
+            .filter(|(_, &used)| used)
+            .map(|(m, _)| m.write_off.load(Relaxed) as usize)
+            .sum();
+        (self.segment_budget() as usize * self.arena().segment_size()).saturating_sub(written)
+    }
+
+    /// Segments a worker keeps open for writes: one per TTL class when
+    /// segments are many, down to two under a small `-m` (all workers'
+    /// together about an eighth of the budget). An open segment holds
+    /// items in part and cannot be cleaned or evicted; eight per worker
+    /// under `-m 16` left almost no segment sealed. Two, not one: the
+    /// second is where smaller items fill the room a large one left.
+    pub(crate) fn open_cap(&self) -> usize {
+        let workers = self.worker_count().max(1);
+        (self.segment_budget() as usize / (8 * workers)).clamp(2, TTL_CLASSES)
+    }
+
     pub(crate) fn room(&self, seg: u32) -> usize {
         self.arena().segment_size() - self.seg(seg).write_off.load(Relaxed) as usize
     }
@@ -414,6 +445,10 @@ pub(crate) struct Active {
     pub(crate) restoring: bool,
 }
 
+/// A segment a worker set aside stays open only while it has at least
+/// this share of a segment's room (`Active::open`).
+const KEEP_OPEN_DIV: usize = 8;
+
 /// Copy-forward credit a worker may bank: a quarter of the segments, and
 /// at least this many. Read items come in runs (a burst of reads, the
 /// segments the cleaner filled with them), and a run evicted back to back
@@ -464,26 +499,115 @@ impl Active {
         self.seal_if_starved(st);
         // Capped where segments are taken (`Store::alloc_segment`).
         self.copy_credit += len / COPY_CREDIT_DIV;
+        // The class's own segment first, then any other open one with the
+        // room: a TTL class is where an item prefers to go (so that
+        // segments expire whole), not a wall that leaves a tail unused.
         if let Some(seg) = self.segs[class] {
-            let m = st.seg(seg);
-            let w = m.write_off.load(Relaxed) as usize;
-            if w + len <= st.arena().segment_size() && !st.is_flushed(seg) && !st.frozen(seg) {
-                m.write_off.store((w + len) as u32, Release);
-                st.note_written(seg, w, time);
-                return Ok((seg, w));
+            if let Some(off) = self.append(st, class, seg, len, time) {
+                return Ok((seg, off));
             }
-            self.segs[class] = None;
-            st.seal(seg, Queue::Small);
+        }
+        // Else the open segment where it fits best: items up to -I in
+        // segments barely larger leave a tail unused in each, best fit
+        // keeps those tails few and small (online bin packing).
+        let best = (0..TTL_CLASSES)
+            .filter(|&c| c != class)
+            .filter_map(|c| self.segs[c].map(|s| (c, s, st.room(s))))
+            .filter(|&(_, _, room)| room >= len)
+            .min_by_key(|&(_, _, room)| room);
+        if let Some((c, seg, _)) = best {
+            if let Some(off) = self.append(st, c, seg, len, time) {
+                if st.room(seg) < st.arena().segment_size() / KEEP_OPEN_DIV {
+                    self.segs[c] = None;
+                    st.seal(seg, Queue::Small);
+                }
+                return Ok((seg, off));
+            }
         }
         let seg = st.alloc_segment(self).inspect_err(|e| {
             if *e == StoreError::OutOfMemory {
                 st.bands().out_of_memory(class_len);
             }
         })?;
-        self.segs[class] = Some(seg);
+        self.open(st, class, seg);
         st.seg(seg).write_off.store(len as u32, Release);
         st.note_written(seg, 0, time);
         Ok((seg, 0))
+    }
+
+    /// `len` bytes at the end of `seg`, open in `class`'s slot, if they
+    /// fit. A flushed segment, or one in a snapshot's cut, takes nothing
+    /// more: it is sealed at once, so that a snapshot waiting for its
+    /// cut to be sealed does not wait on it.
+    fn append(&mut self, st: &Store, class: usize, seg: u32, len: usize, time: u32) -> Option<usize> {
+        if st.is_flushed(seg) || st.frozen(seg) {
+            self.segs[class] = None;
+            st.seal(seg, Queue::Small);
+            return None;
+        }
+        let m = st.seg(seg);
+        let w = m.write_off.load(Relaxed) as usize;
+        if w + len > st.arena().segment_size() {
+            return None;
+        }
+        m.write_off.store((w + len) as u32, Release);
+        st.note_written(seg, w, time);
+        Some(w)
+    }
+
+    /// Makes `seg` the open segment of `class`. A worker keeps at most
+    /// [`Store::open_cap`] segments open: an open segment is memory
+    /// holding items in part, and under a small `-m` eight per worker
+    /// would be most of it. Past the cap the fullest open segment is
+    /// sealed; the class's old segment, if it has more room than that,
+    /// stays open in a slot of its own.
+    fn open(&mut self, st: &Store, class: usize, seg: u32) {
+        let cap = st.open_cap();
+        // One set aside that takes nothing more (flushed, or in a
+        // snapshot's cut) is sealed now rather than when it is fullest.
+        for slot in self.segs.iter_mut().filter(|s| s.is_some_and(|s| st.is_flushed(s) || st.frozen(s))) {
+            if let Some(s) = slot.take() {
+                st.seal(s, Queue::Small);
+            }
+        }
+        // Kept open only with room for more than a few items: a segment
+        // held open cannot be cleaned, and one nearly full would be held
+        // for nothing (its overwritten items' bytes with it).
+        let mut old = self.segs[class].take().filter(|&o| {
+            let keep = st.room(o) >= st.arena().segment_size() / KEEP_OPEN_DIV;
+            if !keep {
+                st.seal(o, Queue::Small);
+            }
+            keep
+        });
+        while self.segs.iter().flatten().count() + usize::from(old.is_some()) >= cap {
+            let fullest =
+                (0..TTL_CLASSES).filter_map(|c| self.segs[c].map(|s| (c, s))).min_by_key(|&(_, s)| st.room(s));
+            match (old, fullest) {
+                (Some(o), Some((_, f))) if st.room(o) <= st.room(f) => {
+                    old = None;
+                    st.seal(o, Queue::Small);
+                }
+                (_, Some((c, f))) => {
+                    self.segs[c] = None;
+                    st.seal(f, Queue::Small);
+                }
+                (Some(o), None) => {
+                    old = None;
+                    st.seal(o, Queue::Small);
+                }
+                (None, None) => break,
+            }
+        }
+        if let Some(o) = old {
+            // Fewer than the cap are open, so a slot besides the class's
+            // is free.
+            match (0..TTL_CLASSES).find(|&c| c != class && self.segs[c].is_none()) {
+                Some(c) => self.segs[c] = Some(o),
+                None => st.seal(o, Queue::Small),
+            }
+        }
+        self.segs[class] = Some(seg);
     }
 
     /// Seals every active segment and copy target if a writer starved

@@ -116,6 +116,8 @@ pub struct Store {
     flush_at: AtomicU32,
     flush_lock: Mutex<()>,
     counters: Mutex<Vec<Arc<Counters>>>,
+    /// Workers now (each keeps segments open: [`Store::open_cap`]).
+    workers: AtomicUsize,
     /// Compression's shared half (dictionaries), with compression on.
     codec: Option<Arc<Codec>>,
     /// With `--durability`: where client changes are reported.
@@ -264,6 +266,7 @@ impl Store {
             flush_at: AtomicU32::new(0),
             flush_lock: Mutex::new(()),
             counters: Mutex::new(Vec::new()),
+            workers: AtomicUsize::new(0),
             evicted_age: AtomicU32::new(0),
             bands: crate::bands::Bands::new(cfg.size_classes, cfg.cas),
             sketch: crate::sketch::Sketch::new(cfg.memory_limit),
@@ -292,6 +295,7 @@ impl Store {
     pub fn worker(self: &Arc<Self>) -> Worker {
         let counters = Arc::new(Counters::default());
         self.worker_joined(&counters);
+        self.workers.fetch_add(1, Relaxed);
         // Without a context (zstd could not allocate one) this worker
         // stores values plain and reads compressed ones as misses.
         let zip = self.codec.as_ref().and_then(|c| Zip::new(c.clone()).ok());
@@ -721,6 +725,7 @@ impl Store {
         s.compression = self.codec.as_ref().map(|c| c.stats());
         s.flash = self.flash_stats();
         s.dead_bytes = self.dead_bytes() as u64;
+        s.idle_bytes = self.idle_bytes() as u64;
         s.evicted_age = self.evicted_age.load(Relaxed);
         s
     }
@@ -956,6 +961,16 @@ impl Store {
     pub(crate) fn reclaimer_joined(&self, counters: &Arc<Counters>) {
         self.worker_joined(counters);
         self.reclaiming.store(true, Relaxed);
+    }
+
+    /// Workers now.
+    pub(crate) fn worker_count(&self) -> usize {
+        self.workers.load(Relaxed)
+    }
+
+    /// A worker ended (its counters stay in the totals).
+    pub(crate) fn worker_left(&self) {
+        self.workers.fetch_sub(1, Relaxed);
     }
 
     /// Every worker's counters, locked (for totals).

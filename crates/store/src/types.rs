@@ -503,6 +503,9 @@ pub struct StoreStats {
     /// Dead bytes in sealed segments now (overwritten, deleted or expired
     /// items not yet cleaned away).
     pub dead_bytes: u64,
+    /// Bytes of the segment budget holding nothing, live or dead: free
+    /// segments within it and the unwritten ends of segments in use.
+    pub idle_bytes: u64,
     pub segments_total: u64,
     pub segments_free: u64,
     /// Segments holding items or being written (off the free and parked

@@ -87,6 +87,7 @@ impl Zip {
 impl Drop for Worker {
     fn drop(&mut self) {
         self.seal_active();
+        self.store.worker_left();
     }
 }
 

@@ -278,6 +278,11 @@ fn general(shared: &Shared) -> Snapshot {
     );
     s.counter("strata_cleaner_us", "Microseconds spent cleaning.", st.cleaner_us);
     s.gauge("strata_dead_bytes", "Dead bytes in sealed segments now.", st.dead_bytes);
+    s.gauge(
+        "strata_idle_bytes",
+        "Bytes of -m's segments holding nothing: free segments and the unwritten ends of those in use.",
+        st.idle_bytes,
+    );
     worker_counter(&mut s, shared, "strata_store_contended");
     if let Some(tls) = &shared.tls {
         s.counter("ssl_handshake_errors", "TLS handshakes that failed.", tls.handshake_errors.load(Relaxed));

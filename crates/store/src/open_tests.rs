@@ -1,0 +1,86 @@
+//! Where a worker writes (`segments.rs`, `Active::reserve`): an item that
+//! does not fit its TTL class's open segment goes where it fits best among
+//! the worker's other open segments; a worker keeps at most
+//! `Store::open_cap` open, and none is ever lost on the way (every
+//! segment in use is open or on a queue); `strata_idle_bytes` counts the
+//! room nothing was written to.
+
+use crate::tests::{set, store_of};
+use crate::{Config, SetOp, StoreOutcome};
+
+const SEG: usize = 64 << 10;
+
+fn store() -> (std::sync::Arc<crate::Store>, crate::Worker) {
+    store_of(Config {
+        memory_limit: 32 * SEG,
+        segment_size: SEG,
+        item_size_max: SEG,
+        hash_power: 8,
+        ..Config::default()
+    })
+}
+
+/// Segments the worker has open now.
+fn open(w: &crate::Worker) -> Vec<u32> {
+    w.active.segs.iter().flatten().copied().collect()
+}
+
+#[test]
+fn a_large_item_leaves_its_segment_open_for_smaller_ones() {
+    let (s, mut w) = store();
+    assert!(s.open_cap() >= 2, "one worker, 31 segments: {}", s.open_cap());
+    assert_eq!(set(&mut w, SetOp::Set, b"a", &[b'a'; 40 << 10]), StoreOutcome::Stored);
+    let first = open(&w);
+    assert_eq!(first.len(), 1);
+    let a = first[0];
+    // Does not fit after "a": a second segment, and "a"'s stays open.
+    assert_eq!(set(&mut w, SetOp::Set, b"b", &[b'b'; 56 << 10]), StoreOutcome::Stored);
+    assert_eq!(open(&w).len(), 2);
+    assert!(open(&w).contains(&a));
+    // Too large for the class's segment (under 8 KiB left), not for "a"'s
+    // (about 24 KiB): it goes there, not to a third segment.
+    let room = s.room(a);
+    assert_eq!(set(&mut w, SetOp::Set, b"c", &[b'c'; 12 << 10]), StoreOutcome::Stored);
+    assert_eq!(open(&w).len(), 2);
+    assert!(s.room(a) < room - (12 << 10), "{} of {room} left", s.room(a));
+    // Idle: what no item took in the two open segments, and the free
+    // segments within the budget.
+    let written = (SEG - s.room(a)) + open(&w).iter().filter(|&&x| x != a).map(|&x| SEG - s.room(x)).sum::<usize>();
+    assert_eq!(s.idle_bytes(), s.segment_budget() as usize * SEG - written);
+    // Once "a"'s room is under an eighth of a segment it is sealed: held
+    // open it could not be cleaned.
+    assert_eq!(set(&mut w, SetOp::Set, b"d", &[b'd'; 10 << 10]), StoreOutcome::Stored);
+    assert!(!open(&w).contains(&a) && open(&w).len() == 1);
+    assert!(s.lock_evict().small.contains(&a));
+}
+
+#[test]
+fn open_segments_stay_under_the_cap_and_none_is_lost() {
+    let (s, mut w) = store();
+    let cap = s.open_cap();
+    let mut rng = 0x2545_f491_4f6c_dd1du64;
+    let n = crate::testing::scaled(3000, 200) as u32;
+    for i in 0..n {
+        rng ^= rng << 13;
+        rng ^= rng >> 7;
+        rng ^= rng << 17;
+        let len = 100 + (rng % (48 << 10)) as usize;
+        // Four TTL classes: none, a minute, an hour, a day.
+        let ttl = [0, 60, 3600, 86_400][(rng >> 32) as usize % 4];
+        let exp = if ttl == 0 { 0 } else { s.clock().expiry(ttl) };
+        assert_eq!(w.set(SetOp::Set, format!("k{i}").as_bytes(), 0, exp, &vec![b'v'; len]), Ok(StoreOutcome::Stored));
+        assert!(open(&w).len() <= cap, "{} open, cap {cap}", open(&w).len());
+        let queued = {
+            let ev = s.lock_evict();
+            ev.small.len() + ev.main.len()
+        };
+        let targets = w.active.targets.iter().flatten().count();
+        assert_eq!(
+            s.budget().in_use() as usize,
+            queued + open(&w).len() + targets,
+            "a segment in use is neither open nor queued"
+        );
+    }
+    // About six times what fits.
+    assert!(s.stats().evictions > u64::from(n) / 2, "{:?}", s.stats());
+}
