@@ -30,7 +30,11 @@ pub mod text {
     pub const CRAWLER_START_FAILED: &[u8] = b"ERROR failed to start lru crawler thread\r\n";
     /// `lru_crawler crawl` or a dump after `lru_crawler disable`.
     pub const CRAWLER_DISABLED: &[u8] = b"CLIENT_ERROR lru crawler disabled\r\n";
-    /// `lru_crawler crawl` of classes that hold no item.
+    /// A key dump or `watch` after other requests whose replies are not
+    /// all sent yet (memcached: the connection's response stack).
+    pub const METADUMP_PIPELINED: &[u8] = b"ERROR cannot pipeline other commands before metadump\r\n";
+    pub const MGDUMP_PIPELINED: &[u8] = b"ERROR cannot pipeline other commands before mgdump\r\n";
+    pub const WATCH_PIPELINED: &[u8] = b"ERROR cannot pipeline other commands before watch\r\n";
     /// `lru_crawler crawl` while a crawl runs.
     pub const CRAWLER_BUSY: &[u8] = b"BUSY currently processing crawler request\r\n";
     /// `lru_crawler crawl` whose thread could not start.

@@ -294,12 +294,17 @@ impl Store {
             .collect();
         let now = self.clock().now();
         let mut oldest = vec![u32::MAX; out.len()];
-        for m in self.segs().iter().filter(|m| m.live_items.load(Relaxed) > 0) {
+        // A segment counts for its bands while it is in use, its items
+        // live or not yet cleaned away, as memcached's pages stay with
+        // their class once its items expire (t/lru-crawler.t reads
+        // `1:used_chunks 0` after a crawl, not a missing row).
+        let in_use = self.in_use();
+        for (m, _) in self.segs().iter().zip(&in_use).filter(|(_, &used)| used) {
             let mask = m.bands.load(Relaxed);
             if mask == 0 {
                 continue;
             }
-            let earliest = m.times.lock().earliest();
+            let earliest = if m.live_items.load(Relaxed) > 0 { m.times.lock().earliest() } else { None };
             for (i, s) in out.iter_mut().enumerate().filter(|(i, _)| mask & (1 << i) != 0) {
                 s.segments += 1;
                 if let Some(t) = earliest {

@@ -359,17 +359,23 @@ impl Store {
         Ok(())
     }
 
-    /// Bytes of the segment budget that hold nothing, live or dead: the
-    /// free segments the budget still allows, and the unwritten ends of
-    /// segments in use (open ones filling, and ones sealed before they
-    /// filled: an item larger than the room left, a snapshot's cut).
-    pub(crate) fn idle_bytes(&self) -> usize {
+    /// Which segments are in use: neither free nor parked.
+    pub(crate) fn in_use(&self) -> Vec<bool> {
         let mut in_use = vec![true; self.segs().len()];
         self.budget().with_lists(|free, parked| {
             for &s in free.iter().chain(parked) {
                 in_use[s as usize] = false;
             }
         });
+        in_use
+    }
+
+    /// Bytes of the segment budget that hold nothing, live or dead: the
+    /// free segments the budget still allows, and the unwritten ends of
+    /// segments in use (open ones filling, and ones sealed before they
+    /// filled: an item larger than the room left, a snapshot's cut).
+    pub(crate) fn idle_bytes(&self) -> usize {
+        let in_use = self.in_use();
         let written: usize = (self.segs().iter().zip(&in_use))
             .filter(|(_, &used)| used)
             .map(|(m, _)| m.write_off.load(Relaxed) as usize)

@@ -400,6 +400,13 @@ impl Args {
                 // memcached's LRU maintainer thread; strata's is the
                 // background reclaimer.
                 "lru_maintainer" => background_reclaim = true,
+                // memcached's bundle: it also turns off its crawler and its
+                // LRU maintainer (t/lru-crawler.t starts with it).
+                "no_modern" => {
+                    background_reclaim = false;
+                    tuning.cfg.crawler = false;
+                    tuning.no_modern();
+                }
                 "no_lru_maintainer" => background_reclaim = false,
                 "read_buf_mem_limit" => read_buf_mem_limit = Some(number(k, v)?),
                 // The crawler `lru_crawler crawl` starts (admin.rs).
@@ -638,6 +645,13 @@ mod tests {
         ])
         .is_ok());
         assert!(parse(&["-o", "slab_reasign"]).is_err(), "a misspelt option is an error");
+        // memcached's no_modern turns its crawler and LRU maintainer off;
+        // options after it still count.
+        let (_, sv) = parse(&["-o", "no_modern"]).unwrap();
+        assert!(!sv.tuning.crawler && !sv.background_reclaim && !sv.tuning.recorded.lru_segmented);
+        let (_, sv) = parse(&["-o", "no_modern,lru_crawler"]).unwrap();
+        assert!(sv.tuning.crawler && !sv.background_reclaim);
+        assert_eq!(sv.tuning.recorded.slab_chunk_max, 1 << 20, "memcached's page, not half of it");
         // A configuration file's flags come first: the command line's win.
         let (st, sv) = parse(&["-m", "32", "-p", "1", "-p", "2", "-m", "16"]).unwrap();
         assert_eq!((st.memory_limit, sv.port), (16 << 20, 2));

@@ -20,8 +20,7 @@ const NO_SECCOMP: &str = "strata installs no seccomp filter";
 
 /// Options with no `stats settings` key, and why they do nothing.
 const UNKEYED: &[(&str, &str)] = &[
-    ("modern", "strata's defaults are its own"),
-    ("no_modern", "strata's defaults are its own"),
+    ("modern", "memcached 1.6 sets no new defaults with it either"),
     ("slab_sizes", NO_SLABS),
     ("no_chunked_items", NO_CHUNKS),
     ("sock_cookie_id", "strata does not mark its sockets"),
@@ -81,6 +80,24 @@ impl Tuning {
             self.note(k, v, why);
         }
         Ok(true)
+    }
+
+    /// `no_modern`, memcached's bundle of 1.5's defaults: the caller turns
+    /// the crawler and the background reclaimer (memcached's LRU
+    /// maintainer) off; here the slab and LRU settings it also sets, which
+    /// `stats settings` shows and which do nothing here.
+    pub fn no_modern(&mut self) {
+        let r = &mut self.cfg.recorded;
+        r.slab_reassign = false;
+        r.lru_segmented = false;
+        if !self.chunk_given {
+            r.slab_chunk_max = SLAB_PAGE;
+        }
+        self.cfg.slab_automove = 0;
+        self.notes.push(format!(
+            "-o no_modern: the LRU crawler and the background reclaimer (memcached's LRU maintainer) off, as in \
+             memcached; its slab and LRU settings are shown in stats settings and do nothing here: {NO_SLABS}"
+        ));
     }
 
     fn note(&mut self, k: &str, v: &str, why: &str) {
@@ -282,7 +299,6 @@ mod tests {
             ("worker_logbuf_size", "64"),
             ("slab_chunk_max", "16384"),
             ("slab_sizes", "100-200-300"),
-            ("modern", ""),
             ("slab_reassign", ""),
         ])
         .unwrap_or_else(|e| panic!("{e}"));

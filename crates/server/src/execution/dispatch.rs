@@ -27,9 +27,19 @@ pub(crate) struct Ctx<'a> {
     /// How the request may read from flash: set by the connection
     /// ([`Reading::Resumed`] when it runs a request again after waiting).
     pub reading: Reading,
+    /// Replies of earlier requests on this connection are not all sent:
+    /// a key dump or `watch` is refused then, as memcached refuses them
+    /// behind a pipeline (set by the connection).
+    pub replies_queued: bool,
 }
 
-impl Ctx<'_> {
+impl<'a> Ctx<'a> {
+    /// An event loop's: its connections set `fd`, `reading` and
+    /// `replies_queued` before each request.
+    pub fn for_loop(shared: &'a Shared, store: &'a mut Worker, stats: &'a WorkerStats) -> Ctx<'a> {
+        Ctx { shared, store, stats, fd: -1, reading: Reading::MayWait, replies_queued: false }
+    }
+
     pub fn parse_config(&self) -> ParseConfig {
         let cfg = &self.shared.cfg;
         ParseConfig {
@@ -277,6 +287,9 @@ pub(crate) fn execute(ctx: &mut Ctx<'_>, req: Request<'_>, out: &mut Vec<u8>, re
             // memcached's wording for each.
             out.extend_from_slice(if mg { r::KEY_DUMP_DISABLED } else { r::METADUMP_DISABLED })
         }
+        Command::Metadump { mg, .. } if resume.is_none() && ctx.replies_queued => {
+            out.extend_from_slice(if mg { r::MGDUMP_PIPELINED } else { r::METADUMP_PIPELINED })
+        }
         Command::Metadump { classes, mg } => {
             // A class id is a size band's number, as `stats items` and
             // `stats slabs` report them.
@@ -331,6 +344,10 @@ pub(crate) fn execute(ctx: &mut Ctx<'_>, req: Request<'_>, out: &mut Vec<u8>, re
         Command::Watch { args } => {
             if !ctx.shared.cfg.watch_enabled {
                 out.extend_from_slice(r::WATCH_DISABLED);
+                return Outcome::Continue;
+            }
+            if ctx.replies_queued {
+                out.extend_from_slice(r::WATCH_PIPELINED);
                 return Outcome::Continue;
             }
             let mut kinds = 0;

@@ -39,7 +39,7 @@ impl Fixture {
     }
 
     fn ctx(&mut self) -> Ctx<'_> {
-        Ctx { shared: &self.shared, store: &mut self.store, stats: &self.stats, fd: -1, reading: Reading::MayWait }
+        Ctx::for_loop(&self.shared, &mut self.store, &self.stats)
     }
 
     fn conn(&self) -> Conn {

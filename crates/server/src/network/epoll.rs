@@ -15,7 +15,6 @@ use std::sync::{mpsc, Arc};
 
 use mio::unix::SourceFd;
 use mio::{Events, Interest, Poll, Token};
-use strata_store::Reading;
 
 use crate::execution::dispatch::Ctx;
 use crate::network::conn::{Conn, Status};
@@ -170,7 +169,7 @@ pub(crate) fn run(
         let ready = sched.take_ready();
         for &i in &ready {
             let Some(Some(slot)) = table.slots.get_mut(i) else { continue };
-            let mut ctx = Ctx { shared: &shared, store: &mut store, stats: &stats, fd: -1, reading: Reading::MayWait };
+            let mut ctx = Ctx::for_loop(&shared, &mut store, &stats);
             let served = contain(&stats, || slot.service(&mut ctx));
             match served.unwrap_or(Status::Close) {
                 Status::Open(effects) => sched.served(i, effects),

@@ -107,7 +107,14 @@ pub(crate) fn run(shared: Arc<Shared>, stats: Arc<WorkerStats>, sock: UdpSocket,
             }
         };
         let Some(frame) = Frame::request(&buf[..n]) else { continue };
-        let mut ctx = Ctx { shared: &shared, store: &mut store, stats: &stats, fd: info.fd, reading: Reading::Now };
+        let mut ctx = Ctx {
+            shared: &shared,
+            store: &mut store,
+            stats: &stats,
+            fd: info.fd,
+            reading: Reading::Now,
+            replies_queued: false,
+        };
         let reply =
             crate::network::sched::contain(&stats, || serve(&buf[HEADER..n], &info, &mut ctx)).unwrap_or_default();
         udp::frames(frame.id, &reply, |d| {

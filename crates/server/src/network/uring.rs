@@ -38,7 +38,7 @@ use crate::network::sched::{close, contain, NewConn, Sched, Slots, Wake};
 use crate::network::transport::Received;
 use crate::observability::stats::WorkerStats;
 use crate::Shared;
-use strata_store::{Hint, Reading};
+use strata_store::Hint;
 
 /// Submission queue entries per ring; a turn with more to queue submits
 /// early (the completion queue is sized for every connection).
@@ -254,7 +254,7 @@ pub(crate) fn run(
             }
         }
         sched.sweep(&mut store, &mut lp);
-        let mut ctx = Ctx { shared: &shared, store: &mut store, stats: &stats, fd: -1, reading: Reading::MayWait };
+        let mut ctx = Ctx::for_loop(&shared, &mut store, &stats);
         let ready = sched.take_ready();
         lp.read_ahead(&ready, &ctx);
         for &i in &ready {

@@ -548,7 +548,11 @@ fn slabs(shared: &Shared) -> Snapshot {
             "Items of the band's largest size a segment holds.",
             st.segment_size / u64::from(b.chunk_size.max(1)),
         );
-        s.gauge(format!("{n}:total_pages"), "Segments in use holding items of this band.", b.segments);
+        s.gauge(
+            format!("{n}:total_pages"),
+            "Segments in use that items of this band were written to, live or not yet cleaned away.",
+            b.segments,
+        );
         // Free memory is not set aside per size: every band's items are
         // packed into the same segments, so a band's free chunks are the
         // items of its size the memory left before eviction would hold
