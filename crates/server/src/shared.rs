@@ -93,7 +93,7 @@ impl Shared {
             replies,
             udp,
             detail: detail::Detail::new(cfg.prefix_delimiter, cfg.detail_enabled),
-            watchers: Arc::default(),
+            watchers: Arc::new(watch::Watchers::with_buffer(cfg.tuning.watcher_buf)),
             tls,
             listeners: listeners.iter().map(|l| (l.fd(), l.name())).collect(),
             tuning: Arc::new(admin::Tuning::new(&cfg.tuning)),

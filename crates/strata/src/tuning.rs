@@ -70,6 +70,12 @@ impl Tuning {
             self.cfg.track_sizes = true;
             return Ok(true);
         }
+        if k == "watcher_logbuf_size" {
+            // KiB, as memcached takes it: each watcher's buffer.
+            let kib = int::<usize>(v, |_| true, "could not parse argument to watcher_logbuf_size")?;
+            self.cfg.watcher_buf = kib.saturating_mul(1024);
+            return Ok(true);
+        }
         let Some((key, why)) = self.record(k, v)? else {
             let Some((_, why)) = UNKEYED.iter().find(|(name, _)| *name == k) else { return Ok(false) };
             self.note(k, v, why);
@@ -174,10 +180,6 @@ impl Tuning {
                 r.temporary_ttl = int(v, |_| true, "could not parse argument to temporary_ttl")?;
                 r.temp_lru = true;
                 ("temporary_ttl", NO_LRUS)
-            }
-            "watcher_logbuf_size" => {
-                int::<u64>(v, |_| true, "could not parse argument to watcher_logbuf_size")?;
-                ("watcher_logbuf_size", "a watcher's buffer is 256 KiB (stats settings: watcher_logbuf_size)")
             }
             "worker_logbuf_size" => {
                 let kib = int::<u64>(v, |_| true, "could not parse argument to worker_logbuf_size")?;

@@ -41,6 +41,9 @@ pub struct TuningConfig {
     pub no_effect: Vec<&'static str>,
     /// `-o track_sizes`: `stats sizes` counts from the start.
     pub track_sizes: bool,
+    /// `-o watcher_logbuf_size` (given in KiB): bytes of lines a `watch`
+    /// connection may have waiting before lines are skipped.
+    pub watcher_buf: usize,
 }
 
 impl Default for TuningConfig {
@@ -53,6 +56,7 @@ impl Default for TuningConfig {
             recorded: Recorded::default(),
             no_effect: Vec::new(),
             track_sizes: false,
+            watcher_buf: crate::observability::watch::WATCHER_BUF,
         }
     }
 }

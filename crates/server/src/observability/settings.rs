@@ -156,8 +156,8 @@ fn lru(s: &mut Snapshot, shared: &Shared, rec: &Recorded) {
     );
     s.info(
         "watcher_logbuf_size",
-        "Bytes of lines a watcher may have waiting.",
-        crate::observability::watch::WATCHER_BUF,
+        "Bytes of lines a watcher may have waiting (-o watcher_logbuf_size, in KiB).",
+        shared.watchers.buffer(),
     );
     s.info("worker_logbuf_size", RECORDED, rec.worker_logbuf_size);
     s.info(

@@ -12,7 +12,8 @@
 //!
 //! The request path pays one relaxed load ([`Watchers::wants`]) while
 //! nobody watches. Lines go into each interested watcher's buffer (at most
-//! [`WATCHER_BUF`] bytes); a watcher that reads too slowly loses lines,
+//! `-o watcher_logbuf_size`, [`WATCHER_BUF`] by default); a watcher that
+//! reads too slowly loses lines,
 //! counted (`log_watcher_skipped`) and announced to it as memcached does,
 //! with a `skipped=<n>` line once there is room again. Nothing waits for a
 //! watcher. Its connection stays on its worker: the first line into an
@@ -54,13 +55,14 @@ pub(crate) fn kind(name: &[u8]) -> Option<u32> {
 /// Most watchers at once (memcached's limit).
 pub(crate) const MAX_WATCHERS: usize = 20;
 
-/// Bytes of lines a watcher may have waiting (memcached's default
-/// `watcher_logbuf_size`); past it, lines are skipped.
-pub(crate) const WATCHER_BUF: usize = 256 << 10;
+/// Bytes of lines a watcher may have waiting, by default (memcached's
+/// default `watcher_logbuf_size`); past it, lines are skipped.
+pub const WATCHER_BUF: usize = 256 << 10;
 
 /// Every watcher, and the counters `stats` shows.
-#[derive(Default)]
 pub(crate) struct Watchers {
+    /// Bytes of lines each watcher may have waiting.
+    buf_limit: usize,
     /// The kinds some watcher wants: the request path's one check.
     mask: AtomicU32,
     list: Mutex<Vec<Arc<Watcher>>>,
@@ -73,9 +75,17 @@ pub(crate) struct Watchers {
     pub skipped: AtomicU64,
 }
 
+impl Default for Watchers {
+    fn default() -> Self {
+        Watchers::with_buffer(WATCHER_BUF)
+    }
+}
+
 /// One watching connection's side: what it asked for and its lines.
 pub(crate) struct Watcher {
     kinds: u32,
+    /// Bytes of lines it may have waiting.
+    limit: usize,
     pending: Mutex<Pending>,
     /// Lines arrived since its worker last took them.
     ready: AtomicBool,
@@ -106,6 +116,24 @@ struct Pending {
 }
 
 impl Watchers {
+    /// Watchers whose buffers hold `buf_limit` bytes each.
+    pub fn with_buffer(buf_limit: usize) -> Watchers {
+        Watchers {
+            buf_limit,
+            mask: AtomicU32::new(0),
+            list: Mutex::default(),
+            gid: AtomicU64::new(0),
+            written: AtomicU64::new(0),
+            sent: AtomicU64::new(0),
+            skipped: AtomicU64::new(0),
+        }
+    }
+
+    /// Bytes of lines each watcher may have waiting (`stats settings`).
+    pub fn buffer(&self) -> usize {
+        self.buf_limit
+    }
+
     /// Whether anyone watches events of `kind`.
     #[inline]
     pub fn wants(&self, kind: u32) -> bool {
@@ -125,6 +153,7 @@ impl Watchers {
         }
         let w = Arc::new(Watcher {
             kinds,
+            limit: self.buf_limit,
             pending: Mutex::new(Pending::default()),
             ready: AtomicBool::new(false),
             wake: OnceLock::new(),
@@ -187,7 +216,7 @@ impl Watcher {
     fn push(&self, line: &[u8]) -> bool {
         let mut p = self.pending.lock();
         let note = if p.skipped > 0 { format!("skipped={}\n", p.skipped) } else { String::new() };
-        if p.buf.len() + note.len() + line.len() > WATCHER_BUF {
+        if p.buf.len() + note.len() + line.len() > self.limit {
             p.skipped += 1;
             return false;
         }
@@ -317,6 +346,22 @@ mod tests {
         let next = lines(&w);
         assert!(next.starts_with("skipped=3\nts="), "{next}");
         assert!(next.ends_with(" after\n"));
+    }
+
+    #[test]
+    fn the_buffer_is_the_configured_size() {
+        // memcached's t/watcher.t: watcher_logbuf_size=8 (KiB).
+        let ws = Watchers::with_buffer(8 << 10);
+        let w = ws.add(FETCHERS).unwrap_or_else(|| panic!("room"));
+        let body = "x".repeat(200);
+        for _ in 0..100 {
+            ws.log(FETCHERS, format_args!("{body}"));
+        }
+        let first = lines(&w);
+        assert!(first.len() <= 8 << 10 && first.len() > (8 << 10) - 300, "{}", first.len());
+        assert!(ws.skipped.load(Relaxed) > 50);
+        ws.log(FETCHERS, format_args!("after"));
+        assert!(lines(&w).starts_with("skipped="));
     }
 
     #[test]
