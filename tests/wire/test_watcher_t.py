@@ -2,16 +2,23 @@
 (issue 43, item 8): with `-o watcher_logbuf_size=8` (KiB) a watcher that
 does not read while 80,000 gets are logged loses lines and is told
 `skipped=<n>`, then sees real lines again; a 250-byte key is logged
-URI-encoded whole; a set into a full cache is logged with its evictions;
+URI-encoded whole; a set into a full cache is logged with its evictions (memcached's first
+set evicts; strata's sets log evictions once one takes a segment, which
+the .t file, sending one set, does not wait for);
 a `cas` is logged as one.
 """
 
 import socket
 import time
 
+import pytest
+
+from harness import target
 from wirelib import stats
 
 SPACER = b"X" * 180
+
+pytestmark = pytest.mark.not_over_flash("items leaving memory go to flash there, not evicted")
 
 
 class Lines:
@@ -100,13 +107,24 @@ def test_watcher_t(make_server):
     evictions = Lines(srv.port)
     evictions.send(b"watch evictions\n")
     assert evictions.line() == b"OK\r\n"
-    client.send(b"set bfoo 0 0 11000 noreply\r\n" + value + b"\r\n")
-    found = set()
-    while found != {b"item_store", b"eviction"}:
-        log = both.line()
-        for kind in (b"item_store", b"eviction"):
-            if b"type=" + kind + b" " in log:
-                found.add(kind)
+    # memcached evicts for the one set the .t file sends; strata's
+    # reclaimer frees segments ahead of the writers, so a set logs
+    # evictions only when it takes a segment (docs/compat.md): sets go on,
+    # each logged, until an eviction is.
+    evicted = False
+    for n in range(2000):
+        client.send(b"set bfoo%d 0 0 11000 noreply\r\n%s\r\n" % (n, value))
+        while True:
+            log = both.line()
+            evicted |= b"type=eviction " in log
+            if b"type=item_store key=bfoo%d " % n in log:
+                break
+        if evicted:
+            break
+    assert evicted, "no eviction logged"
+    if target() == "memcached":
+        assert n == 0, "memcached evicts for the first set"
+    assert evictions.line().startswith(b"ts=")
 
     cas = Lines(srv.port)
     cas.send(b"watch mutations\n")
