@@ -32,7 +32,10 @@
 //! refused write's delete) are synchronous ([`Reading::Now`](crate::Reading::Now)).
 
 use std::collections::{HashMap, HashSet, VecDeque};
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering::Relaxed};
+use std::sync::atomic::{
+    AtomicU64, AtomicUsize,
+    Ordering::{Acquire, Relaxed, Release},
+};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -129,7 +132,7 @@ impl Pool {
 
     /// Reads asked for and not yet finished.
     pub fn depth(&self) -> usize {
-        self.shared.depth.load(Relaxed)
+        self.shared.depth.load(Acquire)
     }
 }
 
@@ -161,7 +164,6 @@ impl PoolShared {
                 std::thread::sleep(Duration::from_micros(delay));
             }
             let done = self.read(&job, &mut buf);
-            self.depth.fetch_sub(1, Relaxed);
             // One wake-up per batch: a worker that has not taken the
             // finished reads yet was woken for the first of them, and takes
             // them all after draining its wake-up counter.
@@ -170,6 +172,11 @@ impl PoolShared {
                 d.push(done);
                 d.len() == 1
             };
+            // Counted out once handed over, not before: at depth 0 every
+            // finished read is in its worker's inbox (a read seen as done
+            // by the depth but not yet in the inbox made a test that
+            // waits for depth 0 find it still in flight, under load).
+            self.depth.fetch_sub(1, Release);
             if first {
                 (job.inbox.wake)();
             }

@@ -13,9 +13,9 @@
 //! The request path pays one relaxed load ([`Watchers::wants`]) while
 //! nobody watches. Lines go into each interested watcher's buffer (at most
 //! `-o watcher_logbuf_size`, [`WATCHER_BUF`] by default); a watcher that
-//! reads too slowly loses lines,
-//! counted (`log_watcher_skipped`) and announced to it as memcached does,
-//! with a `skipped=<n>` line once there is room again. Nothing waits for a
+//! reads too slowly loses lines, counted (`log_watcher_skipped`) and
+//! announced to it as memcached does, with a `skipped=<n>` line once there
+//! is room again. Nothing waits for a
 //! watcher. Its connection stays on its worker: the first line into an
 //! empty buffer wakes that worker ([`WatchList`]), which moves the buffer
 //! into the connection's replies under the usual back-pressure.
@@ -57,7 +57,7 @@ pub(crate) const MAX_WATCHERS: usize = 20;
 
 /// Bytes of lines a watcher may have waiting, by default (memcached's
 /// default `watcher_logbuf_size`); past it, lines are skipped.
-pub const WATCHER_BUF: usize = 256 << 10;
+pub(crate) const WATCHER_BUF: usize = 256 << 10;
 
 /// Every watcher, and the counters `stats` shows.
 pub(crate) struct Watchers {
