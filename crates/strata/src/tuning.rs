@@ -30,6 +30,10 @@ const UNKEYED: &[(&str, &str)] = &[
     ("no_drop_privileges", NO_SECCOMP),
 ];
 
+/// The largest `watcher_logbuf_size` taken, in bytes: 64 times memcached's
+/// default, 320 MiB for the 20 watchers there may be.
+const WATCHER_BUF_MAX: usize = 16 << 20;
+
 /// memcached's `CHUNK_ALIGN_BYTES`: how much larger each of `slab_sizes`
 /// must be than the one before.
 const CHUNK_ALIGN: u64 = 8;
@@ -71,9 +75,16 @@ impl Tuning {
             return Ok(true);
         }
         if k == "watcher_logbuf_size" {
-            // KiB, as memcached takes it: each watcher's buffer.
+            // KiB, as memcached takes it: each watcher's buffer, grown as
+            // lines wait, so bounded here (20 watchers at most).
             let kib = int::<usize>(v, |_| true, "could not parse argument to watcher_logbuf_size")?;
-            self.cfg.watcher_buf = kib.saturating_mul(1024);
+            self.cfg.watcher_buf = kib.saturating_mul(1024).min(WATCHER_BUF_MAX);
+            if kib.saturating_mul(1024) > WATCHER_BUF_MAX {
+                self.notes.push(format!(
+                    "-o watcher_logbuf_size={v}: each watcher's buffer is at most {} KiB here",
+                    WATCHER_BUF_MAX >> 10
+                ));
+            }
             return Ok(true);
         }
         let Some((key, why)) = self.record(k, v)? else {
@@ -325,5 +336,8 @@ mod tests {
         // Not given, it is never over -I (which strata takes from 1 KiB).
         let small = Tuning::default().finish(1024, 48).map(|t| t.recorded.slab_chunk_max);
         assert_eq!(small, Ok(1024));
+        // A watcher's buffer: KiB as memcached, bounded.
+        assert_eq!(tuned(&[("watcher_logbuf_size", "8")]).map(|t| t.watcher_buf), Ok(8 << 10));
+        assert_eq!(tuned(&[("watcher_logbuf_size", "99999999")]).map(|t| t.watcher_buf), Ok(WATCHER_BUF_MAX));
     }
 }

@@ -163,6 +163,15 @@ impl Replies {
         self.ready.len() - self.rpos + self.inflight.len() - self.ipos + self.behind_bytes
     }
 
+    /// Replies not yet handed to the socket: ready but unwritten, queued
+    /// behind a waiting slot, or waiting (memcached's response stack, which
+    /// a key dump or `watch` may not follow). A send io_uring has in
+    /// flight is handed over: the client may have read it already, and
+    /// its completion may come after the client's next request.
+    pub fn unsent(&self) -> bool {
+        self.ready.len() > self.rpos || self.behind_bytes > 0 || self.waiting > 0
+    }
+
     /// Nothing left to send and nothing waiting.
     pub fn is_empty(&mut self) -> bool {
         self.pending() == 0 && self.waiting == 0
@@ -268,8 +277,11 @@ mod tests {
     #[test]
     fn a_send_in_flight_owns_its_bytes() {
         let mut r = Replies::default();
+        assert!(!r.unsent());
         r.buf().extend_from_slice(b"first");
+        assert!(r.unsent(), "a reply not yet handed to the socket");
         let ptr = r.next_send().map(<[u8]>::as_ptr);
+        assert!(!r.unsent(), "a send in flight is handed over");
         r.buf().extend_from_slice(b"second");
         assert_eq!(r.next_send(), Some(&b"first"[..]), "new replies wait their turn");
         assert_eq!(r.next_send().map(<[u8]>::as_ptr), ptr, "and never move the bytes in flight");
@@ -286,6 +298,7 @@ mod tests {
     fn waiting_replies_count_toward_back_pressure() {
         let mut r = Replies::default();
         let s = r.wait();
+        assert!(r.unsent(), "a waiting slot");
         r.buf().extend_from_slice(&[b'x'; 100]);
         assert_eq!(r.pending(), 100);
         assert!(!r.is_empty());

@@ -929,7 +929,7 @@ impl Conn {
     /// Parses and runs the request at the front of the buffer, in the
     /// connection's protocol (chosen here from the first byte).
     fn step(&mut self, ctx: &mut dispatch::Ctx<'_>, pconfig: &text::Config, resume: Option<usize>) -> Step {
-        ctx.replies_queued = !self.replies.is_empty();
+        ctx.replies_queued = self.replies.unsent();
         let buf = &self.rbuf[self.rpos..self.filled];
         let out = self.replies.buf();
         if ctx.shared.cfg.auth_file.is_some() && !self.auth.authenticated {
