@@ -72,6 +72,9 @@ pub struct SaveReport {
     /// Segments of the cut copied by the thread that freed them before the
     /// snapshot came to them (eviction, the cleaner).
     pub handed_off: u64,
+    /// How long the threads that freed those segments waited, all told,
+    /// for the snapshot to take their copies (its hand-off queue full).
+    pub writers_waited: Duration,
     pub dicts: u64,
     /// Flash items whose slots were saved (with `-o ext_path`).
     pub flash_items: u64,
@@ -224,6 +227,7 @@ fn write_body(
         }
     }
     report.handed_off = store.handed_off();
+    report.writers_waited = store.handoff_waited();
     for d in store.saved_dicts(*dicts) {
         out.record(Kind::Dict, &[&format::encode_dict(&d)])?;
         report.dicts += 1;

@@ -34,11 +34,16 @@
 //! the cut (eviction's and the cleaner's unlinks and moves are noted like
 //! any other). The image goes into a queue the snapshot drains before its
 //! own copies. The queue is bounded ([`HANDOFF_MAX_DIV`]); a freeing thread
-//! that finds it full waits up to [`HANDOFF_WAIT`] for the snapshot to
-//! drain it (the snapshot thread runs at idle priority, and a waiting
-//! writer leaves it a core), and past that the snapshot fails, so memory
-//! stays bounded and no snapshot is ever written without what it promises.
-//! The died lists are bounded the same way ([`DIED_MAX_DIV`]).
+//! that finds it full waits for the snapshot to drain it, as long as the
+//! snapshot takes an image now and then: back-pressure, as a full disk
+//! queue gives. The snapshot thread runs at idle priority, and on a
+//! machine whose cores are all busy it may take an image only every
+//! hundred milliseconds or so; a bound on the wait itself (50 ms once)
+//! failed snapshots there that were merely slow. Only a snapshot that takes
+//! nothing for [`HANDOFF_STALL`] (its disk hung) is failed, so memory
+//! stays bounded, writers go on, and no snapshot is ever written without
+//! what it promises. The died lists are bounded the same way
+//! ([`DIED_MAX_DIV`]).
 //!
 //! **Why a lock for opening segments.** The cut marks every segment in use
 //! and publishes itself under [`Cut::lock`], which opening a segment also
@@ -53,7 +58,7 @@ use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering::*};
 use std::time::{Duration, Instant};
 
-use parking_lot::{Condvar, Mutex};
+use parking_lot::{Condvar, Mutex, MutexGuard};
 
 use crate::image::{Queue, Sealed, SegmentImage, StoreImage};
 use crate::store::Store;
@@ -63,8 +68,9 @@ use crate::store::Store;
 pub(crate) const HANDOFF_MAX_DIV: usize = 16;
 
 /// How long a thread freeing a segment of the cut waits for room in the
-/// hand-off queue before the snapshot fails instead.
-pub(crate) const HANDOFF_WAIT: Duration = Duration::from_millis(50);
+/// hand-off queue while the snapshot takes nothing from it, before the
+/// snapshot fails instead.
+pub(crate) const HANDOFF_STALL: Duration = Duration::from_secs(5);
 
 /// The died lists hold at most a `1/DIED_MAX_DIV` of the memory limit
 /// (4 bytes per item noted).
@@ -89,6 +95,12 @@ pub(crate) struct Cut {
     failed: Mutex<Option<String>>,
     /// Segments handed off by the threads that freed them (this snapshot).
     pub(crate) handed_off: AtomicU64,
+    /// Threads waiting for room in the hand-off queue now.
+    waiting: AtomicUsize,
+    /// Nanoseconds threads waited for room (this snapshot).
+    waited_ns: AtomicU64,
+    /// [`HANDOFF_STALL`] unless a test set it (milliseconds; 0: the const).
+    stall_ms: AtomicU64,
     /// The thread that began the cut (the snapshot's): it never waits for
     /// room in the hand-off queue, which only it drains.
     snapshot_thread: Mutex<Option<std::thread::ThreadId>>,
@@ -102,6 +114,9 @@ pub(crate) struct Cut {
 struct Handoff {
     images: VecDeque<SegmentImage>,
     bytes: usize,
+    /// Images taken by the snapshot so far: its progress, which a waiting
+    /// thread watches.
+    taken: u64,
 }
 
 /// Items of one segment of the cut unlinked after it: offsets, the first
@@ -172,6 +187,7 @@ impl Store {
         *self.cut().failed.lock() = None;
         *self.cut().snapshot_thread.lock() = Some(std::thread::current().id());
         self.cut().handed_off.store(0, Relaxed);
+        self.cut().waited_ns.store(0, Relaxed);
         // Under the free lists' locks, which freeing a segment takes to
         // clear its mark: a segment is marked if and only if it is in use.
         self.budget().with_lists(|free, parked| {
@@ -211,6 +227,32 @@ impl Store {
     /// thread that freed them.
     pub fn handed_off(&self) -> u64 {
         self.cut().handed_off.load(Relaxed)
+    }
+
+    /// How long threads freeing segments of the running (or last)
+    /// snapshot's cut waited for it to take their images.
+    pub fn handoff_waited(&self) -> Duration {
+        Duration::from_nanos(self.cut().waited_ns.load(Relaxed))
+    }
+
+    /// Whether a thread is waiting for the snapshot to take an image now:
+    /// the snapshot is holding writers back.
+    pub fn handoff_waiting(&self) -> bool {
+        self.cut().waiting.load(Relaxed) > 0
+    }
+
+    /// Sets how long a thread waits for a snapshot that takes nothing
+    /// before failing it (tests: [`HANDOFF_STALL`] otherwise).
+    #[cfg(test)]
+    pub(crate) fn set_handoff_stall(&self, d: Duration) {
+        self.cut().stall_ms.store(d.as_millis().max(1) as u64, Relaxed);
+    }
+
+    fn handoff_stall(&self) -> Duration {
+        match self.cut().stall_ms.load(Relaxed) {
+            0 => HANDOFF_STALL,
+            ms => Duration::from_millis(ms),
+        }
     }
 
     /// Why the running snapshot failed, if it did (the hand-off queue or
@@ -256,6 +298,7 @@ impl Store {
         let mut h = self.cut().handoff.lock();
         let img = h.images.pop_front()?;
         h.bytes -= image_bytes(&img);
+        h.taken += 1;
         self.cut().handoff_cv.notify_all();
         Some(img)
     }
@@ -324,24 +367,13 @@ impl Store {
             return;
         }
         let need = image_bytes(&img);
-        let cap = (self.memory_limit() / HANDOFF_MAX_DIV).max(2 * self.arena().segment_size());
-        let deadline = Instant::now() + HANDOFF_WAIT;
         // A snapshot that writes while it copies (a test, the simulator)
         // would wait for itself.
         let own = *self.cut().snapshot_thread.lock() == Some(std::thread::current().id());
         let mut h = self.cut().handoff.lock();
-        while !own && h.bytes > 0 && h.bytes + need > cap && self.cut_active() {
-            if self.cut().handoff_cv.wait_until(&mut h, deadline).timed_out() {
-                drop(h);
-                self.release_dicts(img.dicts);
-                self.fail_cut(format!(
-                    "segments were freed faster than the snapshot wrote them ({} bytes waiting)",
-                    cap
-                ));
-                return;
-            }
-        }
-        if !self.cut_active() {
+        let room = own || self.wait_for_room(&mut h, need);
+        if !room || !self.cut_active() {
+            drop(h);
             self.release_dicts(img.dicts);
             return;
         }
@@ -353,6 +385,43 @@ impl Store {
         self.copied(seg);
         self.cut().handed_off.fetch_add(1, Relaxed);
         self.cut().handoff_cv.notify_all();
+    }
+}
+
+impl Store {
+    /// Waits until the hand-off queue has room for `need` more bytes (or
+    /// the cut ends), for as long as the snapshot keeps taking images;
+    /// fails the cut if it takes none for the stall bound. False if the
+    /// cut is over (failed here or elsewhere).
+    fn wait_for_room(&self, h: &mut parking_lot::MutexGuard<'_, Handoff>, need: usize) -> bool {
+        let cap = (self.memory_limit() / HANDOFF_MAX_DIV).max(2 * self.arena().segment_size());
+        if h.bytes == 0 || h.bytes + need <= cap {
+            return self.cut_active();
+        }
+        let started = Instant::now();
+        let stall = self.handoff_stall();
+        let mut seen = h.taken;
+        let mut deadline = started + stall;
+        self.cut().waiting.fetch_add(1, Relaxed);
+        while h.bytes > 0 && h.bytes + need > cap && self.cut_active() {
+            let timed_out = self.cut().handoff_cv.wait_until(h, deadline).timed_out();
+            if h.taken != seen {
+                seen = h.taken;
+                deadline = Instant::now() + stall;
+            } else if timed_out {
+                MutexGuard::unlocked(h, || {
+                    self.fail_cut(format!(
+                        "the snapshot took nothing from the {cap} bytes of segments freed before it copied \
+                         them for {} ms",
+                        stall.as_millis()
+                    ))
+                });
+                break;
+            }
+        }
+        self.cut().waiting.fetch_sub(1, Relaxed);
+        self.cut().waited_ns.fetch_add(started.elapsed().as_nanos() as u64, Relaxed);
+        self.cut_active()
     }
 }
 

@@ -4,7 +4,9 @@
 //! written after it. Sized for Miri.
 
 use std::collections::HashMap;
+use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use crate::testing::scaled;
 use crate::*;
@@ -142,30 +144,201 @@ fn a_write_that_raced_the_cut_moves_to_a_segment_after_it() {
     assert_eq!(w.get(b"a", |it| it.value.to_vec()), Some(b"before+later".to_vec()));
 }
 
+/// Rounds of overwriting every key: several times memory, so the cut's
+/// segments are freed and reused while the snapshot has not copied them.
+const ROUNDS: usize = 8;
+
+fn overwrite_all(s: &Arc<Store>, keys: usize) -> std::thread::JoinHandle<()> {
+    overwrite_share(s, keys, 0, 1)
+}
+
+/// A writer thread overwriting keys `k<i>` with `i % of == share`.
+fn overwrite_share(s: &Arc<Store>, keys: usize, share: usize, of: usize) -> std::thread::JoinHandle<()> {
+    let s = s.clone();
+    std::thread::spawn(move || {
+        let mut w = s.worker();
+        for g in 1..=ROUNDS {
+            for i in (share..keys).step_by(of) {
+                w.set(SetOp::Set, format!("k{i}").as_bytes(), 0, 0, &v(i, g as u8)).unwrap();
+            }
+        }
+        w.seal_active();
+    })
+}
+
 #[test]
 #[cfg_attr(miri, ignore = "waits on real time")]
-fn a_cut_that_cannot_keep_up_fails_and_ends() {
-    // Nobody drains the hand-off queue, from another thread than the
-    // cut's: past its bound a freeing writer waits, then fails the cut,
-    // and writes go on.
+fn a_starved_snapshot_holds_writers_back_and_keeps_its_cut() {
+    // The snapshot thread gets no CPU for a while (a machine whose cores
+    // are all busy, the snapshot at idle priority): the writer fills the
+    // hand-off queue and waits for it, however long, as long as the
+    // snapshot then takes images. A 50 ms bound on that wait once failed
+    // the snapshot here (tests/wire/test_snapshot_point_in_time.py under
+    // two busy loops).
+    //
+    // Two writers: while one waits to hand a segment off, holding the
+    // segment it cleared (and maybe the reserve, as its copy target), the
+    // other finds nothing free to clean into; it waits for that segment
+    // rather than evict live items (it once evicted).
+    let keys = 800;
+    let (s, mut w) = store(40);
+    for i in 0..keys {
+        w.set(SetOp::Set, format!("k{i}").as_bytes(), 0, 0, &v(i, 0)).unwrap();
+    }
+    w.seal_active();
+    assert_eq!(s.stats().evictions, 0, "every key is in the cut");
+    s.begin_cut();
+    let writers = [overwrite_share(&s, keys, 0, 2), overwrite_share(&s, keys, 1, 2)];
+    let done = |ws: &[std::thread::JoinHandle<()>]| ws.iter().all(|w| w.is_finished());
+    let waited = |s: &Store| s.handoff_waiting() || s.handoff_waited() > Duration::ZERO;
+    let started = Instant::now();
+    while !waited(&s) && started.elapsed() < Duration::from_secs(30) {
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    assert!(waited(&s), "a writer found the hand-off queue full and waited");
+    // Starved four times longer than the old bound.
+    std::thread::sleep(Duration::from_millis(200));
+    assert!(!done(&writers), "the writers are held back while nothing is taken");
+    assert_eq!(s.cut_failed(), None, "a slow snapshot is not a failed one");
+    let mut got = HashMap::new();
+    let mut handed = 0;
+    while !done(&writers) {
+        while let Some(img) = s.take_handoff() {
+            handed += 1;
+            got.extend(items_of(&img));
+            s.release_dicts(img.dicts);
+        }
+        s.wait_handoff(Duration::from_millis(1));
+    }
+    for w in writers {
+        w.join().unwrap();
+    }
+    let (rest, more) = drain(&s);
+    assert_eq!(s.cut_failed(), None);
+    assert!(s.handoff_waited() >= Duration::from_millis(200), "{:?}", s.handoff_waited());
+    s.end_cut();
+    for (k, val) in rest {
+        assert!(got.insert(k, val).is_none(), "a key twice in one cut");
+    }
+    assert!(handed + more > 0);
+    for i in 0..keys {
+        assert_eq!(got.get(format!("k{i}").as_bytes()), Some(&v(i, 0)), "k{i} as at the cut");
+    }
+    for i in 0..keys {
+        let last = Some(v(i, ROUNDS as u8));
+        let st = s.stats();
+        let why = (st.evictions, st.alloc_waited, st.alloc_last_resort, st.segments_evicted);
+        assert_eq!(w.get(format!("k{i}").as_bytes(), |it| it.value.to_vec()), last, "k{i}: every write landed {why:?}");
+    }
+    assert_eq!(s.stats().evictions, 0, "live data fits: nothing is evicted for a slow snapshot");
+}
+
+#[test]
+#[cfg_attr(miri, ignore = "waits on real time")]
+fn a_cut_whose_snapshot_takes_nothing_fails_and_writes_go_on() {
+    // Nobody drains the hand-off queue (a snapshot whose disk hung): past
+    // its bound a freeing writer waits the stall bound, then fails the
+    // cut, and writes go on.
     let (s, mut w) = store(12);
+    s.set_handoff_stall(Duration::from_millis(50));
     for i in 0..360 {
         w.set(SetOp::Set, format!("k{i}").as_bytes(), 0, 0, &v(i, 0)).unwrap();
     }
     w.seal_active();
     s.begin_cut();
-    let s2 = s.clone();
-    std::thread::spawn(move || {
-        let mut w = s2.worker();
-        for g in 0..8 {
-            for i in 0..360 {
-                w.set(SetOp::Set, format!("k{i}").as_bytes(), 0, 0, &v(i, g as u8)).unwrap();
-            }
-        }
-    })
-    .join()
-    .unwrap();
-    assert!(s.cut_failed().is_some(), "the hand-off queue outgrew its bound");
+    overwrite_all(&s, 360).join().unwrap();
+    let why = s.cut_failed().expect("the hand-off queue outgrew its bound");
+    assert!(why.contains("took nothing"), "{why}");
     assert!(!s.cut_active());
+    assert!(s.handoff_waited() >= Duration::from_millis(50));
     s.end_cut();
+}
+
+/// A store with no segment free, not even the cleaner's reserve (another
+/// thread holds it as a copy target, as at a snapshot's cut, when every
+/// cleaner needs a new target at once), and two sealed segments nearly
+/// dead: cleaning either is worth it but has nowhere to copy its one live
+/// item. Returns the reserve segment taken and the keys still live.
+fn no_room_to_clean() -> (Arc<Store>, Worker, u32, Vec<Vec<u8>>) {
+    let (s, mut w) = store(16);
+    let mut keys = Vec::new();
+    while s.spare() > crate::evict::RESERVE_SEGMENTS {
+        let k = format!("k{}", keys.len()).into_bytes();
+        w.set(SetOp::Set, &k, 0, 0, &v(keys.len(), 0)).unwrap();
+        keys.push(k);
+    }
+    w.seal_active();
+    assert_eq!(s.stats().evictions, 0);
+    let reserve = s.pop_free(false).expect("the reserve");
+    assert_eq!(s.spare(), 0);
+    let mut img = SegmentImage::default();
+    for seg in s.sealed_segments().iter().take(2) {
+        assert!(s.image(seg.segment, &mut img));
+        for k in items_of(&img).into_keys().skip(1) {
+            assert!(w.delete(&k));
+            keys.retain(|x| *x != k);
+        }
+    }
+    (s, w, reserve, keys)
+}
+
+#[test]
+#[cfg_attr(miri, ignore = "waits on real time")]
+fn a_writer_with_nothing_to_clean_into_waits_for_a_segment_being_cleared() {
+    // Another thread is clearing a victim: it gives a segment back in
+    // 100 ms. The writer waits for it and cleans, rather than evict (a
+    // writer once evicted here: tests/wire/test_snapshot_point_in_time.py
+    // under two busy loops, 1 to 3 rounds in 8).
+    let (s, mut w, reserve, keys) = no_room_to_clean();
+    s.reclaim_state().clearing.fetch_add(1, Relaxed);
+    let s2 = s.clone();
+    let other = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(100));
+        s2.unuse(reserve);
+        s2.cleared(true);
+    });
+    w.set(SetOp::Set, b"new", 0, 0, &[b'n'; 300]).unwrap();
+    other.join().unwrap();
+    let st = s.stats();
+    assert!(st.alloc_waited > 0, "the writer waited");
+    assert_eq!(st.evictions, 0, "nothing evicted while a clean was possible");
+    for k in &keys {
+        assert!(w.get(k, |_| ()).is_some(), "{} kept", String::from_utf8_lossy(k));
+    }
+}
+
+#[test]
+#[cfg_attr(miri, ignore = "waits on real time")]
+fn a_writer_waits_for_a_segment_being_cleared_a_second_at_most() {
+    // The segment never comes back (a thread stuck): after a second the
+    // writer evicts after all, and its write is not refused.
+    let (s, mut w, _reserve, _) = no_room_to_clean();
+    s.reclaim_state().clearing.fetch_add(1, Relaxed);
+    let started = Instant::now();
+    w.set(SetOp::Set, b"new", 0, 0, &[b'n'; 300]).unwrap();
+    assert!(started.elapsed() >= Duration::from_secs(1));
+    assert!(s.stats().evictions > 0);
+    assert_eq!(w.get(b"new", |it| it.value.len()), Some(300));
+}
+
+#[test]
+fn a_clean_claims_the_room_for_its_victim_before_it_starts() {
+    // Only the reserve is free, and the worker has no copy target: the
+    // step that picks a victim to clean claims the reserve then, not
+    // half-way through the victim (when another thread may have taken it,
+    // and the rest of the victim was evicted).
+    let (s, _w, reserve, _) = no_room_to_clean();
+    s.unuse(reserve);
+    assert_eq!(s.spare(), 1);
+    let mut active = crate::segments::Active::new(&s, Arc::default(), false);
+    let Some(crate::evict::Step::Victim(victim, how @ crate::evict::Clear::Clean(_))) = s.step(&mut active, false)
+    else {
+        panic!("a nearly dead segment is cleaned");
+    };
+    assert!(active.claimed.is_some(), "a segment claimed for its live items");
+    assert_eq!(s.spare(), 0, "the reserve is claimed now");
+    assert!(s.free_victim(victim, how, &mut active));
+    assert_eq!(active.claimed, None);
+    assert_eq!(active.counters.evictions.load(Relaxed), 0, "its live item was copied");
+    assert_eq!(s.spare(), 1, "and the victim refilled the reserve");
 }

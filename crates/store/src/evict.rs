@@ -18,7 +18,9 @@
 //!    most [`CLEAN_MAX_LIVE_PERCENT`] live: a live item is not evicted while
 //!    cleaning could make room for it at a bounded copying cost.
 //! 5. **Evicts**, only when live data fills memory (no segment is cheap
-//!    enough to clean): the oldest segment
+//!    enough to clean; one that is, but has nowhere to copy to while
+//!    another thread clears a victim, makes a writer wait for that victim
+//!    first, [`Step::Wait`]): the oldest segment
 //!    of S3-FIFO's small queue (new writes) or main queue (items copied
 //!    forward); items read since written are copied forward, the rest go.
 //!    With `-M` there is no eviction: the write fails with out-of-memory.
@@ -75,7 +77,7 @@
 
 use std::collections::VecDeque;
 use std::sync::atomic::Ordering::*;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use crate::clock::Clock;
 use crate::image::Queue;
@@ -131,8 +133,10 @@ const STARVE_WAIT: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// Segments writers leave free for the cleaner's copy targets: one, the
 /// working space a clean needs when a target fills mid-way (the victim it
-/// frees refills it). Two workers needing it at once is rare; the one that
-/// misses out evicts, or with `-M` fails its write.
+/// frees refills it). Two workers needing it at once is rare but for a
+/// snapshot's cut (every target is in it); the one that misses out waits
+/// for the other to give a segment back ([`Step::Wait`]), and only past
+/// [`STARVE_WAIT`] evicts, or with `-M` fails its write.
 pub(crate) const RESERVE_SEGMENTS: usize = 1;
 
 /// Free segments the background reclaimer keeps ahead of the writers
@@ -191,6 +195,10 @@ pub(crate) enum Step {
     Fresh(u32),
     /// A victim, off its queue and owned by this worker, to clear.
     Victim(u32, Clear),
+    /// Only eviction is left, though a clean is worth doing: what it
+    /// lacks is a segment to copy into, and another thread is clearing a
+    /// victim it will give back. Wait for that rather than evict.
+    Wait,
 }
 
 /// The best segment to clean and the dead bytes of all sealed segments.
@@ -310,8 +318,65 @@ impl Store {
         false
     }
 
-    /// Decides this allocation step (see the module doc for the order).
-    pub(crate) fn step(&self, ev: &mut Evict, active: &Active) -> Option<Step> {
+    /// Takes this allocation step (see the module doc for the order),
+    /// decided under the eviction mutex; with `evict_now`, a wait is an
+    /// eviction instead. A victim returned is counted as being cleared
+    /// until [`Store::free_victim`] is done with it, and one to clean comes
+    /// with room for its live items in the worker's copy target, claimed
+    /// now: if the segment that would give it is gone (another thread took
+    /// it since), the victim goes back and the step is a wait. A clean
+    /// that ran out of room half-way evicted the rest of its victim.
+    pub(crate) fn step(&self, active: &mut Active, evict_now: bool) -> Option<Step> {
+        let step = self.locked_step(|ev| match self.decide(ev, active) {
+            Some(Step::Wait) if evict_now => self.evict_step(ev, active),
+            step => step,
+        });
+        match step {
+            Some(Step::Victim(s, Clear::Clean(q))) if !self.room_to_clean(s, q, active) => {
+                self.put_back(s, q);
+                self.cleared(false);
+                if evict_now {
+                    self.locked_step(|ev| self.evict_step(ev, active))
+                } else {
+                    Some(Step::Wait)
+                }
+            }
+            step => step,
+        }
+    }
+
+    /// `f`'s step under the eviction mutex, a victim counted as clearing.
+    fn locked_step(&self, f: impl FnOnce(&mut Evict) -> Option<Step>) -> Option<Step> {
+        let step = f(&mut self.lock_evict());
+        if let Some(Step::Victim(..)) = step {
+            self.reclaim_state().clearing.fetch_add(1, Relaxed);
+        }
+        step
+    }
+
+    /// Whether `active`'s copy target for `q` has room for `victim`'s live
+    /// items, or a free segment is claimed for the rest (the victim's live
+    /// items fit in one).
+    fn room_to_clean(&self, victim: u32, q: Queue, active: &mut Active) -> bool {
+        let need = self.copy_need(victim, self.clock().now());
+        let room = active.targets[q as usize].filter(|&t| self.open_for_copies(t)).map_or(0, |t| self.room(t));
+        if need <= room || active.claimed.is_some() {
+            return true;
+        }
+        active.claimed = self.pop_free(false);
+        active.claimed.is_some()
+    }
+
+    /// Puts a victim not cleared back on queue `q`, where its epoch puts it.
+    fn put_back(&self, victim: u32, q: Queue) {
+        let epoch = |s: u32| self.seg(s).epoch.load(Relaxed);
+        let mut ev = self.lock_evict();
+        let queue = ev.queue(q);
+        let at = queue.iter().position(|&s| epoch(s) > epoch(victim)).unwrap_or(queue.len());
+        queue.insert(at, victim);
+    }
+
+    fn decide(&self, ev: &mut Evict, active: &Active) -> Option<Step> {
         let seg_size = self.arena().segment_size();
         let survey = self.survey(ev, active.take_held, active.restoring);
         // Worth cleaning only if it frees something, and only if its items
@@ -360,8 +425,9 @@ impl Store {
         // evicted: it is handed off first (`cut.rs`), which costs a copy,
         // and the segments of the cut hold the dead versions of the keys
         // overwritten since.
-        if self.cut_active() && !active.take_held && !active.last_resort {
-            let all = self.survey(ev, true, active.restoring);
+        let cut = self.cut_active() && !active.take_held && !active.last_resort;
+        let all = if cut { self.survey(ev, true, active.restoring) } else { survey };
+        if cut {
             let room =
                 |q: Queue| active.targets[q as usize].filter(|&t| self.open_for_copies(t)).map_or(0, |t| self.room(t));
             let fits =
@@ -371,9 +437,29 @@ impl Store {
                 return Some(Step::Victim(s, Clear::Clean(q)));
             }
         }
-        // 5. Evict. The reclaimer evicts ahead for one segment only: each
-        // segment kept free ahead is one less holding items, and the
-        // cleaner (which loses nothing) may keep more free.
+        // A clean worth doing lacks only a segment to copy into (the
+        // reserve is some other thread's copy target: at a snapshot's cut
+        // every cleaner needs a new one at once, and one handing a segment
+        // of the cut off may wait for the snapshot). A writer waits for
+        // the segment that thread gives back rather than evict live items
+        // (`alloc_steps`); the reclaimer just ends its round.
+        let clearing = self.reclaim_state().clearing.load(Relaxed) > 0;
+        if clearing
+            && !active.last_resort
+            && all.best.is_some()
+            && all.best_need < seg_size
+            && self.worth_cleaning(&all)
+        {
+            return Some(Step::Wait);
+        }
+        self.evict_step(ev, active)
+    }
+
+    /// Step 5 of [`Store::step`]: a victim to evict, if eviction is allowed.
+    fn evict_step(&self, ev: &mut Evict, active: &Active) -> Option<Step> {
+        // The reclaimer evicts ahead for one segment only: each segment
+        // kept free ahead is one less holding items, and the cleaner
+        // (which loses nothing) may keep more free.
         if !self.config().evictions || (active.background && self.spare_ahead() >= EVICT_AHEAD) {
             return None;
         }
@@ -501,9 +587,24 @@ impl Store {
     }
 
     /// [`Store::alloc_segment`]'s steps, up to [`STEPS_PER_ALLOC`] victims.
+    /// Told to wait ([`Step::Wait`]), it waits for a segment to be given
+    /// back, up to [`STARVE_WAIT`] in all, then evicts after all.
     fn alloc_steps(&self, active: &mut Active) -> Option<u32> {
-        for _ in 0..STEPS_PER_ALLOC {
-            let step = self.step(&mut self.lock_evict(), active);
+        let mut waited: Option<Instant> = None;
+        let mut victims = 0;
+        while victims < STEPS_PER_ALLOC {
+            let step = self.step(active, waited.is_some_and(|t| t.elapsed() >= STARVE_WAIT));
+            match step {
+                Some(Step::Wait) => {
+                    let since = *waited.get_or_insert_with(Instant::now);
+                    if since.elapsed() < STARVE_WAIT {
+                        bump(&active.counters.alloc_waited);
+                        self.wait_for_freed(Duration::from_millis(1));
+                    }
+                    continue;
+                }
+                _ => victims += 1,
+            }
             match step {
                 Some(Step::Fresh(s)) => {
                     self.open_segment(s);
@@ -514,7 +615,7 @@ impl Store {
                         break;
                     }
                 }
-                None => break,
+                Some(Step::Wait) | None => break,
             }
         }
         // The bound ran out with segments just freed: take one.
@@ -528,15 +629,20 @@ impl Store {
     /// it goes back on its queue.
     pub(crate) fn free_victim(&self, victim: u32, how: Clear, active: &mut Active) -> bool {
         let q = if let Clear::Clean(q) = how { q } else { Queue::Small };
-        if !self.clear_segment(victim, how, active) {
-            self.seal(victim, q);
-            return false;
+        let freed = self.clear_segment(victim, how, active);
+        if let Some(c) = active.claimed.take() {
+            self.unuse(c);
         }
-        // In a running snapshot's cut and not copied yet: copied now, with
-        // every item that was live at the cut (`cut.rs`).
-        self.hand_off(victim, q);
-        self.give_back(victim);
-        true
+        if freed {
+            // In a running snapshot's cut and not copied yet: copied now,
+            // with every item that was live at the cut (`cut.rs`).
+            self.hand_off(victim, q);
+            self.give_back(victim);
+        } else {
+            self.seal(victim, q);
+        }
+        self.cleared(freed);
+        freed
     }
 
     /// The copy-forward credit one worker (or the reclaimer) may bank: a
@@ -848,7 +954,7 @@ impl Store {
         if let Some(t) = active.targets[q as usize].take() {
             self.seal(t, q);
         }
-        let Some(t) = self.pop_free(false) else { return false };
+        let Some(t) = active.claimed.take().or_else(|| self.pop_free(false)) else { return false };
         self.open_segment(t);
         active.targets[q as usize] = Some(t);
         true

@@ -52,6 +52,9 @@ pub(crate) struct Shared {
     /// it as it frees one, or finds it can free none.
     freed_lock: Mutex<()>,
     freed_cv: Condvar,
+    /// Victims taken off their queues ([`Store::step`]) and not yet given
+    /// back or put back: a segment some thread will soon free.
+    pub(crate) clearing: AtomicUsize,
     /// Its last round found nothing to free while none was free: writers
     /// then reclaim themselves at once (the last resort is theirs).
     stuck: AtomicBool,
@@ -139,6 +142,24 @@ impl Store {
         }
     }
 
+    /// A victim taken by [`Store::step`] is done with (`freed`: given back
+    /// to the free list, else put back on its queue): a writer waiting for
+    /// a segment to clean into looks again.
+    pub(crate) fn cleared(&self, freed: bool) {
+        self.reclaim_state().clearing.fetch_sub(1, Relaxed);
+        if freed {
+            let _g = self.reclaim_state().freed_lock.lock();
+            self.reclaim_state().freed_cv.notify_all();
+        }
+    }
+
+    /// Waits up to `d` for a segment to be freed (by the reclaimer or by a
+    /// thread clearing a victim).
+    pub(crate) fn wait_for_freed(&self, d: Duration) {
+        let mut g = self.reclaim_state().freed_lock.lock();
+        self.reclaim_state().freed_cv.wait_for(&mut g, d);
+    }
+
     /// Stops [`Reclaimer::run`] (at shutdown).
     pub fn stop_reclaimer(&self) {
         self.reclaim_state().stop.store(true, Relaxed);
@@ -190,7 +211,7 @@ impl Reclaimer {
         let credit = st.reclaim_state().credit.swap(0, Relaxed);
         active.copy_credit = (active.copy_credit + credit).min(st.credit_cap());
         for _ in 0..STEPS_PER_ROUND {
-            let step = st.step(&mut st.lock_evict(), active);
+            let step = st.step(active, false);
             let freed = match step {
                 Some(Step::Victim(s, how)) => st.free_victim(s, how, active),
                 // Background steps take no fresh memory.
@@ -198,7 +219,7 @@ impl Reclaimer {
                     st.unuse(s);
                     false
                 }
-                None => false,
+                Some(Step::Wait) | None => false,
             };
             if !freed {
                 st.reclaim_state().stuck.store(st.spare_ahead() == 0, Relaxed);

@@ -415,6 +415,10 @@ pub(crate) struct Active {
     /// Where the live items of the segments this worker cleans or evicts
     /// are copied, one per queue (indexed by [`Queue`]).
     pub(crate) targets: [Option<u32>; 2],
+    /// A free segment taken for the victim being cleaned, for when its
+    /// target fills half-way (`evict.rs`, `Store::step`); given back if
+    /// unused once the victim is cleared.
+    pub(crate) claimed: Option<u32>,
     pub(crate) counters: Arc<Counters>,
     /// Items of the victim being evicted, on their way to flash.
     pub(crate) flash: crate::tier::FlashBatch,
@@ -472,6 +476,7 @@ impl Active {
         Active {
             segs: [None; TTL_CLASSES],
             targets: [None; 2],
+            claimed: None,
             counters,
             flash: Default::default(),
             force_out: false,

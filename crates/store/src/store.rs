@@ -56,6 +56,9 @@ pub(crate) struct Counters {
     pub reinserted: AtomicU64,
     /// Allocations that reached the last resort (`evict.rs`).
     pub alloc_last_resort: AtomicU64,
+    /// Allocation steps that waited for a segment another thread was
+    /// clearing rather than evict (`evict.rs`, [`crate::evict::Step::Wait`]).
+    pub alloc_waited: AtomicU64,
     /// With the background reclaimer: allocations that found no free
     /// segment and reclaimed on the request's time.
     pub reclaim_inline: AtomicU64,
@@ -710,6 +713,7 @@ impl Store {
             s.expired_unlinked += c.expired_unlinked.load(Relaxed);
             s.reinserted += c.reinserted.load(Relaxed);
             s.alloc_last_resort += c.alloc_last_resort.load(Relaxed);
+            s.alloc_waited += c.alloc_waited.load(Relaxed);
             s.reclaim_inline += c.reclaim_inline.load(Relaxed);
             s.reclaim_waited += c.reclaim_waited.load(Relaxed);
             s.reclaim_background += c.reclaim_background.load(Relaxed);
@@ -765,6 +769,7 @@ impl Store {
                 &c.expired_unlinked,
                 &c.reinserted,
                 &c.alloc_last_resort,
+                &c.alloc_waited,
                 &c.reclaim_inline,
                 &c.reclaim_waited,
                 &c.reclaim_background,

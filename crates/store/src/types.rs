@@ -480,6 +480,9 @@ pub struct StoreStats {
     /// resort (sealing half-filled segments, evicting read items, waiting
     /// for pins and the other workers).
     pub alloc_last_resort: u64,
+    /// Allocation steps (a millisecond at most each) that waited for a
+    /// segment another thread was clearing, rather than evict live items.
+    pub alloc_waited: u64,
     /// With the background reclaimer: allocations that found no segment
     /// free and reclaimed on the request's time.
     pub reclaim_inline: u64,

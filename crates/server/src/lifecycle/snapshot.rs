@@ -164,6 +164,7 @@ impl Snapshots {
                     items = report.items,
                     segments = report.segments,
                     passes = report.passes,
+                    writers_waited_ms = report.writers_waited.as_millis() as u64,
                     ms = report.duration.as_millis() as u64,
                     "snapshot written"
                 );
@@ -222,7 +223,7 @@ pub(crate) fn run(shared: Arc<Shared>, snaps: Arc<Snapshots>, wakes: Vec<Arc<Wak
 const STARVED_AFTER: Duration = Duration::from_secs(30);
 
 /// A snapshot taken while serving: seals through the workers, and moves
-/// from idle priority to merely low if it is starved.
+/// from idle priority to merely low if it is starved or holds writers up.
 struct Online<'a> {
     shared: &'a Shared,
     wakes: &'a [Arc<Wake>],
@@ -247,11 +248,22 @@ impl Saver for Online<'_> {
     }
 
     fn progress(&mut self, _bytes: u64) {
-        if self.idle && self.started.elapsed() > STARVED_AFTER {
-            self.idle = false;
-            tracing::info!("snapshot: no idle CPU for 30 s; continuing at low priority (nice 19)");
-            set_priority(false);
+        if !self.idle {
+            return;
         }
+        // Writers waiting for it to take the segments they freed: the
+        // snapshot holds requests up, idle priority would only make that
+        // longer (a priority inversion).
+        let why = if self.shared.store.handoff_waiting() {
+            "writers wait for it"
+        } else if self.started.elapsed() > STARVED_AFTER {
+            "no idle CPU for 30 s"
+        } else {
+            return;
+        };
+        self.idle = false;
+        tracing::info!("snapshot: {why}; continuing at low priority (nice 19)");
+        set_priority(false);
     }
 }
 
@@ -261,7 +273,9 @@ impl Saver for Online<'_> {
 /// on workload 2 with snapshots back to back (docs/benchmarks.md): nice 0
 /// kept 65% of the throughput at 6x the p99, nice 19 70% at 3.5x,
 /// SCHED_IDLE 83% at 1.4x. A core that is never idle would starve it: see
-/// [`STARVED_AFTER`].
+/// [`STARVED_AFTER`] and [`Online::progress`]. Leaving `SCHED_IDLE` needs
+/// `CAP_SYS_NICE` or an `RLIMIT_NICE` that allows nice 19 (the unit's
+/// `LimitNICE=+19`); without either the snapshot stays at idle priority.
 fn background_priority() {
     set_priority(true);
 }

@@ -243,6 +243,11 @@ fn general(shared: &Shared) -> Snapshot {
         st.alloc_last_resort,
     );
     s.counter(
+        "strata_alloc_waited",
+        "Waits of up to a millisecond for a segment another thread was clearing, rather than evict live items.",
+        st.alloc_waited,
+    );
+    s.counter(
         "strata_reclaim_inline",
         "Segment allocations that found none free and reclaimed on the request's time (background reclaimer on).",
         st.reclaim_inline,
@@ -396,6 +401,11 @@ fn snapshots(s: &mut Snapshot, shared: &Shared) {
         "snapshot_last_handed_off",
         "Segments of the last good snapshot's cut copied by the thread that freed them before the snapshot reached them.",
         r.handed_off,
+    );
+    s.gauge(
+        "snapshot_last_writers_waited_us",
+        "Microseconds writers waited, all told, for the last good snapshot to take the segments they freed before it copied them.",
+        r.writers_waited.as_micros() as u64,
     );
     let l = &sn.cfg.loaded;
     s.info(
