@@ -193,3 +193,21 @@ def test_start_up_line_gives_the_version_and_settings(make_server):
     if os.environ.get("STRATA_IO") == "epoll":
         assert fields["io"] == "epoll"
     assert fields["flash"] == "off" or fields["flash"].startswith("/")
+
+
+def test_v_logs_a_memory_limit_changed_by_cache_memlimit(make_server):
+    # memcached at -v: "maxbytes adjusted to 100m" for each change that
+    # took; nothing for one refused, nor without -v.
+    srv = make_server(["-v", "-m", "64"])
+    c = srv.connect()
+    expect(c, b"cache_memlimit 100\r\n", b"OK\r\n")
+    expect(c, b"cache_memlimit 4\r\n", b"MEMLIMIT_TOO_SMALL cannot set maxbytes to less than 8m\r\n")
+    expect(c, b"cache_memlimit 80\r\n", b"OK\r\n")
+    lines = log_of(srv)
+    assert len(logged(lines, "maxbytes adjusted to 100m")) == 1, lines
+    assert len(logged(lines, "maxbytes adjusted to 80m")) == 1, lines
+    assert not logged(lines, "maxbytes adjusted to 4m"), lines
+    quiet = make_server(["-m", "64"])
+    c = quiet.connect()
+    expect(c, b"cache_memlimit 100\r\n", b"OK\r\n")
+    assert not [line for line in log_of(quiet) if "maxbytes adjusted" in line]

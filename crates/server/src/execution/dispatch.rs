@@ -270,6 +270,10 @@ pub(crate) fn execute(ctx: &mut Ctx<'_>, req: Request<'_>, out: &mut Vec<u8>, re
             } else if megabytes > 1_000_000_000 {
                 r::MEMLIMIT_NOT_BYTES
             } else if ctx.shared.store.set_memory_limit(megabytes as usize * (1 << 20)).is_ok() {
+                // memcached's line, at -v and up.
+                if ctx.shared.verbosity.load(Relaxed) > 0 {
+                    tracing::info!("maxbytes adjusted to {megabytes}m");
+                }
                 r::OK
             } else {
                 r::MEMLIMIT_FAILED
