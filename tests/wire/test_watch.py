@@ -1,9 +1,9 @@
 """watch: memcached's live event log (fetchers, mutations, evictions,
 connevents), line formats compared with Debian's memcached.
 
-memcached also logs the lookups its own storage commands make (a set logs
-an item_get before its item_store); strata logs the reads clients make.
-So sequences are checked as subsequences of what each server printed.
+Both log the lookup a storage command or a delete makes as an item_get
+(a set logs one before its item_store). Sequences are checked as
+subsequences of what each server printed.
 """
 
 import re
@@ -62,7 +62,12 @@ def test_fetchers_and_mutations_in_memcacheds_format(make_server):
     expect(c, b"append wk 0 0 2\r\nde\r\n", b"STORED\r\n")
     big = b"z" * (1100 * 1024)
     expect(c, b"set big 0 0 %d\r\n%s\r\n" % (len(big), big), b"SERVER_ERROR object too large for cache\r\n")
+    expect(c, b"delete wk\r\n", b"DELETED\r\n")
+    expect(c, b"delete wk\r\n", b"NOT_FOUND\r\n")
+    expect(c, b"incr wk 1\r\n", b"NOT_FOUND\r\n")
     wanted = [
+        # The set's own lookup, then its store.
+        ("item_get", {b"key": b"wk", b"status": b"not_found", b"clsid": b"0", b"size": b"0"}),
         ("item_store", {b"key": b"wk", b"status": b"stored", b"cmd": b"set", b"ttl": b"100", b"clsid": b"1",
                         b"size": b"3"}),
         ("item_get", {b"key": b"wk", b"status": b"found", b"clsid": b"1", b"size": b"3"}),
@@ -70,6 +75,10 @@ def test_fetchers_and_mutations_in_memcacheds_format(make_server):
         ("item_store", {b"key": b"wk", b"status": b"not_stored", b"cmd": b"add", b"size": b"1"}),
         ("item_store", {b"key": b"wk", b"status": b"stored", b"cmd": b"append"}),
         ("item_store", {b"key": b"big", b"status": b"too_large", b"cmd": b"set"}),
+        # Each delete's lookup: the appended value, then nothing.
+        ("item_get", {b"key": b"wk", b"status": b"found", b"clsid": b"1", b"size": b"5"}),
+        ("item_get", {b"key": b"wk", b"status": b"not_found", b"clsid": b"0", b"size": b"0"}),
+        ("item_get", {b"key": b"wk", b"status": b"not_found", b"clsid": b"0", b"size": b"0"}),  # incr
     ]
     events = w.events(lambda ev: subsequence(ev, wanted))
     gids = [g for _, _, g in events]

@@ -90,20 +90,8 @@ impl Ctx<'_> {
         self.count_contention(&res);
         let hit = matches!(res, Ok(Some(_)));
         if self.shared.watchers.wants(watch::FETCHERS) {
-            let (status, clsid) = if hit {
-                ("found", self.shared.store.class_of(op.key.as_bytes().len(), size.get()))
-            } else {
-                ("not_found", 0)
-            };
-            self.shared.watchers.log(
-                watch::FETCHERS,
-                format_args!(
-                    "type=item_get key={} status={status} clsid={clsid} cfd={} size={}",
-                    uri(op.key.as_bytes()),
-                    self.fd,
-                    size.get()
-                ),
-            );
+            let key = op.key.as_bytes();
+            self.log_get(key, hit.then(|| (self.shared.store.class_of(key.len(), size.get()), size.get())));
         }
         // memcached counts a touching read (touch, gat, mg T) as a touch only;
         // mg counts its misses as gets.
@@ -114,6 +102,33 @@ impl Ctx<'_> {
             (_, false) => (inc(&s.cmd_get), inc(&s.get_misses)),
         };
         Flow::Ready(res)
+    }
+
+    /// A `watch fetchers` line (memcached's `item_get`): the item's class
+    /// and value length if found.
+    fn log_get(&self, key: &[u8], found: Option<(usize, usize)>) {
+        let (status, (clsid, size)) = match found {
+            Some(f) => ("found", f),
+            None => ("not_found", (0, 0)),
+        };
+        self.shared.watchers.log(
+            watch::FETCHERS,
+            format_args!("type=item_get key={} status={status} clsid={clsid} cfd={} size={}", uri(key), self.fd, size),
+        );
+    }
+
+    /// For `watch fetchers`: the item a storage command or a delete is
+    /// about to look up, without counting a read (memcached logs that
+    /// lookup as an `item_get`). Logged by [`Ctx::log_lookup`] once the
+    /// command is done, so a command run again after a flash read logs once.
+    fn lookup_for_watch(&mut self, key: &[u8]) -> Option<Option<Inspect>> {
+        self.shared.watchers.wants(watch::FETCHERS).then(|| self.store.inspect(key))
+    }
+
+    fn log_lookup(&self, key: &[u8], looked: Option<Option<Inspect>>) {
+        if let Some(found) = looked {
+            self.log_get(key, found.map(|i| (i.class, i.value_len)));
+        }
     }
 
     /// A write of a whole value or an append/prepend.
@@ -137,11 +152,16 @@ impl Ctx<'_> {
             vivify: op.vivify.map(|t| self.expiry(t)),
             binary_key: op.binary_key,
         };
+        let looked = self.lookup_for_watch(w.key);
         let r = match Flow::of(self.store.set_with(&w, self.reading)) {
             Flow::Wait(t) => return Flow::Wait(t),
             Flow::Ready(r) => r,
         };
         inc(&s.cmd_set);
+        // memcached refuses a value over -I before it looks the key up.
+        if !matches!(r, Err(StoreError::TooLarge)) {
+            self.log_lookup(w.key, looked);
+        }
         if self.shared.watchers.wants(watch::MUTATIONS) {
             let status = match &r {
                 Ok(st) => match st.outcome {
@@ -250,10 +270,12 @@ impl Ctx<'_> {
             remove_value: op.remove_value,
             flags: op.flags,
         };
+        let looked = self.lookup_for_watch(op.key.as_bytes());
         let r = match Flow::of(self.store.delete_with(op.key.as_bytes(), &d, self.reading)) {
             Flow::Wait(t) => return Flow::Wait(t),
             Flow::Ready(r) => r,
         };
+        self.log_lookup(op.key.as_bytes(), looked);
         let s = self.stats;
         match &r {
             Ok(DeleteOutcome::Deleted) if !op.invalidate => inc(&s.delete_hits),
@@ -273,10 +295,12 @@ impl Ctx<'_> {
             vivify: op.vivify.map(|t| self.expiry(t)),
             initial: op.initial,
         };
+        let looked = self.lookup_for_watch(op.key.as_bytes());
         let r = match Flow::of(self.store.arith_with(op.key.as_bytes(), &a, self.reading)) {
             Flow::Wait(t) => return Flow::Wait(t),
             Flow::Ready(r) => r,
         };
+        self.log_lookup(op.key.as_bytes(), looked);
         let s = self.stats;
         let (hits, misses) = if op.incr { (&s.incr_hits, &s.incr_misses) } else { (&s.decr_hits, &s.decr_misses) };
         match &r {
