@@ -364,6 +364,12 @@ impl Flash {
         self.regions.iter().enumerate().filter(|&(i, r)| i == head || r.end.load(Relaxed) != 0).count() as u64
     }
 
+    /// Each region's generation (0: never used) and bytes written, in
+    /// order: memcached's extstore pages, for `stats extstore`.
+    pub fn pages(&self) -> Vec<(u64, u64)> {
+        self.regions.iter().map(|r| (r.gen.load(Relaxed), r.end.load(Relaxed))).collect()
+    }
+
     /// Total bytes of the regions.
     pub fn capacity(&self) -> u64 {
         self.regions.len() as u64 * self.region_size

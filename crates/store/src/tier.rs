@@ -362,6 +362,12 @@ impl Store {
         }
     }
 
+    /// The flash tier's regions as memcached's extstore pages (generation,
+    /// bytes written); none without the tier.
+    pub fn flash_pages(&self) -> Vec<(u64, u64)> {
+        self.flash_log().map_or_else(Vec::new, |log| log.pages())
+    }
+
     /// The tier's figures (with it on).
     pub(crate) fn flash_stats(&self) -> Option<FlashStats> {
         let log = self.flash_log()?;

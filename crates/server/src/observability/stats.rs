@@ -142,8 +142,7 @@ pub(crate) fn command(shared: &Shared, args: Tokens<'_>) -> Reply {
             shared.store.track_sizes(args.first() == Some(&&b"sizes_enable"[..]));
             return Reply::Unterminated(sizes_status(shared));
         }
-        // memcached without extstore.
-        Some(b"extstore") => Snapshot::default(),
+        Some(b"extstore") => extstore(shared),
         Some(b"detail") => {
             // memcached ignores anything after the subcommand.
             return match args.get(1).copied() {
@@ -511,6 +510,22 @@ fn compression(s: &mut Snapshot, st: &strata_store::StoreStats) {
     s.counter("strata_compress_trainings", "Dictionaries trained.", z.trainings);
     s.counter("strata_compress_train_us", "Microseconds spent training them.", z.train_us);
     s.gauge("strata_compress_sampling", "1 while values are sampled for the next training.", u64::from(z.sampling));
+}
+
+/// memcached's `stats extstore`: a flash region as an extstore page, its
+/// generation as the page's version and its bytes written as its bytes
+/// (memcached's count falls as items die; a region's only when it is
+/// reclaimed). No buckets here: 0. Without the flash tier, nothing, as
+/// memcached without `ext_path`.
+fn extstore(shared: &Shared) -> Snapshot {
+    let mut s = Snapshot::default();
+    for (i, (version, bytes)) in shared.store.flash_pages().into_iter().enumerate() {
+        s.gauge(format!("{i}:version"), "Times this flash region was written afresh.", version);
+        s.gauge(format!("{i}:bytes"), "Bytes written in this flash region since.", bytes);
+        s.gauge(format!("{i}:bucket"), "The region's bucket (always 0: strata has none).", 0u64);
+        s.gauge(format!("{i}:free_bucket"), "The bucket it is freed to (always 0).", 0u64);
+    }
+    s
 }
 
 fn items(shared: &Shared) -> Snapshot {
