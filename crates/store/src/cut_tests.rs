@@ -180,7 +180,11 @@ fn a_starved_snapshot_holds_writers_back_and_keeps_its_cut() {
     // segment it cleared (and maybe the reserve, as its copy target), the
     // other finds nothing free to clean into; it waits for that segment
     // rather than evict live items (it once evicted).
-    let keys = 800;
+    //
+    // Live data is over half of memory: the first round of overwrites
+    // cannot finish in the memory the cut left free (its new versions all
+    // live), so segments of the cut must be freed, and handed off, at once.
+    let keys = 1000;
     let (s, mut w) = store(40);
     for i in 0..keys {
         w.set(SetOp::Set, format!("k{i}").as_bytes(), 0, 0, &v(i, 0)).unwrap();
@@ -192,10 +196,10 @@ fn a_starved_snapshot_holds_writers_back_and_keeps_its_cut() {
     let done = |ws: &[std::thread::JoinHandle<()>]| ws.iter().all(|w| w.is_finished());
     let waited = |s: &Store| s.handoff_waiting() || s.handoff_waited() > Duration::ZERO;
     let started = Instant::now();
-    while !waited(&s) && started.elapsed() < Duration::from_secs(30) {
+    while !waited(&s) && !done(&writers) && started.elapsed() < Duration::from_secs(30) {
         std::thread::sleep(Duration::from_millis(1));
     }
-    assert!(waited(&s), "a writer found the hand-off queue full and waited");
+    assert!(waited(&s), "a writer found the hand-off queue full and waited ({} handed off)", s.handed_off());
     // Starved four times longer than the old bound.
     std::thread::sleep(Duration::from_millis(200));
     assert!(!done(&writers), "the writers are held back while nothing is taken");
