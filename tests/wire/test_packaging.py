@@ -3,15 +3,19 @@ package's dist/debian/strata.service, checked with systemd-analyze), the
 notifications they rely on (Type=notify: READY=1 once listening, more time
 asked for while a snapshot loads, STOPPING=1 at the end), the example
 configuration files (dist/memcached.conf, dist/debian/strata.conf), and
-the Dockerfile (built only where a docker daemon runs). The package itself
+the Dockerfile (built only where a docker daemon runs; its entrypoint and
+health check run without one). The package itself
 is built, installed and run by tests/pkg (make package).
 """
 
 import functools
+import json
 import os
 import shutil
+import signal
 import socket
 import subprocess
+import tempfile
 
 import pytest
 
@@ -133,10 +137,115 @@ def test_the_docker_image_builds_and_serves():
     try:
         c = wait_for_tcp("127.0.0.1", port, timeout=30)
         expect(c, b"set k 0 0 1\r\nv\r\nget k\r\n", b"STORED\r\nVALUE k 0 1\r\nv\r\nEND\r\n")
-        user = subprocess.run(["docker", "exec", cid, "id", "-u"], capture_output=True, timeout=30)
-        assert user.stdout.strip() != b"0", "runs as a non-root user"
+        status = subprocess.run(["docker", "exec", cid, "cat", "/proc/1/status"], capture_output=True, timeout=30)
+        assert uid_of(status.stdout.decode()) != 0, "strata runs as a non-root user"
         conf = subprocess.run(["docker", "image", "inspect", "-f", "{{.Config.StopSignal}} {{json .Config.Volumes}}",
                                tag], capture_output=True, check=True, timeout=30).stdout.decode()
         assert conf.strip() == 'SIGTERM {"/var/lib/strata":{}}', conf
+        health = subprocess.run(["docker", "inspect", "-f", "{{.State.Health.Status}}", cid], capture_output=True,
+                                timeout=30).stdout.decode().strip()
+        assert health in ("starting", "healthy"), health
     finally:
         subprocess.run(["docker", "stop", cid], capture_output=True, timeout=60)
+
+
+ENTRYPOINT = os.path.join(DIST, "docker", "entrypoint.sh")
+
+
+def uid_of(status):
+    """The real uid in a /proc/<pid>/status text."""
+    return int(next(line for line in status.splitlines() if line.startswith("Uid:")).split()[1])
+
+
+def healthcheck():
+    """The Dockerfile's HEALTHCHECK command, as its exec form lists it."""
+    text = open(os.path.join(ROOT, "Dockerfile")).read().replace("\\\n", " ")
+    line = next(l for l in text.splitlines() if l.startswith("HEALTHCHECK"))
+    return json.loads(line[line.index("CMD") + 3:].strip())
+
+
+def start_entrypoint(state, port, mport, user="nobody", extra=()):
+    env = {**os.environ, "STRATA_BIN": STRATA_PROD_BIN, "STRATA_STATE": state, "STRATA_USER": user,
+           "STRATA_LISTEN": "127.0.0.1", "STRATA_METRICS": f"127.0.0.1:{mport}"}
+    return subprocess.Popen(["sh", ENTRYPOINT, "-p", str(port), "-U", "0", *extra], env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="the entrypoint starts as root, as in the image")
+def test_the_container_entrypoint_takes_a_bind_mount_only_root_could_write_and_drops_root():
+    # Without a docker daemon: the image's entrypoint, run as the image
+    # runs it (as root), on a directory as a bind mount of a host
+    # directory looks from inside (owned by root, mode 0700: docker makes
+    # a missing one so), with `nobody` for the image's strata user.
+    top = tempfile.mkdtemp(prefix="strata-bind-")
+    os.chmod(top, 0o755)
+    state = os.path.join(top, "state")
+    os.mkdir(state, 0o700)
+    try:
+        port, mport = free_port(), free_port()
+        p = start_entrypoint(state, port, mport)
+        try:
+            c = wait_for_tcp("127.0.0.1", port)
+            expect(c, b"set k 0 0 1\r\nv\r\n", b"STORED\r\n")
+            with open(f"/proc/{p.pid}/status") as f:
+                assert uid_of(f.read()) == 65534, "strata runs as the image's user, not root"
+            assert os.stat(state).st_uid == 65534, "the directory is that user's now"
+            m = wait_for_tcp("127.0.0.1", mport)
+            m.sock.sendall(b"GET /metrics HTTP/1.0\r\n\r\n")
+            body = b""
+            while chunk := m.sock.recv(65536):
+                body += chunk
+            assert body.startswith(b"HTTP/1.") and b"\nmemcached_up 1" in body, body[:300]
+            # The image's health check, against it and against a port
+            # nobody listens on.
+            hc = healthcheck()
+            ok = subprocess.run(hc, env={**os.environ, "STRATA_PORT": str(port)}, timeout=10)
+            assert ok.returncode == 0
+            bad = subprocess.run(hc, env={**os.environ, "STRATA_PORT": str(free_port())}, timeout=10,
+                                 stderr=subprocess.DEVNULL)
+            assert bad.returncode != 0
+        finally:
+            p.send_signal(signal.SIGTERM)
+            err = p.communicate(timeout=60)[1].decode(errors="replace")
+        assert p.returncode == 0, err
+        snap = os.path.join(state, "strata.snapshot")
+        assert os.stat(snap).st_uid == 65534, "saved by strata as its user"
+        # The next container on the same directory loads it.
+        p = start_entrypoint(state, port, mport)
+        try:
+            expect(wait_for_tcp("127.0.0.1", port), b"get k\r\n", b"VALUE k 0 1\r\nv\r\nEND\r\n")
+        finally:
+            p.send_signal(signal.SIGTERM)
+            p.communicate(timeout=60)
+    finally:
+        shutil.rmtree(top)
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs a user to run the entrypoint as")
+def test_the_container_entrypoint_as_another_user_runs_strata_as_that_user(tmp_path):
+    # docker run --user: no root to drop, the directory must already be
+    # writable; strata refuses one that is not (exit 73, naming it).
+    top = tempfile.mkdtemp(prefix="strata-user-")
+    os.chmod(top, 0o755)
+    state = os.path.join(top, "state")
+    os.mkdir(state, 0o700)
+    try:
+        port, mport = free_port(), free_port()
+        as_nobody = ["setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups"]
+        env = {**os.environ, "STRATA_BIN": STRATA_PROD_BIN, "STRATA_STATE": state, "STRATA_LISTEN": "127.0.0.1",
+               "STRATA_METRICS": ""}
+        r = subprocess.run([*as_nobody, "sh", ENTRYPOINT, "-p", str(port), "-U", "0"], env=env,
+                           capture_output=True, timeout=30)
+        assert r.returncode == 73, r
+        assert state.encode() in r.stderr, r.stderr
+        os.chown(state, 65534, 65534)
+        p = subprocess.Popen([*as_nobody, "sh", ENTRYPOINT, "-p", str(port), "-U", "0"], env=env,
+                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        try:
+            expect(wait_for_tcp("127.0.0.1", port), b"version\r\n", b"VERSION ")
+        finally:
+            p.send_signal(signal.SIGTERM)
+            p.communicate(timeout=60)
+        assert p.returncode == 0
+    finally:
+        shutil.rmtree(top)
