@@ -302,6 +302,7 @@ def test_verbosity_command_shows_in_stats_settings(sconn):
     assert stats(sconn, "settings")["verbosity"] == "0"
 
 
+@pytest.mark.not_over_flash("without extstore: the flash pass gives the server a flash file (test_stats_extstore.py)")
 def test_sizes_and_extstore_groups_answer_as_memcached_without_them(sconn):
     """memcached without -o track_sizes and without extstore: monitoring
     that asks for these groups gets a reply, not ERROR."""
