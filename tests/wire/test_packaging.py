@@ -8,6 +8,7 @@ health check run without one). The package itself
 is built, installed and run by tests/pkg (make package).
 """
 
+import contextlib
 import functools
 import json
 import os
@@ -164,6 +165,21 @@ def healthcheck():
     return json.loads(line[line.index("CMD") + 3:].strip())
 
 
+@contextlib.contextmanager
+def root_only_dir():
+    """A state directory as a bind mount of a host directory looks from
+    inside (owned by root, mode 0700: docker makes a missing one so), under
+    a directory anyone may enter (pytest's tmp_path is root's alone)."""
+    top = tempfile.mkdtemp(prefix="strata-state-")
+    try:
+        os.chmod(top, 0o755)
+        state = os.path.join(top, "state")
+        os.mkdir(state, 0o700)
+        yield state
+    finally:
+        shutil.rmtree(top)
+
+
 def start_entrypoint(state, port, mport, user="nobody", extra=()):
     env = {**os.environ, "STRATA_BIN": STRATA_PROD_BIN, "STRATA_STATE": state, "STRATA_USER": user,
            "STRATA_LISTEN": "127.0.0.1", "STRATA_METRICS": f"127.0.0.1:{mport}"}
@@ -174,14 +190,9 @@ def start_entrypoint(state, port, mport, user="nobody", extra=()):
 @pytest.mark.skipif(os.geteuid() != 0, reason="the entrypoint starts as root, as in the image")
 def test_the_container_entrypoint_takes_a_bind_mount_only_root_could_write_and_drops_root():
     # Without a docker daemon: the image's entrypoint, run as the image
-    # runs it (as root), on a directory as a bind mount of a host
-    # directory looks from inside (owned by root, mode 0700: docker makes
-    # a missing one so), with `nobody` for the image's strata user.
-    top = tempfile.mkdtemp(prefix="strata-bind-")
-    os.chmod(top, 0o755)
-    state = os.path.join(top, "state")
-    os.mkdir(state, 0o700)
-    try:
+    # runs it (as root), on a root-only directory, with `nobody` for the
+    # image's strata user.
+    with root_only_dir() as state:
         port, mport = free_port(), free_port()
         p = start_entrypoint(state, port, mport)
         try:
@@ -217,20 +228,14 @@ def test_the_container_entrypoint_takes_a_bind_mount_only_root_could_write_and_d
         finally:
             p.send_signal(signal.SIGTERM)
             p.communicate(timeout=60)
-    finally:
-        shutil.rmtree(top)
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="needs a user to run the entrypoint as")
-def test_the_container_entrypoint_as_another_user_runs_strata_as_that_user(tmp_path):
+def test_the_container_entrypoint_as_another_user_runs_strata_as_that_user():
     # docker run --user: no root to drop, the directory must already be
     # writable; strata refuses one that is not (exit 73, naming it).
-    top = tempfile.mkdtemp(prefix="strata-user-")
-    os.chmod(top, 0o755)
-    state = os.path.join(top, "state")
-    os.mkdir(state, 0o700)
-    try:
-        port, mport = free_port(), free_port()
+    with root_only_dir() as state:
+        port = free_port()
         as_nobody = ["setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups"]
         env = {**os.environ, "STRATA_BIN": STRATA_PROD_BIN, "STRATA_STATE": state, "STRATA_LISTEN": "127.0.0.1",
                "STRATA_METRICS": ""}
@@ -247,5 +252,3 @@ def test_the_container_entrypoint_as_another_user_runs_strata_as_that_user(tmp_p
             p.send_signal(signal.SIGTERM)
             p.communicate(timeout=60)
         assert p.returncode == 0
-    finally:
-        shutil.rmtree(top)
