@@ -393,7 +393,7 @@ impl Store {
     /// the cut ends), for as long as the snapshot keeps taking images;
     /// fails the cut if it takes none for the stall bound. False if the
     /// cut is over (failed here or elsewhere).
-    fn wait_for_room(&self, h: &mut parking_lot::MutexGuard<'_, Handoff>, need: usize) -> bool {
+    fn wait_for_room(&self, h: &mut MutexGuard<'_, Handoff>, need: usize) -> bool {
         let cap = (self.memory_limit() / HANDOFF_MAX_DIV).max(2 * self.arena().segment_size());
         if h.bytes == 0 || h.bytes + need <= cap {
             return self.cut_active();
