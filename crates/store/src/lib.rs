@@ -52,6 +52,7 @@ mod journal;
 mod read;
 mod reclaim;
 mod restore;
+mod seal;
 mod segments;
 mod sizes;
 mod sketch;

@@ -74,10 +74,15 @@ pub(crate) struct SegMeta {
     /// The size bands of the items written into it since it was opened,
     /// one bit each (`bands.rs`).
     pub(crate) bands: AtomicU64,
-    /// The `ext_item_age` pass has been through it (`tier.rs`): what it
-    /// left in memory was read, too small for flash or expiring, and stays.
-    pub(crate) aged: std::sync::atomic::AtomicBool,
+    /// When the `ext_item_age` pass last went through it (`tier.rs`): 0
+    /// never; [`AGED_DONE`] once it left nothing that may go later (what
+    /// stays is too small for flash, compressed or expiring); otherwise it
+    /// kept read items, and goes through again an `ext_item_age` later.
+    pub(crate) aged_at: AtomicU32,
 }
+
+/// [`SegMeta::aged_at`] of a segment the age pass is done with.
+pub(crate) const AGED_DONE: u32 = u32::MAX;
 
 /// The memory budget: the segments free to take, those parked above a
 /// lowered limit, how many are in use and paged in, and the limit. The
@@ -160,7 +165,7 @@ impl Store {
         }
         m.last_mark.store(0, Relaxed);
         m.bands.store(0, Relaxed);
-        m.aged.store(false, Relaxed);
+        m.aged_at.store(0, Relaxed);
         m.times.lock().clear();
     }
 
@@ -443,8 +448,8 @@ pub(crate) struct Active {
     pub(crate) sketch_pending: u32,
     /// Its misses not yet added to the sketch's total.
     pub(crate) misses_pending: u32,
-    /// The store's `starved` count this worker last sealed for.
-    pub(crate) starve_seen: u64,
+    /// The store's requests to seal this worker last acted on (`seal.rs`).
+    pub(crate) seen: crate::seal::Seen,
     /// The background reclaimer's: makes free segments, takes none.
     pub(crate) background: bool,
     /// A writer beside the reclaimer: cleans early and takes fresh memory,
@@ -486,7 +491,7 @@ impl Active {
             density: Default::default(),
             sketch_pending: 0,
             misses_pending: 0,
-            starve_seen: st.starved(),
+            seen: st.seals_now(),
             background,
             early_only: false,
             restoring: false,
@@ -621,16 +626,6 @@ impl Active {
         self.segs[class] = Some(seg);
     }
 
-    /// Seals every active segment and copy target if a writer starved
-    /// since this worker last looked (one relaxed load when none did).
-    pub(crate) fn seal_if_starved(&mut self, st: &Store) {
-        let starved = st.starved();
-        if starved != self.starve_seen {
-            self.starve_seen = starved;
-            self.seal_all(st);
-        }
-    }
-
     /// Puts every segment this worker writes on a queue.
     pub(crate) fn seal_all(&mut self, st: &Store) {
         for seg in self.segs.iter_mut().filter_map(Option::take) {
@@ -648,11 +643,16 @@ impl Active {
     /// snapshot's cut: nothing more goes into them, and the snapshot copies
     /// only sealed segments (`cut.rs`).
     pub(crate) fn seal_frozen(&mut self, st: &Store) {
-        for seg in self.segs.iter_mut().filter(|s| s.is_some_and(|s| st.frozen(s))).filter_map(Option::take) {
+        self.seal_where(st, |s| st.frozen(s));
+    }
+
+    /// Seals the segments this worker writes for which `pick` holds.
+    pub(crate) fn seal_where(&mut self, st: &Store, pick: impl Fn(u32) -> bool) {
+        for seg in self.segs.iter_mut().filter(|s| s.is_some_and(&pick)).filter_map(Option::take) {
             st.seal(seg, Queue::Small);
         }
         for (i, q) in [(0, Queue::Small), (1, Queue::Main)] {
-            if let Some(t) = self.targets[i].filter(|&t| st.frozen(t)) {
+            if let Some(t) = self.targets[i].filter(|&t| pick(t)) {
                 self.targets[i] = None;
                 st.seal(t, q);
             }

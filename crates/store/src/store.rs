@@ -145,13 +145,10 @@ pub struct Store {
     evict_hook: std::sync::OnceLock<Arc<dyn EvictionWatcher>>,
     /// The running snapshot's cut (`cut.rs`).
     cut: crate::cut::Cut,
-    /// Bumped by a writer that found no segment to take: every worker
-    /// seals its active segments and copy targets before its next write
-    /// (`Active::reserve`, [`Worker::seal_if_starved`]), so that what they
-    /// hold can be evicted (`evict.rs`, "The last resort").
-    starved: AtomicU64,
-    /// Wakes the workers so that idle ones seal too ([`Store::on_starved`]).
-    starve_hook: std::sync::OnceLock<Box<dyn Fn() + Send + Sync>>,
+    /// Requests that every worker seal its open segments (a writer
+    /// starved, the age pass wants idle ones) and what wakes them
+    /// (`seal.rs`).
+    seals: crate::seal::Seals,
     /// A background reclaimer runs (`reclaim.rs`).
     reclaiming: std::sync::atomic::AtomicBool,
     reclaim: crate::reclaim::Shared,
@@ -277,8 +274,7 @@ impl Store {
             sizes: crate::sizes::Sizes::new(cfg.item_size_max),
             evict_hook: std::sync::OnceLock::new(),
             cut: Default::default(),
-            starved: AtomicU64::new(0),
-            starve_hook: std::sync::OnceLock::new(),
+            seals: Default::default(),
             reclaiming: std::sync::atomic::AtomicBool::new(false),
             reclaim: Default::default(),
             codec,
@@ -747,13 +743,6 @@ impl Store {
         let _ = self.evict_hook.set(watcher);
     }
 
-    /// Sets what wakes the workers when a writer finds no segment it may
-    /// take: each then calls [`Worker::seal_if_starved`] between requests,
-    /// so that an idle worker's half-filled segments can be evicted too.
-    pub fn on_starved(&self, wake: Box<dyn Fn() + Send + Sync>) {
-        let _ = self.starve_hook.set(wake);
-    }
-
     /// Zeroes the counters `stats reset` resets.
     pub fn reset_stats(&self) {
         self.bands.reset();
@@ -931,19 +920,8 @@ impl Store {
         &self.cut
     }
 
-    /// How many times a writer found no segment to take.
-    pub(crate) fn starved(&self) -> u64 {
-        self.starved.load(Relaxed)
-    }
-
-    /// A writer found no segment to take: every worker is to seal what it
-    /// holds, and the idle ones are woken to. Returns the new count.
-    pub(crate) fn starve(&self) -> u64 {
-        let n = self.starved.fetch_add(1, Relaxed) + 1;
-        if let Some(wake) = self.starve_hook.get() {
-            wake();
-        }
-        n
+    pub(crate) fn seals(&self) -> &crate::seal::Seals {
+        &self.seals
     }
 
     /// Who wants to hear of evictions now, if anyone.

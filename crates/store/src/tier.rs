@@ -19,13 +19,17 @@
 //! but for those read since written or copied forward (the slot's read
 //! count), too small, compressed or expired, which stay. memcached counts
 //! the age from the last access; strata keeps no access time per item, so
-//! it is the write time, and "not read since" stands in for idle. The
-//! segment stays where it is, its live bytes fewer: the cleaner takes it
-//! back like any mostly dead segment. It is pinned while its bytes are
-//! read (not across the write), and each pending item carries the
-//! segment's epoch, so an item whose segment was cleared and reused
-//! meanwhile is not repointed. A failed write leaves the items in memory.
-//! Each segment is gone through once (`SegMeta::aged`).
+//! a pass is a CLOCK hand: a read item it keeps is marked (its read count
+//! set to [`READ_BEFORE_PASS`]) and the segment is gone through again an
+//! `ext_item_age` later, when an item not read meanwhile goes
+//! (`SegMeta::aged_at`). An open segment is not gone through; when none
+//! sealed is old enough but an open one is, its worker is asked to seal
+//! it (`seal.rs`). The segment stays where it is, its live bytes fewer:
+//! the cleaner takes it back like any mostly dead segment. It is pinned
+//! while its bytes are read (not across the write), and each pending item
+//! carries the segment's epoch, so an item whose segment was cleared and
+//! reused meanwhile is not repointed. A failed write leaves the items in
+//! memory.
 //!
 //! **The oldest region goes first.** When the ring of regions comes round
 //! to one still holding records, its records are read back and every slot
@@ -63,7 +67,7 @@ use crate::aio::Cached;
 use crate::clock::Clock;
 use crate::index::{flash, slot, Loc, Pos, Stripe};
 use crate::item::{Fields, Header, Item};
-use crate::segments::{ttl_class, Active};
+use crate::segments::{ttl_class, Active, AGED_DONE};
 use crate::store::{add, bump, Counters, Store};
 use crate::types::{FlashStats, Flow, ItemView, Reading, Stop, StoreError, Ticket};
 use crate::worker::Worker;
@@ -322,7 +326,6 @@ impl Store {
             self.unlink(&mut st, loc.bucket, pos, s);
             bump(&c.flash_evicted);
             add(&c.flash_evicted_bytes, record::padded_len(rec.item.len(), log.granule()) as u64);
-            bump(&c.evictions);
         })
     }
 
@@ -356,7 +359,6 @@ impl Store {
                 None => {
                     self.unlink(&mut st, loc.bucket, pos, x);
                     bump(&c.flash_copy_lost);
-                    bump(&c.evictions);
                 }
             }
         }
@@ -421,12 +423,17 @@ impl Store {
 /// reclaimer gets back to freeing segments (it comes back for more).
 const AGED_PER_PASS: usize = 4;
 
+/// The read count the age pass leaves on a read item it keeps: still
+/// "read" (`mg`'s `h`, `evicted_unfetched`), and below any count a read
+/// since gives (reads add 2).
+const READ_BEFORE_PASS: u8 = 2;
+
 impl Store {
     /// `ext_item_age` (see the module doc, "Early, by age"): sends the
     /// items of up to [`AGED_PER_PASS`] sealed segments whose newest item
     /// was written at least `ext_item_age` seconds ago to flash, but for
-    /// those read since written, too small for flash, compressed or
-    /// expired. Run by the background reclaimer, into its own batch. True
+    /// those read since written (or since the segment's last pass), too
+    /// small for flash, compressed or expired. Run by the background reclaimer, into its own batch. True
     /// if there may be more such segments.
     pub(crate) fn age_to_flash(&self, active: &mut Active) -> bool {
         // Not while a snapshot is taken: it gains nothing from waiting a
@@ -438,43 +445,62 @@ impl Store {
         let age = self.flash_item_age();
         let now = self.clock().now();
         let Some(cutoff) = now.checked_sub(age).filter(|_| age != crate::types::NO_ITEM_AGE) else { return false };
-        for _ in 0..AGED_PER_PASS {
-            let Some(seg) = self.pick_aged(cutoff) else { return false };
-            self.age_segment(seg, now, active);
+        for pass in 0..AGED_PER_PASS {
+            let Some((seg, revisit)) = self.pick_aged(cutoff) else {
+                if pass == 0 {
+                    self.seal_idle_open(cutoff, active);
+                }
+                return false;
+            };
+            let kept = self.age_segment(seg, now, revisit, active);
+            self.seg(seg).aged_at.store(if kept { now.max(1) } else { AGED_DONE }, Relaxed);
         }
         true
     }
 
-    /// The first sealed segment the age pass has not been through whose
-    /// items were all written at or before `cutoff`, pinned (under the
-    /// eviction lock, so nobody takes it as a victim meanwhile) and
-    /// marked as gone through.
-    fn pick_aged(&self, cutoff: u32) -> Option<u32> {
+    /// No sealed segment is old enough: the open ones that are (a worker,
+    /// or the reclaimer, went quiet half-way through them) are sealed, for
+    /// the next pass (`seal.rs`).
+    fn seal_idle_open(&self, cutoff: u32, active: &mut Active) {
+        active.seal_idle(self, cutoff);
+        if self.idle_open(cutoff) {
+            self.ask_seal_idle(cutoff);
+        }
+    }
+
+    /// The first sealed segment whose items were all written at or before
+    /// `cutoff` and that the age pass has not been through since then,
+    /// pinned (under the eviction lock, so nobody takes it as a victim
+    /// meanwhile). Returns it and whether this is a revisit.
+    fn pick_aged(&self, cutoff: u32) -> Option<(u32, bool)> {
         let ev = self.lock_evict();
         let seg = ev.small.iter().chain(ev.main.iter()).copied().find(|&s| {
             let m = self.seg(s);
-            !m.aged.load(Relaxed)
+            let aged_at = m.aged_at.load(Relaxed);
+            aged_at != AGED_DONE
+                && aged_at <= cutoff
                 && m.live_items.load(Relaxed) > 0
                 && !self.is_pinned(s)
                 && !self.frozen(s)
                 && !self.is_flushed(s)
                 && m.times.lock().latest().is_some_and(|t| t <= cutoff)
         })?;
-        self.seg(seg).aged.store(true, Relaxed);
         self.pin(seg);
-        Some(seg)
+        Some((seg, self.seg(seg).aged_at.load(Relaxed) != 0))
     }
 
     /// Batches the idle items of `seg` (pinned by [`Store::pick_aged`]) for
     /// flash, writing each batch as it fills. The pin keeps the segment's
     /// bytes from reuse while they are read; it is let go for each write
     /// (a pin is never held across I/O) and taken again only if the
-    /// segment is still sealed and the same (its epoch).
-    fn age_segment(&self, seg: u32, now: u32, active: &mut Active) {
+    /// segment is still sealed and the same (its epoch). True if it kept
+    /// read items, to go through again.
+    fn age_segment(&self, seg: u32, now: u32, revisit: bool, active: &mut Active) -> bool {
         let m = self.seg(seg);
         let epoch = m.epoch.load(Relaxed);
         let end = m.write_off.load(Acquire) as usize;
         let mut scan = 0;
+        let mut kept = false;
         loop {
             let mut full = false;
             while scan < end && !full {
@@ -489,17 +515,17 @@ impl Store {
                 // SAFETY: as above; key bytes are never rewritten.
                 let key = unsafe { self.arena().bytes(seg, scan + h.header_len(), usize::from(h.klen)) };
                 let loc = self.index().locate(key);
-                full = self.age_item(seg, scan, loc, now, active);
+                full = self.age_item((seg, scan), loc, (now, revisit), active, &mut kept);
                 scan += self.aligned(h.total_len());
             }
             self.unpin(seg);
             self.flush_flash(active);
             if scan >= end {
-                return;
+                return kept;
             }
             let ev = self.lock_evict();
             if m.epoch.load(Relaxed) != epoch || !(ev.small.contains(&seg) || ev.main.contains(&seg)) {
-                return;
+                return false;
             }
             self.pin(seg);
         }
@@ -507,18 +533,42 @@ impl Store {
 
     /// Adds the item at `off` of `seg` to the batch if the index still
     /// links it there and it is idle: not read since written (or since
-    /// copied forward), alive, and eligible for flash. True when the batch
-    /// is full.
-    fn age_item(&self, seg: u32, off: usize, loc: Loc, now: u32, active: &mut Active) -> bool {
+    /// copied forward, or, on a `revisit`, since the segment's last pass),
+    /// alive, and eligible for flash. True when the batch is full.
+    ///
+    /// A read item stays, its read count set to [`READ_BEFORE_PASS`]
+    /// (`kept`): a read since adds to it, so the next pass, an
+    /// `ext_item_age` later, sends it only if nobody read it meanwhile.
+    /// memcached sends an item once its last access is `ext_item_age`
+    /// old; strata keeps no access time per item, and this is the CLOCK
+    /// hand for it. A read count of 2 is also one read of a new item, so
+    /// it means "read before the last pass" only on a revisit: an item the
+    /// cleaner moved to a segment not yet gone through stays one period
+    /// more. Before, a read item stayed in memory for good: an item
+    /// read right after it was set (memcached's `t/binary-extstore.t` does)
+    /// never went.
+    fn age_item(
+        &self,
+        (seg, off): (u32, usize),
+        loc: Loc,
+        (now, revisit): (u32, bool),
+        active: &mut Active,
+        kept: &mut bool,
+    ) -> bool {
         let granule_off = self.granules(off);
-        let st = self.index().lock(loc.stripe);
-        let Some((_, s)) =
+        let mut st = self.index().lock(loc.stripe);
+        let Some((pos, s)) =
             st.find(loc.bucket, |s| !slot::is_flash(s) && slot::seg(s) == seg && slot::off(s) == granule_off)
         else {
             return false;
         };
         let Some(it) = self.item_at(s) else { return false };
-        if slot::was_read(s) || Clock::is_expired(it.expiry(), now) || !self.flash_eligible(&it) {
+        if Clock::is_expired(it.expiry(), now) || !self.flash_eligible(&it) {
+            return false;
+        }
+        if slot::freq(s) > READ_BEFORE_PASS || (!revisit && slot::was_read(s)) {
+            st.set(pos, slot::with_freq(s, READ_BEFORE_PASS));
+            *kept = true;
             return false;
         }
         self.batch_for_flash(active, s, &it, loc, true)

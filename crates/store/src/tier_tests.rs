@@ -246,6 +246,78 @@ fn item_age_sends_old_unread_items_to_flash_before_memory_is_full() {
     }
 }
 
+/// Whether reading `i` was served from flash (the read counts as one).
+fn read_from_flash(t: &mut Tier, i: usize) -> bool {
+    let hits = flash_stats(&t.store).hits;
+    let (v, _, _) = get(&mut t.w, &key(i)).unwrap_or_else(|| panic!("key {i}"));
+    assert_eq!(v, value(i, 1), "key {i}");
+    flash_stats(&t.store).hits > hits
+}
+
+/// `ext_item_age` as memcached counts it, from the last read: a read item
+/// stays for another `ext_item_age` and goes if nobody read it meanwhile
+/// (it stayed in memory for good before: memcached's
+/// `t/binary-extstore.t` reads every item right after setting it).
+#[test]
+fn item_age_sends_a_read_item_once_it_was_not_read_for_another_age() {
+    let mut t = tier(32);
+    t.store.set_flash_item_age(30);
+    fill(&mut t, 3000);
+    for i in [7, 8] {
+        assert!(!read_from_flash(&mut t, i));
+    }
+    let mut r = t.store.reclaimer();
+    // Four periods; 7 is read in each, 8 in none. (A pass keeps a read
+    // item one period, and one more if the cleaner moved it meanwhile.)
+    for _ in 0..4 {
+        t.store.clock().advance(31);
+        while r.round() {}
+        assert!(!read_from_flash(&mut t, 7), "7 is read every period: it stays");
+    }
+    assert!(flash_stats(&t.store).aged > 1000, "the unread ones went");
+    assert!(read_from_flash(&mut t, 8), "8 was not read for an age: it went");
+    for _ in 0..4 {
+        t.store.clock().advance(31);
+        while r.round() {}
+    }
+    assert!(read_from_flash(&mut t, 7), "7 went once idle");
+}
+
+/// A worker that went quiet half-way through a segment: the age pass finds
+/// no sealed segment old enough, so it asks the workers to seal their idle
+/// ones (and wakes them); the worker seals between requests and the next
+/// pass sends its items to flash. They stayed in memory for good before:
+/// memcached's `t/extstore.t` waits for them.
+#[test]
+fn item_age_has_an_idle_writers_open_segment_sealed_and_sends_it() {
+    let mut t = tier(32);
+    let wakes = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let w = wakes.clone();
+    t.store.on_starved(Box::new(move || {
+        w.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    }));
+    t.store.set_flash_item_age(30);
+    // Under one segment: it stays open.
+    fill(&mut t, 200);
+    let mut r = t.store.reclaimer();
+    t.store.clock().advance(31);
+    while r.round() {}
+    assert_eq!(flash_stats(&t.store).aged, 0, "nothing sealed yet");
+    assert_eq!(wakes.load(std::sync::atomic::Ordering::Relaxed), 1, "the workers were woken");
+    t.w.seal_if_starved();
+    t.store.clock().advance(1);
+    while r.round() {}
+    assert_eq!(flash_stats(&t.store).aged, 200);
+    for i in 0..200 {
+        assert!(read_from_flash(&mut t, i), "key {i}");
+    }
+    // A worker that goes on writing keeps its new segment open.
+    fill_more(&mut t, 200, 210);
+    t.store.clock().advance(5);
+    while r.round() {}
+    assert_eq!(wakes.load(std::sync::atomic::Ordering::Relaxed), 1, "nothing idle: nobody woken");
+}
+
 #[test]
 fn the_oldest_region_is_reclaimed_and_the_rest_stay_exact() {
     // 6 MiB of flash under 8 MiB of memory: the ring comes round often.
