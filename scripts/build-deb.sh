@@ -58,6 +58,17 @@ bin_abs=$(realpath "$STAGE"/usr/bin/strata)
 DEPENDS=$(cd "$scratch" && dpkg-shlibdeps -O "$bin_abs" 2>/dev/null | sed -n 's/^shlibs:Depends=//p')
 [ -n "$DEPENDS" ] || { echo "build-deb: dpkg-shlibdeps found no dependencies" >&2; exit 1; }
 
+# The crates linked into the binary. cargo tree reads the manifest of every
+# package Cargo.lock lists, dev-dependencies too, which a machine that only
+# ran `cargo build --release` has not downloaded (`--offline` then fails:
+# "failed to download aho-corasick"): offline if all are here, else cargo
+# fetches the missing ones (crates.io, as the build itself needed).
+tree() {
+  cargo tree -p strata -e normal,no-proc-macro --target "$(rustc -vV | sed -n 's/^host: //p')" \
+    --prefix none --format '{p}|{l}' --locked "$@"
+}
+tree --offline >"$scratch"/crates 2>/dev/null || tree >"$scratch"/crates
+
 # The copyright file: strata's licence, then every crate linked into the
 # binary (normal dependencies on Linux, less proc-macros, which run only
 # at compile time) with its own licence, from Cargo.lock.
@@ -96,13 +107,10 @@ License: BSD-3-Clause
  ARISING IN ANY WAY OUT OF THE USE OF THIS SOFTWARE, EVEN IF ADVISED OF THE
  POSSIBILITY OF SUCH DAMAGE.
 HEAD
-  # cargo tree walks normal dependencies only (no dev-dependencies, which a
-  # machine that only ran `cargo build --release` has not downloaded, and
-  # no proc-macros or build dependencies, which are not linked); path
-  # crates (strata's own, "(/path)") are strata's licence above.
-  cargo tree -p strata -e normal,no-proc-macro --target "$(rustc -vV | sed -n 's/^host: //p')" \
-      --prefix none --format '{p}|{l}' --locked --offline |
-    grep -v ' (' | sort -u |
+  # Normal dependencies only (no proc-macros or build dependencies, which
+  # are not linked); path crates (strata's own, "(/path)") are strata's
+  # licence above.
+  grep -v ' (' "$scratch"/crates | sort -u |
     while IFS='|' read -r pkg licence; do
       printf '\nFiles: crate %s %s\nCopyright: its authors\nLicense: %s\n' \
         "${pkg%% v*}" "${pkg##* v}" "${licence:-see the crate}"
