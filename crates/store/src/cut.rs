@@ -105,7 +105,7 @@ pub(crate) struct Cut {
     /// room in the hand-off queue, which only it drains.
     snapshot_thread: Mutex<Option<std::thread::ThreadId>>,
     /// With the flash tier: the log as it stood at the cut, and the flash
-    /// records linked at the cut and unlinked since (`tier.rs`).
+    /// records linked at the cut and unlinked since (`tier/`).
     pub(crate) flash: Mutex<Option<strata_flash::Checkpoint>>,
     pub(crate) flash_died: Mutex<Vec<u64>>,
 }

@@ -2,7 +2,7 @@
 //! most reads per byte (issue 42).
 //!
 //! Eviction copies a read item forward only while its worker has credit (a
-//! fifth of the bytes it writes, `evict.rs`). Spent in the order items lie
+//! fifth of the bytes it writes, `evict/`). Spent in the order items lie
 //! in the victim, the credit kept whatever came first: one 64 KB value read
 //! once took the room of 400 values of 160 bytes read as often. The request
 //! hit ratio is hits per request, so the room is worth most given to the

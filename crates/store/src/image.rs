@@ -20,7 +20,7 @@
 //! image.
 //!
 //! While pinned, a segment is skipped by eviction and the cleaner
-//! (`evict.rs`), which take the next candidate instead; a copy costs a
+//! (`evict/`), which take the next candidate instead; a copy costs a
 //! bucket lock per item, as eviction does.
 //!
 //! **Point in time.** While a snapshot's cut holds (`cut.rs`), liveness is

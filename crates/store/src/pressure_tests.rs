@@ -1,7 +1,7 @@
 //! The store under memory pressure: with eviction allowed, a write whose
 //! item fits `-I` is never refused for memory, at any `-m` that `-I` allows
 //! (`-I` ≤ `-m`/2), whatever was read, pinned or held, in any TTL class
-//! (`evict.rs`, "The last resort"); and eviction's copying forward stays
+//! (`evict/`, "The last resort"); and eviction's copying forward stays
 //! bounded on a write-once fill.
 
 use crate::testing::Now;

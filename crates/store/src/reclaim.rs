@@ -1,5 +1,5 @@
 //! The background reclaimer: one thread that runs the cleaner and
-//! eviction (`evict.rs`) ahead of the writers, so that a writer that fills
+//! eviction (`evict/`) ahead of the writers, so that a writer that fills
 //! its segment takes a free one instead of evicting and copying on its
 //! request's time (memcached's LRU maintainer thread, Segcache's
 //! background eviction).
@@ -17,7 +17,7 @@
 //! another thread into its own copy targets.
 //!
 //! With `ext_item_age` it also sends idle items to flash before memory
-//! is full (`tier.rs`, "Early, by age").
+//! is full (`tier/`, "Early, by age").
 //!
 //! Eviction's copy-forward is paid from credit writers earn (a fifth of
 //! what they write): writers hand theirs over when they take a segment,
@@ -188,7 +188,7 @@ impl Reclaimer {
     }
 
     /// One round: with `ext_item_age`, a pass that sends idle items to
-    /// flash (once a second, `tier.rs`); then up to [`STEPS_PER_ROUND`]
+    /// flash (once a second, `tier/`); then up to [`STEPS_PER_ROUND`]
     /// victims cleared, while fewer than ``Store::reclaim_ahead`` segments are free
     /// or a mostly dead segment is worth cleaning. True if it may have
     /// more to do.

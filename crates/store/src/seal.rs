@@ -9,7 +9,7 @@
 //!
 //! - **a writer starved**: it found no segment it may take, so every
 //!   worker seals everything it holds, and what they held can be evicted
-//!   (`evict.rs`, "The last resort");
+//!   (`evict/`, "The last resort");
 //! - **idle segments**, with `ext_item_age`: the age pass found no sealed
 //!   segment old enough, but an open one holds items written before the
 //!   cutoff (a worker that went quiet half-way through a segment). Each

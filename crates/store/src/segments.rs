@@ -8,7 +8,7 @@
 //! be dropped once its last item has expired, without a scan; an item that
 //! does not fit there goes to the worker's open segment where it fits best,
 //! and a worker keeps at most `Store::open_cap` open. A full segment is
-//! sealed onto an eviction queue (`evict.rs`). `-m` covers segments and
+//! sealed onto an eviction queue (`evict/`). `-m` covers segments and
 //! the index together: a segment is taken only while both fit.
 
 use std::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering::*};
@@ -74,7 +74,7 @@ pub(crate) struct SegMeta {
     /// The size bands of the items written into it since it was opened,
     /// one bit each (`bands.rs`).
     pub(crate) bands: AtomicU64,
-    /// When the `ext_item_age` pass last went through it (`tier.rs`): 0
+    /// When the `ext_item_age` pass last went through it (`tier/`): 0
     /// never; [`AGED_DONE`] once it left nothing that may go later (what
     /// stays is too small for flash, compressed or expiring); otherwise it
     /// kept read items, and goes through again an `ext_item_age` later.
@@ -421,7 +421,7 @@ pub(crate) struct Active {
     /// are copied, one per queue (indexed by [`Queue`]).
     pub(crate) targets: [Option<u32>; 2],
     /// A free segment taken for the victim being cleaned, for when its
-    /// target fills half-way (`evict.rs`, `Store::step`); given back if
+    /// target fills half-way (`evict/`, `Store::step`); given back if
     /// unused once the victim is cleared.
     pub(crate) claimed: Option<u32>,
     pub(crate) counters: Arc<Counters>,
@@ -433,11 +433,11 @@ pub(crate) struct Active {
     /// copied (handing them off): the last resort before a write fails (see
     /// `alloc_segment`).
     pub(crate) take_held: bool,
-    /// The last resort before a write fails (`evict.rs`): eviction copies
+    /// The last resort before a write fails (`evict/`): eviction copies
     /// nothing forward, and the writer may take the cleaner's reserve.
     pub(crate) last_resort: bool,
     /// Bytes eviction may still copy forward: a fifth of what this worker
-    /// writes, a quarter of the segments at most banked (`evict.rs`,
+    /// writes, a quarter of the segments at most banked (`evict/`,
     /// "What eviction copies").
     pub(crate) copy_credit: usize,
     /// The read items this worker's evictions met, by reads per byte: which

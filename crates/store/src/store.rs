@@ -12,7 +12,7 @@
 //! see a CAS change without a change of value.
 //!
 //! The job is split by module: `segments.rs` (segments and the memory
-//! budget), `evict.rs` (the cleaner and eviction), `read.rs` and `write.rs`
+//! budget), `evict/` (the cleaner and eviction), `read.rs` and `write.rs`
 //! (the operations), `worker.rs` (the per-thread handle).
 
 use std::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering::*};
@@ -54,10 +54,10 @@ pub(crate) struct Counters {
     pub expired_unfetched: AtomicU64,
     pub expired_unlinked: AtomicU64,
     pub reinserted: AtomicU64,
-    /// Allocations that reached the last resort (`evict.rs`).
+    /// Allocations that reached the last resort (`evict/`).
     pub alloc_last_resort: AtomicU64,
     /// Allocation steps that waited for a segment another thread was
-    /// clearing rather than evict (`evict.rs`, [`crate::evict::Step::Wait`]).
+    /// clearing rather than evict (`evict/`, [`crate::evict::Step::Wait`]).
     pub alloc_waited: AtomicU64,
     /// With the background reclaimer: allocations that found no free
     /// segment and reclaimed on the request's time.

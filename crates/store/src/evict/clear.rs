@@ -1,0 +1,304 @@
+//! Clearing a victim: every live item copied forward (the cleaner, and
+//! eviction's second chance) or unlinked (eviction), under its bucket
+//! lock; and what is told of an eviction (`watch evictions`, counters).
+
+use super::*;
+
+impl Store {
+    /// Whether nothing in sealed segment `s` can be read any more: every
+    /// item expired, or the segment predates the last `flush_all`.
+    pub(crate) fn all_expired(&self, s: u32, now: u32) -> bool {
+        let e = self.seg(s).max_expire.load(Relaxed);
+        (e != NEVER && e <= now) || self.is_flushed(s)
+    }
+
+    /// Unlinks or moves every live item of `victim`, which the caller has
+    /// taken off its queue and so owns, and waits until nobody copies from
+    /// it: afterwards it can be reused. False (with `-M` only) if a live
+    /// item could not be moved: then it cannot.
+    pub(crate) fn clear_segment(&self, victim: u32, how: Clear, active: &mut Active) -> bool {
+        let started = Instant::now();
+        let c = active.counters.clone();
+        let dead = self.dead_bytes_of(victim, self.clock().now());
+        let cleared = if self.seg(victim).live_items.load(Acquire) == 0 {
+            // Every item was overwritten or deleted: nothing links here.
+            Cleared::default()
+        } else {
+            self.sweep(victim, how, active)
+        };
+        // Its items bound for flash are written and repointed before the
+        // victim can be reused.
+        self.flush_flash(active);
+        add(&c.bytes_copied, cleared.bytes_copied);
+        if cleared.stuck {
+            return false;
+        }
+        if let Clear::Clean(_) = how {
+            bump(&c.segments_cleaned);
+            add(&c.dead_reclaimed, dead as u64);
+            add(&c.cleaner_ns, started.elapsed().as_nanos() as u64);
+        }
+        bump(if cleared.evicted { &c.segments_evicted } else { &c.segments_reclaimed });
+        // A reader that pinned the segment while one of its items was
+        // linked may still be copying from it.
+        self.wait_unpinned(victim);
+        true
+    }
+
+    fn sweep(&self, victim: u32, how: Clear, active: &mut Active) -> Cleared {
+        let end = self.seg(victim).write_off.load(Acquire) as usize;
+        if how == Clear::Evict {
+            let items = self.segs().iter().map(|m| u64::from(m.live_items.load(Relaxed))).sum();
+            self.sketch().set_items(items);
+            active.density.victim(end, self.arena().segment_size(), self.copy_divisor(items));
+        }
+        let now = self.clock().now();
+        let mut cleared = Cleared::default();
+        // Items are looked up in batches: the bucket of every item in a batch
+        // is prefetched before the first is looked at, so that their cache
+        // misses (one per item, live or dead) overlap.
+        const BATCH: usize = 16;
+        let mut batch = [(0usize, Loc::default()); BATCH];
+        let mut scan = 0;
+        let mut done = false;
+        while !done && scan < end {
+            let mut n = 0;
+            while n < BATCH && scan < end {
+                // SAFETY: the segment is sealed and owned by us: every byte
+                // below `end` was written before it was sealed, and nothing
+                // writes it now except expiry fields, which `header` does not
+                // read.
+                let Some(h) = (unsafe { self.arena().header(victim, scan, end) }) else {
+                    done = true;
+                    break;
+                };
+                // SAFETY: as above; the key bytes are never rewritten.
+                let key = unsafe { self.arena().bytes(victim, scan + h.header_len(), usize::from(h.klen)) };
+                let loc = self.index().locate(key);
+                self.index().prefetch(loc);
+                batch[n] = (scan, loc);
+                n += 1;
+                scan += self.aligned(h.total_len());
+            }
+            for &(off, loc) in &batch[..n] {
+                self.clear_item(victim, off, loc, how, now, active, &mut cleared);
+                if cleared.stuck {
+                    return cleared;
+                }
+            }
+        }
+        cleared
+    }
+
+    /// Unlinks or copies forward the item at `off` of `victim`, if the index
+    /// still points at it.
+    #[allow(clippy::too_many_arguments)]
+    fn clear_item(
+        &self,
+        victim: u32,
+        off: usize,
+        loc: Loc,
+        how: Clear,
+        now: u32,
+        active: &mut Active,
+        cleared: &mut Cleared,
+    ) {
+        let c = active.counters.clone();
+        let granule_off = self.granules(off);
+        let target_q = match how {
+            Clear::Clean(q) => q,
+            Clear::Evict => Queue::Main,
+        };
+        // At most two rounds: the second after making room in the target,
+        // which takes the eviction and free-list locks, so not under the
+        // bucket lock.
+        for round in 0..2 {
+            let mut st = self.index().lock(loc.stripe);
+            let Some((pos, s)) = st.find(loc.bucket, |s| slot::seg(s) == victim && slot::off(s) == granule_off) else {
+                // Overwritten or deleted since: nothing links here.
+                return;
+            };
+            let Some(it) = self.item_at(s) else { return };
+            let expired = self.is_flushed(victim) || Clock::is_expired(it.expiry(), now);
+            // Cleaning moves an item within its queue, so its read count
+            // moves with it (else a read item cleaned out of the small queue
+            // would later be evicted as unread). Eviction's copy forward is
+            // CLOCK's reinsertion: the count starts again, and the read mark
+            // goes into the item's state.
+            let freq = if how == Clear::Evict { 0 } else { slot::freq(s) };
+            let fetched = if freq == 0 && slot::was_read(s) { state::FETCHED } else { 0 };
+            let f = Fields { cas: Some(self.cas_of(s, &it)), state: it.state() | fetched, ..it.fields() };
+            let len = encoded_len(it.key().len(), it.value().len(), &f);
+            let evicting = how == Clear::Evict && self.config().evictions;
+            // What eviction copies forward is paid from the worker's credit
+            // (a fifth of what it writes): past it, read items go too.
+            // Reads since written or copied, or of the key lately
+            // (`sketch.rs`), whichever is more: a key asked for often, but
+            // not in this stay, is kept as if read in it.
+            let est = self.sketch().estimate(loc);
+            let score = if est >= ADMIT_ESTIMATE { slot::freq(s).max(est) } else { slot::freq(s) };
+            let keep = !expired
+                && (!evicting
+                    || (score >= 1
+                        && !active.last_resort
+                        && active.density.admits(score, self.aligned(len))
+                        && active.copy_credit >= self.aligned(len)))
+                && !(active.force_out && how == Clear::Evict && self.flash_eligible(&it));
+            if keep {
+                // A target in a snapshot's cut takes nothing more (`cut.rs`):
+                // a new one is opened below.
+                let room =
+                    active.targets[target_q as usize].filter(|&t| self.open_for_copies(t)).map_or(0, |t| self.room(t));
+                if self.aligned(len) <= room {
+                    let Some(t) = active.targets[target_q as usize] else { return };
+                    let new_off = self.seg(t).write_off.load(Relaxed) as usize;
+                    // SAFETY: the target belongs to this worker, and this
+                    // range is above its write offset, so nobody else can
+                    // see it (rule 1).
+                    let dst = unsafe { self.arena().bytes_mut(t, new_off, len) };
+                    let v = write_head(dst, it.key(), it.value().len(), &f);
+                    dst[v..].copy_from_slice(it.value());
+                    if f.compressed {
+                        // The victim still holds the dictionary's reference.
+                        self.attach_dict(t, strata_compress::dict_id(it.value()));
+                    }
+                    self.seg(t).write_off.store((new_off + self.aligned(len)) as u32, Release);
+                    self.note_written(t, new_off, self.written_at(s));
+                    self.note_expiry(t, it.expiry());
+                    let moved = slot::pack(slot::tag(s), freq, t, self.granules(new_off));
+                    st.set(pos, moved);
+                    self.unaccount(&mut st, s);
+                    self.account(&mut st, moved);
+                    bump(&c.reinserted);
+                    cleared.bytes_copied += len as u64;
+                    if evicting {
+                        active.copy_credit = active.copy_credit.saturating_sub(self.aligned(len));
+                    }
+                    return;
+                }
+                drop(st);
+                if round == 0 && self.new_target(active, target_q) {
+                    continue;
+                }
+                // No segment for a target (or none it fits): the item
+                // cannot move. With -M it stays, and so does its segment.
+                if !self.config().evictions {
+                    cleared.stuck = true;
+                    return;
+                }
+                st = self.index().lock(loc.stripe);
+                let Some((pos, s)) = st.find(loc.bucket, |s| slot::seg(s) == victim && slot::off(s) == granule_off)
+                else {
+                    return;
+                };
+                cleared.evicted = true;
+                // With the flash tier, to flash rather than away.
+                if let Some(it) = self.item_at(s).filter(|it| self.flash_eligible(it)) {
+                    let full = self.batch_for_flash(active, s, &it, loc, false);
+                    drop(st);
+                    if full {
+                        self.flush_flash(active);
+                    }
+                    return;
+                }
+                let gone = self.item_at(s).map(|it| {
+                    self.tell_evicted(s, &it, now);
+                    (it.state(), it.expiry(), it.header.total_len())
+                });
+                self.unlink(&mut st, loc.bucket, pos, s);
+                self.note_evicted(&c, s, gone, now);
+                return;
+            }
+            if !expired && how == Clear::Evict && self.flash_eligible(&it) {
+                // To flash instead of away; written once the batch fills,
+                // or at the end of the victim (`clear_segment`).
+                let full = self.batch_for_flash(active, s, &it, loc, false);
+                drop(st);
+                if full {
+                    self.flush_flash(active);
+                }
+                cleared.evicted = true;
+                return;
+            }
+            let class_len = self.class_len_of(&it, crate::store::sizes(&it).1);
+            let gone = Some((it.state(), it.expiry(), class_len));
+            if !expired {
+                self.tell_evicted(s, &it, now);
+            }
+            self.unlink(&mut st, loc.bucket, pos, s);
+            if expired {
+                bump(&c.expired_unlinked);
+                let unfetched = !slot::was_read(s) && it.state() & state::FETCHED == 0;
+                if unfetched {
+                    bump(&c.expired_unfetched);
+                }
+                self.bands().expired(victim, class_len, unfetched);
+            } else {
+                self.note_evicted(&c, s, gone, now);
+                cleared.evicted = true;
+            }
+            return;
+        }
+    }
+
+    /// Tells the eviction hook (`watch evictions`), if there is one.
+    fn tell_evicted(&self, s: u64, it: &crate::item::Item<'_>, now: u32) {
+        let Some(hook) = self.eviction_watcher() else { return };
+        let expiry = it.expiry();
+        hook.evicted(&crate::store::Evicted {
+            key: it.key(),
+            fetched: slot::was_read(s) || it.state() & state::FETCHED != 0,
+            ttl: if expiry == 0 { -1 } else { i64::from(expiry) - i64::from(now) },
+            age: now.saturating_sub(self.written_at(s)),
+            size: it.value().len(),
+            class: self.bands().band_of(self.class_len_of(it, crate::store::sizes(it).1)) + 1,
+        });
+    }
+
+    /// Counts an item evicted from memory, with memcached's detail.
+    /// `gone` is its state bits, expiry time and memcached's size for it
+    /// ([`crate::bands::Bands::class_len`]), read before unlinking.
+    fn note_evicted(&self, c: &Counters, s: u64, gone: Option<(u8, u32, usize)>, now: u32) {
+        bump(&c.evictions);
+        let Some((bits, expiry, len)) = gone else { return };
+        let unfetched = !slot::was_read(s) && bits & state::FETCHED == 0;
+        if unfetched {
+            bump(&c.evicted_unfetched);
+        }
+        if expiry != 0 {
+            bump(&c.evicted_nonzero);
+        }
+        let age = now.saturating_sub(self.written_at(s));
+        self.note_evicted_age(age);
+        self.bands().evicted(slot::seg(s), len, unfetched, expiry != 0, age);
+    }
+
+    /// Seals the worker's target for `q` (if any) and takes a fresh one,
+    /// from the reserve if need be; false if no segment is free.
+    fn new_target(&self, active: &mut Active, q: Queue) -> bool {
+        if let Some(t) = active.targets[q as usize].take() {
+            self.seal(t, q);
+        }
+        let Some(t) = active.claimed.take().or_else(|| self.pop_free(false)) else { return false };
+        self.open_segment(t);
+        active.targets[q as usize] = Some(t);
+        true
+    }
+
+    /// Bytes written to segments but no longer linked, over the sealed
+    /// segments (what cleaning can win back before anything is evicted).
+    pub(crate) fn dead_bytes(&self) -> usize {
+        let ev = self.lock_evict();
+        self.survey(&ev, false, false).dead
+    }
+
+    /// Dead bytes, and whether the next allocation would clean rather than
+    /// evict (step 4's test), from one survey: for the property that
+    /// nothing live is evicted while it would.
+    #[cfg(test)]
+    pub(crate) fn worth_cleaning_now(&self) -> (usize, bool) {
+        let ev = self.lock_evict();
+        let survey = self.survey(&ev, false, false);
+        (survey.dead, self.worth_cleaning(&survey))
+    }
+}

@@ -1,0 +1,432 @@
+//! The flash tier, store side: evicted items go to flash instead of away,
+//! their index slots repointed there, and come back into memory when a
+//! request needs them.
+//!
+//! **Out.** Eviction (`evict/`) hands each live item of a victim that is
+//! at least `ext_item_size` bytes to the worker's [`FlashBatch`], as a
+//! checksummed record with its CAS made explicit. The batch is written
+//! once it holds a write buffer's worth, and at the end of the victim, by
+//! the log's one writer ([`strata_flash::Writer`]); then each item's slot
+//! is repointed at its record, if the slot still points at the item (a
+//! write since leaves the record dead). The victim is not reused before
+//! that, so a reader finds every item in memory or on flash, never
+//! neither. A failed write evicts the batch's items, as without flash.
+//!
+//! **Early, by age.** With `ext_item_age` set, the background reclaimer
+//! also sends items to flash before memory is full (`Store::age_to_flash`,
+//! at most once a second): a sealed segment whose newest item was written
+//! at least that long ago (its `TimeLog`) has its items batched for flash,
+//! but for those read since written or copied forward (the slot's read
+//! count), too small, compressed or expired, which stay. memcached counts
+//! the age from the last access; strata keeps no access time per item, so
+//! a pass is a CLOCK hand: a read item it keeps is marked (its read count
+//! set to [`READ_BEFORE_PASS`]) and the segment is gone through again an
+//! `ext_item_age` later, when an item not read meanwhile goes
+//! (`SegMeta::aged_at`). An open segment is not gone through; when none
+//! sealed is old enough but an open one is, its worker is asked to seal
+//! it (`seal.rs`). The segment stays where it is, its live bytes fewer:
+//! the cleaner takes it back like any mostly dead segment. It is pinned
+//! while its bytes are read (not across the write), and each pending item
+//! carries the segment's epoch, so an item whose segment was cleared and
+//! reused meanwhile is not repointed. A failed write leaves the items in
+//! memory.
+//!
+//! **The oldest region goes first.** When the ring of regions comes round
+//! to one still holding records, its records are read back and every slot
+//! that still points at one is unlinked, but for the items read since
+//! they went to flash: those are written again at the head (the region
+//! just freed) and stay (CLOCK's second chance, on flash).
+//!
+//! **In.** No key is kept in memory for a flash item, so a lookup that
+//! finds no key in memory but a flash slot with the key's 22 tag bits
+//! stops with [`Miss::OnFlash`](crate::store::Miss). A read that changes
+//! nothing is served from the record itself ([`Worker::read_flash`]), the
+//! item left on flash; one in `ext_recache_rate`, and every other
+//! operation, first *settle* the key ([`Worker::settle`]): read each such
+//! record (without any lock), verify its checksum and that its key hashes
+//! to the slot's tags, and under the bucket lock, if the slot is unchanged
+//! and its region was not reclaimed meanwhile, copy the item back into
+//! memory (with its CAS, flags, expiry and write time) or unlink it if it
+//! is dead or damaged. The operation then runs again and finds the key in
+//! memory: every command that changes an item has one implementation for
+//! memory and flash items. A plain `set` needs no read: it drops the slots
+//! with the key's tags, since it replaces whatever they hold.
+//!
+//! Lock order: the log's writer, then bucket locks; nothing takes the
+//! writer under a bucket lock.
+
+//!
+//! The parts, one file each: this one (the shared types, and **out**: the
+//! batch, the log's head, a region's reclaim), `age.rs` (**early, by
+//! age**), `image.rs` (the flash tier's part of a snapshot, and its
+//! restore), `read.rs` (**in**: reads served from flash, settling a key,
+//! asynchronous reads).
+use std::sync::atomic::Ordering::*;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use parking_lot::Mutex;
+use strata_flash::{record, Flash, ReadError, Reserve, Writer};
+
+use crate::aio::Cached;
+
+use crate::clock::Clock;
+use crate::index::{flash, slot, Loc, Pos, Stripe};
+use crate::item::{Fields, Header, Item};
+use crate::segments::{ttl_class, Active, AGED_DONE};
+use crate::store::{add, bump, Counters, Store};
+use crate::types::{FlashStats, Flow, ItemView, Reading, Stop, StoreError, Ticket};
+use crate::worker::Worker;
+use crate::MAX_RETRIES;
+
+mod age;
+mod image;
+mod read;
+
+pub use image::{FlashImage, FlashRestored};
+
+/// Items of a victim on their way to flash: their records, and where each
+/// came from.
+#[derive(Debug, Default)]
+pub(crate) struct FlashBatch {
+    buf: Vec<u8>,
+    items: Vec<Pending>,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Pending {
+    loc: Loc,
+    seg: u32,
+    granule_off: u32,
+    /// The segment's epoch when the item was batched: a segment the
+    /// batching worker does not own (the `ext_item_age` pass) may be
+    /// cleared and reused before the batch is written, and a slot that
+    /// points at the same place then is another item's.
+    epoch: u64,
+    /// Sent by `ext_item_age`, not by eviction: if the write fails it
+    /// stays in memory, where it still is.
+    aged: bool,
+    /// The record's offset in the batch.
+    at: u32,
+}
+
+/// A reclaimed region's records that are written again: their bytes, and
+/// for each its key's location, its slot's location and its offset.
+#[derive(Debug, Default)]
+struct Hot {
+    buf: Vec<u8>,
+    items: Vec<(Loc, u64, u32)>,
+}
+
+impl Hot {
+    fn clear(&mut self) {
+        self.buf.clear();
+        self.items.clear();
+    }
+}
+
+/// Whether `s` is a flash slot with `loc`'s 22 tag bits.
+fn is_candidate(s: u64, loc: Loc) -> bool {
+    slot::is_flash(s) && slot::tag(s) == loc.tag && flash::ext(s) == loc.ext
+}
+
+/// The flash slot still pointing where `s` did (its `more` bits and read
+/// mark may have changed since), in `bucket`'s chain.
+fn same_slot(st: &Stripe, bucket: u32, s: u64) -> Option<(Pos, u64)> {
+    st.find(bucket, |x| slot::is_flash(x) && flash::location(x) == flash::location(s))
+}
+
+/// The whole item in `b` (a record's item bytes), if it is one.
+fn parse_item(b: &[u8]) -> Option<Item<'_>> {
+    let bits = *b.get(1)?;
+    let h = Header::parse_lengths(b.get(..Header::lengths_len(bits))?);
+    (h.total_len() == b.len()).then(|| Item::new(h, b))
+}
+
+/// Logs a flash problem at most once a second (a failing disk fails every
+/// request): the count of those left out is in `stats`.
+pub(crate) fn warn_rate_limited(what: &str, err: &dyn std::fmt::Display) {
+    static LAST: Mutex<Option<Instant>> = Mutex::new(None);
+    let mut last = LAST.lock();
+    if !last.is_some_and(|t| t.elapsed() < Duration::from_secs(1)) {
+        *last = Some(Instant::now());
+        tracing::warn!("flash tier: {what}: {err} (further errors this second are counted in stats, not logged)");
+    }
+}
+
+impl Store {
+    fn flash_log(&self) -> Option<&Arc<Flash>> {
+        self.config().flash.as_ref().map(|t| &t.log)
+    }
+
+    /// Starts writing what the flash tier wrote to the disk, off the
+    /// request path ([`Flash::start_writeback`]).
+    pub(crate) fn flash_writeback(&self) {
+        if let Some(log) = self.flash_log() {
+            log.start_writeback();
+        }
+    }
+
+    /// A flash slot in `loc`'s chain with the key's 22 tag bits, if any.
+    pub(crate) fn flash_candidate(&self, st: &Stripe, loc: Loc) -> Option<(Pos, u64)> {
+        self.config().flash.as_ref()?;
+        st.find(loc.bucket, |s| is_candidate(s, loc))
+    }
+
+    /// Every such slot, into `out` (cleared first), under `loc`'s lock.
+    fn flash_candidates(&self, loc: Loc, out: &mut Vec<u64>) {
+        out.clear();
+        self.index().lock(loc.stripe).for_each_in_chain(loc.bucket, |s| {
+            if is_candidate(s, loc) {
+                out.push(s);
+            }
+        });
+    }
+
+    /// Unlinks every flash slot with `loc`'s tags: a plain set replaces
+    /// whatever they hold without reading it.
+    pub(crate) fn drop_flash_candidates(&self, st: &mut Stripe, loc: Loc, c: &Counters) {
+        while let Some((pos, s)) = self.flash_candidate(st, loc) {
+            self.unlink(st, loc.bucket, pos, s);
+            bump(&c.flash_dropped_write);
+        }
+    }
+
+    /// Whether eviction sends this item to flash rather than away.
+    pub(crate) fn flash_eligible(&self, it: &Item<'_>) -> bool {
+        // A compressed value names a dictionary that lives only as long
+        // as memory segments reference it: such items are evicted.
+        self.config().flash.is_some() && it.header.total_len() >= self.flash_min_item() && !it.compressed()
+    }
+
+    /// Adds the linked item at slot `s` to the worker's batch (`aged`: for
+    /// `ext_item_age`, not eviction); the caller holds its bucket lock.
+    /// True when the batch holds a write buffer's worth: the caller writes
+    /// it once it has let go of the lock.
+    pub(crate) fn batch_for_flash(&self, active: &mut Active, s: u64, it: &Item<'_>, loc: Loc, aged: bool) -> bool {
+        let Some(t) = &self.config().flash else { return false };
+        let f = Fields { cas: Some(self.cas_of(s, it)), ..it.fields() };
+        let len = crate::item::encoded_len(it.key().len(), it.value().len(), &f);
+        let b = &mut active.flash;
+        let at = b.buf.len() as u32;
+        let epoch = self.seg(slot::seg(s)).epoch.load(Relaxed);
+        record::encode(&mut b.buf, t.log.granule(), epoch, self.written_at(s), len, |dst| {
+            let v = crate::item::write_head(dst, it.key(), it.value().len(), &f);
+            dst[v..].copy_from_slice(it.value());
+        });
+        b.items.push(Pending { loc, seg: slot::seg(s), granule_off: slot::off(s), epoch, aged, at });
+        b.buf.len() >= t.write_buffer
+    }
+
+    /// Writes the worker's batch to flash and repoints the slots of the
+    /// items still linked where they were; items whose write failed are
+    /// evicted. Called without bucket locks, before the batch's victim is
+    /// reused.
+    pub(crate) fn flush_flash(&self, active: &mut Active) {
+        let Some(log) = self.flash_log() else { return };
+        let mut batch = std::mem::take(&mut active.flash);
+        if batch.items.is_empty() {
+            active.flash = batch;
+            return;
+        }
+        let c = active.counters.clone();
+        let mut w = log.writer();
+        let written = self.reserve_flash(&mut w, batch.buf.len(), &c).and_then(|at| {
+            match w.write(at, &mut batch.buf, batch.items.len() as u64) {
+                Ok(()) => Some(at),
+                Err(e) => {
+                    warn_rate_limited("write failed, items evicted instead", &e);
+                    None
+                }
+            }
+        });
+        for p in &batch.items {
+            let mut st = self.index().lock(p.loc.stripe);
+            let Some((pos, s)) = st.find(p.loc.bucket, |s| slot::seg(s) == p.seg && slot::off(s) == p.granule_off)
+            else {
+                continue;
+            };
+            if slot::is_flash(s) || self.seg(p.seg).epoch.load(Relaxed) != p.epoch {
+                continue;
+            }
+            match written {
+                Some(at) => {
+                    let addr = log.to_slot(at + u64::from(p.at));
+                    let moved = flash::pack(slot::tag(s), p.loc.ext, p.loc.more(st.table_bits()), addr);
+                    st.set(pos, moved);
+                    self.unaccount(&mut st, s);
+                    self.account(&mut st, moved);
+                    bump(&c.flash_moved);
+                    if p.aged {
+                        bump(&c.flash_aged);
+                    }
+                }
+                None if p.aged => {}
+                None => {
+                    self.unlink(&mut st, p.loc.bucket, pos, s);
+                    bump(&c.evictions);
+                }
+            }
+        }
+        drop(w);
+        batch.buf.clear();
+        batch.items.clear();
+        active.flash = batch;
+    }
+
+    /// Room for `len` bytes at the log's head, reclaiming the oldest
+    /// region if need be; `None` if the batch is longer than a region
+    /// takes (the write buffer is kept under half a region, so only for
+    /// items near `-I` in a small region) or the ring would not move.
+    fn reserve_flash(&self, w: &mut Writer<'_>, len: usize, c: &Counters) -> Option<u64> {
+        let mut buf = Vec::new();
+        let mut hot = Hot::default();
+        for _ in 0..4 {
+            match w.reserve(len)? {
+                Reserve::At(at) => return Some(at),
+                // A region holding records a running snapshot saves stays
+                // until it ends: the write fails, its items are evicted
+                // (their memory copies saved by the snapshot instead).
+                Reserve::Reclaim(r) if self.flash_region_in_cut(r) => return None,
+                Reserve::Reclaim(r) => {
+                    hot.clear();
+                    if let Err(e) = self.reclaim_region(w, r, &mut buf, &mut hot, c) {
+                        // Its slots cannot be found without reading it:
+                        // they stay, and read as misses once the region
+                        // is rewritten (its generation changes).
+                        warn_rate_limited("could not read a region to reclaim", &e);
+                    }
+                    w.recycle(r);
+                    self.copy_forward(w, &mut hot, c);
+                }
+            }
+        }
+        None
+    }
+
+    /// Empties region `r` for reuse: every slot still pointing into it is
+    /// unlinked, but for the items read since they went to flash (and
+    /// still alive), whose records go into `hot` to be written again.
+    fn reclaim_region(
+        &self,
+        w: &mut Writer<'_>,
+        r: u32,
+        buf: &mut Vec<u8>,
+        hot: &mut Hot,
+        c: &Counters,
+    ) -> std::io::Result<()> {
+        let Some(log) = self.flash_log() else { return Ok(()) };
+        let now = self.clock().now();
+        let flush_epoch = self.flush_epoch();
+        w.scan(r, buf, |addr, rec| {
+            let Some(it) = parse_item(rec.item) else { return };
+            let loc = self.index().locate(it.key());
+            let want = log.to_slot(addr);
+            let mut st = self.index().lock(loc.stripe);
+            let Some((pos, s)) = st.find(loc.bucket, |s| slot::is_flash(s) && flash::addr(s) == want) else {
+                return;
+            };
+            let alive = rec.epoch > flush_epoch && !Clock::is_expired(it.expiry(), now);
+            if flash::read(s) && alive {
+                let at = hot.buf.len() as u32;
+                record::encode(&mut hot.buf, log.granule(), rec.epoch, rec.written, rec.item.len(), |d| {
+                    d.copy_from_slice(rec.item)
+                });
+                hot.items.push((loc, flash::location(s), at));
+                return;
+            }
+            self.unlink(&mut st, loc.bucket, pos, s);
+            bump(&c.flash_evicted);
+            add(&c.flash_evicted_bytes, record::padded_len(rec.item.len(), log.granule()) as u64);
+        })
+    }
+
+    /// Writes a reclaimed region's read items at the head again (the
+    /// region just freed) and repoints their slots, their read marks
+    /// cleared: read again before the ring comes round, they stay again.
+    /// If the write fails they are evicted.
+    fn copy_forward(&self, w: &mut Writer<'_>, hot: &mut Hot, c: &Counters) {
+        let Some(log) = self.flash_log() else { return };
+        if hot.items.is_empty() {
+            return;
+        }
+        let written = match w.reserve(hot.buf.len()) {
+            Some(Reserve::At(at)) => w.write(at, &mut hot.buf, hot.items.len() as u64).ok().map(|()| at),
+            _ => None,
+        };
+        for &(loc, old, off) in &hot.items {
+            let mut st = self.index().lock(loc.stripe);
+            let Some((pos, x)) = st.find(loc.bucket, |x| slot::is_flash(x) && flash::location(x) == old) else {
+                continue;
+            };
+            match written {
+                Some(at) => {
+                    let moved =
+                        flash::pack(slot::tag(x), flash::ext(x), flash::more(x), log.to_slot(at + u64::from(off)));
+                    st.set(pos, moved);
+                    self.unaccount(&mut st, x);
+                    self.account(&mut st, moved);
+                    bump(&c.flash_copied);
+                }
+                None => {
+                    self.unlink(&mut st, loc.bucket, pos, x);
+                    bump(&c.flash_copy_lost);
+                }
+            }
+        }
+    }
+
+    /// The flash tier's regions as memcached's extstore pages (generation,
+    /// bytes written); none without the tier.
+    pub fn flash_pages(&self) -> Vec<(u64, u64)> {
+        self.flash_log().map_or_else(Vec::new, |log| log.pages())
+    }
+
+    /// The tier's figures (with it on).
+    pub(crate) fn flash_stats(&self) -> Option<FlashStats> {
+        let log = self.flash_log()?;
+        let f = &log.stats;
+        let mut s = FlashStats {
+            items: log.live(),
+            objects_written: f.objects_written.load(Relaxed),
+            bytes_written: f.bytes_written.load(Relaxed),
+            write_errors: f.write_errors.load(Relaxed),
+            bytes_used: log.bytes_used(),
+            capacity: log.capacity(),
+            regions: log.regions() as u64,
+            region_size: log.region_size(),
+            regions_reclaimed: f.regions_reclaimed.load(Relaxed),
+            regions_evicted: f.regions_evicted.load(Relaxed),
+            regions_opened: f.regions_opened.load(Relaxed),
+            regions_used: log.regions_used(),
+            reads: f.reads.load(Relaxed),
+            bytes_read: f.bytes_read.load(Relaxed),
+            read_errors: f.read_errors.load(Relaxed),
+            checksum_errors: f.checksum_errors.load(Relaxed),
+            ..FlashStats::default()
+        };
+        for c in self.worker_counters().iter() {
+            s.hits += c.flash_hits.load(Relaxed);
+            s.recached += c.flash_recached.load(Relaxed);
+            s.misses += c.flash_misses.load(Relaxed);
+            s.moved += c.flash_moved.load(Relaxed);
+            s.evicted += c.flash_evicted.load(Relaxed);
+            s.copied += c.flash_copied.load(Relaxed);
+            s.dropped_by_write += c.flash_dropped_write.load(Relaxed);
+            s.dropped_by_growth += c.flash_dropped_growth.load(Relaxed);
+            s.reads_async += c.flash_reads_async.load(Relaxed);
+            s.reads_coalesced += c.flash_reads_coalesced.load(Relaxed);
+            s.evicted_bytes += c.flash_evicted_bytes.load(Relaxed);
+            s.aged += c.flash_aged.load(Relaxed);
+            s.copy_lost += c.flash_copy_lost.load(Relaxed);
+            s.oom += c.flash_oom.load(Relaxed);
+        }
+        // A flash item's RAM is its slot: the index's bytes shared over
+        // every item, memory and flash alike.
+        let items = (0..self.index().stripes()).map(|i| self.index().lock(i).items).sum::<u64>().max(1);
+        let index_share = self.index().memory() as u64 * s.items / items;
+        s.ram_bytes = index_share + log.metadata_bytes() as u64;
+        s.io_queue = self.aio().map_or(0, |p| p.depth() as u64);
+        Some(s)
+    }
+}
