@@ -47,7 +47,7 @@ impl Ctx<'_> {
     /// Every operation here returns [`Flow::Wait`] when it must wait for a
     /// read from flash: nothing was done or counted, and the executor
     /// hands the ticket up to the connection, which parks and runs the
-    /// request again once the read is done (`conn.rs`). Stats are counted
+    /// request again once the read is done (`conn/`). Stats are counted
     /// here, on the ready outcome only, so a request that waited counts
     /// once.
     pub fn get<R>(
@@ -76,7 +76,7 @@ impl Ctx<'_> {
         // Fetch, read (and decompressed) here without the lock; one that
         // fails to decompress is a miss. (A value on flash that is not in
         // the page cache is read by the I/O threads: the store answers
-        // `Wait` and the connection parks, `conn.rs`.)
+        // `Wait` and the connection parks, `conn/`.)
         let mut f = Some(f);
         let res = match Flow::of(self.store.find(op.key.as_bytes(), &opts, self.reading, |it| f.take().map(|f| f(it))))
         {

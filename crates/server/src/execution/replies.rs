@@ -30,7 +30,7 @@ use crate::network::transport::Transport;
 ///
 /// With `--durability always`, a change's reply waits in one until the
 /// change is on disk (`Conn::hold_for_durability`). Reads from flash park
-/// their connection instead (`conn.rs`, `Phase::Parked`).
+/// their connection instead (`conn/`, `Phase::Parked`).
 #[derive(Debug, PartialEq, Eq)]
 pub(crate) struct Slot(u64);
 

@@ -288,7 +288,7 @@ fn queue(marks: &mut Vec<Mark>, list: &mut Vec<usize>, i: usize) {
     }
 }
 
-/// Connections parked for reads from flash (`conn.rs`), by the read they
+/// Connections parked for reads from flash (`conn/`), by the read they
 /// wait for.
 #[derive(Default)]
 struct Parked {

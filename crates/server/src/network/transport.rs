@@ -16,7 +16,7 @@
 //!   so back-pressure and buffer limits apply to the plaintext it handles
 //!   (TLS adds its own bounded record buffers).
 //! - Unit tests drive a connection through a fake transport that injects
-//!   short writes, `EAGAIN`, resets and half-closes (`conn.rs`).
+//!   short writes, `EAGAIN`, resets and half-closes (`conn/`).
 
 use std::io::{self, Read, Write};
 
