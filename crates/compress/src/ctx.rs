@@ -1,0 +1,195 @@
+//! One worker's compression state ([`Ctx`]): its zstd contexts, the
+//! dictionary each references, compressing a value (or deciding not to)
+//! and decompressing a stored one.
+
+use super::*;
+
+/// One worker's compression state: zstd contexts (not shareable) and the
+/// dictionaries they currently reference.
+pub struct Ctx {
+    codec: Arc<Codec>,
+    cctx: CCtx<'static>,
+    dctx: DCtx<'static>,
+    /// What `cctx` references: (id, dictionary). The context holds a raw
+    /// pointer into the dictionary's tables, so the `Arc` is kept here for
+    /// as long as the reference stands (zstd: "dictionary must outlive the
+    /// context").
+    c_dict: Option<(u8, Arc<Dict>)>,
+    d_dict: Option<(u8, Arc<Dict>)>,
+    /// The codec's epoch when these were looked up.
+    epoch: u64,
+    /// A stored form's frame with its FHD put back, for zstd to decode
+    /// (the stored form's bytes are read-only where they lie).
+    scratch: Vec<u8>,
+}
+
+impl std::fmt::Debug for Ctx {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Ctx").field("c_dict", &self.c_dict.as_ref().map(|d| d.0)).finish()
+    }
+}
+
+impl Drop for Ctx {
+    fn drop(&mut self) {
+        // Drop the contexts' references before the dictionaries they point
+        // into can go (fields drop in order, but make it explicit).
+        let _ = self.cctx.disable_dictionary();
+        let _ = self.dctx.disable_dictionary();
+    }
+}
+
+impl Ctx {
+    pub fn new(codec: Arc<Codec>) -> Result<Ctx, CompressError> {
+        let cctx = new_cctx(codec.cfg.level)?;
+        Ok(Ctx { codec, cctx, dctx: new_dctx()?, c_dict: None, d_dict: None, epoch: 0, scratch: Vec::new() })
+    }
+
+    pub fn codec(&self) -> &Arc<Codec> {
+        &self.codec
+    }
+
+    /// The stored form of `value` into `out` (cleared first), if storing it
+    /// compressed pays; false (and `out` unspecified) if `value` is to be
+    /// stored as it is. A stored form comes with a reference to its
+    /// dictionary ([`dict_id`]): give it back with [`Codec::release`] once
+    /// whatever keeps it alive has taken its own.
+    pub fn compress(&mut self, value: &[u8], out: &mut Vec<u8>) -> bool {
+        let (min_size, min_saving) = (self.codec.cfg.min_size, usize::from(self.codec.cfg.min_saving_percent));
+        if value.len() < min_size {
+            return false;
+        }
+        if looks_random(value) {
+            add(&self.codec.counters.skipped, 1);
+            return false;
+        }
+        self.codec.sample(value);
+        let started = Instant::now();
+        let Ok((id, trained)) = self.current_dict() else { return false };
+        let budget = value.len() - value.len() * min_saving / 100;
+        // The frame goes straight into `out`; its first byte, the FHD, is
+        // then overwritten by the id byte whose header bits imply it (or,
+        // for any other FHD, the id byte goes in front).
+        out.clear();
+        out.reserve(zstd_safe::compress_bound(value.len()) + 1);
+        let res = self.cctx.compress2(out, value);
+        add(&self.codec.counters.compress_ns, started.elapsed().as_nanos() as u64);
+        let Ok(len) = res else { return false };
+        let code = header_code(&out[..len]);
+        let stored_len = if code == FULL_FHD { 1 + len } else { len };
+        let worth = stored_len <= budget;
+        if id != NO_DICT {
+            // Drift counts every value the dictionary was tried on, stored
+            // compressed or not: values it stopped helping are the signal.
+            let c = &self.codec.counters;
+            add(&c.window_in, value.len() as u64);
+            add(&c.window_out, if worth { stored_len } else { value.len() } as u64);
+            self.codec.check_drift(id, trained);
+        }
+        if !worth {
+            add(&self.codec.counters.not_worth, 1);
+            return false;
+        }
+        match out.first_mut() {
+            Some(first) if code != FULL_FHD => *first = code << 6 | id,
+            _ => out.insert(0, code << 6 | id),
+        }
+        // The new value references its dictionary from here. A dictionary
+        // may stop being current and be freed while this ran: whoever frees
+        // one moves the epoch and then reads the count, and this takes the
+        // count and then reads the epoch (all SeqCst), so either the freer
+        // sees this reference and keeps it, or this sees the epoch moved
+        // and stores the value plain.
+        if let Some((_, d)) = self.c_dict.as_ref().filter(|_| id != NO_DICT) {
+            d.refs.fetch_add(1, SeqCst);
+            if self.codec.epoch.load(SeqCst) != self.epoch {
+                self.codec.release(id);
+                return false;
+            }
+        }
+        let c = &self.codec.counters;
+        add(&c.compressed, 1);
+        add(&c.bytes_in, value.len() as u64);
+        add(&c.bytes_out, out.len() as u64);
+        true
+    }
+
+    /// Forgets the cached dictionaries if any was installed or dropped
+    /// since they were looked up.
+    fn revalidate(&mut self) -> Result<(), CompressError> {
+        let epoch = self.codec.epoch.load(Relaxed);
+        if epoch != self.epoch {
+            self.cctx.disable_dictionary().map_err(zstd_err)?;
+            self.dctx.disable_dictionary().map_err(zstd_err)?;
+            self.c_dict = None;
+            self.d_dict = None;
+            self.epoch = epoch;
+        }
+        Ok(())
+    }
+
+    /// Points the compression context at the current dictionary; its id
+    /// and trained ratio.
+    fn current_dict(&mut self) -> Result<(u8, f64), CompressError> {
+        self.revalidate()?;
+        let id = self.codec.current.read().0;
+        if let Some((have, d)) = &self.c_dict {
+            if *have == id {
+                return Ok((id, d.ratio));
+            }
+        }
+        if id == NO_DICT {
+            self.cctx.disable_dictionary().map_err(zstd_err)?;
+            self.c_dict = None;
+            return Ok((NO_DICT, 1.0));
+        }
+        let d = self.codec.dicts.read()[id as usize].clone().ok_or(CompressError::UnknownDict(id))?;
+        self.cctx.ref_cdict(&d.cdict).map_err(zstd_err)?;
+        let ratio = d.ratio;
+        self.c_dict = Some((id, d));
+        Ok((id, ratio))
+    }
+
+    /// The original bytes of a stored compressed value, into `out`
+    /// (replacing what it held).
+    pub fn decompress(&mut self, stored: &[u8], out: &mut Vec<u8>) -> Result<(), CompressError> {
+        let started = Instant::now();
+        let (id, fhd, at, n) = read_header(stored)?;
+        // A zstd block is at least 3 bytes and decodes to at most 128 KiB:
+        // a larger claim is a damaged form, refused before `out` grows.
+        if n > (stored.len() / 3 + 1).saturating_mul(128 << 10) {
+            return Err(CompressError::Malformed);
+        }
+        self.revalidate()?;
+        if self.d_dict.as_ref().map_or(NO_DICT, |d| d.0) != id {
+            if id == NO_DICT {
+                self.dctx.disable_dictionary().map_err(zstd_err)?;
+                self.d_dict = None;
+            } else {
+                let d = self.codec.dicts.read()[id as usize].clone().ok_or(CompressError::UnknownDict(id))?;
+                self.dctx.ref_ddict(&d.ddict).map_err(zstd_err)?;
+                self.d_dict = Some((id, d));
+            }
+        }
+        let frame = if at == 2 {
+            &stored[1..]
+        } else {
+            // zstd wants the frame whole: put its FHD back in front.
+            self.scratch.clear();
+            self.scratch.push(fhd);
+            self.scratch.extend_from_slice(&stored[at..]);
+            &self.scratch[..]
+        };
+        out.clear();
+        // Exactly the stored length: a frame that would decode to more is
+        // corrupt, and zstd stops with an error instead of growing `out`.
+        out.reserve_exact(n);
+        let got = self.dctx.decompress(out, frame).map_err(zstd_err);
+        add(&self.codec.counters.decompress_ns, started.elapsed().as_nanos() as u64);
+        if got? != n {
+            out.clear();
+            return Err(CompressError::Zstd("decompressed length differs from the stored one"));
+        }
+        add(&self.codec.counters.decompressed, 1);
+        Ok(())
+    }
+}
