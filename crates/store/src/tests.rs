@@ -431,29 +431,40 @@ fn concurrent_readers_get_exactly_one_token() {
 #[test]
 fn threads_share_the_store() {
     let (s, _) = store(scaled(16, 4) << 20, true);
-    let handles: Vec<_> = (0..scaled(4, 3))
+    assert_eq!(s.worker().set(SetOp::Set, b"counter", 0, 0, b"0"), Ok(StoreOutcome::Stored));
+    let (threads, rounds) = (scaled(4, 3), scaled(20_000, 100));
+    let handles: Vec<_> = (0..threads)
         .map(|t| {
             let s = s.clone();
             std::thread::spawn(move || {
                 let mut w = s.worker();
-                for i in 0..scaled(20_000, 100) as u32 {
+                let mut hits = 0;
+                for i in 0..rounds as u32 {
                     let k = format!("k{}", i % 500);
                     let v = format!("{k}:{t}:{i}");
-                    let _ = w.set(SetOp::Set, k.as_bytes(), 0, 0, v.as_bytes());
+                    assert_eq!(w.set(SetOp::Set, k.as_bytes(), 0, 0, v.as_bytes()), Ok(StoreOutcome::Stored));
                     if let Some(got) = w.get(k.as_bytes(), |it| it.value.to_vec()) {
                         assert!(got.starts_with(format!("{k}:").as_bytes()), "wrong value for {k}");
+                        hits += 1;
                     }
-                    let _ = w.arith(b"counter", true, 1);
+                    assert!(matches!(w.arith(b"counter", true, 1), Ok(ArithOutcome::Value(_))));
                     if i % 7 == 0 {
                         w.delete(k.as_bytes());
                     }
                 }
+                hits
             })
         })
         .collect();
     for h in handles {
-        h.join().unwrap_or_else(|_| panic!("worker panicked"));
+        let hits = h.join().unwrap_or_else(|_| panic!("worker panicked"));
+        // A key is read right after its own set; only another thread's
+        // delete of that key in between makes it miss.
+        assert!(hits * 10 >= rounds * 9, "{hits} hits of {rounds} reads");
     }
+    // Every increment counted once.
+    let total = s.worker().get(b"counter", |it| it.value.to_vec());
+    assert_eq!(total, Some((threads * rounds).to_string().into_bytes()));
 }
 
 #[derive(Debug, Clone)]
