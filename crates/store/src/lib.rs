@@ -119,6 +119,15 @@ pub(crate) mod testing {
         }
     }
 
+    /// Marsaglia's xorshift64 (13, 7, 17): the tests' one generator of
+    /// arbitrary draws, the same for a seed (not 0).
+    pub fn xorshift(x: &mut u64) -> u64 {
+        *x ^= *x << 13;
+        *x ^= *x >> 7;
+        *x ^= *x << 17;
+        *x
+    }
+
     /// A proptest configuration of `cases` cases (`miri` under Miri, where
     /// proptest may not write its regression files either, and draws with
     /// XorShift: seeding ChaCha for each case was most of a property

@@ -61,9 +61,7 @@ fn open_segments_stay_under_the_cap_and_none_is_lost() {
     let mut rng = 0x2545_f491_4f6c_dd1du64;
     let n = crate::testing::scaled(3000, 200) as u32;
     for i in 0..n {
-        rng ^= rng << 13;
-        rng ^= rng >> 7;
-        rng ^= rng << 17;
+        crate::testing::xorshift(&mut rng);
         let len = 100 + (rng % (48 << 10)) as usize;
         // Four TTL classes: none, a minute, an hour, a day.
         let ttl = [0, 60, 3600, 86_400][(rng >> 32) as usize % 4];

@@ -711,9 +711,7 @@ impl Zipf {
     }
 
     fn next(&mut self) -> usize {
-        self.state ^= self.state << 13;
-        self.state ^= self.state >> 7;
-        self.state ^= self.state << 17;
+        crate::testing::xorshift(&mut self.state);
         let u = (self.state >> 11) as f64 / (1u64 << 53) as f64;
         self.cdf.partition_point(|&c| c < u).min(self.cdf.len() - 1)
     }
@@ -810,9 +808,7 @@ fn overwrites_are_compacted_instead_of_filling_memory() {
     let mut latest = vec![0u64; keys as usize];
     let mut x = 0x9e37_79b9_7f4a_7c15u64;
     for n in 0..keys * rounds {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
+        crate::testing::xorshift(&mut x);
         let k = if n < keys { n } else { x % keys };
         latest[k as usize] = n;
         let mut v = vec![b'.'; 1000];
@@ -1096,9 +1092,7 @@ fn churn_store(segments: usize, evictions: bool) -> (Arc<Store>, Worker, usize) 
 
 /// A skewed key: 90% of draws from the hottest 10% of `n` keys.
 fn skewed(rng: &mut u64, n: usize) -> usize {
-    *rng ^= *rng << 13;
-    *rng ^= *rng >> 7;
-    *rng ^= *rng << 17;
+    crate::testing::xorshift(rng);
     let hot = (n / 10).max(1);
     if *rng % 10 < 9 {
         (*rng >> 8) as usize % hot

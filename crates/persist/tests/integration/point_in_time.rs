@@ -60,7 +60,7 @@ struct Shared {
 fn writer(store: Arc<Store>, shared: Arc<Shared>, id: usize, keys: usize) -> History {
     let mut w: Worker = store.worker();
     let mut hist = History::new();
-    let mut rng = 0x9E37_79B9_7F4A_7C15u64 ^ (id as u64 + 1);
+    let mut gen = strata_io::sim::Rng::new(0x9E37_79B9_7F4A_7C15u64 ^ (id as u64 + 1));
     let mut sealed = 0;
     let mut n = 0u64;
     while !shared.stop.load(Relaxed) && n < 2_000_000 {
@@ -70,9 +70,7 @@ fn writer(store: Arc<Store>, shared: Arc<Shared>, id: usize, keys: usize) -> His
             w.seal_active();
             sealed = ask;
         }
-        rng ^= rng << 13;
-        rng ^= rng >> 7;
-        rng ^= rng << 17;
+        let rng = gen.next_u64();
         let k = format!("w{id}:{}", rng % keys as u64).into_bytes();
         let state = if rng % 100 < 5 {
             w.delete(&k);
