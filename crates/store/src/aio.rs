@@ -32,8 +32,10 @@
 //! refused write's delete) are synchronous ([`Reading::Now`](crate::Reading::Now)).
 
 use std::collections::{HashMap, HashSet, VecDeque};
+#[cfg(feature = "test-hooks")]
+use std::sync::atomic::AtomicU64;
 use std::sync::atomic::{
-    AtomicU64, AtomicUsize,
+    AtomicUsize,
     Ordering::{Acquire, Relaxed, Release},
 };
 use std::sync::Arc;
@@ -94,6 +96,7 @@ struct PoolShared {
     /// Reads asked for and not yet finished (`extstore_io_queue`).
     depth: AtomicUsize,
     /// A test setting: each read waits this long first (microseconds).
+    #[cfg(feature = "test-hooks")]
     delay_us: AtomicU64,
 }
 
@@ -112,11 +115,14 @@ impl Pool {
     /// Starts `threads` I/O threads reading from `log`; `None` if none
     /// could be started (reads are then synchronous).
     pub fn start(log: Arc<Flash>, threads: usize, delay: Duration) -> Option<Pool> {
+        #[cfg(not(feature = "test-hooks"))]
+        let _ = delay;
         let shared = Arc::new(PoolShared {
             queue: Mutex::new(Queue::default()),
             cv: Condvar::new(),
             log,
             depth: AtomicUsize::new(0),
+            #[cfg(feature = "test-hooks")]
             delay_us: AtomicU64::new(delay.as_micros() as u64),
         });
         let mut started = 0;
@@ -159,9 +165,12 @@ impl PoolShared {
                     self.cv.wait(&mut q);
                 }
             };
-            let delay = self.delay_us.load(Relaxed);
-            if delay > 0 {
-                std::thread::sleep(Duration::from_micros(delay));
+            #[cfg(feature = "test-hooks")]
+            {
+                let delay = self.delay_us.load(Relaxed);
+                if delay > 0 {
+                    std::thread::sleep(Duration::from_micros(delay));
+                }
             }
             let done = self.read(&job, &mut buf);
             // One wake-up per batch: a worker that has not taken the

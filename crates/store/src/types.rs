@@ -218,10 +218,12 @@ pub struct FlashTier {
     /// read by the worker at once, and only reads that would wait for the
     /// device go to the threads (handing a read over costs more than a
     /// copy from the page cache). False (a test setting,
-    /// `--debug-flash-async`): every read goes to the threads.
+    /// `--debug-flash-async`, honoured only with the `test-hooks`
+    /// feature): every read goes to the threads.
     pub read_cached_inline: bool,
     /// A test setting (`--debug-flash-read-delay`): every read by those
     /// threads waits this long first, so tests can hold a read in flight.
+    /// Honoured only with the `test-hooks` feature (as `every_write`).
     pub read_delay: std::time::Duration,
 }
 

@@ -214,7 +214,10 @@ impl Worker {
         let addr = log.from_slot(flash::addr(s));
         let region = log.region_of(addr);
         let gen = log.generation(region);
-        let inline = self.store.config().flash.as_ref().is_some_and(|t| t.read_cached_inline);
+        // A production build always reads a cached record inline; only a
+        // test build may send every read to the threads.
+        let inline =
+            !cfg!(feature = "test-hooks") || self.store.config().flash.as_ref().is_some_and(|t| t.read_cached_inline);
         // Synchronously (no I/O threads, or a read that must not wait), from
         // the records in hand, from the page cache, or by the I/O threads.
         let (epoch, written) = match self.reads.as_mut().map(|r| (r.lookup(addr, gen, buf), reading.synchronous(addr)))
