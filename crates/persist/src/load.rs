@@ -29,7 +29,7 @@ use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use std::time::{Duration, Instant};
 
-use strata_store::{Queue, RestoreError, SegmentImage, Store};
+use strata_store::{Queue, RestoreError, Restorer, SegmentImage, Store};
 
 use crate::backend::{read_exact_at, Backend, PosFile, DIRECT_ALIGN};
 use crate::format::{self, Footer, FormatError, Header, Kind, Record, SegmentFixed, HEADER_LEN, RECORD_LEN};
@@ -206,76 +206,14 @@ pub fn load(
     let file_len = f.size().map_err(|e| SnapshotError::io("stat", &path, e))?;
     let mut report = LoadReport { snapshot_unix: header.unix_time, log_seq: header.log_seq, ..LoadReport::default() };
 
-    // The walk: every record header, nothing else.
-    let mut found = Vec::new();
-    let mut footer = None;
-    let mut at = HEADER_LEN as u64;
-    loop {
-        let mut rb = [0u8; RECORD_LEN];
-        if at == file_len {
-            report.truncated = true;
-            break;
-        }
-        // A read error ends the readable part, as damage would.
-        let read = read_exact_at(&*f, &mut rb, at).unwrap_or_else(|e| {
-            tracing::warn!(path = %path.display(), at, error = %e, "snapshot read failed");
-            false
-        });
-        let rec = if read { Record::decode(&rb).ok() } else { None };
-        let Some(rec) = rec.filter(|r| at + (RECORD_LEN as u64) + u64::from(r.len) <= file_len) else {
-            // A damaged header's length cannot be trusted, and the bytes
-            // after it are not searched for a header: a value a client
-            // stored may hold one (issue 41). The rest of the file is lost.
-            tracing::warn!(path = %path.display(), at, lost = file_len - at, "snapshot: damaged record header; the rest of the file is not read");
-            report.damaged_segments += 1;
-            report.truncated = true;
-            break;
-        };
-        let body_at = at + RECORD_LEN as u64;
-        at = body_at + u64::from(rec.len);
-        if rec.kind == Kind::Footer {
-            let mut b = [0u8; format::FOOTER_LEN];
-            let ok = rec.len as usize == b.len()
-                && read_exact_at(&*f, &mut b, body_at).unwrap_or(false)
-                && crc32c::crc32c(&b) == rec.crc;
-            footer = ok.then(|| Footer::decode(&b).ok()).flatten();
-            report.truncated = footer.is_none();
-            break;
-        }
-        found.push(Found { kind: rec.kind, at: body_at, len: rec.len, crc: rec.crc });
-    }
+    let (found, footer) = walk(&*f, &path, file_len, &mut report);
     report.complete = footer.is_some();
     if strict && report.damaged() {
         return Err(SnapshotError::Damaged(format!("{} is truncated or its footer is damaged", path.display())));
     }
 
-    // Where the old store stood: its epochs (the last handed out, so that
-    // no CAS repeats), its flush (as of the cut the items are from; a
-    // version 1 snapshot's items are as of its end).
-    let epoch = footer.map_or(header.epoch, |ft| ft.epoch);
-    let (flush_epoch, flush_at) = match footer {
-        Some(ft) if header.version < 2 => (ft.flush_epoch, ft.flush_at),
-        _ => (header.flush_epoch, header.flush_at),
-    };
-    store.resume(epoch.max(epoch_floor), flush_epoch, flush_at);
-
-    let mut body = Vec::new();
-    let mut dicts = Vec::new();
-    for r in found.iter().filter(|r| r.kind == Kind::Dict) {
-        // A trained dictionary is at most a few MiB (`-o
-        // compression_dict_size`): a record claiming more is not read.
-        if r.len > MAX_DICT_RECORD {
-            report.damaged_segments += 1;
-            continue;
-        }
-        match read_body(&*f, r, &mut body, &path)? {
-            true => match format::decode_dict(&body) {
-                Ok(d) => dicts.push(d),
-                Err(_) => report.damaged_segments += 1,
-            },
-            false => report.damaged_segments += 1,
-        }
-    }
+    resume_as_saved(store, &header, footer, epoch_floor);
+    let dicts = read_dicts(&*f, &found, &path, &mut report)?;
     let held = store.load_dicts(&dicts);
     let mut times = LoadTimes { walk: started.elapsed(), ..LoadTimes::default() };
 
@@ -286,10 +224,8 @@ pub fn load(
     // Once no free segment is left, the rest is restored item by item,
     // the cleaner winning back the dead bytes of what came whole before
     // anything live is evicted (`strata_store::Restorer`).
-    let mut restorer = None;
-    let mut img = SegmentImage::default();
+    let mut loader = Segments { store, room, strict, img: SegmentImage::default(), restorer: None, max_epoch: 0 };
     let mut loaded_bytes = 0u64;
-    let mut max_epoch = 0;
     // Threads work ahead of the loading one. Readers read each record
     // whole, around the page cache ([`Backend::open_bulk`]), into one of a
     // few buffers, and check its CRC; most of their time they wait for the
@@ -356,7 +292,7 @@ pub fn load(
             (fault, thread_cpu().saturating_sub(cpu))
         });
         let (cpu, wall) = (thread_cpu(), Instant::now());
-        let r = (|| {
+        let r = (|| -> Result<(), SnapshotError> {
             for (i, r) in segments.iter().enumerate() {
                 let k = i % reader_count;
                 let t = Instant::now();
@@ -371,72 +307,18 @@ pub fn load(
                     false
                 });
                 let body = buf.as_ref().filter(|_| read).map(Aligned::bytes);
-                let Some((lists_len, bytes_len)) = body.and_then(|b| segment_meta(b, &mut img)) else {
-                    report.damaged_segments += 1;
-                    if strict {
-                        return Err(SnapshotError::Damaged(format!("segment record at byte {} is unreadable", r.at)));
-                    }
-                    if let Some(b) = buf {
-                        let _ = free_tx[k].send(b);
-                    }
-                    continue;
-                };
-                let bytes = &body.unwrap_or_default()[lists_len..];
-                // The reader checked the record's CRC, so nothing unchecked
-                // links; a segment dropped whole (expired, flushed, nothing
-                // live) is checked all the same, so that damage to the
-                // fields that decided it is seen.
-                let mut copy_t = Duration::ZERO;
-                let t = Instant::now();
-                let restored = if !crc_ok {
-                    Err(RestoreError::Rejected)
-                } else if restorer.is_none() && report.segments < room as u64 {
-                    store.restore_with(&img, bytes_len, &mut |dst| {
-                        let t = Instant::now();
-                        dst.copy_from_slice(bytes);
-                        copy_t = t.elapsed();
-                        true
-                    })
-                } else {
-                    Err(RestoreError::Full)
-                };
-                let restored = match restored {
-                    Err(RestoreError::Full) if bytes.len() == bytes_len => {
-                        report.loose_segments += 1;
-                        restorer.get_or_insert_with(|| store.restorer()).restore(&img, bytes)
-                    }
-                    r => r,
-                };
-                times.link += t.elapsed().saturating_sub(copy_t);
-                times.copy += copy_t;
+                let next = loader.record(r, body, crc_ok, &mut report, &mut times);
                 if let Some(b) = buf {
                     let _ = free_tx[k].send(b);
                 }
-                match restored {
-                    Ok(x) => {
-                        // Without a footer the epochs may have gone past the
-                        // header's: new ones start above every checked segment's.
-                        if x.used_segment {
-                            max_epoch = max_epoch.max(img.epoch);
-                        }
-                        report.items += x.items;
-                        report.dropped_items += x.dropped + x.malformed;
-                        report.segments += u64::from(x.used_segment);
-                    }
-                    Err(RestoreError::Full) => {
+                match next? {
+                    Next::Loaded => {}
+                    Next::Unread => continue,
+                    Next::Full => {
                         // Not even item by item: with -M, live data past
                         // the limit (nothing is evicted).
                         report.skipped_segments += (segments.len() - i) as u64;
                         break;
-                    }
-                    Err(RestoreError::Rejected | RestoreError::TooLarge(_)) => {
-                        report.damaged_segments += 1;
-                        if strict {
-                            return Err(SnapshotError::Damaged(format!(
-                                "segment record at byte {} fails its CRC",
-                                r.at
-                            )));
-                        }
                     }
                 }
                 loaded_bytes += u64::from(r.len);
@@ -444,7 +326,7 @@ pub fn load(
             }
             Ok(())
         })();
-        if let Some(restorer) = restorer.take() {
+        if let Some(restorer) = loader.restorer.take() {
             report.evicted = restorer.evicted();
         }
         stop.store(true, Relaxed);
@@ -460,7 +342,7 @@ pub fn load(
     });
     store.huge_pages_for_restore(&ahead, false);
     store.release_dicts(held);
-    store.resume(max_epoch, 0, 0);
+    store.resume(loader.max_epoch, 0, 0);
     result?;
     load_flash(store, &*f, &found, &path, &mut report, strict)?;
     report.bytes = file_len;
@@ -468,6 +350,186 @@ pub fn load(
     report.times = Box::new(times);
     progress.done(loaded_bytes);
     Ok(report)
+}
+
+/// The segment records, loaded one by one: whole into free segments while
+/// there are some, then item by item, the cleaner winning back the dead
+/// bytes of what came whole before anything live is evicted
+/// (`strata_store::Restorer`).
+struct Segments<'s> {
+    store: &'s Store,
+    /// Free segments to load into whole.
+    room: usize,
+    strict: bool,
+    img: SegmentImage,
+    restorer: Option<Restorer<'s>>,
+    /// The highest epoch of a segment loaded whole.
+    max_epoch: u64,
+}
+
+/// What one segment record came to.
+enum Next {
+    /// Loaded, or found damaged and counted.
+    Loaded,
+    /// Its bytes could not be read or its lists parsed: counted damaged.
+    Unread,
+    /// Nothing more fits, not even item by item (`-M`).
+    Full,
+}
+
+impl Segments<'_> {
+    /// Loads record `r`, `body` its bytes if they could be read and
+    /// `crc_ok` whether they match its CRC (checked by a reader thread).
+    fn record(
+        &mut self,
+        r: &Found,
+        body: Option<&[u8]>,
+        crc_ok: bool,
+        report: &mut LoadReport,
+        times: &mut LoadTimes,
+    ) -> Result<Next, SnapshotError> {
+        let Some((lists_len, bytes_len)) = body.and_then(|b| segment_meta(b, &mut self.img)) else {
+            report.damaged_segments += 1;
+            if self.strict {
+                return Err(SnapshotError::Damaged(format!("segment record at byte {} is unreadable", r.at)));
+            }
+            return Ok(Next::Unread);
+        };
+        let (store, img) = (self.store, &self.img);
+        let bytes = &body.unwrap_or_default()[lists_len..];
+        // The reader checked the record's CRC, so nothing unchecked
+        // links; a segment dropped whole (expired, flushed, nothing
+        // live) is checked all the same, so that damage to the
+        // fields that decided it is seen.
+        let mut copy_t = Duration::ZERO;
+        let t = Instant::now();
+        let restored = if !crc_ok {
+            Err(RestoreError::Rejected)
+        } else if self.restorer.is_none() && report.segments < self.room as u64 {
+            store.restore_with(img, bytes_len, &mut |dst| {
+                let t = Instant::now();
+                dst.copy_from_slice(bytes);
+                copy_t = t.elapsed();
+                true
+            })
+        } else {
+            Err(RestoreError::Full)
+        };
+        let restored = match restored {
+            Err(RestoreError::Full) if bytes.len() == bytes_len => {
+                report.loose_segments += 1;
+                self.restorer.get_or_insert_with(|| store.restorer()).restore(img, bytes)
+            }
+            r => r,
+        };
+        times.link += t.elapsed().saturating_sub(copy_t);
+        times.copy += copy_t;
+        match restored {
+            Ok(x) => {
+                // Without a footer the epochs may have gone past the
+                // header's: new ones start above every checked segment's.
+                if x.used_segment {
+                    self.max_epoch = self.max_epoch.max(img.epoch);
+                }
+                report.items += x.items;
+                report.dropped_items += x.dropped + x.malformed;
+                report.segments += u64::from(x.used_segment);
+            }
+            Err(RestoreError::Full) => return Ok(Next::Full),
+            Err(RestoreError::Rejected | RestoreError::TooLarge(_)) => {
+                report.damaged_segments += 1;
+                if self.strict {
+                    return Err(SnapshotError::Damaged(format!("segment record at byte {} fails its CRC", r.at)));
+                }
+            }
+        }
+        Ok(Next::Loaded)
+    }
+}
+
+/// The walk: every record header, nothing else, up to the footer, the
+/// end of the file or the first damaged header (the rest of the file is
+/// then lost: see below). Returns the records found and the footer if it
+/// is whole.
+fn walk(f: &dyn PosFile, path: &Path, file_len: u64, report: &mut LoadReport) -> (Vec<Found>, Option<Footer>) {
+    let mut found = Vec::new();
+    let mut footer = None;
+    let mut at = HEADER_LEN as u64;
+    loop {
+        let mut rb = [0u8; RECORD_LEN];
+        if at == file_len {
+            report.truncated = true;
+            break;
+        }
+        // A read error ends the readable part, as damage would.
+        let read = read_exact_at(f, &mut rb, at).unwrap_or_else(|e| {
+            tracing::warn!(path = %path.display(), at, error = %e, "snapshot read failed");
+            false
+        });
+        let rec = if read { Record::decode(&rb).ok() } else { None };
+        let Some(rec) = rec.filter(|r| at + (RECORD_LEN as u64) + u64::from(r.len) <= file_len) else {
+            // A damaged header's length cannot be trusted, and the bytes
+            // after it are not searched for a header: a value a client
+            // stored may hold one (issue 41). The rest of the file is lost.
+            tracing::warn!(path = %path.display(), at, lost = file_len - at, "snapshot: damaged record header; the rest of the file is not read");
+            report.damaged_segments += 1;
+            report.truncated = true;
+            break;
+        };
+        let body_at = at + RECORD_LEN as u64;
+        at = body_at + u64::from(rec.len);
+        if rec.kind == Kind::Footer {
+            let mut b = [0u8; format::FOOTER_LEN];
+            let ok = rec.len as usize == b.len()
+                && read_exact_at(f, &mut b, body_at).unwrap_or(false)
+                && crc32c::crc32c(&b) == rec.crc;
+            footer = ok.then(|| Footer::decode(&b).ok()).flatten();
+            report.truncated = footer.is_none();
+            break;
+        }
+        found.push(Found { kind: rec.kind, at: body_at, len: rec.len, crc: rec.crc });
+    }
+    (found, footer)
+}
+
+/// Where the old store stood: its epochs (the last handed out, so that no
+/// CAS repeats), its flush (as of the cut the items are from; a version 1
+/// snapshot's items are as of its end).
+fn resume_as_saved(store: &Store, header: &Header, footer: Option<Footer>, epoch_floor: u64) {
+    let epoch = footer.map_or(header.epoch, |ft| ft.epoch);
+    let (flush_epoch, flush_at) = match footer {
+        Some(ft) if header.version < 2 => (ft.flush_epoch, ft.flush_at),
+        _ => (header.flush_epoch, header.flush_at),
+    };
+    store.resume(epoch.max(epoch_floor), flush_epoch, flush_at);
+}
+
+/// The compression dictionaries' records, decoded; a damaged one is
+/// counted and left out.
+fn read_dicts(
+    f: &dyn PosFile,
+    found: &[Found],
+    path: &Path,
+    report: &mut LoadReport,
+) -> Result<Vec<strata_compress::SavedDict>, SnapshotError> {
+    let mut body = Vec::new();
+    let mut dicts = Vec::new();
+    for r in found.iter().filter(|r| r.kind == Kind::Dict) {
+        // A trained dictionary is at most a few MiB (`-o
+        // compression_dict_size`): a record claiming more is not read.
+        if r.len > MAX_DICT_RECORD {
+            report.damaged_segments += 1;
+            continue;
+        }
+        match read_body(f, r, &mut body, path)? {
+            true => match format::decode_dict(&body) {
+                Ok(d) => dicts.push(d),
+                Err(_) => report.damaged_segments += 1,
+            },
+            false => report.damaged_segments += 1,
+        }
+    }
+    Ok(dicts)
 }
 
 /// The flash tier's records, after the segments (a key in memory wins).

@@ -53,6 +53,8 @@ struct Shared {
     /// Bumped by the snapshot to ask the writers to seal (as a server's
     /// workers are asked, between two requests).
     seal: AtomicU64,
+    /// Changes made by each writer.
+    made: Vec<AtomicU64>,
 }
 
 /// One writer: sets (sizes from 40 bytes to 2 KiB) and 5% deletes over its
@@ -83,6 +85,7 @@ fn writer(store: Arc<Store>, shared: Arc<Shared>, id: usize, keys: usize) -> His
                 other => panic!("set refused: {other:?}"),
             }
         };
+        shared.made[id].fetch_add(1, Relaxed);
         let at = shared.seq.fetch_add(1, AcqRel);
         hist.entry(k).or_default().push((at, state));
     }
@@ -97,14 +100,19 @@ fn round(dir: &std::path::Path, mem: usize, load_mem: usize, writers: usize, key
     let store = Store::new(cfg(mem), Arc::new(Clock::manual(T0))).unwrap();
     let evicted = Arc::new(EvictedKeys::default());
     store.on_evict(evicted.clone());
-    let shared = Arc::new(Shared { seq: AtomicU64::new(0), stop: AtomicBool::new(false), seal: AtomicU64::new(0) });
+    let made = (0..writers).map(|_| AtomicU64::new(0)).collect();
+    let shared =
+        Arc::new(Shared { seq: AtomicU64::new(0), stop: AtomicBool::new(false), seal: AtomicU64::new(0), made });
     let threads: Vec<_> = (0..writers)
         .map(|id| {
             let (s, sh) = (store.clone(), shared.clone());
             std::thread::spawn(move || writer(s, sh, id, keys))
         })
         .collect();
-    while shared.seq.load(Acquire) < before {
+    // Each writer's share, not the total: on a loaded machine one writer
+    // may be scheduled far less than the others, and the keys it left
+    // untouched made the check's key count flaky.
+    while shared.made.iter().any(|m| m.load(Relaxed) < before / writers as u64) {
         std::thread::yield_now();
     }
     let file = dir.join(SNAPSHOT_FILE);
