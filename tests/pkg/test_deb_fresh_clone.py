@@ -38,13 +38,15 @@ def run(cmd, **kw):
 
 def build_only_home(home, clone):
     """A CARGO_HOME with the registry index and only the .crate files a
-    release build of this host downloads."""
+    release build of this host downloads. (Listing them with cargo tree
+    may itself fetch what this machine lacks: the same reason as the
+    script's.)"""
     index = os.path.join(CARGO_HOME, "registry", "index")
     shutil.copytree(index, os.path.join(home, "registry", "index"), symlinks=True)
     host = run(["rustc", "-vV"]).split("host: ", 1)[1].split()[0]
     listed = run(
         ["cargo", "tree", "--workspace", "-e", "normal,build", "--target", host, "--prefix", "none",
-         "--format", "{p}", "--locked", "--offline"],
+         "--format", "{p}", "--locked"],
         cwd=clone,
     )
     crates = {line.replace(" v", "-", 1) + ".crate" for line in listed.splitlines() if line and " (" not in line}
