@@ -480,18 +480,26 @@ fn plain_reads_are_served_from_flash_and_changes_bring_items_back() {
     // `h`: the first read from flash saw it unread, the second read.
     let opts = ReadOpts { bump: true, ..ReadOpts::GET };
     let seen = |t: &mut Tier, k: &[u8]| t.w.read(k, &opts, |it| it.fetched).ok().flatten();
+    // 20,000 more items, about 13 MB: the first few thousand of them go to
+    // flash. (Keys from the middle, 30,000 on, were used here once: the
+    // hash seed is random per process, so the index's growth and the
+    // sketch's collisions, and with them where eviction stops, differ a
+    // little between runs; one run in six kept those keys in memory.)
     fill_more(&mut t, 20_000, 40_000);
-    assert_eq!(seen(&mut t, &key(30_000)), Some(false));
-    assert_eq!(seen(&mut t, &key(30_000)), Some(true));
+    assert_eq!(seen(&mut t, &key(21_000)), Some(false));
+    assert_eq!(seen(&mut t, &key(21_000)), Some(true));
     // A touch brings the item back, and changes it.
     let e = t.store.clock().now() + 100;
-    assert_eq!(t.w.touch(&key(30_001), e), Ok(true));
-    assert_eq!(t.w.inspect(&key(30_001)).map(|i| i.expiry), Some(e));
-    assert!(flash_stats(&t.store).recached >= 1);
+    let recached = flash_stats(&t.store).recached;
+    assert_eq!(t.w.touch(&key(21_001), e), Ok(true));
+    assert_eq!(t.w.inspect(&key(21_001)).map(|i| i.expiry), Some(e));
+    assert_eq!(flash_stats(&t.store).recached, recached + 1);
     // A CAS read from flash matches the one the item had in memory.
-    let cas_flash = get(&mut t.w, &key(30_002)).map(|g| g.2);
-    assert_eq!(t.w.touch(&key(30_002), 0), Ok(true));
-    assert_eq!(get(&mut t.w, &key(30_002)).map(|g| g.2), cas_flash);
+    let hits = flash_stats(&t.store).hits;
+    let cas_flash = get(&mut t.w, &key(21_002)).map(|g| g.2);
+    assert_eq!(flash_stats(&t.store).hits, hits + 1, "read from flash");
+    assert_eq!(t.w.touch(&key(21_002), 0), Ok(true));
+    assert_eq!(get(&mut t.w, &key(21_002)).map(|g| g.2), cas_flash);
 }
 
 #[test]
