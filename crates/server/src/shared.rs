@@ -75,7 +75,7 @@ impl Shared {
         listeners: &[listen::Listener],
         udp: &[(UdpSocket, String)],
     ) -> Shared {
-        let replies = Arc::new(ReplyBudget { limit: cfg.reply_budget, ..ReplyBudget::default() });
+        let replies = Arc::new(ReplyBudget::new(cfg.reply_budget));
         let udp: Vec<_> = udp
             .iter()
             .map(|(sock, name)| {
