@@ -30,14 +30,19 @@ impl Store {
         let now = self.clock().now();
         let Some(cutoff) = now.checked_sub(age).filter(|_| age != crate::types::NO_ITEM_AGE) else { return false };
         for pass in 0..AGED_PER_PASS {
-            let Some((seg, revisit)) = self.pick_aged(cutoff) else {
+            let Some((seg, revisit)) = self.pick_aged(cutoff, now) else {
                 if pass == 0 {
                     self.seal_idle_open(cutoff, active);
                 }
                 return false;
             };
-            let kept = self.age_segment(seg, now, revisit, active);
-            self.seg(seg).aged_at.store(if kept { now.max(1) } else { AGED_DONE }, Relaxed);
+            if !self.age_segment(seg, now, revisit, active) {
+                // Done with it, unless it was cleared and opened again
+                // meanwhile (its mark is then 0 again, not this pass's):
+                // a mark stored blindly here once could land on the
+                // segment's next contents, which would never go.
+                let _ = self.seg(seg).aged_at.compare_exchange(now.max(1), AGED_DONE, Relaxed, Relaxed);
+            }
         }
         true
     }
@@ -55,8 +60,9 @@ impl Store {
     /// The first sealed segment whose items were all written at or before
     /// `cutoff` and that the age pass has not been through since then,
     /// pinned (under the eviction lock, so nobody takes it as a victim
-    /// meanwhile). Returns it and whether this is a revisit.
-    fn pick_aged(&self, cutoff: u32) -> Option<(u32, bool)> {
+    /// meanwhile) and marked as gone through at `now`. Returns it and
+    /// whether this is a revisit.
+    fn pick_aged(&self, cutoff: u32, now: u32) -> Option<(u32, bool)> {
         let ev = self.lock_evict();
         let seg = ev.small.iter().chain(ev.main.iter()).copied().find(|&s| {
             let m = self.seg(s);
@@ -70,7 +76,8 @@ impl Store {
                 && m.times.lock().latest().is_some_and(|t| t <= cutoff)
         })?;
         self.pin(seg);
-        Some((seg, self.seg(seg).aged_at.load(Relaxed) != 0))
+        let revisit = self.seg(seg).aged_at.swap(now.max(1), Relaxed) != 0;
+        Some((seg, revisit))
     }
 
     /// Batches the idle items of `seg` (pinned by [`Store::pick_aged`]) for
