@@ -16,7 +16,10 @@ being key plus value bytes with no metadata at all: a stricter test than
 the servers', which pay for their index and headers inside `-m`. Only the
 measured part counts (the lines after the trace's warm-up, its JSON's
 `warmup`); a `set` line is an access that counts as no get (an overwrite
-bumps the key, as memcached's LRU does). Belady is the offline optimum
+bumps the key, as memcached's LRU does). A get that misses inserts its key
+only where the client set it after the miss (cache-aside, the JSON's
+`fill_on_miss`); in a mix of gets and sets a miss inserts nothing, as on
+the servers, and the policy only looks the key up. Belady is the offline optimum
 (it knows every next access), the bound no online policy reaches.
 
 `make bench-venv` installs libcachesim in .venv-bench (a benchmark
@@ -48,6 +51,8 @@ class Trace:
         meta_path = Path(str(path) + ".json")
         self.meta = json.loads(meta_path.read_text()) if meta_path.exists() else {}
         self.warmup = int(self.meta.get("warmup", 0))
+        # Traces from before the field was written were all cache-aside.
+        self.fill_on_miss = bool(self.meta.get("fill_on_miss", True))
         self.sets: list[bool] = []
         self.sizes: list[int] = []
         with path.open(newline="") as f:
@@ -99,11 +104,15 @@ def simulate(trace: Trace, policy: str, cache_bytes: int) -> tuple[float, float]
             misses -= wmr * trace.warmup
             missed -= wbmr * sum(trace.sizes[: trace.warmup])
         return 1 - misses / gets, 1 - missed / asked
-    # Sets are accesses but not gets: one request at a time.
+    # Sets are accesses but not gets: one request at a time. A get that
+    # misses inserts only if the client set the key after it.
     cache = getattr(lcs, policy)(cache_bytes)
     hits = hit_bytes = 0
     for i, req in enumerate(trace.reader()):
-        hit = cache.get(req)
+        if trace.sets[i] or trace.fill_on_miss:
+            hit = cache.get(req)
+        else:
+            hit = cache.find(req, True) is not None
         if i >= trace.warmup and not trace.sets[i] and hit:
             hits += 1
             hit_bytes += trace.sizes[i]

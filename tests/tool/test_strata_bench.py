@@ -113,3 +113,33 @@ def test_a_traced_run_replays_to_the_same_counts(tmp_path):
         # the warm-up's last line went (16 at most).
         firsts = len({key for _, key, *_ in measured} - seen_before)
         assert firsts <= rr["misses"] <= firsts + 32, (rr["server"], rr["misses"], firsts)
+
+
+@pytest.mark.parametrize("fill", [True, False])
+def test_a_replay_sets_after_a_miss_only_where_the_trace_says(tmp_path, fill):
+    """A load-mode trace (gets and sets mixed, no set after a miss) says so
+    in its JSON, and its replay sets nothing after a miss, as the original
+    clients did not: bench/policies.py then only looks the key up too.
+    One connection, one request in flight: the order is the trace's."""
+    report, out = run(
+        tmp_path, "--ratio", "1:1", "--keys", "50", "--ops", "200", "-c", "1", "--trace", servers="strata",
+    )
+    meta = json.loads((out / "run.run.trace.csv.json").read_text())
+    assert meta["fill_on_miss"] is False
+    trace = tmp_path / "t.csv"
+    # Key 1 is asked for twice and never set; key 2 is set, then read.
+    trace.write_text("time,obj_id,obj_size,op,ttl\n1,1,114,get,0\n2,1,114,get,0\n3,2,114,set,0\n4,2,114,get,0\n")
+    (tmp_path / "t.csv.json").write_text(json.dumps({
+        "scenario": "s", "workload": "w", "server": "strata", "memory_mb": 64, "warmup": 0,
+        "requests": 4, "key_size": 14, "fill_on_miss": fill,
+    }))
+    out2 = tmp_path / "replay"
+    cmd = [BENCH, "run", "-q", "--server", "strata,memcached", "--out", str(out2), "--memory-mb", "64",
+           "--mode", "replay", "--replay", str(trace), "-c", "1", "--pipeline", "1"]
+    p = subprocess.run(cmd, capture_output=True, timeout=120)
+    assert p.returncode == 0, p.stderr.decode(errors="replace")
+    for rr in json.loads((out2 / "run.json").read_text())["runs"]:
+        # With the fill, key 1's first miss is followed by its set (counted)
+        # and its second get hits; without, it misses again.
+        assert (rr["gets"], rr["sets"], rr["errors"]) == (3, 2 if fill else 1, 0), rr["server"]
+        assert (rr["hits"], rr["misses"]) == ((2, 1) if fill else (1, 2)), rr["server"]

@@ -249,6 +249,10 @@ pub struct Workload {
     pub seed: u64,
     /// Replay mode: the trace file (`crate::trace`'s format).
     pub replay: Option<std::path::PathBuf>,
+    /// Replay mode: a get that misses is followed by a set of its key (the
+    /// trace's [`crate::trace::Meta::fill_on_miss`], read with it).
+    #[serde(skip)]
+    pub replay_fills: bool,
     /// TTL classes in seconds (0: none): each key's sets carry one of
     /// them, the same every time ([`crate::gen::ttl_of`]). Empty: none.
     pub ttls: Vec<u32>,
@@ -282,6 +286,7 @@ impl Default for Workload {
             overfill: 0.1,
             seed: 1,
             replay: None,
+            replay_fills: true,
             ttls: Vec::new(),
             scan_every: 0,
             scan_keys: 0,

@@ -53,10 +53,10 @@ pub enum Source<'a> {
     /// Cache-aside: get a key; on a miss, set it. Some request slots go
     /// to a scan of cold keys.
     CacheAside { keys: KeyChooser, scan: Scan },
-    /// A trace's lines in order, shared by every connection: a get (on a
-    /// miss, a set: cache-aside, as a simulator inserts on a miss) or a
-    /// set, with the line's size.
-    Replay { recs: &'a [Rec], next: AtomicU64 },
+    /// A trace's lines in order, shared by every connection: a get (with
+    /// `fill`, on a miss a set: cache-aside, as a simulator inserts on a
+    /// miss) or a set, with the line's size.
+    Replay { recs: &'a [Rec], next: AtomicU64, fill: bool },
 }
 
 /// A periodic one-pass scan of cold keys: of every `every` request slots
@@ -304,7 +304,7 @@ impl Conn {
                     t.gets += 1;
                     t.keys += 1;
                 }
-                Source::Replay { recs, next } => {
+                Source::Replay { recs, next, .. } => {
                     let Some(r) = usize::try_from(next.fetch_add(1, Relaxed)).ok().and_then(|i| recs.get(i)) else {
                         self.done = true;
                         break;
@@ -450,7 +450,7 @@ pub fn run_thread(
             done: false,
         });
     }
-    let refill = matches!(plan.source, Source::CacheAside { .. } | Source::Replay { .. });
+    let refill = matches!(plan.source, Source::CacheAside { .. } | Source::Replay { fill: true, .. });
     let mut stopped_at: Option<Instant> = None;
     loop {
         let now = Instant::now();

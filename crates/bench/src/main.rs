@@ -235,6 +235,7 @@ fn run_cmd(a: RunArgs, command_line: String) -> Result<(), BenchError> {
         overfill: a.overfill,
         seed: a.seed,
         replay: a.replay,
+        replay_fills: true,
         ttls: a.ttls,
         scan_every: a.scan_every,
         scan_keys: a.scan_keys,
@@ -522,6 +523,7 @@ fn load_replay(w: &mut Workload) -> Result<Vec<trace::Rec>, BenchError> {
         if w.warmup_ops == 0 {
             w.warmup_ops = m.warmup.min(recs.len() as u64);
         }
+        w.replay_fills = m.fill_on_miss;
     }
     let longest = recs.iter().map(|r| r.size as usize).max().unwrap_or(0).saturating_sub(w.key_size());
     w.value_size = ValueSize::Fixed(longest.max(1));
@@ -548,6 +550,11 @@ fn write_trace(
         warmup: *warmup,
         requests: recs.len() as u64,
         key_size: w.key_size(),
+        fill_on_miss: match w.mode {
+            Mode::Load | Mode::Capacity => false,
+            Mode::HitRatio => true,
+            Mode::Replay => w.replay_fills,
+        },
     };
     trace::write(&path, recs, &meta).map_err(failed)?;
     eprintln!("strata-bench: {} requests of {} in {}", recs.len(), w.name, path.display());
@@ -596,7 +603,7 @@ fn measure_one(
     }
     let split = usize::try_from(w.warmup_ops).unwrap_or(usize::MAX).min(replay.len());
     if w.mode == Mode::Replay && split > 0 {
-        let plan = unmeasured(Source::Replay { recs: &replay[..split], next: AtomicU64::new(0) });
+        let plan = unmeasured(Source::Replay { recs: &replay[..split], next: AtomicU64::new(0), fill: w.replay_fills });
         keep(&mut recorded, &mut warm_up(&plan)?);
     }
     let warmup = recorded.len() as u64;
@@ -616,9 +623,11 @@ fn measure_one(
             let scan = Scan { every: w.scan_every, len: w.scan_keys, first: w.keys + warm_passes * w.scan_keys };
             (Source::CacheAside { keys, scan }, Watch::Duration(Duration::from_secs_f64(w.duration_secs)), w.ops)
         }
-        Mode::Replay => {
-            (Source::Replay { recs: &replay[split..], next: AtomicU64::new(0) }, Watch::Duration(Duration::MAX), w.ops)
-        }
+        Mode::Replay => (
+            Source::Replay { recs: &replay[split..], next: AtomicU64::new(0), fill: w.replay_fills },
+            Watch::Duration(Duration::MAX),
+            w.ops,
+        ),
     };
     let plan = new_plan(w, protocol, &values, source, limit, record);
     let cpu0 = target.cpu();

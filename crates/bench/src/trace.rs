@@ -15,7 +15,9 @@
 //! simulator without metadata charges an object), `op` is `get` or `set`,
 //! `ttl` the seconds the key's sets give it (0: none; the replay sets with it).
 //! The sets a cache-aside client sends after a miss are not lines: a
-//! simulator inserts on a miss, and the replay sets after a miss too. The
+//! simulator inserts on a miss, and the replay sets after a miss too; a
+//! trace of gets and sets mixed (`mode = "load"`, whose misses set nothing)
+//! says so in its JSON ([`Meta::fill_on_miss`]), and neither inserts then. The
 //! lines before the measured phase are the warm-up; their count goes in a
 //! JSON file beside the trace (`<trace>.json`, [`Meta`]).
 //! libCacheSim reads it with `has_header`, delimiter `,` and fields
@@ -61,6 +63,17 @@ pub struct Meta {
     /// Lines in all.
     pub requests: u64,
     pub key_size: usize,
+    /// Whether a get that missed was followed by a set of its key
+    /// (cache-aside: a simulator's insert on a miss is that set). False
+    /// for a mix of gets and sets (`mode = "load"`), where a miss inserts
+    /// nothing: a simulator then only looks the key up. Traces written
+    /// before it was recorded were all cache-aside.
+    #[serde(default = "cache_aside")]
+    pub fill_on_miss: bool,
+}
+
+fn cache_aside() -> bool {
+    true
 }
 
 /// Why a trace could not be read.
@@ -152,13 +165,21 @@ mod tests {
             Rec { seq: 1, key: 7, size: 1014, op: Op::Get, ttl: 300 },
             Rec { seq: 2, key: 123_456, size: 40, op: Op::Get, ttl: 0 },
         ];
-        let meta = Meta { warmup: 1, requests: 3, key_size: 14, ..Meta::default() };
+        let meta = Meta { warmup: 1, requests: 3, key_size: 14, fill_on_miss: false, ..Meta::default() };
         write(&path, &recs, &meta).unwrap();
         let text = std::fs::read_to_string(&path).unwrap();
         assert_eq!(text, "time,obj_id,obj_size,op,ttl\n1,7,1014,set,0\n2,7,1014,get,300\n3,123456,40,get,0\n");
         assert_eq!(read(&path).unwrap(), (recs, 0));
         let back: Meta = serde_json::from_slice(&std::fs::read(meta_path(&path)).unwrap()).unwrap();
         assert_eq!(back, meta);
+        // A trace's JSON from before the field was written: cache-aside.
+        std::fs::write(
+            meta_path(&path),
+            r#"{"scenario":"s","workload":"w","server":"strata","memory_mb":64,"warmup":1,"requests":3,"key_size":14}"#,
+        )
+        .unwrap();
+        let old: Meta = serde_json::from_slice(&std::fs::read(meta_path(&path)).unwrap()).unwrap();
+        assert!(old.fill_on_miss);
     }
 
     #[test]
