@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Splits a `perf record -g` profile of a server into the categories of
-docs/benchmarks.md ("One profile, every category"), as shares of all samples.
+docs/benchmarks-history.md ("One profile, every category"), as shares of all samples.
 
     perf record -F 2999 -g -p $PID -o /tmp/perf.data -- sleep 6 &
     target/release/strata-bench run -q --addr 127.0.0.1:PORT --pid $PID ...

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Splits a `perf record --call-graph dwarf` profile of a strata server under
-read load (pipelined GET, multi-get) into the categories of docs/benchmarks.md
+read load (pipelined GET, multi-get) into the categories of docs/benchmarks-history.md
 ("Reads: pipelined GET and 16-key multi-get"), as shares of all samples.
 
     perf record -e cpu-clock -F 999 --call-graph dwarf,8192 -p $PID -o /tmp/perf.data -- sleep 5
