@@ -23,6 +23,7 @@
 //! UDP), `execution` runs requests, `observability` reports on the server,
 //! `lifecycle` holds the process and snapshot machinery.
 
+mod auth;
 pub mod config;
 mod execution;
 mod lifecycle;
@@ -30,6 +31,7 @@ mod network;
 mod observability;
 mod shared;
 mod state;
+mod wake;
 
 use lifecycle::{process, snapshot};
 use network::{accept, epoll, listen, sched, tls, udp, uring};
@@ -44,12 +46,13 @@ use std::time::Duration;
 use mio::Poll;
 use strata_store::Store;
 
+pub use auth::{AuthError, Credentials};
 pub use config::{IoBackend, Protocol, ServerConfig};
-pub use execution::admin::{Recorded as RecordedSettings, TuningConfig};
-pub use execution::auth::{AuthError, Credentials};
+pub use config::{Loaded, SnapshotConfig};
+pub use config::{MinVersion, TlsSettings};
+pub use config::{Recorded as RecordedSettings, TuningConfig};
 pub use lifecycle::process::{ExtendTimeout, PrivilegeError};
-pub use lifecycle::snapshot::{Loaded, SnapshotConfig};
-pub use network::tls::{MinVersion, TlsError, TlsSettings};
+pub use network::tls::TlsError;
 
 pub(crate) use shared::Shared;
 pub(crate) use state::{CloseReason, ConnInfo, ConnState, ReplyBudget, Run, RunState};
@@ -416,7 +419,7 @@ fn keep(shared: &Shared, savers: Savers) -> Result<(), String> {
         }
         // The workers are gone and sealed everything they wrote: one pass
         // copies the whole cache. The port is already closed.
-        if let Err(e) = snaps.save(shared, &mut snapshot::AtShutdown(shared)) {
+        if let Err(e) = snaps.save(&shared.store, &mut snapshot::AtShutdown(shared)) {
             kept = Err(format!("snapshot: {e}"));
         }
         snaps.keep_lease(shared.store.epoch());

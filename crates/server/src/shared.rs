@@ -16,9 +16,9 @@ use parking_lot::Mutex;
 use strata_store::Store;
 
 use crate::execution::admin;
-use crate::lifecycle::snapshot;
+use crate::lifecycle::snapshots;
 use crate::network::{listen, tls};
-use crate::observability::{detail, stats, watch};
+use crate::observability::{counters, detail, watch};
 use crate::{ConnInfo, ReplyBudget, RunState, ServerConfig};
 
 /// State every thread shares. Nothing changes a field after
@@ -39,7 +39,7 @@ pub(crate) struct Shared {
     pub replies: Arc<ReplyBudget>,
     started: Instant,
     /// The workers', then each UDP thread's.
-    pub workers: Vec<Arc<stats::WorkerStats>>,
+    pub workers: Vec<Arc<counters::WorkerStats>>,
     pub conns: Mutex<BTreeMap<u64, Arc<ConnInfo>>>,
     listeners: Vec<(i32, String)>,
     udp: Vec<Arc<ConnInfo>>,
@@ -54,7 +54,7 @@ pub(crate) struct Shared {
     /// is starting); each notes the last request it carried out.
     pub seal_gen: AtomicU64,
     /// With `--snapshot-dir`.
-    pub snapshots: Option<Arc<snapshot::Snapshots>>,
+    pub snapshots: Option<Arc<snapshots::Snapshots>>,
     /// With `--durability always|interval`: the log whose position a
     /// change's reply waits for ([`strata_persist::Wal::acked`]: synced
     /// under `always`, written under `interval`).
@@ -84,7 +84,7 @@ impl Shared {
             })
             .collect();
         let workers = (0..cfg.threads.max(1) + udp.len()).map(|_| Arc::default()).collect();
-        let snapshots = cfg.snapshot.clone().map(|c| Arc::new(snapshot::Snapshots::new(c)));
+        let snapshots = cfg.snapshot.clone().map(|c| Arc::new(snapshots::Snapshots::new(c)));
         if cfg.tuning.track_sizes {
             store.track_sizes(true);
         }

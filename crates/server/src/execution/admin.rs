@@ -21,45 +21,7 @@ use parking_lot::Mutex;
 use strata_protocol::text::admin::{AutomoveParam, ExtSetting, Tune};
 use strata_store::Store;
 
-/// The settings at start (from the flags).
-#[derive(Debug, Clone, PartialEq)]
-pub struct TuningConfig {
-    /// `-o lru_crawler` / `no_lru_crawler`.
-    pub crawler: bool,
-    /// `-o lru_crawler_sleep`: microseconds between index stripes.
-    pub crawler_sleep_us: u32,
-    /// `-o lru_crawler_tocrawl`: items looked at per class per crawl (0:
-    /// all).
-    pub crawler_tocrawl: u32,
-    /// `-o slab_automove`.
-    pub slab_automove: u32,
-    /// memcached's settings for machinery strata does not have, as the
-    /// `-o` options gave them.
-    pub recorded: Recorded,
-    /// The `stats settings` names of the settings given at start that do
-    /// nothing here (`stats settings`' `no_effect`).
-    pub no_effect: Vec<&'static str>,
-    /// `-o track_sizes`: `stats sizes` counts from the start.
-    pub track_sizes: bool,
-    /// `-o watcher_logbuf_size` (given in KiB): bytes of lines a `watch`
-    /// connection may have waiting before lines are skipped.
-    pub watcher_buf: usize,
-}
-
-impl Default for TuningConfig {
-    fn default() -> Self {
-        TuningConfig {
-            crawler: true,
-            crawler_sleep_us: 100,
-            crawler_tocrawl: 0,
-            slab_automove: 0,
-            recorded: Recorded::default(),
-            no_effect: Vec::new(),
-            track_sizes: false,
-            watcher_buf: crate::observability::watch::WATCHER_BUF,
-        }
-    }
-}
+use crate::config::{Recorded, TuningConfig};
 
 /// The settings as the commands left them.
 #[derive(Debug)]
@@ -80,56 +42,6 @@ pub(crate) struct Tuning {
     /// relative time before which `flush_all` invalidated items (0: no
     /// flush yet).
     pub oldest_live: AtomicU32,
-}
-
-/// Settings recorded for `stats settings` only: strata has no slab
-/// classes, slab mover, chunked items or segmented LRU for them to steer.
-/// The defaults are memcached 1.6's, but for `slab_reassign`, which says
-/// what strata does (no pages are ever moved).
-#[derive(Debug, Clone, PartialEq)]
-pub struct Recorded {
-    pub slab_reassign: bool,
-    pub slab_chunk_max: u64,
-    pub tail_repair_time: u32,
-    /// Bytes (`-o worker_logbuf_size` gives KiB, as in memcached).
-    pub worker_logbuf_size: u64,
-    pub slab_automove_ratio: f64,
-    pub slab_automove_freeratio: f64,
-    pub slab_automove_window: f64,
-    pub lru_segmented: bool,
-    pub temp_lru: bool,
-    pub temporary_ttl: i32,
-    pub hot_lru_pct: u32,
-    pub warm_lru_pct: u32,
-    pub hot_max_factor: f64,
-    pub warm_max_factor: f64,
-    /// `extstore <setting>` values strata records without acting on them,
-    /// by their `stats settings` name (`ext_low_ttl`…); they replace the
-    /// `-o` value of the same name.
-    pub ext: Vec<(&'static str, String)>,
-}
-
-impl Default for Recorded {
-    /// memcached 1.6's defaults.
-    fn default() -> Self {
-        Recorded {
-            slab_reassign: false,
-            slab_chunk_max: 512 << 10,
-            tail_repair_time: 0,
-            worker_logbuf_size: 64 << 10,
-            slab_automove_ratio: 0.8,
-            slab_automove_freeratio: 0.01,
-            slab_automove_window: 30.0,
-            lru_segmented: true,
-            temp_lru: false,
-            temporary_ttl: 61,
-            hot_lru_pct: 20,
-            warm_lru_pct: 40,
-            hot_max_factor: 0.2,
-            warm_max_factor: 2.0,
-            ext: Vec::new(),
-        }
-    }
 }
 
 impl Recorded {

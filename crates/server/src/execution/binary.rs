@@ -12,8 +12,8 @@ use strata_protocol::text::Tokens;
 use strata_store::{ArithOutcome, DeleteOutcome, Flow, StoreError, StoreOutcome};
 
 use crate::execution::changes;
-use crate::execution::core::inc;
-use crate::execution::dispatch::{ready, Ctx, Outcome};
+use crate::execution::ctx::{ready, Ctx, Outcome};
+use crate::observability::inc;
 use crate::observability::stats;
 use crate::CloseReason;
 
@@ -28,7 +28,7 @@ pub(crate) struct Auth {
     /// `SASL_AUTH PLAIN` came without credentials; `SASL_STEP` brings them.
     plain_pending: bool,
     /// Failed attempts in a row (SASL or ASCII); see
-    /// [`crate::execution::dispatch::MAX_AUTH_FAILURES`].
+    /// [`crate::execution::ctx::MAX_AUTH_FAILURES`].
     pub failures: u32,
 }
 
@@ -242,7 +242,7 @@ fn plain(ctx: &Ctx<'_>, auth: &mut Auth, data: &[u8]) -> Status {
 }
 
 /// The reply to a SASL step; a failure may close the connection
-/// ([`crate::execution::dispatch::MAX_AUTH_FAILURES`]).
+/// ([`crate::execution::ctx::MAX_AUTH_FAILURES`]).
 fn sasl_reply(ctx: &Ctx<'_>, out: &mut Vec<u8>, h: &Header, status: Status, auth: &mut Auth) -> Outcome {
     match status {
         Status::Success => {
@@ -251,7 +251,7 @@ fn sasl_reply(ctx: &Ctx<'_>, out: &mut Vec<u8>, h: &Header, status: Status, auth
         Status::AuthContinue => response::packet(out, h, Status::AuthContinue, 0, Body::default()),
         other => {
             response::error(out, h, other);
-            if crate::execution::dispatch::auth_failed(ctx, &mut auth.failures) {
+            if crate::execution::ctx::auth_failed(ctx, &mut auth.failures) {
                 return Outcome::CloseAfterWrite(CloseReason::Error);
             }
         }

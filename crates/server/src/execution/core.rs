@@ -4,16 +4,14 @@
 //! ([`crate::execution::dispatch`]) and the meta encoder ([`crate::execution::meta`]) only turn
 //! outcomes into bytes, so a command's semantics exist once.
 
-use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
-
 use strata_protocol::ops;
 use strata_store::{
     Arith, ArithOutcome, Counted, Delete, DeleteOutcome, Flow, Found, Inspect, ItemView, ReadOpts, SetOp, StoreError,
     StoreOutcome, Stored, Write,
 };
 
-use crate::execution::dispatch::Ctx;
-use crate::observability::watch;
+use crate::execution::ctx::Ctx;
+use crate::observability::{inc, uri, watch};
 
 /// memcached's name for a storage command, in `watch` lines.
 pub(crate) fn store_cmd(mode: ops::Mode, cas: bool) -> &'static str {
@@ -25,15 +23,6 @@ pub(crate) fn store_cmd(mode: ops::Mode, cas: bool) -> &'static str {
         ops::Mode::Append => "append",
         ops::Mode::Prepend => "prepend",
     }
-}
-
-/// A key as memcached's logs and dumps show it: URI-escaped.
-pub(crate) fn uri(key: &[u8]) -> percent_encoding::PercentEncode<'_> {
-    percent_encoding::percent_encode(key, crate::execution::dispatch::KEY_ESCAPE)
-}
-
-pub(crate) fn inc(c: &AtomicU64) {
-    c.store(c.load(Relaxed) + 1, Relaxed);
 }
 
 impl Ctx<'_> {

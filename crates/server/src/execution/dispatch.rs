@@ -8,101 +8,16 @@ use std::sync::atomic::Ordering::Relaxed;
 use strata_protocol::ops;
 use strata_protocol::reply::{self, text as r};
 use strata_protocol::text::auth::AuthParse;
-use strata_protocol::text::{retrieval::Key, Command, Config as ParseConfig, Request};
-use strata_store::{ArithOutcome, Counted, DeleteOutcome, Flow, Reading, StoreError, StoreOutcome, Ticket, Worker};
+use strata_protocol::text::{retrieval::Key, Command, Request};
+use strata_store::{ArithOutcome, Counted, DeleteOutcome, Flow, StoreError, StoreOutcome};
 
-use crate::execution::core::inc;
+use crate::execution::ctx::auth_failed;
+use crate::execution::ctx::ready;
+pub(crate) use crate::execution::ctx::{Ctx, Outcome};
 use crate::execution::{changes, meta};
-use crate::observability::stats::{self, WorkerStats};
-use crate::{CloseReason, ConnInfo, ConnState, Shared};
-
-/// The worker-thread context a request runs in.
-pub(crate) struct Ctx<'a> {
-    pub shared: &'a Shared,
-    pub store: &'a mut Worker,
-    pub stats: &'a WorkerStats,
-    /// The descriptor of the connection being served (`cfd` in `watch`
-    /// lines); set by the connection.
-    pub fd: i32,
-    /// How the request may read from flash: set by the connection
-    /// ([`Reading::Resumed`] when it runs a request again after waiting).
-    pub reading: Reading,
-    /// Replies of earlier requests on this connection are not all sent:
-    /// a key dump or `watch` is refused then, as memcached refuses them
-    /// behind a pipeline (set by the connection).
-    pub replies_queued: bool,
-}
-
-impl<'a> Ctx<'a> {
-    /// An event loop's: its connections set `fd`, `reading` and
-    /// `replies_queued` before each request.
-    pub fn for_loop(shared: &'a Shared, store: &'a mut Worker, stats: &'a WorkerStats) -> Ctx<'a> {
-        Ctx { shared, store, stats, fd: -1, reading: Reading::MayWait, replies_queued: false }
-    }
-
-    pub fn parse_config(&self) -> ParseConfig {
-        let cfg = &self.shared.cfg;
-        ParseConfig {
-            item_size_max: cfg.item_size_max,
-            item_overhead: strata_store::Store::ITEM_OVERHEAD,
-            max_get_line: cfg.max_get_line,
-            debug_clock: cfg.debug_clock,
-        }
-    }
-
-    pub fn count_traffic(&self, read: u64, written: u64) {
-        let s = self.stats;
-        s.bytes_read.store(s.bytes_read.load(Relaxed) + read, Relaxed);
-        s.bytes_written.store(s.bytes_written.load(Relaxed) + written, Relaxed);
-    }
-
-    pub fn touch_conn(&self, info: &ConnInfo, state: ConnState) {
-        info.last_cmd.store(self.shared.store.clock().now(), Relaxed);
-        info.state.store(state as u32, Relaxed);
-    }
-}
-
-/// What the connection does after a request.
-#[derive(Debug, PartialEq, Eq)]
-pub(crate) enum Outcome {
-    Continue,
-    /// A multi-get stopped at this key position for back-pressure; the
-    /// request stays in the buffer and resumes there.
-    Resume(usize),
-    /// Discard this many bytes of input (data of a refused value).
-    Swallow(usize),
-    /// Its replies go out, then it closes, for this reason.
-    CloseAfterWrite(CloseReason),
-    /// `watch`: from now on the connection receives event lines.
-    Watch(std::sync::Arc<crate::observability::watch::Watcher>),
-    /// The request waits for a read from flash: the connection parks on the
-    /// ticket and runs it again once the read is done. What it wrote is
-    /// dropped, unless `at` says where a multi-get stopped (the keys before
-    /// it are answered, and it resumes there).
-    Wait {
-        ticket: Ticket,
-        at: Option<usize>,
-    },
-}
-
-impl Outcome {
-    /// A request that wrote nothing waits for `ticket`.
-    pub(crate) fn wait(ticket: Ticket) -> Outcome {
-        Outcome::Wait { ticket, at: None }
-    }
-}
-
-/// The ready result of a core operation, or the executor returns: the
-/// request waits for the ticket (nothing was done or counted yet).
-macro_rules! ready {
-    ($flow:expr) => {
-        match $flow {
-            Flow::Ready(r) => r,
-            Flow::Wait(t) => return Outcome::wait(t),
-        }
-    };
-}
-pub(crate) use ready;
+use crate::observability::inc;
+use crate::observability::stats;
+use crate::CloseReason;
 
 /// A meta executor's [`Flow`] as the connection's next step.
 fn after(flow: Flow<()>) -> Outcome {
@@ -470,11 +385,6 @@ fn cachedump(ctx: &mut Ctx<'_>, args: strata_protocol::text::Tokens<'_>, out: &m
     out.extend_from_slice(r::END);
 }
 
-/// Bytes memcached's metadump leaves as they are in a key: RFC 3986's
-/// unreserved characters.
-pub(crate) const KEY_ESCAPE: &percent_encoding::AsciiSet =
-    &percent_encoding::NON_ALPHANUMERIC.remove(b'-').remove(b'.').remove(b'_').remove(b'~');
-
 /// One `lru_crawler metadump` line, memcached's format (ended by `\n`, not
 /// `\r\n`); times absolute. `la` is when the item was written: strata does
 /// not keep a last-access time per item.
@@ -492,7 +402,7 @@ fn metadump_line(
     let _ = writeln!(
         out,
         "key={} exp={exp} la={} cas={} fetch={fetch} cls={class} size={}",
-        crate::execution::core::uri(key),
+        crate::observability::uri(key),
         clock.unix_time(info.written),
         info.cas,
         info.size
@@ -517,31 +427,6 @@ fn mgdump_line(out: &mut Vec<u8>, key: &[u8], binary: bool) {
 
 fn write_value(out: &mut Vec<u8>, it: strata_store::ItemView<'_>, cas: bool) {
     reply::value(out, it.key, it.flags, it.value, cas.then_some(it.cas));
-}
-
-/// Failed authentication attempts in a row after which a connection is
-/// closed (its last reply still goes out). memcached never closes: one
-/// connection could try 215,000 passwords a second. A client with a wrong
-/// password learns it from the first failure; a guesser must reconnect
-/// every few tries, and each close is counted (`strata_auth_closed`) and
-/// logged at most once a second.
-pub(crate) const MAX_AUTH_FAILURES: u32 = 5;
-
-/// Counts a failed attempt on a connection; true if it must now close.
-pub(crate) fn auth_failed(ctx: &Ctx<'_>, failures: &mut u32) -> bool {
-    inc(&ctx.stats.auth_errors);
-    *failures += 1;
-    if *failures < MAX_AUTH_FAILURES {
-        return false;
-    }
-    inc(&ctx.stats.auth_closed);
-    // Rate-limited: a flood of guessers must not flood the log too.
-    static LAST_LOG: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
-    if LAST_LOG.swap(now, Relaxed) != now {
-        tracing::warn!(failures = *failures, "closing a connection after repeated authentication failures");
-    }
-    true
 }
 
 /// memcached's ASCII authentication (`-Y`): answers one authentication

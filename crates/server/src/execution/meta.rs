@@ -10,7 +10,7 @@ use strata_protocol::ops;
 use strata_protocol::reply::text as r;
 use strata_store::{ArithOutcome, DeleteOutcome, Flow, StoreError, StoreOutcome};
 
-use crate::execution::dispatch::Ctx;
+use crate::execution::ctx::Ctx;
 
 fn store_error(out: &mut Vec<u8>, e: StoreError) {
     out.extend_from_slice(match e {

@@ -20,7 +20,7 @@ use crate::execution::dispatch::Ctx;
 use crate::network::conn::{Conn, Status};
 use crate::network::listen::Stream;
 use crate::network::sched::{close, contain, NewConn, Sched, Slots, Wake};
-use crate::observability::stats::WorkerStats;
+use crate::observability::counters::WorkerStats;
 use crate::{CloseReason, Shared};
 
 pub(crate) const WAKE: Token = Token(usize::MAX);
@@ -46,7 +46,7 @@ impl Slot {
             (Some(_), None) => Status::Close,
             (Some(tls), Some(server)) => {
                 let errors = &server.handshake_errors;
-                let mut t = crate::network::tls::TlsIo { sock: &mut self.stream, tls, errors };
+                let mut t = crate::network::tls_io::TlsIo { sock: &mut self.stream, tls, errors };
                 if t.flush().is_err() {
                     return Status::Close;
                 }

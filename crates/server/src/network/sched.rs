@@ -26,8 +26,6 @@
 //! containing a panic to its connection ([`contain`]) and the bookkeeping
 //! of a closed connection ([`close`]).
 
-use std::io;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 
@@ -35,7 +33,7 @@ use strata_store::Ticket;
 
 use crate::network::conn::{Conn, Effects};
 use crate::network::listen::Stream;
-use crate::observability::stats::WorkerStats;
+use crate::observability::counters::WorkerStats;
 use crate::observability::watch::{self, WatchList};
 use crate::{CloseReason, ConnInfo, Shared};
 
@@ -139,7 +137,7 @@ impl Sched {
     /// puts the connections with work left first, and those whose replies
     /// the durability log has freed (or whose log failed: they close).
     pub fn begin(&mut self, store: &mut strata_store::Worker, slots: &mut impl Slots) {
-        crate::lifecycle::snapshot::seal_if_asked(&self.shared, &self.stats, store);
+        crate::network::sched::seal_if_asked(&self.shared, &self.stats, store);
         self.ready.clear();
         self.ready.append(&mut self.again);
         let Some(wal) = &self.shared.durable_acks else { return };
@@ -205,7 +203,7 @@ impl Sched {
             let Some(conn) = slots.conn(i) else { continue };
             if conn.idle(now, timeout) {
                 conn.info.set_close_reason(CloseReason::IdleTimeout);
-                crate::execution::core::inc(&self.stats.idle_kicks);
+                crate::observability::inc(&self.stats.idle_kicks);
                 slots.close(i);
             }
         }
@@ -322,39 +320,7 @@ impl Parked {
     }
 }
 
-/// Wakes a worker to take new connections or to stop: an eventfd that the
-/// epoll loop watches and the io_uring loop keeps a read queued on.
-pub(crate) struct Wake(OwnedFd);
-
-impl Wake {
-    pub fn new() -> io::Result<Wake> {
-        // SAFETY: eventfd takes no pointers; the result is checked below.
-        let fd = unsafe { libc::eventfd(0, libc::EFD_NONBLOCK | libc::EFD_CLOEXEC) };
-        if fd < 0 {
-            return Err(io::Error::last_os_error());
-        }
-        // SAFETY: `fd` was just opened and is owned by nothing else.
-        Ok(Wake(unsafe { OwnedFd::from_raw_fd(fd) }))
-    }
-
-    pub fn fd(&self) -> RawFd {
-        self.0.as_raw_fd()
-    }
-
-    pub fn wake(&self) {
-        let one: u64 = 1;
-        // SAFETY: writes 8 bytes from a live u64 to an fd we own. A full
-        // counter (EAGAIN) means a wake-up is already pending.
-        unsafe { libc::write(self.fd(), (&one as *const u64).cast(), 8) };
-    }
-
-    /// Resets the counter, so the next `wake` is a new edge.
-    pub fn drain(&self) {
-        let mut n: u64 = 0;
-        // SAFETY: reads at most 8 bytes into a live u64.
-        unsafe { libc::read(self.fd(), (&mut n as *mut u64).cast(), 8) };
-    }
-}
+pub(crate) use crate::wake::Wake;
 
 /// A connection handed over by the acceptor.
 pub(crate) struct NewConn {
@@ -379,7 +345,7 @@ pub(crate) fn contain<T>(stats: &WorkerStats, serve: impl FnOnce() -> T) -> Opti
                 .or_else(|| e.downcast_ref::<String>().cloned())
                 .unwrap_or_default();
             tracing::error!(panic = %what, "serving a connection panicked: closing it, the server goes on");
-            crate::execution::core::inc(&stats.panics);
+            crate::observability::inc(&stats.panics);
             None
         }
     }
@@ -412,3 +378,15 @@ pub(crate) fn close(shared: &Shared, id: u64) {
 #[cfg(test)]
 #[path = "sched_tests.rs"]
 mod tests;
+
+/// Called by a worker between turns: seals its segments if a snapshot
+/// asked, or a writer found no segment to take (`Store::on_starved`).
+#[inline]
+pub(crate) fn seal_if_asked(shared: &Shared, stats: &WorkerStats, store: &mut strata_store::Worker) {
+    let want = shared.seal_gen.load(std::sync::atomic::Ordering::Acquire);
+    if stats.sealed.load(Relaxed) != want {
+        store.seal_active();
+        stats.sealed.store(want, std::sync::atomic::Ordering::Release);
+    }
+    store.seal_if_starved();
+}

@@ -18,7 +18,7 @@ use strata_store::Reading;
 use crate::execution::dispatch::Ctx;
 use crate::network::conn::{Conn, Effects, Status};
 use crate::network::transport::Transport;
-use crate::observability::stats::WorkerStats;
+use crate::observability::counters::WorkerStats;
 use crate::{ConnInfo, Shared};
 
 /// A request datagram's payload as a connection's input (then its end),
@@ -96,7 +96,7 @@ pub(crate) fn run(shared: Arc<Shared>, stats: Arc<WorkerStats>, sock: UdpSocket,
     while !shared.run.stopping() {
         // A snapshot waits for every worker to seal its segments, this
         // thread's too (between datagrams, at least every 200 ms).
-        crate::lifecycle::snapshot::seal_if_asked(&shared, &stats, &mut store);
+        crate::network::sched::seal_if_asked(&shared, &stats, &mut store);
         let (n, peer): (usize, SocketAddr) = match sock.recv_from(&mut buf) {
             Ok(r) => r,
             Err(e) if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut) => continue,

@@ -36,7 +36,7 @@ use crate::network::conn::{Advance, Conn, Effects};
 use crate::network::listen::Stream;
 use crate::network::sched::{close, contain, NewConn, Sched, Slots, Wake};
 use crate::network::transport::Received;
-use crate::observability::stats::WorkerStats;
+use crate::observability::counters::WorkerStats;
 use crate::Shared;
 use strata_store::Hint;
 
@@ -119,7 +119,7 @@ struct Slot {
     send: bool,
     life: Life,
     /// Its TLS state, from a TLS listener: the ring moves ciphertext.
-    tls: Option<Box<crate::network::tls::RingTls>>,
+    tls: Option<Box<crate::network::tls_io::RingTls>>,
 }
 
 /// What a completion came to, for the turn.
@@ -377,7 +377,7 @@ impl Loop<'_> {
             recv: Recv::Idle,
             send: false,
             life: Life::Open,
-            tls: nc.tls.map(|t| Box::new(crate::network::tls::RingTls::new(t))),
+            tls: nc.tls.map(|t| Box::new(crate::network::tls_io::RingTls::new(t))),
         };
         self.slots[i] = Some(slot);
         i

@@ -28,7 +28,7 @@ impl Latency {
         let ns = u64::try_from(took.as_nanos()).unwrap_or(u64::MAX);
         let b = BOUNDS_NS.iter().position(|&hi| ns <= hi).unwrap_or(BOUNDS_NS.len());
         let (Some(row), Some(sum)) = (self.buckets.get(family), self.sum_ns.get(family)) else { return };
-        crate::execution::core::inc(&row[b]);
+        crate::observability::inc(&row[b]);
         sum.store(sum.load(Relaxed).wrapping_add(ns), Relaxed);
     }
 }

@@ -14,7 +14,7 @@ use std::sync::atomic::Ordering::Relaxed;
 
 use strata_protocol::stats::Snapshot;
 
-use crate::execution::admin::Recorded;
+use crate::config::Recorded;
 use crate::Shared;
 
 fn yes_no(b: bool) -> &'static str {
@@ -246,7 +246,7 @@ fn tls(s: &mut Snapshot, shared: &Shared) {
     );
     s.info("ssl_ca_cert", "Roots for client certificates (PEM).", path(tls.and_then(|t| t.ca_cert.as_ref())));
     let min = match tls.map(|t| t.min_version) {
-        Some(crate::network::tls::MinVersion::Tls13) => "tlsv1.3",
+        Some(crate::config::MinVersion::Tls13) => "tlsv1.3",
         _ => "tlsv1.2",
     };
     s.info("ssl_min_version", "Lowest TLS version offered.", min);

@@ -26,7 +26,7 @@ use std::sync::{Arc, OnceLock};
 
 use parking_lot::Mutex;
 
-use crate::network::sched::Wake;
+use crate::wake::Wake;
 
 /// Event kinds, as `watch` names them.
 pub(crate) const FETCHERS: u32 = 1;
@@ -55,9 +55,7 @@ pub(crate) fn kind(name: &[u8]) -> Option<u32> {
 /// Most watchers at once (memcached's limit).
 pub(crate) const MAX_WATCHERS: usize = 20;
 
-/// Bytes of lines a watcher may have waiting, by default (memcached's
-/// default `watcher_logbuf_size`); past it, lines are skipped.
-pub(crate) const WATCHER_BUF: usize = 256 << 10;
+pub(crate) use crate::config::WATCHER_BUF;
 
 /// Every watcher, and the counters `stats` shows.
 pub(crate) struct Watchers {
@@ -200,7 +198,7 @@ impl strata_store::EvictionWatcher for Watchers {
             EVICTIONS,
             format_args!(
                 "type=eviction key={} fetch={} ttl={} la={} clsid={} size={}",
-                crate::execution::core::uri(e.key),
+                crate::observability::uri(e.key),
                 if e.fetched { "yes" } else { "no" },
                 e.ttl,
                 e.age,

@@ -53,7 +53,7 @@ use strata_store::{Reading, Ticket};
 
 use crate::config::Protocol;
 use crate::execution::dispatch::{self, Outcome};
-use crate::execution::replies::Replies;
+use crate::network::replies::Replies;
 use crate::network::transport::Transport;
 use crate::{CloseReason, ConnInfo, ConnState};
 
@@ -251,7 +251,7 @@ pub(crate) struct Conn {
     /// With `--durability always`: the slot the replies of changes (and
     /// every reply after them) wait behind, and the log position that
     /// must be on disk before they go.
-    barrier: Option<(crate::execution::replies::Slot, u64)>,
+    barrier: Option<(crate::network::replies::Slot, u64)>,
     /// The durability log failed while replies waited for it: they are
     /// never sent, and the connection closes.
     lost: bool,

@@ -146,7 +146,7 @@ impl Conn {
             }
             if *served >= limits.reqs_per_event {
                 // memcached's conn_yields: -R sent it to the back of the line.
-                crate::execution::core::inc(&ctx.stats.conn_yields);
+                crate::observability::inc(&ctx.stats.conn_yields);
                 return Served::Stalled;
             }
             if self.held_back(limits.max_output) || self.replies.waiting() >= MAX_WAITING_REPLIES {

@@ -15,7 +15,7 @@ use super::*;
 use crate::config::ServerConfig;
 use crate::execution::dispatch::Ctx;
 use crate::network::transport::Received;
-use crate::observability::stats::WorkerStats;
+use crate::observability::counters::WorkerStats;
 use crate::Shared;
 
 /// A real store and what a worker thread holds, for building a [`Ctx`].
