@@ -70,6 +70,11 @@ impl fmt::Display for KeyDist {
     }
 }
 
+/// Smallest `api:` size: `{"id":…}` plus an empty text field fits.
+pub const API_MIN: usize = 48;
+/// Smallest `page:` size: the page header and one smallest object.
+pub const PAGE_MIN: usize = 128;
+
 /// Value sizes: `1000`, `32-4000` (uniform), `json:32-4000` (JSON-like
 /// records whose sizes are uniform in the range), `api:150-200` (realistic
 /// API-response objects) and `page:1500-1900` (listing pages of about ten
@@ -108,15 +113,15 @@ impl FromStr for ValueSize {
         }
         if let Some(r) = s.strip_prefix("api:") {
             let (lo, hi) = range(r)?;
-            if lo < crate::gen::API_MIN {
-                return Err(format!("value size {s:?}: api values are at least {} bytes", crate::gen::API_MIN));
+            if lo < API_MIN {
+                return Err(format!("value size {s:?}: api values are at least {} bytes", API_MIN));
             }
             return Ok(ValueSize::Api(lo, hi));
         }
         if let Some(r) = s.strip_prefix("page:") {
             let (lo, hi) = range(r)?;
-            if lo < crate::gen::PAGE_MIN {
-                return Err(format!("value size {s:?}: page values are at least {} bytes", crate::gen::PAGE_MIN));
+            if lo < PAGE_MIN {
+                return Err(format!("value size {s:?}: page values are at least {} bytes", PAGE_MIN));
             }
             return Ok(ValueSize::Page(lo, hi));
         }
@@ -294,10 +299,15 @@ impl Default for Workload {
     }
 }
 
+/// Smallest key size that keeps `keys` indices distinct.
+pub fn min_key_size(keys: u64) -> usize {
+    itoa::Buffer::new().format(keys.saturating_sub(1)).len() + 1
+}
+
 impl Workload {
     pub fn key_size(&self) -> usize {
         match self.key_size {
-            0 => crate::gen::min_key_size(self.keys).max(14),
+            0 => min_key_size(self.keys).max(14),
             n => n,
         }
     }
@@ -311,7 +321,7 @@ impl Workload {
         if self.connections == 0 || self.threads == 0 || self.pipeline == 0 || self.multiget == 0 {
             return bad("connections, threads, pipeline and multiget must be at least 1".into());
         }
-        if self.key_size != 0 && self.key_size < crate::gen::min_key_size(self.keys) {
+        if self.key_size != 0 && self.key_size < min_key_size(self.keys) {
             return bad(format!("key_size {} cannot hold {} distinct keys", self.key_size, self.keys));
         }
         if self.key_size() > 250 {

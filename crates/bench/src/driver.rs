@@ -22,8 +22,20 @@ use rustls::ClientConfig;
 
 use crate::gen::{write_key, KeyChooser, Values};
 use crate::proto::{self, Kind, Protocol};
-use crate::report::{band_of, BANDS};
 use crate::trace::{self, Rec};
+
+/// Value-size bands for hits by size: up to 1 KB, then up to four times
+/// the band below's top (1–4 KB, 4–16 KB, … 256 KB–1 MB), then over 1 MB;
+/// KB = 1024 bytes, tops inclusive (a 65536-byte value is in 16–64 KB).
+pub const BANDS: usize = 7;
+pub(crate) const BAND_TOPS: [u64; BANDS - 1] = [1 << 10, 4 << 10, 16 << 10, 64 << 10, 256 << 10, 1 << 20];
+pub(crate) const BAND_LABELS: [&str; BANDS] =
+    ["≤1 KB", "1–4 KB", "4–16 KB", "16–64 KB", "64–256 KB", "256 KB–1 MB", ">1 MB"];
+
+/// The band of a `len`-byte value.
+pub fn band_of(len: usize) -> usize {
+    BAND_TOPS.iter().position(|&top| len as u64 <= top).unwrap_or(BANDS - 1)
+}
 
 /// Why a load thread stopped early.
 #[derive(Debug, thiserror::Error)]
@@ -139,7 +151,7 @@ pub struct Totals {
     pub misses: u64,
     pub errors: u64,
     /// Single-key gets by the size of the key's value (see
-    /// [`crate::report::band_of`]); multi-key gets are not in these, their
+    /// [`band_of`]); multi-key gets are not in these, their
     /// replies do not say which keys hit.
     pub bands: [Bytes; BANDS],
     /// Nanoseconds from when a request was due to its reply.

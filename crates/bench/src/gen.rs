@@ -37,6 +37,7 @@
 mod api;
 mod vocab;
 
+pub use crate::config::min_key_size;
 pub use api::{API_MIN, PAGE_MIN};
 
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
@@ -103,11 +104,6 @@ pub fn ttl_of(ttls: &[u32], index: u64) -> u32 {
         0 => 0,
         n => ttls[(mix(index ^ 0x7711_0ff5) % n) as usize],
     }
-}
-
-/// Smallest key size that keeps `keys` indices distinct.
-pub fn min_key_size(keys: u64) -> usize {
-    itoa::Buffer::new().format(keys.saturating_sub(1)).len() + 1
 }
 
 /// A pool of value bytes to slice values from, so a request costs no

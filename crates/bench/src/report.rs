@@ -9,7 +9,8 @@ use std::fmt::Write as _;
 use serde::Serialize;
 
 use crate::config::{Mode, Workload};
-use crate::driver::{Bytes, Totals};
+pub use crate::driver::BANDS;
+use crate::driver::{Bytes, Totals, BAND_LABELS, BAND_TOPS};
 use crate::proto::Protocol;
 use crate::server::Cpu;
 
@@ -56,18 +57,6 @@ pub struct Capacity {
     /// Strata's `strata_compression_ratio` (original bytes over stored
     /// bytes of the values it holds compressed), with compression on.
     pub compression_ratio: Option<f64>,
-}
-
-/// Value-size bands for hits by size: up to 1 KB, then up to four times
-/// the band below's top (1–4 KB, 4–16 KB, … 256 KB–1 MB), then over 1 MB;
-/// KB = 1024 bytes, tops inclusive (a 65536-byte value is in 16–64 KB).
-pub const BANDS: usize = 7;
-const BAND_TOPS: [u64; BANDS - 1] = [1 << 10, 4 << 10, 16 << 10, 64 << 10, 256 << 10, 1 << 20];
-const BAND_LABELS: [&str; BANDS] = ["≤1 KB", "1–4 KB", "4–16 KB", "16–64 KB", "64–256 KB", "256 KB–1 MB", ">1 MB"];
-
-/// The band of a `len`-byte value.
-pub fn band_of(len: usize) -> usize {
-    BAND_TOPS.iter().position(|&top| len as u64 <= top).unwrap_or(BANDS - 1)
 }
 
 /// Single-key gets of values in one size band.
@@ -644,6 +633,7 @@ fn fmt_num(v: f64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::driver::band_of;
 
     #[test]
     fn numbers_are_compact() {

@@ -10,7 +10,6 @@
 //! error. Keys and values are borrowed from the caller's buffer, never copied.
 
 pub mod binary;
-pub mod meta;
 pub mod numbers;
 pub mod ops;
 pub mod peek;
@@ -20,6 +19,7 @@ pub mod text;
 pub mod udp;
 pub mod view;
 
+pub use text::meta;
 pub use view::ItemView;
 
 /// memcached's longest key, in bytes (`KEY_MAX_LENGTH`).

@@ -10,29 +10,7 @@ use strata_persist::Durability;
 use strata_server::{Credentials, IoBackend, Loaded, Protocol, ServerConfig, SnapshotConfig};
 use strata_store::Config as StoreConfig;
 
-/// Why the flags give no configuration.
-#[derive(Debug, thiserror::Error)]
-pub enum ConfigError {
-    /// Invalid or conflicting flags, or a path that cannot be used.
-    #[error("{0}")]
-    Usage(String),
-    /// A file the flags name is another running server's (its flash
-    /// file): refused as a snapshot another server holds is.
-    #[error("{0}")]
-    InUse(String),
-}
-
-impl From<String> for ConfigError {
-    fn from(msg: String) -> ConfigError {
-        ConfigError::Usage(msg)
-    }
-}
-
-impl From<&str> for ConfigError {
-    fn from(msg: &str) -> ConfigError {
-        ConfigError::Usage(msg.to_string())
-    }
-}
+pub use crate::error::ConfigError;
 
 /// Strata: a memcached-compatible cache server.
 #[derive(Debug, Parser)]

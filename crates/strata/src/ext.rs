@@ -9,7 +9,7 @@ use strata_flash::Flash;
 use strata_io::{Backend, OsBackend};
 use strata_store::FlashTier;
 
-use crate::cli::ConfigError;
+use crate::error::ConfigError;
 
 /// What the `ext_*` options said.
 #[derive(Debug, Default)]

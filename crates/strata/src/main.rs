@@ -4,6 +4,7 @@
 
 mod cli;
 mod conffile;
+mod error;
 mod ext;
 #[cfg(feature = "test-hooks")]
 mod hooks;

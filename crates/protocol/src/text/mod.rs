@@ -9,20 +9,22 @@
 //! error reply is suppressed too).
 //!
 //! One file per command family: [`storage`], [`retrieval`], [`delete`],
-//! [`arith`], [`touch`], [`admin`].
+//! [`arith`], [`touch`], [`admin`]; the meta commands (`mg`, `ms`, `md`,
+//! `ma`, `mn`, `me`), which share this framing, in [`meta`].
 
 pub mod admin;
 pub mod arith;
 pub mod auth;
 pub mod delete;
+pub mod meta;
 pub mod retrieval;
 pub mod storage;
 pub mod touch;
 
 pub use retrieval::Keys;
 
+use crate::ops;
 use crate::ops::Mode;
-use crate::{meta, ops};
 
 /// A line without a newline longer than this is junk and closes the
 /// connection, unless it is a `get`/`gets` (memcached's 2048-byte rule).

@@ -35,10 +35,7 @@ use json::*;
 use records::*;
 use text::*;
 
-/// Smallest `api:` size: `{"id":…}` plus an empty text field fits.
-pub const API_MIN: usize = 48;
-/// Smallest `page:` size: the page header and one smallest object.
-pub const PAGE_MIN: usize = 128;
+pub use crate::config::{API_MIN, PAGE_MIN};
 
 /// Appends the `api:` value of key `index`: one object of a size drawn
 /// uniformly from `lo..=hi` (raised to [`API_MIN`]).
