@@ -43,14 +43,12 @@ impl Auth {
 /// Runs one request, appending its response (if any) to `out`.
 pub(crate) fn execute(ctx: &mut Ctx<'_>, req: Request<'_>, auth: &mut Auth, out: &mut Vec<u8>) -> Outcome {
     let h = &req.header;
-    let quiet = h.quiet();
-    let sasl = ctx.shared.cfg.sasl.clone();
     if let Command::Malformed = req.command {
         response::error(out, h, Status::UnknownCommand);
         return Outcome::CloseAfterWrite(CloseReason::Error);
     }
     let open = matches!(h.opcode, opcode::SASL_LIST_MECHS | opcode::SASL_AUTH | opcode::SASL_STEP | opcode::VERSION);
-    if sasl.is_some() && !auth.authenticated && !open {
+    if ctx.shared.cfg.sasl.is_some() && !auth.authenticated && !open {
         response::error(out, h, Status::AuthError);
         return Outcome::CloseAfterWrite(CloseReason::Error);
     }
@@ -64,12 +62,6 @@ pub(crate) fn execute(ctx: &mut Ctx<'_>, req: Request<'_>, auth: &mut Auth, out:
             _ => Outcome::Continue,
         };
     }
-    // A success reply, unless the opcode is quiet.
-    let ok = |out: &mut Vec<u8>, cas: u64, body: Body<'_>| {
-        if !quiet {
-            response::packet(out, h, Status::Success, cas, body);
-        }
-    };
     match req.command {
         Command::Malformed => {}
         Command::Invalid => {
@@ -84,6 +76,38 @@ pub(crate) fn execute(ctx: &mut Ctx<'_>, req: Request<'_>, auth: &mut Auth, out:
             response::error(out, h, status);
             return Outcome::Swallow(swallow);
         }
+        c @ (Command::Get { .. } | Command::Touch(_)) => return read(ctx, c, h, out),
+        c @ (Command::Store(_)
+        | Command::TooLarge { .. }
+        | Command::Delete(_)
+        | Command::Arith(_)
+        | Command::Flush { .. }) => return change(ctx, c, h, out),
+        Command::Quit => {
+            ok(out, h, 0, Body::default());
+            return Outcome::CloseAfterWrite(CloseReason::Normal);
+        }
+        Command::Noop => response::packet(out, h, Status::Success, 0, Body::default()),
+        Command::Version => {
+            let body = Body { value: stats::VERSION.as_bytes(), ..Body::default() };
+            response::packet(out, h, Status::Success, 0, body);
+        }
+        Command::Stat { group } => strata_protocol::stats::binary(out, h, &stats::command(ctx.shared, Tokens(group))),
+        c => return sasl_command(ctx, c, h, auth, out),
+    }
+    Outcome::Continue
+}
+
+/// A success reply, unless the opcode is quiet.
+fn ok(out: &mut Vec<u8>, h: &Header, cas: u64, body: Body<'_>) {
+    if !h.quiet() {
+        response::packet(out, h, Status::Success, cas, body);
+    }
+}
+
+/// GET, GETQ, GETK, GETKQ, GAT… and TOUCH.
+fn read(ctx: &mut Ctx<'_>, command: Command<'_>, h: &Header, out: &mut Vec<u8>) -> Outcome {
+    let quiet = h.quiet();
+    match command {
         Command::Get { get, with_key } => {
             let hit = ctx.get(&get, |it| {
                 let body =
@@ -122,12 +146,20 @@ pub(crate) fn execute(ctx: &mut Ctx<'_>, req: Request<'_>, auth: &mut Auth, out:
                 Err(_) => response::error(out, h, Status::OutOfMemory),
             }
         }
+        _ => unreachable_command(out, h),
+    }
+    Outcome::Continue
+}
+
+/// The storage commands, DELETE, INCREMENT/DECREMENT and FLUSH.
+fn change(ctx: &mut Ctx<'_>, command: Command<'_>, h: &Header, out: &mut Vec<u8>) -> Outcome {
+    match command {
         Command::Store(set) => {
             let r = ready!(ctx.set(&set));
             ctx.shared.detail.record_set(set.key.as_bytes());
             match r {
                 Ok(stored) => match stored.outcome {
-                    StoreOutcome::Stored => ok(out, stored.cas, Body::default()),
+                    StoreOutcome::Stored => ok(out, h, stored.cas, Body::default()),
                     StoreOutcome::Exists => response::error(out, h, Status::KeyExists),
                     StoreOutcome::NotFound => response::error(out, h, Status::KeyNotFound),
                     StoreOutcome::NotStored => response::error(
@@ -159,7 +191,7 @@ pub(crate) fn execute(ctx: &mut Ctx<'_>, req: Request<'_>, auth: &mut Auth, out:
             let r = ready!(ctx.delete(&del));
             ctx.shared.detail.record_delete(del.key.as_bytes());
             match r {
-                Ok(DeleteOutcome::Deleted) => ok(out, 0, Body::default()),
+                Ok(DeleteOutcome::Deleted) => ok(out, h, 0, Body::default()),
                 Ok(DeleteOutcome::Exists) => response::error(out, h, Status::KeyExists),
                 Ok(DeleteOutcome::NotFound) => response::error(out, h, Status::KeyNotFound),
                 Err(_) => response::error(out, h, Status::OutOfMemory),
@@ -168,7 +200,7 @@ pub(crate) fn execute(ctx: &mut Ctx<'_>, req: Request<'_>, auth: &mut Auth, out:
         Command::Arith(arith) => match ctx.arith(&arith) {
             Flow::Wait(t) => return Outcome::wait(t),
             Flow::Ready(Ok(c)) => match c.outcome {
-                ArithOutcome::Value(v) => ok(out, c.cas, Body { value: &v.to_be_bytes(), ..Body::default() }),
+                ArithOutcome::Value(v) => ok(out, h, c.cas, Body { value: &v.to_be_bytes(), ..Body::default() }),
                 ArithOutcome::NotFound => response::error(out, h, Status::KeyNotFound),
                 ArithOutcome::NonNumeric => response::error(out, h, Status::DeltaBadValue),
                 ArithOutcome::Exists => response::error(out, h, Status::KeyExists),
@@ -176,22 +208,21 @@ pub(crate) fn execute(ctx: &mut Ctx<'_>, req: Request<'_>, auth: &mut Auth, out:
             },
             Flow::Ready(Err(_)) => response::error(out, h, Status::OutOfMemory),
         },
-        Command::Quit => {
-            ok(out, 0, Body::default());
-            return Outcome::CloseAfterWrite(CloseReason::Normal);
-        }
         Command::Flush { delay } => match ctx.flush_all(delay) {
-            Ok(true) => ok(out, 0, Body::default()),
+            Ok(true) => ok(out, h, 0, Body::default()),
             Ok(false) => response::error(out, h, Status::AuthError),
             Err(_) => response::error(out, h, Status::OutOfMemory),
         },
-        Command::Noop => response::packet(out, h, Status::Success, 0, Body::default()),
-        Command::Version => {
-            let body = Body { value: stats::VERSION.as_bytes(), ..Body::default() };
-            response::packet(out, h, Status::Success, 0, body);
-        }
-        Command::Stat { group } => strata_protocol::stats::binary(out, h, &stats::command(ctx.shared, Tokens(group))),
-        Command::SaslListMechs | Command::SaslAuth { .. } | Command::SaslStep { .. } if sasl.is_none() => {
+        _ => unreachable_command(out, h),
+    }
+    Outcome::Continue
+}
+
+/// The SASL commands (LIST_MECHS, AUTH, STEP).
+fn sasl_command(ctx: &mut Ctx<'_>, command: Command<'_>, h: &Header, auth: &mut Auth, out: &mut Vec<u8>) -> Outcome {
+    let sasl_on = ctx.shared.cfg.sasl.is_some();
+    match command {
+        Command::SaslListMechs | Command::SaslAuth { .. } | Command::SaslStep { .. } if !sasl_on => {
             response::error(out, h, Status::UnknownCommand)
         }
         // memcached restarts its SASL exchange on every SASL command: a
@@ -225,8 +256,17 @@ pub(crate) fn execute(ctx: &mut Ctx<'_>, req: Request<'_>, auth: &mut Auth, out:
             };
             return sasl_reply(ctx, out, h, status, auth);
         }
+        _ => unreachable_command(out, h),
     }
     Outcome::Continue
+}
+
+/// A command [`execute`] hands to a helper that does not take it: cannot
+/// happen (each helper's caller matches its commands); answered as an
+/// unknown command rather than a panic on a network path.
+fn unreachable_command(out: &mut Vec<u8>, h: &Header) {
+    debug_assert!(false, "a command reached a helper that does not serve it");
+    response::error(out, h, Status::UnknownCommand);
 }
 
 /// Checks PLAIN credentials, authenticating the connection if they hold.

@@ -27,79 +27,143 @@ fn after(flow: Flow<()>) -> Outcome {
     }
 }
 
+/// Where a classic reply goes: to the client, or under `noreply` only to
+/// the `-vv` log (memcached's shows the reply the client did not get).
+#[derive(Clone, Copy)]
+struct Say<'a> {
+    noreply: bool,
+    fd: i32,
+    shared: &'a crate::Shared,
+}
+
+impl Say<'_> {
+    fn reply(&self, out: &mut Vec<u8>, bytes: &[u8]) {
+        if !self.noreply {
+            out.extend_from_slice(bytes);
+        } else if crate::observability::verbose::on(self.shared) {
+            crate::observability::verbose::noreply(self.fd, bytes);
+        }
+    }
+}
+
 /// Runs one request, appending its reply (if any) to `out`.
 pub(crate) fn execute(ctx: &mut Ctx<'_>, req: Request<'_>, out: &mut Vec<u8>, resume: Option<usize>) -> Outcome {
-    let noreply = req.noreply;
-    let shared = ctx.shared;
-    let clock = shared.store.clock();
-    let fd = ctx.fd;
-    let reply = |out: &mut Vec<u8>, bytes: &[u8]| {
-        if !noreply {
-            out.extend_from_slice(bytes);
-        } else if crate::observability::verbose::on(shared) {
-            // memcached's -vv shows the reply the client did not get.
-            crate::observability::verbose::noreply(fd, bytes);
-        }
-    };
-    if changes::text(&req.command) && shared.store.journal_failed() {
+    let say = Say { noreply: req.noreply, fd: ctx.fd, shared: ctx.shared };
+    if changes::text(&req.command) && ctx.shared.store.journal_failed() {
         // Refused before it runs, with the reply a change the store
         // refuses gets: `noreply` hides it (meta requests have none, and
         // `q` hides no error). A refused value's data is still discarded.
-        reply(out, r::LOG_FAILED);
+        say.reply(out, r::LOG_FAILED);
         return match req.command {
             Command::TooLarge { swallow, .. } | Command::MetaTooLarge { swallow, .. } => Outcome::Swallow(swallow),
             _ => Outcome::Continue,
         };
     }
     match req.command {
-        Command::Get { keys, cas, read } => {
-            let mut pos = resume.unwrap_or(0);
-            let start = out.len();
-            let max_output = ctx.shared.cfg.max_output;
-            loop {
-                // Its own reply limit, or the server-wide budget while it
-                // is spent: the rest waits until the client reads.
-                if pos > 0 && (out.len() >= max_output || ctx.shared.replies.holds_back(out.len())) {
-                    return Outcome::Resume(pos);
+        Command::Get { keys, cas, read } => multi_get(ctx, keys, cas, read, out, resume),
+        c @ (Command::Store(_)
+        | Command::TooLarge { .. }
+        | Command::Delete(_)
+        | Command::Arith(_)
+        | Command::Touch(_)
+        | Command::FlushAll { .. }) => change(ctx, c, say, out),
+        Command::MetaGet { get, reply, value } => after(meta::get(ctx, &get, &reply, value, out)),
+        Command::MetaSet { set, reply } => after(meta::set(ctx, &set, &reply, out)),
+        Command::MetaTooLarge { key, swallow, .. } => {
+            meta::too_large(ctx, key.as_bytes(), out);
+            Outcome::Swallow(swallow)
+        }
+        Command::MetaDelete { del, reply } => after(meta::delete(ctx, &del, &reply, out)),
+        Command::MetaArith { arith, reply, value } => after(meta::arith(ctx, &arith, &reply, value, out)),
+        Command::MetaNoop => {
+            out.extend_from_slice(r::MN);
+            Outcome::Continue
+        }
+        Command::MetaDebug { key, .. } => {
+            if let Flow::Wait(t) = meta::debug(ctx, &key, out) {
+                return Outcome::wait(t);
+            }
+            inc(&ctx.stats.cmd_meta);
+            Outcome::Continue
+        }
+        Command::Error(e) => {
+            say.reply(out, e.reply());
+            Outcome::Continue
+        }
+        Command::Swallow { error, swallow } => {
+            out.extend_from_slice(error.reply());
+            Outcome::Swallow(swallow)
+        }
+        c => admin(ctx, c, say, out, resume),
+    }
+}
+
+/// `get`, `gets`, `gat`, `gats`: a value per key found, then `END`; from
+/// key position `resume` when the request runs again.
+fn multi_get(
+    ctx: &mut Ctx<'_>,
+    keys: strata_protocol::text::Keys<'_>,
+    cas: bool,
+    read: ops::Read,
+    out: &mut Vec<u8>,
+    resume: Option<usize>,
+) -> Outcome {
+    let mut pos = resume.unwrap_or(0);
+    let start = out.len();
+    let max_output = ctx.shared.cfg.max_output;
+    loop {
+        // Its own reply limit, or the server-wide budget while it
+        // is spent: the rest waits until the client reads.
+        if pos > 0 && (out.len() >= max_output || ctx.shared.replies.holds_back(out.len())) {
+            return Outcome::Resume(pos);
+        }
+        match keys.next_from(pos) {
+            None => {
+                out.extend_from_slice(r::END);
+                break;
+            }
+            Some((Key::TooLong, _)) => {
+                // memcached drops the values it had gathered for this
+                // command and sends only the error.
+                out.truncate(start);
+                out.extend_from_slice(r::BAD_FORMAT);
+                break;
+            }
+            Some((Key::Ok(key), next)) => {
+                // gat replies with the item as found, then the new
+                // expiry applies (gat -1 returns it one last time).
+                let get = ops::Get { key: ops::Key::Raw(key), read };
+                // A failed rewrite for a touch leaves the old expiry;
+                // the read itself has no error to report.
+                let hit = match ctx.get(&get, |it| write_value(out, it, cas)) {
+                    Flow::Ready(hit) => hit,
+                    // The keys before it are answered; the request
+                    // runs again from this one once its value is
+                    // read from flash (the connection parks).
+                    Flow::Wait(ticket) => return Outcome::Wait { ticket, at: Some(pos) },
+                };
+                if let Err(StoreError::NotLogged) = hit {
+                    // gat with the durability log down: the touch
+                    // cannot be kept, so nothing is answered but that.
+                    out.truncate(start);
+                    out.extend_from_slice(r::LOG_FAILED);
+                    break;
                 }
-                match keys.next_from(pos) {
-                    None => {
-                        out.extend_from_slice(r::END);
-                        break;
-                    }
-                    Some((Key::TooLong, _)) => {
-                        // memcached drops the values it had gathered for this
-                        // command and sends only the error.
-                        out.truncate(start);
-                        out.extend_from_slice(r::BAD_FORMAT);
-                        break;
-                    }
-                    Some((Key::Ok(key), next)) => {
-                        // gat replies with the item as found, then the new
-                        // expiry applies (gat -1 returns it one last time).
-                        let get = ops::Get { key: ops::Key::Raw(key), read };
-                        // A failed rewrite for a touch leaves the old expiry;
-                        // the read itself has no error to report.
-                        let hit = match ctx.get(&get, |it| write_value(out, it, cas)) {
-                            Flow::Ready(hit) => hit,
-                            // The keys before it are answered; the request
-                            // runs again from this one once its value is
-                            // read from flash (the connection parks).
-                            Flow::Wait(ticket) => return Outcome::Wait { ticket, at: Some(pos) },
-                        };
-                        if let Err(StoreError::NotLogged) = hit {
-                            // gat with the durability log down: the touch
-                            // cannot be kept, so nothing is answered but that.
-                            out.truncate(start);
-                            out.extend_from_slice(r::LOG_FAILED);
-                            break;
-                        }
-                        pos = next;
-                        ctx.shared.detail.record_get(key, matches!(hit, Ok(Some(()))));
-                    }
-                }
+                pos = next;
+                ctx.shared.detail.record_get(key, matches!(hit, Ok(Some(()))));
             }
         }
+    }
+    Outcome::Continue
+}
+
+/// The classic commands that change an item (and `flush_all`).
+fn change(ctx: &mut Ctx<'_>, command: Command<'_>, say: Say<'_>, out: &mut Vec<u8>) -> Outcome {
+    let reply = |out: &mut Vec<u8>, bytes: &[u8]| say.reply(out, bytes);
+    let noreply = say.noreply;
+    let shared = say.shared;
+    let fd = say.fd;
+    match command {
         Command::Store(set) => {
             let r = ready!(ctx.set(&set));
             ctx.shared.detail.record_set(set.key.as_bytes());
@@ -167,6 +231,16 @@ pub(crate) fn execute(ctx: &mut Ctx<'_>, req: Request<'_>, out: &mut Vec<u8>, re
                 Err(_) => r::LOG_FAILED,
             },
         ),
+        _ => unreachable_command(out),
+    }
+    Outcome::Continue
+}
+
+/// The admin commands: version, verbosity, memory limit, tuning, dumps,
+/// quit and shutdown, certificates, `watch`, `stats`, `snapshot`.
+fn admin(ctx: &mut Ctx<'_>, command: Command<'_>, say: Say<'_>, out: &mut Vec<u8>, resume: Option<usize>) -> Outcome {
+    let reply = |out: &mut Vec<u8>, bytes: &[u8]| say.reply(out, bytes);
+    match command {
         Command::Version => {
             out.extend_from_slice(b"VERSION ");
             out.extend_from_slice(stats::VERSION.as_bytes());
@@ -209,29 +283,7 @@ pub(crate) fn execute(ctx: &mut Ctx<'_>, req: Request<'_>, out: &mut Vec<u8>, re
         Command::Metadump { mg, .. } if resume.is_none() && ctx.replies_queued => {
             out.extend_from_slice(if mg { r::MGDUMP_PIPELINED } else { r::METADUMP_PIPELINED })
         }
-        Command::Metadump { classes, mg } => {
-            // A class id is a size band's number, as `stats items` and
-            // `stats slabs` report them.
-            {
-                let (start, stripes) = (resume.unwrap_or(0), ctx.store.stripes());
-                for stripe in start..stripes {
-                    // At least one stripe per turn; then the client reads.
-                    if stripe > start && out.len() >= ctx.shared.cfg.max_output {
-                        return Outcome::Resume(stripe);
-                    }
-                    ctx.store.scan(stripe, |key, info| {
-                        let class = info.class;
-                        if classes & (1 << class) == 0 {
-                        } else if mg {
-                            mgdump_line(out, key, info.binary_key)
-                        } else {
-                            metadump_line(out, key, info, class, clock)
-                        }
-                    });
-                }
-            }
-            out.extend_from_slice(if mg { r::EN } else { r::END });
-        }
+        Command::Metadump { classes, mg } => return metadump(ctx, classes, mg, out, resume),
         Command::Quit => return Outcome::CloseAfterWrite(CloseReason::Normal),
         Command::Shutdown { mode } => {
             if !ctx.shared.cfg.shutdown_enabled {
@@ -260,35 +312,7 @@ pub(crate) fn execute(ctx: &mut Ctx<'_>, req: Request<'_>, out: &mut Vec<u8>, re
                 }
             },
         },
-        Command::Watch { args } => {
-            if !ctx.shared.cfg.watch_enabled {
-                out.extend_from_slice(r::WATCH_DISABLED);
-                return Outcome::Continue;
-            }
-            if ctx.replies_queued {
-                out.extend_from_slice(r::WATCH_PIPELINED);
-                return Outcome::Continue;
-            }
-            let mut kinds = 0;
-            for name in args.iter() {
-                match crate::observability::watch::kind(name) {
-                    Some(k) => kinds |= k,
-                    None => {
-                        out.extend_from_slice(r::ERROR);
-                        return Outcome::Continue;
-                    }
-                }
-            }
-            // memcached's default: fetchers.
-            let kinds = if kinds == 0 { crate::observability::watch::FETCHERS } else { kinds };
-            match ctx.shared.watchers.add(kinds) {
-                Some(w) => {
-                    out.extend_from_slice(r::OK);
-                    return Outcome::Watch(w);
-                }
-                None => out.extend_from_slice(r::WATCHER_TOO_MANY),
-            }
-        }
+        Command::Watch { args } => return watch(ctx, args, out),
         Command::Stats { args } if args.iter().next() == Some(b"cachedump") => {
             if ctx.shared.cfg.dump_enabled {
                 cachedump(ctx, args, out)
@@ -304,7 +328,7 @@ pub(crate) fn execute(ctx: &mut Ctx<'_>, req: Request<'_>, out: &mut Vec<u8>, re
         }),
         #[cfg(feature = "test-hooks")]
         Command::DebugAdvanceClock { seconds } => {
-            clock.advance(seconds);
+            ctx.shared.store.clock().advance(seconds);
             out.extend_from_slice(r::OK);
         }
         // Test-only (--enable-debug-clock): a stand-in for a bug, so tests
@@ -312,28 +336,78 @@ pub(crate) fn execute(ctx: &mut Ctx<'_>, req: Request<'_>, out: &mut Vec<u8>, re
         #[cfg(feature = "test-hooks")]
         #[allow(clippy::panic)]
         Command::DebugPanic => panic!("debug_panic: a test asked for a panic"),
-        Command::MetaGet { get, reply, value } => return after(meta::get(ctx, &get, &reply, value, out)),
-        Command::MetaSet { set, reply } => return after(meta::set(ctx, &set, &reply, out)),
-        Command::MetaTooLarge { key, swallow, .. } => {
-            meta::too_large(ctx, key.as_bytes(), out);
-            return Outcome::Swallow(swallow);
-        }
-        Command::MetaDelete { del, reply } => return after(meta::delete(ctx, &del, &reply, out)),
-        Command::MetaArith { arith, reply, value } => return after(meta::arith(ctx, &arith, &reply, value, out)),
-        Command::MetaNoop => out.extend_from_slice(r::MN),
-        Command::MetaDebug { key, .. } => {
-            if let Flow::Wait(t) = meta::debug(ctx, &key, out) {
-                return Outcome::wait(t);
-            }
-            inc(&ctx.stats.cmd_meta);
-        }
-        Command::Error(e) => reply(out, e.reply()),
-        Command::Swallow { error, swallow } => {
-            out.extend_from_slice(error.reply());
-            return Outcome::Swallow(swallow);
-        }
+        _ => unreachable_command(out),
     }
     Outcome::Continue
+}
+
+/// `lru_crawler metadump|mgdump`: a line per item of the classes asked
+/// for, index stripe by stripe; from stripe `resume` when it runs again
+/// after the client read what was sent.
+fn metadump(ctx: &mut Ctx<'_>, classes: u64, mg: bool, out: &mut Vec<u8>, resume: Option<usize>) -> Outcome {
+    let clock = ctx.shared.store.clock();
+    // A class id is a size band's number, as `stats items` and
+    // `stats slabs` report them.
+    {
+        let (start, stripes) = (resume.unwrap_or(0), ctx.store.stripes());
+        for stripe in start..stripes {
+            // At least one stripe per turn; then the client reads.
+            if stripe > start && out.len() >= ctx.shared.cfg.max_output {
+                return Outcome::Resume(stripe);
+            }
+            ctx.store.scan(stripe, |key, info| {
+                let class = info.class;
+                if classes & (1 << class) == 0 {
+                } else if mg {
+                    mgdump_line(out, key, info.binary_key)
+                } else {
+                    metadump_line(out, key, info, class, clock)
+                }
+            });
+        }
+    }
+    out.extend_from_slice(if mg { r::EN } else { r::END });
+    Outcome::Continue
+}
+
+/// `watch [kinds]`: the connection receives event lines from now on.
+fn watch(ctx: &mut Ctx<'_>, args: strata_protocol::text::Tokens<'_>, out: &mut Vec<u8>) -> Outcome {
+    if !ctx.shared.cfg.watch_enabled {
+        out.extend_from_slice(r::WATCH_DISABLED);
+        return Outcome::Continue;
+    }
+    if ctx.replies_queued {
+        out.extend_from_slice(r::WATCH_PIPELINED);
+        return Outcome::Continue;
+    }
+    let mut kinds = 0;
+    for name in args.iter() {
+        match crate::observability::watch::kind(name) {
+            Some(k) => kinds |= k,
+            None => {
+                out.extend_from_slice(r::ERROR);
+                return Outcome::Continue;
+            }
+        }
+    }
+    // memcached's default: fetchers.
+    let kinds = if kinds == 0 { crate::observability::watch::FETCHERS } else { kinds };
+    match ctx.shared.watchers.add(kinds) {
+        Some(w) => {
+            out.extend_from_slice(r::OK);
+            return Outcome::Watch(w);
+        }
+        None => out.extend_from_slice(r::WATCHER_TOO_MANY),
+    }
+    Outcome::Continue
+}
+
+/// A command [`execute`] hands to a helper that does not take it: cannot
+/// happen (each helper's caller matches its commands); answered as an
+/// unknown command rather than a panic on a network path.
+fn unreachable_command(out: &mut Vec<u8>) {
+    debug_assert!(false, "a command reached a helper that does not serve it");
+    out.extend_from_slice(r::ERROR);
 }
 
 /// memcached's output cap for `stats cachedump`.
