@@ -7,8 +7,10 @@ use std::sync::Arc;
 
 use clap::{ArgAction, Parser};
 use strata_persist::Durability;
-use strata_server::{Credentials, IoBackend, Loaded, Protocol, ServerConfig, SnapshotConfig};
+use strata_server::{Credentials, Loaded, Protocol, ServerConfig, SnapshotConfig};
 use strata_store::Config as StoreConfig;
+
+use crate::options::parse_size;
 
 pub use crate::error::ConfigError;
 
@@ -237,10 +239,6 @@ pub struct Args {
     hooks: crate::hooks::TestHooks,
 }
 
-/// Whether values are stored compressed unless `-o compression=` says
-/// otherwise (the measurements behind the choice: docs/benchmarks.md).
-const COMPRESSION_DEFAULT: bool = false;
-
 /// Unread replies across connections, beyond each one's 64 KiB, unless
 /// `-o read_buf_mem_limit` says otherwise: a quarter of `-m`, at least
 /// 32 MiB. (memcached has no limit by default.)
@@ -251,23 +249,6 @@ fn reply_budget_default(memory_limit: usize) -> usize {
 /// Whether `--durability` asks for anything but off (checked fully later).
 fn durability_requested(v: &str) -> bool {
     v != "off"
-}
-
-/// An extended option's number.
-fn number<T: std::str::FromStr>(k: &str, v: &str) -> Result<T, String> {
-    v.parse().map_err(|_| format!("invalid {k} {v:?} (a number)"))
-}
-
-/// memcached's -I syntax: a number with an optional k/m/g suffix.
-fn parse_size(s: &str) -> Result<usize, String> {
-    let bad = || format!("invalid item size {s:?} (use e.g. 1m, 512k or a byte count)");
-    let (num, mult) = match s.chars().last() {
-        Some('k' | 'K') => (&s[..s.len() - 1], 1 << 10),
-        Some('m' | 'M') => (&s[..s.len() - 1], 1 << 20),
-        Some('g' | 'G') => (&s[..s.len() - 1], 1 << 30),
-        _ => (s, 1),
-    };
-    num.parse::<usize>().ok().and_then(|n| n.checked_mul(mult)).ok_or_else(bad)
 }
 
 /// Address space to reserve for `cache_memlimit` raises: four times `-m`,
@@ -286,6 +267,92 @@ fn memory_reserve(limit: usize) -> usize {
 
 impl Args {
     pub fn into_configs(self) -> Result<(StoreConfig, ServerConfig), ConfigError> {
+        let lim = self.limits()?;
+        let o = crate::options::parse(&self.extended)?;
+        o.zcfg.validate().map_err(|e| e.to_string())?;
+        let mut tuning = o.tuning.finish(lim.item_size_max, self.slab_min_size)?;
+        for (k, v) in o.ext.without_effect() {
+            tuning.recorded.ext.push((k, v));
+            if !tuning.no_effect.contains(&k) {
+                tuning.no_effect.push(k);
+            }
+        }
+        if o.ext.enabled() && durability_requested(&self.durability) {
+            // Items on flash are not in the snapshot a recovery starts from.
+            return Err("--durability does not work with -o ext_path yet".into());
+        }
+        let flash = o.ext.open(lim.item_size_max)?;
+        #[cfg(feature = "test-hooks")]
+        let flash = self.hooks.flash(flash)?;
+        let store = StoreConfig {
+            memory_limit: lim.memory_limit,
+            memory_reserve: memory_reserve(lim.memory_limit),
+            item_size_max: lim.item_size_max,
+            segment_size: 0,
+            evictions: !self.disable_evictions,
+            cas: !self.disable_cas,
+            hash_power: o.hash_power,
+            compression: o.compression.then_some(o.zcfg),
+            flash,
+            size_classes: strata_store::SizeClasses { growth_factor: self.growth_factor, min_size: self.slab_min_size },
+            ..StoreConfig::default()
+        };
+        let (protocol, sasl, auth_file) = self.protocol_and_auth()?;
+        // memcached takes the first byte of -D's argument.
+        let prefix_delimiter = match self.prefix_delimiter.as_deref().map(str::as_bytes) {
+            None => b':',
+            Some([c, ..]) => *c,
+            Some([]) => return Err("invalid -D \"\" (a delimiter character)".into()),
+        };
+        let snapshot = self.snapshot(store.compression.is_some())?;
+        let tls = o.tls.settings(self.enable_ssl)?;
+        let listen = if self.listen.is_empty() { vec!["127.0.0.1".to_string()] } else { self.listen };
+        let server = ServerConfig {
+            tls,
+            snapshot,
+            metrics_listen: self.metrics_listen,
+            user: self.user,
+            pid_file: self.pid_file,
+            idle_timeout: o.idle_timeout,
+            background_reclaim: o.background_reclaim,
+            tuning,
+            reply_budget: o
+                .read_buf_mem_limit
+                .map_or_else(|| reply_budget_default(lim.memory_limit), |mb| mb.saturating_mul(1 << 20)),
+            port: self.port,
+            udp_port: self.udp_port,
+            listen,
+            unix_socket: self.unix_socket,
+            unix_mask: lim.unix_mask,
+            max_conns: lim.max_conns,
+            threads: lim.threads,
+            backlog: self.listen_backlog,
+            reqs_per_event: lim.reqs_per_event,
+            shutdown_enabled: self.enable_shutdown,
+            flush_enabled: !self.disable_flush_all,
+            dump_enabled: !self.disable_dumping,
+            watch_enabled: !self.disable_watch,
+            verbosity: u32::from(self.verbose),
+            item_size_max: lim.item_size_max,
+            max_get_line: o.max_get_line,
+            max_output: 256 << 10,
+            #[cfg(feature = "test-hooks")]
+            debug_clock: self.hooks.enable_debug_clock,
+            #[cfg(not(feature = "test-hooks"))]
+            debug_clock: false,
+            protocol,
+            sasl,
+            auth_file,
+            io: o.io,
+            io_buffers: o.io_buffers,
+            prefix_delimiter,
+            detail_enabled: self.prefix_delimiter.is_some(),
+        };
+        Ok((store, server))
+    }
+
+    /// The sizes and counts, checked with memcached's wording.
+    fn limits(&self) -> Result<Limits, ConfigError> {
         let item_size_max = parse_size(&self.max_item_size)?;
         // memcached's checks and wording.
         if self.growth_factor <= 1.0 || !self.growth_factor.is_finite() {
@@ -323,130 +390,13 @@ impl Args {
             Some(t) => positive(t, "Number of threads must be greater than 0 (-t)")?,
             None => std::thread::available_parallelism().map_or(4, |n| n.get()),
         };
-        let mut hash_power = 0;
-        let mut max_get_line = 1 << 20;
-        let mut io = IoBackend::Auto;
-        let mut io_buffers = 64;
-        let mut compression = COMPRESSION_DEFAULT;
-        let mut zcfg = strata_compress::Config::default();
-        let mut ext = crate::ext::ExtOptions::default();
-        let mut idle_timeout = 0;
-        let mut background_reclaim = true;
-        let mut read_buf_mem_limit: Option<usize> = None;
-        let mut tls = crate::tls::TlsOptions::default();
-        let mut tuning = crate::tuning::Tuning::default();
-        for opt in self.extended.iter().flat_map(|o| o.split(',')).filter(|o| !o.is_empty()) {
-            let (k, v) = opt.split_once('=').unwrap_or((opt, ""));
-            match k {
-                "hashpower" => {
-                    hash_power = v
-                        .parse::<u32>()
-                        .ok()
-                        .filter(|p| (12..=32).contains(p))
-                        .ok_or_else(|| format!("invalid hashpower {v:?} (12 to 32)"))?
-                }
-                "max_get_line" => {
-                    max_get_line = v
-                        .parse::<usize>()
-                        .ok()
-                        .filter(|n| *n >= 2048)
-                        .ok_or_else(|| format!("invalid max_get_line {v:?} (at least 2048)"))?
-                }
-                "io" => {
-                    io = match v {
-                        "auto" => IoBackend::Auto,
-                        "uring" | "io_uring" => IoBackend::Uring,
-                        "epoll" => IoBackend::Epoll,
-                        _ => return Err(format!("invalid io {v:?} (auto, uring or epoll)").into()),
-                    }
-                }
-                "io_buffers" => {
-                    io_buffers = v
-                        .parse::<u16>()
-                        .ok()
-                        .filter(|n| n.is_power_of_two() && (2..=4096).contains(n))
-                        .ok_or_else(|| format!("invalid io_buffers {v:?} (a power of two, 2 to 4096)"))?
-                }
-                "compression" => {
-                    compression = match v {
-                        "on" | "1" | "yes" => true,
-                        "off" | "0" | "no" => false,
-                        _ => return Err(format!("invalid compression {v:?} (on or off)").into()),
-                    }
-                }
-                "idle_timeout" => idle_timeout = number(k, v)?,
-                // memcached's LRU maintainer thread; strata's is the
-                // background reclaimer.
-                "lru_maintainer" => background_reclaim = true,
-                // memcached's bundle: it also turns off its crawler and its
-                // LRU maintainer (t/lru-crawler.t starts with it).
-                "no_modern" => {
-                    background_reclaim = false;
-                    tuning.cfg.crawler = false;
-                    tuning.no_modern();
-                }
-                "no_lru_maintainer" => background_reclaim = false,
-                "read_buf_mem_limit" => read_buf_mem_limit = Some(number(k, v)?),
-                // The crawler `lru_crawler crawl` starts (admin.rs).
-                "lru_crawler" => tuning.cfg.crawler = true,
-                "no_lru_crawler" => tuning.cfg.crawler = false,
-                "lru_crawler_sleep" => {
-                    tuning.cfg.crawler_sleep_us = number::<u32>(k, v)
-                        .ok()
-                        .filter(|us| *us <= 1_000_000)
-                        .ok_or_else(|| format!("invalid lru_crawler_sleep {v:?} (0 to 1000000 microseconds)"))?
-                }
-                "lru_crawler_tocrawl" => tuning.cfg.crawler_tocrawl = number(k, v)?,
-                // memcached's proxy (a build option there) routes requests
-                // to other servers; strata serves them itself, and taking
-                // the option silently would answer from the wrong place.
-                "proxy_config" | "proxy_arg" | "proxy_uring" => {
-                    return Err(format!(
-                        "-o {k}: strata is a cache server, not memcached's proxy; run a proxy in front of it"
-                    )
-                    .into())
-                }
-                "compression_level" => zcfg.level = number(k, v)?,
-                "compression_min_size" => zcfg.min_size = parse_size(v)?,
-                "compression_min_saving" => zcfg.min_saving_percent = number(k, v)?,
-                "compression_dict_size" => zcfg.dict_size = parse_size(v)?,
-                "compression_train_bytes" => zcfg.train_bytes = parse_size(v)?,
-                "compression_sample" => zcfg.sample_one_in = number(k, v)?,
-                "compression_retrain_drop" => zcfg.retrain_drop_percent = number(k, v)?,
-                _ if tls.take(k, v)? => {}
-                _ if ext.take(k, v)? => {}
-                _ if tuning.take(k, v)? => {}
-                _ => return Err(format!("unknown extended option {k:?} (-o)").into()),
-            }
-        }
-        zcfg.validate().map_err(|e| e.to_string())?;
-        let mut tuning = tuning.finish(item_size_max, self.slab_min_size)?;
-        for (k, v) in ext.without_effect() {
-            tuning.recorded.ext.push((k, v));
-            if !tuning.no_effect.contains(&k) {
-                tuning.no_effect.push(k);
-            }
-        }
-        if ext.enabled() && durability_requested(&self.durability) {
-            // Items on flash are not in the snapshot a recovery starts from.
-            return Err("--durability does not work with -o ext_path yet".into());
-        }
-        let flash = ext.open(item_size_max)?;
-        #[cfg(feature = "test-hooks")]
-        let flash = self.hooks.flash(flash)?;
-        let store = StoreConfig {
-            memory_limit,
-            memory_reserve: memory_reserve(memory_limit),
-            item_size_max,
-            segment_size: 0,
-            evictions: !self.disable_evictions,
-            cas: !self.disable_cas,
-            hash_power,
-            compression: compression.then_some(zcfg),
-            flash,
-            size_classes: strata_store::SizeClasses { growth_factor: self.growth_factor, min_size: self.slab_min_size },
-            ..StoreConfig::default()
-        };
+        Ok(Limits { item_size_max, memory_limit, unix_mask, max_conns, reqs_per_event, threads })
+    }
+
+    /// `-B`, `-S` and `-Y`: the protocols a connection may speak and the
+    /// credentials they need, as memcached combines them.
+    #[allow(clippy::type_complexity)]
+    fn protocol_and_auth(&self) -> Result<(Protocol, Option<Arc<Credentials>>, Option<Arc<Credentials>>), ConfigError> {
         // Whether -B was given at all: like memcached, an explicit `-B auto`
         // conflicts with -S and -Y, the default does not.
         let specified = self.protocol.is_some();
@@ -484,14 +434,14 @@ impl Args {
             }
             protocol = Protocol::Ascii;
         }
-        let listen = if self.listen.is_empty() { vec!["127.0.0.1".to_string()] } else { self.listen };
-        // memcached takes the first byte of -D's argument.
-        let prefix_delimiter = match self.prefix_delimiter.as_deref().map(str::as_bytes) {
-            None => b':',
-            Some([c, ..]) => *c,
-            Some([]) => return Err("invalid -D \"\" (a delimiter character)".into()),
-        };
-        let snapshot_file = match (self.snapshot_dir, self.memory_file) {
+        Ok((protocol, sasl, auth_file))
+    }
+
+    /// `--snapshot-dir` (or `-e`), `--snapshot-interval`, `--snapshot-strict`
+    /// and `--durability`, checked together (`compressed`: the values are
+    /// compressed, which the durability log does not carry yet).
+    fn snapshot(&self, compressed: bool) -> Result<Option<SnapshotConfig>, ConfigError> {
+        let snapshot_file = match (self.snapshot_dir.clone(), self.memory_file.clone()) {
             (Some(_), Some(_)) => return Err("give --snapshot-dir or -e/--memory-file, not both".into()),
             (Some(dir), None) => Some(dir.join(strata_persist::SNAPSHOT_FILE)),
             (None, file) => file,
@@ -509,7 +459,7 @@ impl Args {
             if snapshot_file.is_none() {
                 return Err("--durability needs --snapshot-dir (the log is kept beside the snapshot)".into());
             }
-            if store.compression.is_some() {
+            if compressed {
                 return Err("--durability does not work with -o compression=on yet".into());
             }
         }
@@ -524,49 +474,18 @@ impl Args {
             lock: None,
             backend: std::sync::Arc::new(strata_persist::OsBackend),
         });
-        let tls = tls.settings(self.enable_ssl)?;
-        let server = ServerConfig {
-            tls,
-            snapshot,
-            metrics_listen: self.metrics_listen,
-            user: self.user,
-            pid_file: self.pid_file,
-            idle_timeout,
-            background_reclaim,
-            tuning,
-            reply_budget: read_buf_mem_limit
-                .map_or_else(|| reply_budget_default(memory_limit), |mb| mb.saturating_mul(1 << 20)),
-            port: self.port,
-            udp_port: self.udp_port,
-            listen,
-            unix_socket: self.unix_socket,
-            unix_mask,
-            max_conns,
-            threads,
-            backlog: self.listen_backlog,
-            reqs_per_event,
-            shutdown_enabled: self.enable_shutdown,
-            flush_enabled: !self.disable_flush_all,
-            dump_enabled: !self.disable_dumping,
-            watch_enabled: !self.disable_watch,
-            verbosity: u32::from(self.verbose),
-            item_size_max,
-            max_get_line,
-            max_output: 256 << 10,
-            #[cfg(feature = "test-hooks")]
-            debug_clock: self.hooks.enable_debug_clock,
-            #[cfg(not(feature = "test-hooks"))]
-            debug_clock: false,
-            protocol,
-            sasl,
-            auth_file,
-            io,
-            io_buffers,
-            prefix_delimiter,
-            detail_enabled: self.prefix_delimiter.is_some(),
-        };
-        Ok((store, server))
+        Ok(snapshot)
     }
+}
+
+/// [`Args::limits`]' checked sizes and counts.
+struct Limits {
+    item_size_max: usize,
+    memory_limit: usize,
+    unix_mask: u32,
+    max_conns: usize,
+    reqs_per_event: usize,
+    threads: usize,
 }
 
 #[cfg(test)]

@@ -8,6 +8,7 @@ mod error;
 mod ext;
 #[cfg(feature = "test-hooks")]
 mod hooks;
+mod options;
 mod tls;
 mod tuning;
 mod warm;
