@@ -7,8 +7,9 @@
 // #[test] functions; these helpers live beside them).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+use crate::model_tests::{check, op_with, ops_len, Op};
 use crate::testing::Now;
-use crate::tests::{check, get, op_with, ops_len, set, store_of, Op};
+use crate::tests::{get, set, store_of};
 use crate::*;
 use proptest::prelude::*;
 use std::sync::Arc;

@@ -90,10 +90,18 @@ pub const MAX_RETRIES: usize = 16;
 
 #[cfg(all(test, not(miri)))]
 mod aio_tests;
+#[cfg(test)]
+mod churn_tests;
 #[cfg(all(test, not(miri)))]
 mod compress_tests;
 #[cfg(test)]
 mod cut_tests;
+#[cfg(test)]
+mod image_tests;
+#[cfg(test)]
+mod memory_tests;
+#[cfg(test)]
+mod model_tests;
 #[cfg(test)]
 mod open_tests;
 #[cfg(test)]
