@@ -268,10 +268,10 @@ NIGHTLY ?= nightly
 MIRI_MODELS ?= stacked
 MIRIFLAGS_stacked := -Zmiri-permissive-provenance
 MIRIFLAGS_tree := -Zmiri-permissive-provenance -Zmiri-tree-borrows
-MIRI_HEAVY := tests::overwrite_churn_keeps_every_key_at_70_percent_live tests::never_wrong_with_eviction \
-  tests::agrees_with_a_model_without_eviction tests::nothing_live_is_evicted_while_a_segment_of_dead_bytes_is_left \
-  tests::size_bands_add_up_and_the_crawler_takes_only_expired_items tests::restored_images_read_back_with_their_cas_flags_and_times \
-  cut_tests::segments_of_the_cut_freed_before_their_copy_are_handed_off tests::images_stay_whole_while_writers_evict
+MIRI_HEAVY := churn_tests::overwrite_churn_keeps_every_key_at_70_percent_live model_tests::never_wrong_with_eviction \
+  model_tests::agrees_with_a_model_without_eviction churn_tests::nothing_live_is_evicted_while_a_segment_of_dead_bytes_is_left \
+  churn_tests::size_bands_add_up_and_the_crawler_takes_only_expired_items image_tests::restored_images_read_back_with_their_cas_flags_and_times \
+  cut_tests::segments_of_the_cut_freed_before_their_copy_are_handed_off image_tests::images_stay_whole_while_writers_evict
 miri-setup:
 	@rustup toolchain list | grep -q "^$(NIGHTLY)" \
 	  || rustup toolchain install $(NIGHTLY) --profile minimal
