@@ -1,5 +1,5 @@
-"""The Rust names docs/design.md gives in backticks exist in the source as
-it says: a type (`Store`), a type's variant (`Phase::Parked`), method or
+"""The Rust names docs/design.md and its pages (docs/design/*.md) give in
+backticks exist in the source as it says: a type (`Store`), a type's variant (`Phase::Parked`), method or
 field (`Store::on_starved`, `SegMeta::dicts`), and the fields it spells out
 (`Phase::Woken { at, ticket }`). A design document that names what the code
 no longer has sends a newcomer to the wrong room.
@@ -127,14 +127,17 @@ def check(span: str) -> str | None:
 
 
 def test_every_backticked_rust_name_exists():
-    text = DESIGN.read_text(encoding="utf-8")
     wrong = []
-    for n, line in enumerate(text.splitlines(), 1):
-        for span in re.findall(r"`([^`\n]+)`", line):
-            why = check(span)
-            if why:
-                wrong.append(f"design.md:{n}: `{span}`: {why}")
-    assert not wrong, "docs/design.md names what the source does not have:\n" + "\n".join(wrong)
+    pages = [DESIGN, *sorted(DESIGN.parent.glob("design/*.md"))]
+    assert len(pages) > 1, "no docs/design/*.md pages found"
+    for page in pages:
+        where = page.relative_to(DESIGN.parent).as_posix()
+        for n, line in enumerate(page.read_text(encoding="utf-8").splitlines(), 1):
+            for span in re.findall(r"`([^`\n]+)`", line):
+                why = check(span)
+                if why:
+                    wrong.append(f"{where}:{n}: `{span}`: {why}")
+    assert not wrong, "the design pages name what the source does not have:\n" + "\n".join(wrong)
 
 
 def test_the_checker_tells_wrong_from_right():

@@ -32,7 +32,7 @@ def crc32c(data, crc=0):
 
 
 def log_record(kind, payload):
-    """A whole log record (docs/design.md, the log file format)."""
+    """A whole log record (docs/design/snapshots.md, the log file format)."""
     head = bytes([kind, 0, 0, 0]) + struct.pack("<I", len(payload))
     return head + struct.pack("<I", crc32c(head + payload)) + payload
 

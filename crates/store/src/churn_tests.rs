@@ -279,7 +279,7 @@ fn a_read_item_cleaned_out_of_the_small_queue_survives_eviction() {
     assert!(s.stats().evictions > 0);
     // All but the odd item: a victim whose items were all read needs more
     // than the one reserve segment when the main copy target is already
-    // part full, and what does not fit is evicted (`docs/design.md`).
+    // part full, and what does not fit is evicted (`docs/design/reclaim.md`).
     let lost: Vec<usize> = (0..rounds).filter(|r| get(&mut w, format!("read{r}").as_bytes()).is_none()).collect();
     assert!(lost.len() <= 2, "{} of {rounds} read items lost: {lost:?}", lost.len());
 }

@@ -134,7 +134,7 @@ const CLEAN_MAX_LIVE_PERCENT: usize = 85;
 /// a copy target frees nothing net for the writer (its victim refills the
 /// reserve instead), so an allocation may take a few; the bound keeps a
 /// store whose dead bytes are spread thin from copying without end, at the
-/// cost of an eviction there (`docs/design.md`).
+/// cost of an eviction there (`docs/design/reclaim.md`).
 const STEPS_PER_ALLOC: usize = 16;
 
 /// How long a writer in the last resort waits for a segment (for pins to

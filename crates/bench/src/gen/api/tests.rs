@@ -214,7 +214,7 @@ fn zstd_ratios_look_like_real_json() -> Res {
 }
 
 /// The measurements behind compression's defaults (docs/benchmarks.md,
-/// "Compression"; docs/design.md, "Compression"): for objects and
+/// "Compression"; docs/design/compression.md): for objects and
 /// pages, the ratio strata's stored form gets and the compression time
 /// per value at each zstd level and dictionary size, decompression time
 /// at the default, and a dictionary trained on a mix of both kinds. As
