@@ -164,6 +164,23 @@ fn general(shared: &Shared) -> Snapshot {
     let (checked, reclaimed) = shared.store.crawler_totals();
     s.counter("crawler_reclaimed", "Expired items the crawler unlinked.", reclaimed);
     s.counter("crawler_items_checked", "Items the crawler looked at.", checked);
+    strata_memory(&mut s, shared, &st);
+    if let Some(tls) = &shared.tls {
+        s.counter("ssl_handshake_errors", "TLS handshakes that failed.", tls.handshake_errors.load(Relaxed));
+        let loaded = i64::try_from(tls.loaded_at.load(Relaxed)).unwrap_or(i64::MAX);
+        let since = clock.unix_now().saturating_sub(loaded).max(0);
+        s.gauge("time_since_server_cert_refresh", "Seconds since the certificates were loaded.", since);
+    }
+    compression(&mut s, &st);
+    flash(&mut s, &st);
+    snapshots(&mut s, shared);
+    s
+}
+
+/// strata's own figures after memcached's: segments, reclaim and the
+/// cleaner, write amplification, dead and idle bytes, and the worker
+/// counters strata adds.
+fn strata_memory(s: &mut Snapshot, shared: &Shared, st: &strata_store::StoreStats) {
     s.info("strata_segment_size", "Bytes per segment.", st.segment_size);
     s.gauge("strata_segments_total", "Segments the memory reserve holds.", st.segments_total);
     s.gauge("strata_segments_free", "Segments on the free list.", st.segments_free);
@@ -196,9 +213,9 @@ fn general(shared: &Shared) -> Snapshot {
         "Unread reply bytes beyond each connection's 64 KiB, counted against -o read_buf_mem_limit.",
         shared.replies.charged(),
     );
-    worker_counter(&mut s, shared, "idle_kicks");
-    worker_counter(&mut s, shared, "strata_worker_panics");
-    worker_counter(&mut s, shared, "strata_auth_closed");
+    worker_counter(s, shared, "idle_kicks");
+    worker_counter(s, shared, "strata_worker_panics");
+    worker_counter(s, shared, "strata_auth_closed");
     s.counter("strata_bytes_stored", "Bytes of items written by requests (header, key, value).", st.bytes_stored);
     s.counter("strata_bytes_copied", "Bytes of items copied forward by the cleaner and eviction.", st.bytes_copied);
     let wa =
@@ -221,17 +238,7 @@ fn general(shared: &Shared) -> Snapshot {
         "Bytes of -m's segments holding nothing: free segments and the unwritten ends of those in use.",
         st.idle_bytes,
     );
-    worker_counter(&mut s, shared, "strata_store_contended");
-    if let Some(tls) = &shared.tls {
-        s.counter("ssl_handshake_errors", "TLS handshakes that failed.", tls.handshake_errors.load(Relaxed));
-        let loaded = i64::try_from(tls.loaded_at.load(Relaxed)).unwrap_or(i64::MAX);
-        let since = clock.unix_now().saturating_sub(loaded).max(0);
-        s.gauge("time_since_server_cert_refresh", "Seconds since the certificates were loaded.", since);
-    }
-    compression(&mut s, &st);
-    flash(&mut s, &st);
-    snapshots(&mut s, shared);
-    s
+    worker_counter(s, shared, "strata_store_contended");
 }
 
 /// The flash tier's figures, with `-o ext_path`: memcached's extstore
