@@ -120,35 +120,9 @@ fn main() -> ExitCode {
         print!("{LICENSE}");
         return ExitCode::SUCCESS;
     }
-    let level = level_of(u32::from(args.verbose));
     let logfile = conf.as_ref().and_then(|c| c.logfile.as_ref());
-    let log: Box<dyn Fn() -> Box<dyn std::io::Write> + Send + Sync> = match logfile {
-        None => Box::new(|| Box::new(std::io::stderr())),
-        Some(path) => match std::fs::OpenOptions::new().create(true).append(true).open(path) {
-            Ok(f) => {
-                let f = std::sync::Arc::new(f);
-                Box::new(move || Box::new(LogFile(f.clone())))
-            }
-            Err(e) => {
-                eprintln!("strata: logfile {}: {e}", path.display());
-                return ExitCode::from(73);
-            }
-        },
-    };
-    {
-        use tracing_subscriber::prelude::*;
-        use tracing_subscriber::{fmt, reload, EnvFilter};
-        let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| level.into());
-        let (filter, handle) = reload::Layer::new(filter);
-        let ansi = logfile.is_none() && std::io::IsTerminal::is_terminal(&std::io::stderr());
-        tracing_subscriber::registry()
-            .with(filter)
-            .with(fmt::layer().with_writer(log).with_target(false).with_ansi(ansi))
-            .init();
-        // `verbosity N` from a client sets the level as -v would.
-        strata_server::on_verbosity(Box::new(move |v| {
-            let _ = handle.reload(EnvFilter::new(level_of(v)));
-        }));
+    if let Err(code) = init_logging(u32::from(args.verbose), logfile) {
+        return code;
     }
     if let Some(c) = conf.as_ref().filter(|c| !c.ignored.is_empty()) {
         tracing::warn!(lines = ?c.ignored, "--config: lines that are neither a flag nor `logfile` were ignored");
@@ -157,29 +131,9 @@ fn main() -> ExitCode {
         enable_coredumps();
     }
     let (daemon, lock, huge) = (args.daemon, args.lock_memory, args.large_pages);
-    let (store_cfg, mut server_cfg) = match args.into_configs() {
+    let (store_cfg, mut server_cfg) = match configs(args, conf.as_ref()) {
         Ok(c) => c,
-        Err(cli::ConfigError::Usage(msg)) => {
-            // The file's line, if its flags alone (up to that line) fail
-            // the same way.
-            let same = |flags: &[String]| {
-                let argv = std::iter::once("strata").chain(flags.iter().map(String::as_str));
-                match cli::Args::try_parse_from(argv).map(cli::Args::into_configs) {
-                    Ok(Err(cli::ConfigError::Usage(m))) => m != msg,
-                    _ => true,
-                }
-            };
-            match conf.as_ref().and_then(|c| Some((c, c.failing_line(same)?))) {
-                Some((c, line)) => eprintln!("strata: {}:{line}: {msg}", c.path.display()),
-                None => eprintln!("strata: {msg}"),
-            }
-            return ExitCode::from(64);
-        }
-        // EX_CANTCREAT, as for a snapshot another server holds.
-        Err(cli::ConfigError::InUse(msg)) => {
-            eprintln!("strata: {msg}");
-            return ExitCode::from(73);
-        }
+        Err(code) => return code,
     };
     // Under systemd (a `Type=notify` unit) the process it started must stay
     // the service's main process: Debian's memcached.conf has -d.
@@ -230,6 +184,75 @@ fn main() -> ExitCode {
         Err(e) => {
             eprintln!("strata: {e}");
             ExitCode::from(71)
+        }
+    }
+}
+
+/// Logging to stderr or `--config`'s logfile at `-v`'s level, which a
+/// client's `verbosity` changes later; the exit code if the file cannot
+/// be opened.
+fn init_logging(verbose: u32, logfile: Option<&std::path::PathBuf>) -> Result<(), ExitCode> {
+    let level = level_of(verbose);
+    let log: Box<dyn Fn() -> Box<dyn std::io::Write> + Send + Sync> = match logfile {
+        None => Box::new(|| Box::new(std::io::stderr())),
+        Some(path) => match std::fs::OpenOptions::new().create(true).append(true).open(path) {
+            Ok(f) => {
+                let f = std::sync::Arc::new(f);
+                Box::new(move || Box::new(LogFile(f.clone())))
+            }
+            Err(e) => {
+                eprintln!("strata: logfile {}: {e}", path.display());
+                return Err(ExitCode::from(73));
+            }
+        },
+    };
+    {
+        use tracing_subscriber::prelude::*;
+        use tracing_subscriber::{fmt, reload, EnvFilter};
+        let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| level.into());
+        let (filter, handle) = reload::Layer::new(filter);
+        let ansi = logfile.is_none() && std::io::IsTerminal::is_terminal(&std::io::stderr());
+        tracing_subscriber::registry()
+            .with(filter)
+            .with(fmt::layer().with_writer(log).with_target(false).with_ansi(ansi))
+            .init();
+        // `verbosity N` from a client sets the level as -v would.
+        strata_server::on_verbosity(Box::new(move |v| {
+            let _ = handle.reload(EnvFilter::new(level_of(v)));
+        }));
+    }
+    Ok(())
+}
+
+/// The store's and the server's configuration from the flags; on a
+/// usage error, the message (naming `--config`'s line when its flags are
+/// at fault) is printed and the exit code returned.
+fn configs(
+    args: cli::Args,
+    conf: Option<&conffile::ConfFile>,
+) -> Result<(strata_store::Config, strata_server::ServerConfig), ExitCode> {
+    match args.into_configs() {
+        Ok(c) => Ok(c),
+        Err(cli::ConfigError::Usage(msg)) => {
+            // The file's line, if its flags alone (up to that line) fail
+            // the same way.
+            let same = |flags: &[String]| {
+                let argv = std::iter::once("strata").chain(flags.iter().map(String::as_str));
+                match cli::Args::try_parse_from(argv).map(cli::Args::into_configs) {
+                    Ok(Err(cli::ConfigError::Usage(m))) => m != msg,
+                    _ => true,
+                }
+            };
+            match conf.and_then(|c| Some((c, c.failing_line(same)?))) {
+                Some((c, line)) => eprintln!("strata: {}:{line}: {msg}", c.path.display()),
+                None => eprintln!("strata: {msg}"),
+            }
+            Err(ExitCode::from(64))
+        }
+        // EX_CANTCREAT, as for a snapshot another server holds.
+        Err(cli::ConfigError::InUse(msg)) => {
+            eprintln!("strata: {msg}");
+            Err(ExitCode::from(73))
         }
     }
 }
