@@ -375,6 +375,78 @@ fn measure(
     })
 }
 
+/// One measurement's figures: rates, latency percentiles, CPU per
+/// operation, hits and bytes by size band, and what the server holds.
+fn summarize(
+    target: &Target,
+    w: &Workload,
+    protocol: Protocol,
+    out: &PhaseOut,
+    cpu: Option<server::Cpu>,
+    me: Option<f64>,
+) -> RunResult {
+    let t = &out.totals;
+    let secs = out.elapsed.as_secs_f64().max(1e-9);
+    let ops = t.sets + t.keys;
+    let per = |total: f64, n: u64| (n > 0).then(|| total * 1e6 / n as f64);
+    let rss = target.rss();
+    // One `stats` for both: items held (capacity) and, from strata only,
+    // write amplification.
+    let holdings = target.items().ok();
+    let write_amplification = holdings.and_then(|h| h.write_amplification);
+    let capacity = (w.mode == Mode::Capacity).then(|| {
+        let h = holdings.unwrap_or_default();
+        Capacity {
+            written: t.sets,
+            items: h.items,
+            evictions: h.evictions,
+            first_eviction_at: out.first_eviction_at,
+            rss_bytes_per_item: rss.map_or(0.0, |r| r as f64 / h.items.max(1) as f64),
+            compression_ratio: h.compression_ratio,
+        }
+    });
+    let gets = t.hits + t.misses;
+    let mut sized = driver::Bytes::default();
+    for b in &t.bands {
+        sized.add(b);
+    }
+    RunResult {
+        workload: w.clone(),
+        server: target.kind.to_string(),
+        version: target.version.clone(),
+        command: target.command.clone(),
+        protocol,
+        elapsed_secs: secs,
+        requests: t.requests,
+        sets: t.sets,
+        gets: t.gets,
+        keys: t.keys,
+        hits: t.hits,
+        misses: t.misses,
+        errors: t.errors,
+        requests_per_sec: t.requests as f64 / secs,
+        ops_per_sec: ops as f64 / secs,
+        latency_us: Percentiles::of(t),
+        server_cpu_secs: cpu,
+        server_cpu_us_per_op: cpu.and_then(|c| per(c.user + c.system, ops)),
+        server_cpu_us_per_request: cpu.and_then(|c| per(c.user + c.system, t.requests)),
+        server_system_share: cpu.and_then(|c| {
+            let total = c.user + c.system;
+            (total > 0.0).then(|| c.system / total)
+        }),
+        client_cpu_us_per_op: me.and_then(|c| per(c, ops)),
+        server_rss_bytes: rss,
+        hit_ratio: (gets > 0).then(|| t.hits as f64 / gets as f64),
+        byte_hit_ratio: (sized.requested > 0).then(|| sized.hit as f64 / sized.requested as f64),
+        requested_bytes: sized.requested,
+        hit_bytes: sized.hit,
+        size_bands: SizeBand::of(&t.bands),
+        write_amplification,
+        capacity,
+        round: 0,
+    }
+}
+
 /// This process's CPU seconds (user + system), for the client's cost.
 fn self_cpu() -> Option<f64> {
     let t = Target::external(ServerKind::Strata, SocketAddr::from(([127, 0, 0, 1], 0)), Some(std::process::id()));
@@ -637,65 +709,5 @@ fn measure_one(
     let recorded = record.then_some((recorded, warmup));
     let cpu = target.cpu().zip(cpu0).map(|(a, b)| a - b);
     let me = self_cpu().zip(me0).map(|(a, b)| a - b);
-    let t = &out.totals;
-    let secs = out.elapsed.as_secs_f64().max(1e-9);
-    let ops = t.sets + t.keys;
-    let per = |total: f64, n: u64| (n > 0).then(|| total * 1e6 / n as f64);
-    let rss = target.rss();
-    // One `stats` for both: items held (capacity) and, from strata only,
-    // write amplification.
-    let holdings = target.items().ok();
-    let write_amplification = holdings.and_then(|h| h.write_amplification);
-    let capacity = (w.mode == Mode::Capacity).then(|| {
-        let h = holdings.unwrap_or_default();
-        Capacity {
-            written: t.sets,
-            items: h.items,
-            evictions: h.evictions,
-            first_eviction_at: out.first_eviction_at,
-            rss_bytes_per_item: rss.map_or(0.0, |r| r as f64 / h.items.max(1) as f64),
-            compression_ratio: h.compression_ratio,
-        }
-    });
-    let gets = t.hits + t.misses;
-    let mut sized = driver::Bytes::default();
-    for b in &t.bands {
-        sized.add(b);
-    }
-    let result = RunResult {
-        workload: w.clone(),
-        server: target.kind.to_string(),
-        version: target.version.clone(),
-        command: target.command.clone(),
-        protocol,
-        elapsed_secs: secs,
-        requests: t.requests,
-        sets: t.sets,
-        gets: t.gets,
-        keys: t.keys,
-        hits: t.hits,
-        misses: t.misses,
-        errors: t.errors,
-        requests_per_sec: t.requests as f64 / secs,
-        ops_per_sec: ops as f64 / secs,
-        latency_us: Percentiles::of(t),
-        server_cpu_secs: cpu,
-        server_cpu_us_per_op: cpu.and_then(|c| per(c.user + c.system, ops)),
-        server_cpu_us_per_request: cpu.and_then(|c| per(c.user + c.system, t.requests)),
-        server_system_share: cpu.and_then(|c| {
-            let total = c.user + c.system;
-            (total > 0.0).then(|| c.system / total)
-        }),
-        client_cpu_us_per_op: me.and_then(|c| per(c, ops)),
-        server_rss_bytes: rss,
-        hit_ratio: (gets > 0).then(|| t.hits as f64 / gets as f64),
-        byte_hit_ratio: (sized.requested > 0).then(|| sized.hit as f64 / sized.requested as f64),
-        requested_bytes: sized.requested,
-        hit_bytes: sized.hit,
-        size_bands: SizeBand::of(&t.bands),
-        write_amplification,
-        capacity,
-        round: 0,
-    };
-    Ok((result, recorded))
+    Ok((summarize(target, w, protocol, &out, cpu, me), recorded))
 }
