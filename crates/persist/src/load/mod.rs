@@ -31,7 +31,7 @@ use std::time::{Duration, Instant};
 
 use strata_store::{Queue, RestoreError, Restorer, SegmentImage, Store};
 
-use crate::backend::{read_exact_at, Backend, PosFile, DIRECT_ALIGN};
+use crate::backend::{read_exact_at, Backend, PosFile};
 use crate::format::{self, Footer, FormatError, Header, Kind, Record, SegmentFixed, HEADER_LEN, RECORD_LEN};
 use crate::{Progress, SnapshotError};
 
@@ -238,22 +238,10 @@ pub fn load(
     let ahead = store.next_free_segments(segments.len().min(room));
     store.huge_pages_for_restore(&ahead, true);
     let stop = AtomicBool::new(false);
-    let mut full_rx = Vec::new();
-    let mut free_tx = Vec::new();
-    let mut readers = Vec::new();
     // No more readers than records: a small snapshot (a test's, or the
     // crash simulator's thousands of loads) starts no idle threads.
     let reader_count = READERS.min(segments.len()).max(1);
-    for _ in 0..reader_count {
-        let (full, full_r) = std::sync::mpsc::sync_channel::<(Aligned, std::io::Result<bool>, bool)>(READ_AHEAD);
-        let (free, free_r) = std::sync::mpsc::channel::<Aligned>();
-        for _ in 0..READ_AHEAD {
-            let _ = free.send(Aligned::default());
-        }
-        full_rx.push(full_r);
-        free_tx.push(free);
-        readers.push((full, free_r));
-    }
+    let (full_rx, free_tx, readers) = reader_channels(reader_count);
     let result = std::thread::scope(|scope| {
         let (bulk, todo) = (&*bulk, &segments[..]);
         // Record j is read by reader j % reader_count, and taken from it in
@@ -263,34 +251,10 @@ pub fn load(
             .into_iter()
             .enumerate()
             .map(|(k, (full, free))| {
-                scope.spawn(move || {
-                    let mut crc_t = Duration::ZERO;
-                    for r in todo.iter().skip(k).step_by(reader_count) {
-                        let Ok(mut buf) = free.recv() else { break };
-                        let read = buf.read(bulk, r.at, r.len as usize);
-                        let t = Instant::now();
-                        let crc_ok = matches!(read, Ok(true)) && crc32c::crc32c(buf.bytes()) == r.crc;
-                        crc_t += t.elapsed();
-                        if full.send((buf, read, crc_ok)).is_err() {
-                            break;
-                        }
-                    }
-                    crc_t
-                })
+                scope.spawn(move || read_records(bulk, todo.iter().skip(k).step_by(reader_count), &full, &free))
             })
             .collect();
-        let helper = scope.spawn(|| {
-            let (mut fault, cpu) = (Duration::ZERO, thread_cpu());
-            for &seg in &ahead {
-                if stop.load(Relaxed) {
-                    break;
-                }
-                let t = Instant::now();
-                store.prefault(seg);
-                fault += t.elapsed();
-            }
-            (fault, thread_cpu().saturating_sub(cpu))
-        });
+        let helper = scope.spawn(|| prefault(store, &ahead, &stop));
         let (cpu, wall) = (thread_cpu(), Instant::now());
         let r = (|| -> Result<(), SnapshotError> {
             for (i, r) in segments.iter().enumerate() {
@@ -613,67 +577,8 @@ fn segment_meta(body: &[u8], img: &mut SegmentImage) -> Option<(usize, usize)> {
     Some((lists_len, meta.bytes as usize))
 }
 
-/// Reader threads, so that several reads are in flight (a buffered read
-/// has the kernel's read-ahead for that; one `O_DIRECT` read at a time
-/// leaves the disk idle between them).
-const READERS: usize = 16;
-/// How many records each reader may have read ahead of the loading thread.
-const READ_AHEAD: usize = 2;
-
-/// A buffer for reads around the page cache: a record and the aligned
-/// blocks around it ([`DIRECT_ALIGN`]).
-#[derive(Default)]
-struct Aligned {
-    data: Vec<u8>,
-    /// `data[start..]` is aligned.
-    start: usize,
-    /// Where the record begins after `start`, and its length.
-    skip: usize,
-    len: usize,
-}
-
-impl Aligned {
-    /// Reads the `len` bytes at `at`, with the aligned blocks around them;
-    /// false if the file ends first.
-    fn read(&mut self, f: &dyn PosFile, at: u64, len: usize) -> std::io::Result<bool> {
-        const A: u64 = DIRECT_ALIGN as u64;
-        let from = at / A * A;
-        let span = ((at + len as u64).next_multiple_of(A) - from) as usize;
-        if self.data.len() < span + DIRECT_ALIGN {
-            self.data = vec![0; span + DIRECT_ALIGN];
-            self.start = self.data.as_ptr().align_offset(DIRECT_ALIGN).min(DIRECT_ALIGN);
-        }
-        (self.skip, self.len) = ((at - from) as usize, 0);
-        let buf = &mut self.data[self.start..self.start + span];
-        // The last block may lie past the end of the file: the read stops
-        // there, short, and only the record's own bytes must be in.
-        let need = (at - from) as usize + len;
-        let mut got = 0;
-        while got < need {
-            match f.read_at(&mut buf[got..], from + got as u64) {
-                Ok(0) => return Ok(false),
-                Ok(n) => got += n,
-                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-                // The failed block may be one the record only shares with
-                // its neighbour: its own bytes alone are read again.
-                Err(_) => {
-                    let own = &mut buf[self.skip..self.skip + len];
-                    if !read_exact_at(f, own, at)? {
-                        return Ok(false);
-                    }
-                    break;
-                }
-            }
-        }
-        self.len = len;
-        Ok(true)
-    }
-
-    /// The record's bytes, as last read.
-    fn bytes(&self) -> &[u8] {
-        &self.data[self.start + self.skip..][..self.len]
-    }
-}
+mod read;
+use read::{prefault, read_records, reader_channels, Aligned, READERS};
 
 #[cfg(test)]
 mod tests;

@@ -1,7 +1,7 @@
 //! Tests of the load's reading: records read in parallel, failed reads.
 
 use super::*;
-use crate::backend::OsBackend;
+use crate::backend::{OsBackend, DIRECT_ALIGN};
 use strata_io::sim::{FaultBackend, Faults, SimFs};
 
 fn file_bytes(n: usize) -> Vec<u8> {
