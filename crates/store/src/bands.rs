@@ -27,8 +27,7 @@
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::atomic::{AtomicU32, AtomicU64};
 
-use crate::index::slot;
-use crate::store::Store;
+use crate::types::SizeClasses;
 
 /// At most this many bands (memcached's `MAX_NUMBER_OF_SLAB_CLASSES` less
 /// its unused class 0); a bit each in [`crate::segments::SegMeta`]'s mask.
@@ -46,21 +45,6 @@ const MEMCACHED_CHUNK_MAX: usize = 512 << 10;
 
 /// Groups of counts; segment `n` counts in group `n % GROUPS`.
 const GROUPS: usize = 16;
-
-/// `-f` and `-n`: how the bands are cut.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct SizeClasses {
-    /// `-f`: each band's bound is this many times the previous one's.
-    pub growth_factor: f64,
-    /// `-n`: bytes of key, value and flags in the smallest band.
-    pub min_size: usize,
-}
-
-impl Default for SizeClasses {
-    fn default() -> SizeClasses {
-        SizeClasses { growth_factor: 1.25, min_size: 48 }
-    }
-}
 
 impl SizeClasses {
     /// The bands' upper bounds in bytes, ascending, as memcached computes
@@ -102,7 +86,7 @@ pub(crate) type BandGroup = Box<[BandCell]>;
 /// The bands' bounds and counts.
 #[derive(Debug)]
 pub(crate) struct Bands {
-    bounds: Box<[u32]>,
+    pub(crate) bounds: Box<[u32]>,
     /// memcached's `use_cas` (off with `-C`): 8 bytes of every item.
     cas: bool,
     groups: Box<[BandGroup]>,
@@ -150,6 +134,37 @@ fn down(a: &AtomicU64, n: u64) {
 }
 
 impl Bands {
+    /// Band `i`'s counts summed over the groups, with its crawler's
+    /// figures (the store adds what the segments say: `Store::size_bands`).
+    pub(crate) fn row(&self, i: usize) -> BandStats {
+        let mut s = BandStats { chunk_size: self.bounds[i], ..BandStats::default() };
+        for g in self.groups.iter() {
+            let c = &g[i];
+            s.items = s.items.wrapping_add(c.items.load(Relaxed));
+            s.bytes = s.bytes.wrapping_add(c.bytes.load(Relaxed));
+            s.evicted += c.evicted.load(Relaxed);
+            s.evicted_nonzero += c.evicted_nonzero.load(Relaxed);
+            s.evicted_unfetched += c.evicted_unfetched.load(Relaxed);
+            s.reclaimed += c.reclaimed.load(Relaxed);
+            s.expired_unfetched += c.expired_unfetched.load(Relaxed);
+            s.outofmemory += c.outofmemory.load(Relaxed);
+        }
+        // Counts read group by group while writers move items may
+        // pass through a negative sum for an instant.
+        if s.items > u64::MAX / 2 || s.bytes > u64::MAX / 2 {
+            (s.items, s.bytes) = (0, 0);
+        }
+        s.evicted_time = self.evicted_time[i].load(Relaxed);
+        s.crawler_items_checked = self.crawled[i][0].load(Relaxed);
+        s.crawler_reclaimed = self.crawled[i][1].load(Relaxed);
+        s
+    }
+
+    /// Items `lru_crawler crawl` looked at and reclaimed, all bands.
+    pub(crate) fn crawler_totals(&self) -> (u64, u64) {
+        self.crawled.iter().fold((0, 0), |(c, r), b| (c + b[0].load(Relaxed), r + b[1].load(Relaxed)))
+    }
+
     pub(crate) fn new(classes: SizeClasses, cas: bool) -> Bands {
         let bounds: Box<[u32]> = classes.bounds().into();
         let n = bounds.len();
@@ -255,114 +270,6 @@ impl Bands {
         for c in self.crawled.iter().flatten() {
             c.store(0, Relaxed);
         }
-    }
-}
-
-impl Store {
-    /// Every band, with what it holds and has lost: memcached's per-class
-    /// rows of `stats items` and `stats slabs` (the server leaves out empty
-    /// ones, as memcached does). Visits each segment's metadata once.
-    pub fn size_bands(&self) -> Vec<BandStats> {
-        let b = self.bands();
-        let mut out: Vec<BandStats> = b
-            .bounds
-            .iter()
-            .enumerate()
-            .map(|(i, &chunk_size)| {
-                let mut s = BandStats { chunk_size, ..BandStats::default() };
-                for g in b.groups.iter() {
-                    let c = &g[i];
-                    s.items = s.items.wrapping_add(c.items.load(Relaxed));
-                    s.bytes = s.bytes.wrapping_add(c.bytes.load(Relaxed));
-                    s.evicted += c.evicted.load(Relaxed);
-                    s.evicted_nonzero += c.evicted_nonzero.load(Relaxed);
-                    s.evicted_unfetched += c.evicted_unfetched.load(Relaxed);
-                    s.reclaimed += c.reclaimed.load(Relaxed);
-                    s.expired_unfetched += c.expired_unfetched.load(Relaxed);
-                    s.outofmemory += c.outofmemory.load(Relaxed);
-                }
-                // Counts read group by group while writers move items may
-                // pass through a negative sum for an instant.
-                if s.items > u64::MAX / 2 || s.bytes > u64::MAX / 2 {
-                    (s.items, s.bytes) = (0, 0);
-                }
-                s.evicted_time = b.evicted_time[i].load(Relaxed);
-                s.crawler_items_checked = b.crawled[i][0].load(Relaxed);
-                s.crawler_reclaimed = b.crawled[i][1].load(Relaxed);
-                s
-            })
-            .collect();
-        let now = self.clock().now();
-        let mut oldest = vec![u32::MAX; out.len()];
-        // A segment counts for its bands while it is in use, its items
-        // live or not yet cleaned away, as memcached's pages stay with
-        // their class once its items expire (t/lru-crawler.t reads
-        // `1:used_chunks 0` after a crawl, not a missing row).
-        let in_use = self.in_use();
-        for (m, _) in self.segs().iter().zip(&in_use).filter(|(_, &used)| used) {
-            let mask = m.bands.load(Relaxed);
-            if mask == 0 {
-                continue;
-            }
-            let earliest = if m.live_items.load(Relaxed) > 0 { m.times.lock().earliest() } else { None };
-            for (i, s) in out.iter_mut().enumerate().filter(|(i, _)| mask & (1 << i) != 0) {
-                s.segments += 1;
-                if let Some(t) = earliest {
-                    oldest[i] = oldest[i].min(t);
-                }
-            }
-        }
-        for (s, t) in out.iter_mut().zip(oldest) {
-            if t != u32::MAX {
-                s.age = now.saturating_sub(t);
-            }
-        }
-        out
-    }
-
-    /// Items `lru_crawler crawl` looked at and reclaimed, all bands
-    /// (without [`Store::size_bands`]' visit of every segment).
-    pub fn crawler_totals(&self) -> (u64, u64) {
-        self.bands().crawled.iter().fold((0, 0), |(c, r), b| (c + b[0].load(Relaxed), r + b[1].load(Relaxed)))
-    }
-
-    /// The size band (memcached's class id less one) an item memcached
-    /// would give `len` bytes is counted in ([`crate::Inspect::class`]).
-    pub fn band_of(&self, len: usize) -> usize {
-        self.bands().band_of(len)
-    }
-
-    /// The class id (band + 1) of an item of this key and value (no
-    /// client flags), for `watch` lines about an item the caller does not
-    /// hold.
-    pub fn class_of(&self, key_len: usize, value_len: usize) -> usize {
-        self.bands().band_of(self.bands().class_len(key_len, value_len, false)) + 1
-    }
-
-    /// Counts the item at memory slot `s`, of `len` stored bytes and
-    /// memcached's size `class_len`, as linked, and marks its band in its
-    /// segment.
-    pub(crate) fn band_linked(&self, s: u64, len: usize, class_len: usize) {
-        let band = self.bands().band_of(class_len);
-        self.bands().linked(slot::seg(s), band, len);
-        let m = self.seg(slot::seg(s));
-        let bit = 1u64 << band;
-        // A load first: the bit is set by the segment's first item of the
-        // band, so the common case writes nothing shared.
-        if m.bands.load(Relaxed) & bit == 0 {
-            m.bands.fetch_or(bit, Relaxed);
-        }
-    }
-
-    pub(crate) fn band_unlinked(&self, s: u64, len: usize, class_len: usize) {
-        self.bands().unlinked(slot::seg(s), self.bands().band_of(class_len), len);
-    }
-
-    /// memcached's size for the item `it` ([`Bands::class_len`]); `plain`
-    /// is its value's original length when it is stored compressed.
-    pub(crate) fn class_len_of(&self, it: &crate::item::Item<'_>, plain: u64) -> usize {
-        let vlen = if it.compressed() { plain as usize } else { it.value().len() };
-        self.bands().class_len(it.key().len(), vlen, it.fields().flags != 0)
     }
 }
 

@@ -63,7 +63,7 @@ mod types;
 mod worker;
 mod write;
 
-pub use bands::{BandStats, SizeClasses, MAX_BANDS};
+pub use bands::{BandStats, MAX_BANDS};
 pub use clock::Clock;
 pub use crawl::Crawled;
 pub use cut::Pending;
@@ -75,6 +75,7 @@ pub use reclaim::Reclaimer;
 pub use restore::{RestoreError, Restored, Restorer};
 pub use store::{Evicted, EvictionWatcher, Store};
 pub use tier::{FlashImage, FlashRestored};
+pub use types::SizeClasses;
 pub use types::{
     Arith, ArithOutcome, Config, ConfigError, Counted, Delete, DeleteOutcome, FlashStats, FlashTier, Flow, Inspect,
     ItemView, ReadOpts, Reading, SetOp, StoreError, StoreOutcome, StoreStats, Stored, Ticket, Write, NO_ITEM_AGE,

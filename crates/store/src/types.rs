@@ -171,7 +171,7 @@ pub struct Config {
     pub flash: Option<FlashTier>,
     /// `-f` and `-n`: the size bands items are counted in for `stats
     /// items` and `stats slabs` (`bands.rs`).
-    pub size_classes: crate::SizeClasses,
+    pub size_classes: SizeClasses,
 }
 
 /// [`FlashTier::item_age`] off (memcached's default, `UINT_MAX`).
@@ -265,7 +265,7 @@ impl Default for Config {
             unlocked_read_min: 64 << 10,
             compression: None,
             flash: None,
-            size_classes: crate::SizeClasses::default(),
+            size_classes: SizeClasses::default(),
         }
     }
 }
@@ -600,4 +600,19 @@ pub struct FlashStats {
     /// RAM the tier costs: its slots in the index (their share of it) and
     /// its region bookkeeping.
     pub ram_bytes: u64,
+}
+
+/// `-f` and `-n`: how the bands are cut.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct SizeClasses {
+    /// `-f`: each band's bound is this many times the previous one's.
+    pub growth_factor: f64,
+    /// `-n`: bytes of key, value and flags in the smallest band.
+    pub min_size: usize,
+}
+
+impl Default for SizeClasses {
+    fn default() -> SizeClasses {
+        SizeClasses { growth_factor: 1.25, min_size: 48 }
+    }
 }

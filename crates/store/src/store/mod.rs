@@ -34,6 +34,7 @@ use crate::segments::{Active, Budget, Placed, SegMeta};
 use crate::types::{Config, ConfigError, StoreError, StoreStats};
 use crate::worker::{Worker, Zip};
 
+mod bands;
 mod items;
 mod parts;
 mod totals;
