@@ -16,7 +16,7 @@ KNOWN = {
     # the flash tier, images, the journal…): narrow interfaces for each,
     # as issue 42 asks, would break it.
     "store": [
-        {"aio", "cut", "evict", "image", "journal", "reclaim", "seal", "segments", "store", "tier", "worker", "write"},
+        {"cut", "evict", "image", "journal", "reclaim", "seal", "segments", "store", "tier", "worker", "write"},
     ],
 }
 

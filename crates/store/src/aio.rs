@@ -39,12 +39,23 @@ use std::sync::atomic::{
     Ordering::{Acquire, Relaxed, Release},
 };
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use parking_lot::{Condvar, Mutex};
 use strata_flash::{record, Flash};
 
 use crate::types::Ticket;
+
+/// Logs a flash problem at most once a second (a failing disk fails every
+/// request): the count of those left out is in `stats`.
+pub(crate) fn warn_rate_limited(what: &str, err: &dyn std::fmt::Display) {
+    static LAST: Mutex<Option<Instant>> = Mutex::new(None);
+    let mut last = LAST.lock();
+    if !last.is_some_and(|t| t.elapsed() < Duration::from_secs(1)) {
+        *last = Some(Instant::now());
+        tracing::warn!("flash tier: {what}: {err} (further errors this second are counted in stats, not logged)");
+    }
+}
 
 /// Ready records a worker keeps at most, and their bytes: enough for a
 /// connection's read-ahead (32 keys) and every connection parked in a
@@ -198,7 +209,7 @@ impl PoolShared {
         let rec = match log.read(job.addr, buf) {
             Ok(r) => Some((r.epoch, r.written, r.item.len())),
             Err(e) => {
-                crate::tier::warn_rate_limited("read failed, served as a miss", &e);
+                warn_rate_limited("read failed, served as a miss", &e);
                 None
             }
         };

@@ -63,11 +63,10 @@
 //! asynchronous reads).
 use std::sync::atomic::Ordering::*;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
 
-use parking_lot::Mutex;
 use strata_flash::{record, Flash, ReadError, Reserve, Writer};
 
+pub(crate) use crate::aio::warn_rate_limited;
 use crate::aio::Cached;
 
 use crate::clock::Clock;
@@ -141,17 +140,6 @@ fn parse_item(b: &[u8]) -> Option<Item<'_>> {
     let bits = *b.get(1)?;
     let h = Header::parse_lengths(b.get(..Header::lengths_len(bits))?);
     (h.total_len() == b.len()).then(|| Item::new(h, b))
-}
-
-/// Logs a flash problem at most once a second (a failing disk fails every
-/// request): the count of those left out is in `stats`.
-pub(crate) fn warn_rate_limited(what: &str, err: &dyn std::fmt::Display) {
-    static LAST: Mutex<Option<Instant>> = Mutex::new(None);
-    let mut last = LAST.lock();
-    if !last.is_some_and(|t| t.elapsed() < Duration::from_secs(1)) {
-        *last = Some(Instant::now());
-        tracing::warn!("flash tier: {what}: {err} (further errors this second are counted in stats, not logged)");
-    }
 }
 
 impl Store {
