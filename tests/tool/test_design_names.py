@@ -34,12 +34,17 @@ def body_after(match_end: int) -> str:
     semi = SRC.find(";", match_end)
     if i < 0 or (0 <= semi < i):
         return ""
+    return block_at(SRC, i)
+
+
+def block_at(text: str, i: int) -> str:
+    """The `{ ... }` block of `text` whose opening brace is at `i`."""
     depth = 0
-    for j in range(i, len(SRC)):
-        depth += SRC[j] == "{"
-        depth -= SRC[j] == "}"
+    for j in range(i, len(text)):
+        depth += text[j] == "{"
+        depth -= text[j] == "}"
         if depth == 0:
-            return SRC[i : j + 1]
+            return text[i : j + 1]
     return ""
 
 
@@ -72,15 +77,7 @@ def is_variant(name: str) -> bool:
 def fields_of(block: str, name: str) -> str:
     """The body of variant `name` inside an enum's block."""
     m = re.search(rf"\b{name}\s*\{{", block)
-    if not m:
-        return ""
-    depth, start = 0, m.end() - 1
-    for j in range(start, len(block)):
-        depth += block[j] == "{"
-        depth -= block[j] == "}"
-        if depth == 0:
-            return block[start : j + 1]
-    return ""
+    return block_at(block, m.end() - 1) if m else ""
 
 
 def check(span: str) -> str | None:
