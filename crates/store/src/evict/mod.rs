@@ -62,10 +62,12 @@
 //! the time they are picked; old segments of live cold items never are.
 //!
 //! **Where copied items go**: into the worker's own copy targets, one per
-//! queue, so cleaning keeps an item in the queue it was in (an unread item
-//! cleaned out of the small queue is still "unread, goes first" if it must
-//! go later) and eviction's copy-forward fills the main queue. A full target
-//! is sealed onto its queue.
+//! queue, so cleaning keeps an unread item in the queue it was in (an
+//! unread item cleaned out of the small queue is still "unread, goes first"
+//! if it must go later), moves an item accessed in the small queue to the
+//! main one as eviction would (`clear.rs`, `destination`), and eviction's
+//! copy-forward fills the main queue. A full target is sealed onto its
+//! queue.
 //!
 //! **Cost and contention**: the eviction mutex is held only to choose and
 //! take a victim off its queue (a scan of segment metadata, no item
