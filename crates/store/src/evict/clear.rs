@@ -317,11 +317,11 @@ impl Store {
 /// out of the small queue would later be evicted as unread), but for an
 /// item accessed in the small queue (read, or overwritten over a live
 /// version): with `promote` (while the main queue's target has room) it
-/// goes to the main queue, as eviction would have moved it. Under overwrites nearly every small segment is cleaned
-/// before its turn to be evicted comes, so without this the small queue
-/// kept every live item it was given: 47 of 57 sealed segments on workload
-/// 6, S3-FIFO's probation queue holding the cache and its main queue a
-/// sixth of it (10% intended), cold keys staying as long as hot ones.
+/// goes to the main queue, as eviction would have moved it. Under
+/// overwrites nearly every small segment is cleaned before its turn to be
+/// evicted comes, so without this the small queue kept every live item it
+/// was given: on workload 6 S3-FIFO's probation queue (10% intended) held
+/// 47 of 57 sealed segments, and cold keys stayed as long as hot ones.
 fn destination(how: Clear, s: u64, promote: bool) -> (Queue, u8) {
     match how {
         Clear::Evict => (Queue::Main, 0),
