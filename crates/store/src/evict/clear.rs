@@ -123,20 +123,8 @@ impl Store {
             let f = Fields { cas: Some(self.cas_of(s, &it)), state: it.state() | fetched, ..it.fields() };
             let len = encoded_len(it.key().len(), it.value().len(), &f);
             let evicting = how == Clear::Evict && self.config().evictions;
-            // What eviction copies forward is paid from the worker's credit
-            // (a fifth of what it writes): past it, read items go too.
-            // Reads since written or copied, or of the key lately
-            // (`sketch.rs`), whichever is more: a key asked for often, but
-            // not in this stay, is kept as if read in it.
-            let est = self.sketch().estimate(loc);
-            let score = if est >= ADMIT_ESTIMATE { slot::freq(s).max(est) } else { slot::freq(s) };
-            let keep = !expired
-                && (!evicting
-                    || (score >= 1
-                        && !active.last_resort
-                        && active.density.admits(score, self.aligned(len))
-                        && active.copy_credit >= self.aligned(len)))
-                && !(active.force_out && how == Clear::Evict && self.flash_eligible(&it));
+            let copied = !expired && (!evicting || self.evicted_keeps(s, loc, self.aligned(len), active));
+            let keep = copied && !(active.force_out && how == Clear::Evict && self.flash_eligible(&it));
             if keep {
                 // A target in a snapshot's cut takes nothing more (`cut.rs`):
                 // a new one is opened below.
@@ -144,21 +132,7 @@ impl Store {
                     active.targets[target_q as usize].filter(|&t| self.open_for_copies(t)).map_or(0, |t| self.room(t));
                 if self.aligned(len) <= room {
                     let Some(t) = active.targets[target_q as usize] else { return };
-                    let new_off = self.seg(t).write_off.load(Relaxed) as usize;
-                    // SAFETY: the target belongs to this worker, and this
-                    // range is above its write offset, so nobody else can
-                    // see it (rule 1).
-                    let dst = unsafe { self.arena().bytes_mut(t, new_off, len) };
-                    let v = write_head(dst, it.key(), it.value().len(), &f);
-                    dst[v..].copy_from_slice(it.value());
-                    if f.compressed {
-                        // The victim still holds the dictionary's reference.
-                        self.attach_dict(t, strata_compress::dict_id(it.value()));
-                    }
-                    self.seg(t).write_off.store((new_off + self.aligned(len)) as u32, Release);
-                    self.note_written(t, new_off, self.written_at(s));
-                    self.note_expiry(t, it.expiry());
-                    let moved = slot::pack(slot::tag(s), freq, t, self.granules(new_off));
+                    let moved = self.copy_into(t, s, &it, &f, freq);
                     st.set(pos, moved);
                     self.unaccount(&mut st, s);
                     self.account(&mut st, moved);
@@ -276,6 +250,40 @@ impl Store {
         let age = now.saturating_sub(self.written_at(s));
         self.note_evicted_age(age);
         self.bands().evicted(slot::seg(s), len, unfetched, expiry != 0, age);
+    }
+
+    /// Whether eviction copies forward the live item at slot `s` (of key
+    /// `loc`, `aligned` bytes copied). Its score is its reads since written
+    /// or copied, or those of its key lately (`sketch.rs`), whichever is
+    /// more: a key asked for often, but not in this stay, is kept as if
+    /// read in it. What eviction copies is paid from the worker's credit (a
+    /// fifth of what it writes): past it, read items go too.
+    fn evicted_keeps(&self, s: u64, loc: Loc, aligned: usize, active: &mut Active) -> bool {
+        let est = self.sketch().estimate(loc);
+        let score = if est >= ADMIT_ESTIMATE { slot::freq(s).max(est) } else { slot::freq(s) };
+        score >= 1 && !active.last_resort && active.density.admits(score, aligned) && active.copy_credit >= aligned
+    }
+
+    /// Writes item `it` (at slot `s`, laid out as `f` says) at the end of
+    /// this worker's copy target `t`, which has room for it; returns the
+    /// slot that links the copy, with access count `freq`. The caller
+    /// holds the item's bucket lock.
+    fn copy_into(&self, t: u32, s: u64, it: &crate::item::Item<'_>, f: &Fields, freq: u8) -> u64 {
+        let len = encoded_len(it.key().len(), it.value().len(), f);
+        let new_off = self.seg(t).write_off.load(Relaxed) as usize;
+        // SAFETY: the target belongs to this worker, and this range is
+        // above its write offset, so nobody else can see it (rule 1).
+        let dst = unsafe { self.arena().bytes_mut(t, new_off, len) };
+        let v = write_head(dst, it.key(), it.value().len(), f);
+        dst[v..].copy_from_slice(it.value());
+        if f.compressed {
+            // The victim still holds the dictionary's reference.
+            self.attach_dict(t, strata_compress::dict_id(it.value()));
+        }
+        self.seg(t).write_off.store((new_off + self.aligned(len)) as u32, Release);
+        self.note_written(t, new_off, self.written_at(s));
+        self.note_expiry(t, it.expiry());
+        slot::pack(slot::tag(s), freq, t, self.granules(new_off))
     }
 
     /// Seals the worker's target for `q` (if any) and takes a fresh one,
