@@ -162,29 +162,7 @@ pub(crate) fn check(ops: Vec<Op>, cfg: Config, exact: bool) -> Result<(), TestCa
                 model.remove(&k(i));
             }
             Op::Incr(i, d) | Op::Decr(i, d) => {
-                let incr = matches!(op, Op::Incr(..));
-                let r = w.arith(&k(i), incr, d).map_err(|e| TestCaseError::fail(e.to_string()))?;
-                let Some(old) = model.get(&k(i)).cloned() else {
-                    if exact {
-                        prop_assert_eq!(r, ArithOutcome::NotFound);
-                    }
-                    continue;
-                };
-                match (parse_counter(&old), r) {
-                    (_, ArithOutcome::NotFound) if !exact => {
-                        model.remove(&k(i));
-                    }
-                    (None, r) => prop_assert_eq!(r, ArithOutcome::NonNumeric),
-                    (Some(n), r) => {
-                        let new = if incr { n.wrapping_add(d) } else { n.saturating_sub(d) };
-                        prop_assert_eq!(r, ArithOutcome::Value(new));
-                        let mut s = new.to_string().into_bytes();
-                        if s.len() < old.len() {
-                            s.resize(old.len(), b' ');
-                        }
-                        model.insert(k(i), s);
-                    }
-                }
+                check_arith(&mut w, &mut model, i, matches!(op, Op::Incr(..)), d, exact)?
             }
             Op::Touch(i) => {
                 let r = w.touch(&k(i), 0).map_err(|e| TestCaseError::fail(e.to_string()))?;
@@ -235,6 +213,40 @@ pub(crate) fn check(ops: Vec<Op>, cfg: Config, exact: bool) -> Result<(), TestCa
         for i in 0..24 {
             let got = get(&mut w, &k(i)).map(|g| g.0);
             prop_assert_eq!(got.as_ref(), model.get(&k(i)));
+        }
+    }
+    Ok(())
+}
+
+/// An incr (`incr`) or decr by `d` of key `i`, on the store and the model.
+fn check_arith(
+    w: &mut Worker,
+    model: &mut HashMap<Vec<u8>, Vec<u8>>,
+    i: u8,
+    incr: bool,
+    d: u64,
+    exact: bool,
+) -> Result<(), TestCaseError> {
+    let r = w.arith(&k(i), incr, d).map_err(|e| TestCaseError::fail(e.to_string()))?;
+    let Some(old) = model.get(&k(i)).cloned() else {
+        if exact {
+            prop_assert_eq!(r, ArithOutcome::NotFound);
+        }
+        return Ok(());
+    };
+    match (parse_counter(&old), r) {
+        (_, ArithOutcome::NotFound) if !exact => {
+            model.remove(&k(i));
+        }
+        (None, r) => prop_assert_eq!(r, ArithOutcome::NonNumeric),
+        (Some(n), r) => {
+            let new = if incr { n.wrapping_add(d) } else { n.saturating_sub(d) };
+            prop_assert_eq!(r, ArithOutcome::Value(new));
+            let mut s = new.to_string().into_bytes();
+            if s.len() < old.len() {
+                s.resize(old.len(), b' ');
+            }
+            model.insert(k(i), s);
         }
     }
     Ok(())

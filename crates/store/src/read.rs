@@ -37,6 +37,24 @@ pub(crate) fn wins_token(opts: &ReadOpts, it: &Item<'_>) -> bool {
     st & state::STALE != 0 || opts.recache_before.is_some_and(|r| expiry != 0 && expiry < r)
 }
 
+/// What earlier rounds of a read did (a round that rewrites or creates
+/// the item starts the read again): won the recache token in a rewrite,
+/// created the item, relaid it; and the expiry it first saw.
+#[derive(Debug, Default, Clone, Copy)]
+struct Rounds {
+    won: bool,
+    created: bool,
+    relaid: bool,
+    first_expiry: Option<u32>,
+}
+
+impl Rounds {
+    /// Nothing done yet: the read has changed nothing.
+    fn fresh(&self) -> bool {
+        !self.won && !self.created && !self.relaid
+    }
+}
+
 /// What the first phase of a read found.
 #[derive(Debug)]
 pub enum Found<R> {
@@ -173,9 +191,7 @@ impl Worker {
         self.store.maybe_flush();
         let loc = self.store.index().locate(key);
         self.store.sketch().touch(loc, &mut self.active.sketch_pending);
-        // What earlier rounds did: a rewrite that handed us the token, or
-        // created the item; the expiry first seen.
-        let (mut won, mut created, mut first_expiry, mut relaid) = (false, false, None, false);
+        let mut r = Rounds::default();
         for _ in 0..MAX_RETRIES {
             let st = &*self.store;
             let now = st.clock().now();
@@ -184,7 +200,7 @@ impl Worker {
             // An item this read just touched into the past (`touch k -1`)
             // still counts as found by it, as when touched in place.
             let alive_at = match opts.touch {
-                Some(e) if relaid && e != 0 => now.min(e - 1),
+                Some(e) if r.relaid && e != 0 => now.min(e - 1),
                 _ => now,
             };
             let (pos, s) = match st.lookup(&mut stripe, loc, key, alive_at, c) {
@@ -198,7 +214,7 @@ impl Worker {
                             drop(stripe);
                             // A read that changes nothing is served from
                             // flash, the item left there.
-                            let fresh = !won && !created && !relaid;
+                            let fresh = r.fresh();
                             if fresh {
                                 let h = match self.read_flash(key, opts, reading) {
                                     Flow::Wait(t) => return Ok(Flow::Wait(t)),
@@ -223,14 +239,12 @@ impl Worker {
                         }
                     }
                     drop(stripe);
-                    if !won && !created && !relaid {
+                    if r.fresh() {
                         st.sketch().missed(&mut self.active.misses_pending);
                     }
                     let Some(expiry) = opts.vivify else { return Ok(Flow::Ready(Found::Missing)) };
-                    let f = Fields { expiry, cas: opts.new_cas, state: state::TOKEN_SENT, ..Fields::default() };
-                    let w = Write { new_cas: opts.new_cas, ..Write::new(SetOp::Add, key, 0, expiry, b"") };
-                    if self.store_item(&w, f)?.outcome == StoreOutcome::Stored {
-                        (won, created) = (true, true);
+                    if self.vivify(key, expiry, opts)? {
+                        (r.won, r.created) = (true, true);
                     }
                     continue;
                 }
@@ -256,16 +270,16 @@ impl Worker {
             let relayout = frozen
                 || (wins && header.state_at().is_none())
                 || touch.is_some_and(|e| e != 0 && header.expiry_at().is_none());
-            let expiry_before = *first_expiry.get_or_insert(expiry);
+            r.first_expiry.get_or_insert(expiry);
             if relayout {
                 drop(stripe);
-                won |= self.relayout(key, opts, touch)?;
-                relaid = true;
+                r.won |= self.relayout(key, opts, touch)?;
+                r.relaid = true;
                 continue;
             }
             if wins {
                 st.set_state(s, header, bits | state::TOKEN_SENT);
-                won = true;
+                r.won = true;
                 if let Some(j) = st.journal() {
                     self.journaled = self.journaled.max(j.state(key, bits | state::TOKEN_SENT));
                 }
@@ -280,38 +294,65 @@ impl Worker {
             if opts.bump && slot::freq(s) < 15 {
                 stripe.set(pos, slot::read_once(s));
             }
-            // A fresh view, taken after the writes.
-            let Some(it) = st.item_at(s) else { return Ok(Flow::Ready(Found::Missing)) };
-            let view = ItemView {
-                key: it.key(),
-                value: it.value(),
-                flags: it.flags(),
-                cas: st.cas_of(s, &it),
-                expiry_before,
-                expiry: touch.unwrap_or(expiry),
-                fetched: !created && (slot::was_read(s) || bits & state::FETCHED != 0),
-                written: if opts.written { st.written_at(s) } else { 0 },
-                stale: bits & state::STALE != 0,
-                token_sent: bits & state::TOKEN_SENT != 0 && !won,
-                won,
-                created,
-                binary_key: bits & state::KEY_BINARY != 0,
-            };
-            let vlen = it.value().len();
-            // A compressed value is decompressed without the lock.
-            let plain_len = it.compressed().then(|| strata_compress::original_len(it.value()).unwrap_or(0));
-            if plain_len.is_none() && (vlen < st.config().unlocked_read_min || st.config().unlocked_read_min == 0) {
-                return Ok(Flow::Ready(Found::Read(f(view))));
-            }
-            let seg = slot::seg(s);
-            st.pin(seg);
-            let key_at = st.byte_off(s) + it.header.header_len();
-            let view = view.without_bytes();
-            let (klen, value_at) = (it.key().len(), key_at + it.key().len());
-            let store = self.store.clone();
-            return Ok(Flow::Ready(Found::Fetch(Fetch { store, view, seg, key_at, klen, value_at, vlen, plain_len })));
+            return Ok(Flow::Ready(self.hand_out(s, bits, touch.unwrap_or(expiry), &r, opts, f)));
         }
         Err(StoreError::Contended.into())
+    }
+
+    /// Creates the missed item empty, as `mg`'s vivify asks, with the
+    /// recache token handed out; true if this read created it (another
+    /// may have been first).
+    fn vivify(&mut self, key: &[u8], expiry: u32, opts: &ReadOpts) -> Result<bool, Stop> {
+        let f = Fields { expiry, cas: opts.new_cas, state: state::TOKEN_SENT, ..Fields::default() };
+        let w = Write { new_cas: opts.new_cas, ..Write::new(SetOp::Add, key, 0, expiry, b"") };
+        Ok(self.store_item(&w, f)?.outcome == StoreOutcome::Stored)
+    }
+
+    /// The item at slot `s` (state `bits`, expiry `expiry` now), found and
+    /// changed as the read asked: handed to `f` under its bucket lock,
+    /// which the caller holds, or, for a large or compressed value, its
+    /// segment pinned and where its bytes are said, to be read without
+    /// the lock.
+    fn hand_out<R>(
+        &self,
+        s: u64,
+        bits: u8,
+        expiry: u32,
+        r: &Rounds,
+        opts: &ReadOpts,
+        f: impl FnOnce(ItemView<'_>) -> R,
+    ) -> Found<R> {
+        let st = &*self.store;
+        // A fresh view, taken after the in-place writes.
+        let Some(it) = st.item_at(s) else { return Found::Missing };
+        let view = ItemView {
+            key: it.key(),
+            value: it.value(),
+            flags: it.flags(),
+            cas: st.cas_of(s, &it),
+            expiry_before: r.first_expiry.unwrap_or(expiry),
+            expiry,
+            fetched: !r.created && (slot::was_read(s) || bits & state::FETCHED != 0),
+            written: if opts.written { st.written_at(s) } else { 0 },
+            stale: bits & state::STALE != 0,
+            token_sent: bits & state::TOKEN_SENT != 0 && !r.won,
+            won: r.won,
+            created: r.created,
+            binary_key: bits & state::KEY_BINARY != 0,
+        };
+        let vlen = it.value().len();
+        // A compressed value is decompressed without the lock.
+        let plain_len = it.compressed().then(|| strata_compress::original_len(it.value()).unwrap_or(0));
+        if plain_len.is_none() && (vlen < st.config().unlocked_read_min || st.config().unlocked_read_min == 0) {
+            return Found::Read(f(view));
+        }
+        let seg = slot::seg(s);
+        st.pin(seg);
+        let key_at = st.byte_off(s) + it.header.header_len();
+        let view = view.without_bytes();
+        let (klen, value_at) = (it.key().len(), key_at + it.key().len());
+        let store = self.store.clone();
+        Found::Fetch(Fetch { store, view, seg, key_at, klen, value_at, vlen, plain_len })
     }
 
     /// Moves an item to a layout with room for the expiry and state a read

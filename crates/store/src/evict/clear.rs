@@ -165,27 +165,7 @@ impl Store {
                     cleared.stuck = true;
                     return;
                 }
-                st = self.index().lock(loc.stripe);
-                let Some((pos, s)) = st.find(loc.bucket, |s| slot::seg(s) == victim && slot::off(s) == granule_off)
-                else {
-                    return;
-                };
-                cleared.evicted = true;
-                // With the flash tier, to flash rather than away.
-                if let Some(it) = self.item_at(s).filter(|it| self.flash_eligible(it)) {
-                    let full = self.batch_for_flash(active, s, &it, loc, false);
-                    drop(st);
-                    if full {
-                        self.flush_flash(active);
-                    }
-                    return;
-                }
-                let gone = self.item_at(s).map(|it| {
-                    self.tell_evicted(s, &it, now);
-                    (it.state(), it.expiry(), it.header.total_len())
-                });
-                self.unlink(&mut st, loc.bucket, pos, s);
-                self.note_evicted(&c, s, gone, now);
+                cleared.evicted |= self.evict_unmoved(victim, granule_off, loc, now, active);
                 return;
             }
             if !expired && how == Clear::Evict && self.flash_eligible(&it) {
@@ -218,6 +198,31 @@ impl Store {
             }
             return;
         }
+    }
+
+    /// Evicts the live item at granule `granule_off` of `victim` (of key
+    /// `loc`) that eviction would have kept but found no room for: to
+    /// flash with the tier, else away. False if nothing links it any more.
+    fn evict_unmoved(&self, victim: u32, granule_off: u32, loc: Loc, now: u32, active: &mut Active) -> bool {
+        let mut st = self.index().lock(loc.stripe);
+        let Some((pos, s)) = st.find(loc.bucket, |s| slot::seg(s) == victim && slot::off(s) == granule_off) else {
+            return false;
+        };
+        if let Some(it) = self.item_at(s).filter(|it| self.flash_eligible(it)) {
+            let full = self.batch_for_flash(active, s, &it, loc, false);
+            drop(st);
+            if full {
+                self.flush_flash(active);
+            }
+            return true;
+        }
+        let gone = self.item_at(s).map(|it| {
+            self.tell_evicted(s, &it, now);
+            (it.state(), it.expiry(), it.header.total_len())
+        });
+        self.unlink(&mut st, loc.bucket, pos, s);
+        self.note_evicted(&active.counters, s, gone, now);
+        true
     }
 
     /// Tells the eviction hook (`watch evictions`), if there is one.
