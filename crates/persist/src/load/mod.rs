@@ -27,6 +27,7 @@
 
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
+use std::sync::mpsc::{Receiver, Sender};
 use std::time::{Duration, Instant};
 
 use strata_store::{Queue, RestoreError, Restorer, SegmentImage, Store};
@@ -224,8 +225,16 @@ pub fn load(
     // Once no free segment is left, the rest is restored item by item,
     // the cleaner winning back the dead bytes of what came whole before
     // anything live is evicted (`strata_store::Restorer`).
-    let mut loader = Segments { store, room, strict, img: SegmentImage::default(), restorer: None, max_epoch: 0 };
-    let mut loaded_bytes = 0u64;
+    let mut loader = Segments {
+        store,
+        path: &path,
+        room,
+        strict,
+        img: SegmentImage::default(),
+        restorer: None,
+        max_epoch: 0,
+        loaded: 0,
+    };
     // Threads work ahead of the loading one. Readers read each record
     // whole, around the page cache ([`Backend::open_bulk`]), into one of a
     // few buffers, and check its CRC; most of their time they wait for the
@@ -256,40 +265,7 @@ pub fn load(
             .collect();
         let helper = scope.spawn(|| prefault(store, &ahead, &stop));
         let (cpu, wall) = (thread_cpu(), Instant::now());
-        let r = (|| -> Result<(), SnapshotError> {
-            for (i, r) in segments.iter().enumerate() {
-                let k = i % reader_count;
-                let t = Instant::now();
-                let got = full_rx[k].recv();
-                times.read += t.elapsed();
-                let (buf, read, crc_ok) = match got {
-                    Ok((buf, read, crc_ok)) => (Some(buf), read, crc_ok),
-                    Err(_) => (None, Ok(false), false),
-                };
-                let read = read.unwrap_or_else(|e| {
-                    tracing::warn!(path = %path.display(), at = r.at, error = %e, "snapshot read failed");
-                    false
-                });
-                let body = buf.as_ref().filter(|_| read).map(Aligned::bytes);
-                let next = loader.record(r, body, crc_ok, &mut report, &mut times);
-                if let Some(b) = buf {
-                    let _ = free_tx[k].send(b);
-                }
-                match next? {
-                    Next::Loaded => {}
-                    Next::Unread => continue,
-                    Next::Full => {
-                        // Not even item by item: with -M, live data past
-                        // the limit (nothing is evicted).
-                        report.skipped_segments += (segments.len() - i) as u64;
-                        break;
-                    }
-                }
-                loaded_bytes += u64::from(r.len);
-                progress.at(loaded_bytes);
-            }
-            Ok(())
-        })();
+        let r = loader.load_records(&segments, &full_rx, &free_tx, &mut report, &mut times, &mut progress);
         if let Some(restorer) = loader.restorer.take() {
             report.evicted = restorer.evicted();
         }
@@ -312,7 +288,7 @@ pub fn load(
     report.bytes = file_len;
     report.duration = started.elapsed();
     report.times = Box::new(times);
-    progress.done(loaded_bytes);
+    progress.done(loader.loaded);
     Ok(report)
 }
 
@@ -322,6 +298,8 @@ pub fn load(
 /// (`strata_store::Restorer`).
 struct Segments<'s> {
     store: &'s Store,
+    /// The snapshot's path, for what is logged.
+    path: &'s Path,
     /// Free segments to load into whole.
     room: usize,
     strict: bool,
@@ -329,6 +307,8 @@ struct Segments<'s> {
     restorer: Option<Restorer<'s>>,
     /// The highest epoch of a segment loaded whole.
     max_epoch: u64,
+    /// Bytes of segment records taken so far.
+    loaded: u64,
 }
 
 /// What one segment record came to.
@@ -342,6 +322,53 @@ enum Next {
 }
 
 impl Segments<'_> {
+    /// Takes the segment records from the readers in turn (record `i`
+    /// from reader `i % readers`) and loads each, giving each buffer back
+    /// to its reader.
+    fn load_records(
+        &mut self,
+        segments: &[&Found],
+        full_rx: &[Receiver<Full>],
+        free_tx: &[Sender<Aligned>],
+        report: &mut LoadReport,
+        times: &mut LoadTimes,
+        progress: &mut Progress,
+    ) -> Result<(), SnapshotError> {
+        let readers = full_rx.len();
+        for (i, r) in segments.iter().enumerate() {
+            let k = i % readers;
+            let t = Instant::now();
+            let got = full_rx[k].recv();
+            times.read += t.elapsed();
+            let (buf, read, crc_ok) = match got {
+                Ok((buf, read, crc_ok)) => (Some(buf), read, crc_ok),
+                Err(_) => (None, Ok(false), false),
+            };
+            let read = read.unwrap_or_else(|e| {
+                tracing::warn!(path = %self.path.display(), at = r.at, error = %e, "snapshot read failed");
+                false
+            });
+            let body = buf.as_ref().filter(|_| read).map(Aligned::bytes);
+            let next = self.record(r, body, crc_ok, report, times);
+            if let Some(b) = buf {
+                let _ = free_tx[k].send(b);
+            }
+            match next? {
+                Next::Loaded => {}
+                Next::Unread => continue,
+                Next::Full => {
+                    // Not even item by item: with -M, live data past the
+                    // limit (nothing is evicted).
+                    report.skipped_segments += (segments.len() - i) as u64;
+                    break;
+                }
+            }
+            self.loaded += u64::from(r.len);
+            progress.at(self.loaded);
+        }
+        Ok(())
+    }
+
     /// Loads record `r`, `body` its bytes if they could be read and
     /// `crc_ok` whether they match its CRC (checked by a reader thread).
     fn record(
@@ -578,7 +605,7 @@ fn segment_meta(body: &[u8], img: &mut SegmentImage) -> Option<(usize, usize)> {
 }
 
 mod read;
-use read::{prefault, read_records, reader_channels, Aligned, READERS};
+use read::{prefault, read_records, reader_channels, Aligned, Full, READERS};
 
 #[cfg(test)]
 mod tests;

@@ -339,38 +339,7 @@ pub fn parse<'a>(buf: &'a [u8], config: &Config) -> Parse<'a> {
     }
     match h.opcode {
         SET | SETQ | ADD | ADDQ | REPLACE | REPLACEQ | APPEND | APPENDQ | PREPEND | PREPENDQ => {
-            let mode = match h.opcode {
-                SET | SETQ => Mode::Set,
-                ADD | ADDQ => Mode::Add,
-                REPLACE | REPLACEQ => Mode::Replace,
-                APPEND | APPENDQ => Mode::Append,
-                _ => Mode::Prepend,
-            };
-            let vlen = bodylen - extlen - keylen;
-            if keylen + vlen + config.item_overhead > config.item_size_max {
-                let Some(body) = with_body(head_len) else { return Parse::Incomplete { need: head_len } };
-                let key = &body[extlen..];
-                return done(Command::TooLarge { mode, key, swallow: vlen }, head_len);
-            }
-            let total = HEADER_LEN + bodylen;
-            let Some(body) = with_body(total) else { return Parse::Incomplete { need: total } };
-            let (flags, expires) = match extlen {
-                8 => (be_u32(body), be_u32(&body[4..])),
-                _ => (0, 0),
-            };
-            let key = &body[extlen..extlen + keylen];
-            let value = &body[extlen + keylen..];
-            // Any store with a CAS is a compare-and-swap, add and replace
-            // included (memcached turns them all into NREAD_CAS).
-            let mode = match (mode, compare(h.cas)) {
-                (Mode::Add | Mode::Replace, Some(_)) => Mode::Set,
-                (m, _) => m,
-            };
-            let set = ops::Set {
-                compare: compare(h.cas),
-                ..ops::Set::plain(mode, Key::Raw(key), flags, exptime(expires), value)
-            };
-            done(Command::Store(set), total)
+            parse_store(h, buf, head_len, config)
         }
         SASL_AUTH | SASL_STEP => {
             let total = HEADER_LEN + bodylen;
@@ -423,4 +392,42 @@ pub fn parse<'a>(buf: &'a [u8], config: &Config) -> Parse<'a> {
             done(command, head_len)
         }
     }
+}
+
+/// A set, add, replace, append or prepend, whose header (valid for its
+/// opcode), extras and key, `head_len` bytes, are in `buf`.
+fn parse_store<'a>(h: Header, buf: &'a [u8], head_len: usize, config: &Config) -> Parse<'a> {
+    use opcode::*;
+    let done = |command, consumed| Parse::Done { request: Request { header: h, command }, consumed };
+    let (keylen, extlen, bodylen) = (usize::from(h.keylen), usize::from(h.extlen), h.bodylen as usize);
+    let mode = match h.opcode {
+        SET | SETQ => Mode::Set,
+        ADD | ADDQ => Mode::Add,
+        REPLACE | REPLACEQ => Mode::Replace,
+        APPEND | APPENDQ => Mode::Append,
+        _ => Mode::Prepend,
+    };
+    let vlen = bodylen - extlen - keylen;
+    if keylen + vlen + config.item_overhead > config.item_size_max {
+        let Some(body) = buf.get(HEADER_LEN..head_len) else { return Parse::Incomplete { need: head_len } };
+        let key = &body[extlen..];
+        return done(Command::TooLarge { mode, key, swallow: vlen }, head_len);
+    }
+    let total = HEADER_LEN + bodylen;
+    let Some(body) = buf.get(HEADER_LEN..total) else { return Parse::Incomplete { need: total } };
+    let (flags, expires) = match extlen {
+        8 => (be_u32(body), be_u32(&body[4..])),
+        _ => (0, 0),
+    };
+    let key = &body[extlen..extlen + keylen];
+    let value = &body[extlen + keylen..];
+    // Any store with a CAS is a compare-and-swap, add and replace
+    // included (memcached turns them all into NREAD_CAS).
+    let mode = match (mode, compare(h.cas)) {
+        (Mode::Add | Mode::Replace, Some(_)) => Mode::Set,
+        (m, _) => m,
+    };
+    let set =
+        ops::Set { compare: compare(h.cas), ..ops::Set::plain(mode, Key::Raw(key), flags, exptime(expires), value) };
+    done(Command::Store(set), total)
 }
