@@ -12,6 +12,7 @@
 //! `bench/scenarios/` hold the workloads users asked about;
 //! `docs/benchmarks.md` records their results.
 
+mod args;
 mod config;
 mod driver;
 mod gen;
@@ -22,168 +23,19 @@ mod tls;
 mod trace;
 
 use std::net::SocketAddr;
-use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 use std::time::{Duration, Instant};
 
-use clap::{Args, Parser, Subcommand};
+use clap::Parser as _;
 use indicatif::{ProgressBar, ProgressStyle};
 
-use config::{KeyDist, Mode, Ratio, Scenario, ServerKind, ValueSize, Workload};
+use args::{Cli, Cmd, Common, RunArgs, ScenarioArgs};
+use config::{Mode, Scenario, ServerKind, ValueSize, Workload};
 use driver::{Plan, Scan, Source, Totals};
 use gen::{KeyChooser, Values};
 use proto::Protocol;
 use report::{Capacity, Machine, Percentiles, Report, RunResult, SizeBand};
 use server::{Binaries, Settings, Target};
-
-#[derive(Parser)]
-#[command(name = "strata-bench", version, about = "Side-by-side benchmark of strata, memcached and Redis")]
-struct Cli {
-    #[command(subcommand)]
-    command: Cmd,
-}
-
-#[derive(Subcommand)]
-enum Cmd {
-    /// Run one workload (given by flags) against one or more servers.
-    Run(Box<RunArgs>),
-    /// Run scenario files (bench/scenarios/*.toml).
-    Scenario(Box<ScenarioArgs>),
-}
-
-#[derive(Args)]
-struct Common {
-    /// Servers to start and measure, in order.
-    #[arg(long = "server", value_enum, value_delimiter = ',', default_values = ["strata", "memcached", "redis"])]
-    servers: Vec<ServerKind>,
-    /// Measure a server already listening here instead of starting one.
-    #[arg(long)]
-    addr: Option<SocketAddr>,
-    /// PID of the server at --addr, to read its CPU time and RSS.
-    #[arg(long, requires = "addr")]
-    pid: Option<u32>,
-    /// strata binary (default: next to strata-bench).
-    #[arg(long)]
-    strata_bin: Option<PathBuf>,
-    #[arg(long, default_value = "memcached")]
-    memcached_bin: PathBuf,
-    #[arg(long, default_value = "redis-server")]
-    redis_bin: PathBuf,
-    /// Serve over TLS: strata and memcached start with -Z and a certificate
-    /// made for the run (openssl); the load connections use rustls.
-    #[arg(long)]
-    tls: bool,
-    /// Write <name>.json, <name>.md and charts here.
-    #[arg(long)]
-    out: Option<PathBuf>,
-    /// Scale every duration by this factor (e.g. 0.2 for a quick look).
-    #[arg(long, default_value_t = 1.0)]
-    time_scale: f64,
-    /// No progress bar.
-    #[arg(long, short)]
-    quiet: bool,
-    /// Measure every workload this many times, the servers taking turns in
-    /// a rotating order, and report medians and ranges: one run's ±10%
-    /// host noise decides nothing, paired rounds do.
-    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=100))]
-    repeat: u32,
-    /// Write each workload's request sequence (of its first measurement)
-    /// to <out>/<scenario>.<workload>.trace.csv, with a .json beside it:
-    /// libCacheSim's CSV, for bench/policies.py.
-    #[arg(long, requires = "out")]
-    trace: bool,
-}
-
-#[derive(Args)]
-struct RunArgs {
-    #[command(flatten)]
-    common: Common,
-    #[arg(long, default_value = "run")]
-    name: String,
-    #[arg(long, value_enum, default_value = "load")]
-    mode: Mode,
-    /// Protocol for memcached-compatible servers (Redis always speaks RESP).
-    #[arg(long, value_enum, default_value = "text")]
-    protocol: Protocol,
-    #[arg(long, short, default_value_t = 16)]
-    connections: usize,
-    /// Client threads.
-    #[arg(long, short, default_value_t = 2)]
-    threads: usize,
-    /// Requests in flight per connection.
-    #[arg(long, default_value_t = 1)]
-    pipeline: usize,
-    /// Keys per get.
-    #[arg(long, default_value_t = 1)]
-    multiget: u16,
-    /// Sets to gets, e.g. 1:2 (1:0 write-only, 0:1 read-only).
-    #[arg(long, default_value = "1:2")]
-    ratio: Ratio,
-    #[arg(long, default_value_t = 100_000)]
-    keys: u64,
-    /// Key length in bytes (0: 14, or more if the key count needs it).
-    #[arg(long, default_value_t = 0)]
-    key_size: usize,
-    /// uniform, zipf:<alpha>, or sequential (0, 1, 2, … across all connections)
-    #[arg(long, default_value = "uniform")]
-    key_dist: KeyDist,
-    /// N or LO-HI (random letters; in a range each key has its own size, uniform over keys), random:LO-HI
-    /// (random bytes), json:LO-HI (padded records), api:LO-HI (realistic API-response JSON objects),
-    /// page:LO-HI (pages of ~10)
-    #[arg(long, default_value = "1000")]
-    value_size: ValueSize,
-    #[arg(long, default_value_t = 10.0)]
-    duration: f64,
-    /// Stop after this many requests instead of a duration.
-    #[arg(long)]
-    ops: Option<u64>,
-    /// Open loop at this many requests per second in total.
-    #[arg(long)]
-    rate: Option<f64>,
-    /// Set every key once first (default: when the mix reads).
-    #[arg(long)]
-    warmup: Option<bool>,
-    /// Hit-ratio mode: requests before measuring.
-    #[arg(long, default_value_t = 0)]
-    warmup_ops: u64,
-    #[arg(long, default_value_t = 0.1)]
-    overfill: f64,
-    #[arg(long, default_value_t = 1)]
-    seed: u64,
-    /// Replay mode: the trace to replay (as --trace writes it).
-    #[arg(long)]
-    replay: Option<PathBuf>,
-    /// TTL classes in seconds, each key's sets carrying one (0: none).
-    #[arg(long, value_delimiter = ',')]
-    ttls: Vec<u32>,
-    /// Hit-ratio mode: of every N requests, the first --scan-keys ask for
-    /// cold keys never asked before (0: no scan).
-    #[arg(long, default_value_t = 0)]
-    scan_every: u64,
-    #[arg(long, default_value_t = 0)]
-    scan_keys: u64,
-    /// Memory for every server, MB.
-    #[arg(long, default_value_t = 1024)]
-    memory_mb: u64,
-    /// Worker threads for every server.
-    #[arg(long, default_value_t = 2)]
-    server_threads: usize,
-    /// Redis io-threads (Redis runs commands on one thread regardless).
-    #[arg(long, default_value_t = 1)]
-    redis_io_threads: usize,
-}
-
-#[derive(Args)]
-struct ScenarioArgs {
-    #[command(flatten)]
-    common: Common,
-    /// Scenario files.
-    #[arg(required = true)]
-    files: Vec<PathBuf>,
-    /// Only the runs with these names.
-    #[arg(long, value_delimiter = ',')]
-    only: Vec<String>,
-}
 
 /// Why a benchmark could not finish.
 #[derive(Debug, thiserror::Error)]
