@@ -171,7 +171,7 @@ pub(crate) const EVICT_AHEAD: usize = 1;
 /// are read. Items read since written are copied forward into a target,
 /// which is sealed into `main`, a FIFO with reinsertion (CLOCK). Raised the
 /// hit ratio on workload 5 from 76.4% to 81.0% (memcached: 76.5%;
-/// `docs/benchmarks.md`).
+/// `docs/benchmarks-history.md`, "What changed").
 #[derive(Debug, Default)]
 pub(crate) struct Evict {
     /// Sealed segments of new writes, oldest first.
