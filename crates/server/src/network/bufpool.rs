@@ -7,13 +7,21 @@
 //! arrive or a reply is written, and gives it back once the buffer is empty
 //! again: an idle connection holds none. Each worker thread has its own pool
 //! (a thread-local: no lock, and a buffer stays on the core that used it).
-//! Pools are bounded; buffers past the bound, and any buffer that grew past
-//! the standard size for one large request, are freed.
+//! Pools are bounded; buffers past the bound are freed. A read buffer that
+//! grew for one large request is kept, one per worker and up to
+//! [`LARGE_KEEP_MAX`], for the next: large values (scenario 11's 400-600 KB
+//! sets) each took a fresh allocation, whose pages the kernel faulted in
+//! and zeroed and the buffer's growth zeroed again.
 
 use std::cell::RefCell;
 
 /// The standard size of a pooled buffer.
 pub(crate) const BUF_SIZE: usize = 16 * 1024;
+
+/// The largest read buffer a worker keeps for the next large request
+/// (memcached's default `-I` and its command line fit): 4 MiB per worker
+/// at most stays allocated while no large request comes.
+pub(crate) const LARGE_KEEP_MAX: usize = 4 << 20;
 
 /// Buffers of each kind a worker keeps for reuse: enough for the
 /// connections one turn serves, 4 MiB of each kind per worker at most.
@@ -22,6 +30,8 @@ const POOL_MAX: usize = 256;
 thread_local! {
     /// Read buffers: `len() == BUF_SIZE`, contents stale (initialised once).
     static READ: RefCell<Vec<Vec<u8>>> = const { RefCell::new(Vec::new()) };
+    /// One read buffer larger than `BUF_SIZE` (at most `LARGE_KEEP_MAX`).
+    static LARGE: RefCell<Option<Vec<u8>>> = const { RefCell::new(None) };
     /// Reply buffers: empty, `capacity() == BUF_SIZE`.
     static WRITE: RefCell<Vec<Vec<u8>>> = const { RefCell::new(Vec::new()) };
     /// Connections closed on this worker since its last trim.
@@ -55,8 +65,32 @@ pub(crate) fn take_read() -> Vec<u8> {
     READ.with(|p| p.borrow_mut().pop()).unwrap_or_else(|| vec![0; BUF_SIZE])
 }
 
-/// Gives a read buffer back; one of another size is freed.
+/// The worker's large read buffer, if it has one of at least `len`
+/// bytes (initialised, stale).
+pub(crate) fn take_large(len: usize) -> Option<Vec<u8>> {
+    LARGE.with(|l| {
+        let mut l = l.borrow_mut();
+        if l.as_ref().is_some_and(|b| b.len() >= len) {
+            l.take()
+        } else {
+            None
+        }
+    })
+}
+
+/// Gives a read buffer back. One larger than the standard size is kept as
+/// the worker's large buffer if it is the largest kept (up to
+/// [`LARGE_KEEP_MAX`]); any other is freed.
 pub(crate) fn give_read(b: Vec<u8>) {
+    if b.len() > BUF_SIZE && b.len() <= LARGE_KEEP_MAX {
+        LARGE.with(|l| {
+            let mut l = l.borrow_mut();
+            if l.as_ref().is_none_or(|kept| kept.len() < b.len()) {
+                *l = Some(b);
+            }
+        });
+        return;
+    }
     if b.len() == BUF_SIZE {
         READ.with(|p| {
             let mut p = p.borrow_mut();
@@ -99,7 +133,16 @@ mod tests {
         assert_eq!(again.as_ptr(), at, "the same buffer again");
         drop(again);
         give_read(vec![0; BUF_SIZE * 2]);
-        assert_eq!(READ.with(|p| p.borrow().len()), 0, "a grown buffer is freed");
+        assert_eq!(READ.with(|p| p.borrow().len()), 0, "a grown buffer is not a standard one");
+        let big = take_large(BUF_SIZE + 1).expect("a grown buffer is kept as the large one");
+        assert_eq!(big.len(), BUF_SIZE * 2);
+        assert!(take_large(1).is_none(), "taken: none left");
+        give_read(big);
+        assert!(take_large(BUF_SIZE * 2 + 1).is_none(), "too small for this request");
+        give_read(vec![0; BUF_SIZE * 3]);
+        assert_eq!(take_large(0).map(|b| b.len()), Some(BUF_SIZE * 3), "the larger one is kept");
+        give_read(vec![0; LARGE_KEEP_MAX + 1]);
+        assert!(take_large(0).is_none(), "one past the bound is freed");
         for _ in 0..POOL_MAX + 10 {
             give_write(Vec::with_capacity(BUF_SIZE));
         }

@@ -385,3 +385,39 @@ fn run_state_moves_forward_only() {
     r.drain();
     assert_eq!(r.get(), Run::Stopping);
 }
+
+#[test]
+fn a_large_value_arriving_in_many_receives_grows_the_buffer_once() {
+    let mut f = Fixture::new(ServerConfig::default());
+    let mut conn = f.conn();
+    let value = vec![b'v'; 600_000];
+    let mut input = b"set big 0 0 600000\r\n".to_vec();
+    input.extend_from_slice(&value);
+    input.extend_from_slice(b"\r\n");
+    let mut grown = Vec::new();
+    for round in 0..2 {
+        // 64 KiB receives, as a socket hands a large value over; the
+        // request is parsed (and found incomplete) after each.
+        for chunk in input.chunks(64 << 10) {
+            conn.receive(&mut Received::Bytes(chunk));
+            grown.push((round, conn.rbuf.as_ptr() as usize, conn.rbuf.len()));
+            let _ = conn.advance(&mut f.ctx());
+        }
+        let mut out = Vec::new();
+        while let Some(s) = conn.next_send() {
+            out.extend_from_slice(s);
+            let n = s.len();
+            conn.sent(n);
+        }
+        assert_eq!(out, b"STORED\r\n", "round {round}");
+    }
+    // The first receive brings the command line: the buffer is the pool's
+    // standard one. From the second on it is one buffer with room for the
+    // whole request; the next large request takes the same one back.
+    let whole = input.len();
+    let large: Vec<_> = grown.iter().filter(|g| g.2 >= whole).collect();
+    assert_eq!(large.len(), grown.len() - 1, "all but the first receive: {grown:?}");
+    assert!(large.iter().all(|g| g.1 == large[0].1), "one buffer, reused: {grown:?}");
+    let got = f.store.read(b"big", &strata_store::ReadOpts::GET, |it| it.value.len()).unwrap();
+    assert_eq!(got, Some(600_000));
+}
