@@ -7,20 +7,20 @@
 //! arrive or a reply is written, and gives it back once the buffer is empty
 //! again: an idle connection holds none. Each worker thread has its own pool
 //! (a thread-local: no lock, and a buffer stays on the core that used it).
-//! Pools are bounded; buffers past the bound are freed. A read buffer that
-//! grew for one large request is kept, one per worker and up to
-//! [`LARGE_KEEP_MAX`], for the next: large values (scenario 11's 400-600 KB
-//! sets) each took a fresh allocation, whose pages the kernel faulted in
-//! and zeroed and the buffer's growth zeroed again.
+//! Pools are bounded; buffers past the bound are freed. Read buffers that
+//! grew for one large request are kept for the next ones, up to
+//! [`LARGE_KEEP_MAX`] bytes of them per worker: large values (scenario
+//! 11's 400-600 KB sets) each took a fresh allocation, whose pages the
+//! kernel faulted in and zeroed and the buffer's growth zeroed again.
 
 use std::cell::RefCell;
 
 /// The standard size of a pooled buffer.
 pub(crate) const BUF_SIZE: usize = 16 * 1024;
 
-/// The largest read buffer a worker keeps for the next large request
-/// (memcached's default `-I` and its command line fit): 4 MiB per worker
-/// at most stays allocated while no large request comes.
+/// Bytes of grown read buffers a worker keeps for the next large requests:
+/// a few connections' values at memcached's default `-I` (1 MiB) at once;
+/// at most this much per worker stays allocated while none comes.
 pub(crate) const LARGE_KEEP_MAX: usize = 4 << 20;
 
 /// Buffers of each kind a worker keeps for reuse: enough for the
@@ -30,8 +30,9 @@ const POOL_MAX: usize = 256;
 thread_local! {
     /// Read buffers: `len() == BUF_SIZE`, contents stale (initialised once).
     static READ: RefCell<Vec<Vec<u8>>> = const { RefCell::new(Vec::new()) };
-    /// One read buffer larger than `BUF_SIZE` (at most `LARGE_KEEP_MAX`).
-    static LARGE: RefCell<Option<Vec<u8>>> = const { RefCell::new(None) };
+    /// Read buffers larger than `BUF_SIZE`, `LARGE_KEEP_MAX` bytes in all
+    /// at most.
+    static LARGE: RefCell<Vec<Vec<u8>>> = const { RefCell::new(Vec::new()) };
     /// Reply buffers: empty, `capacity() == BUF_SIZE`.
     static WRITE: RefCell<Vec<Vec<u8>>> = const { RefCell::new(Vec::new()) };
     /// Connections closed on this worker since its last trim.
@@ -65,29 +66,35 @@ pub(crate) fn take_read() -> Vec<u8> {
     READ.with(|p| p.borrow_mut().pop()).unwrap_or_else(|| vec![0; BUF_SIZE])
 }
 
-/// The worker's large read buffer, if it has one of at least `len`
-/// bytes (initialised, stale).
+/// The smallest of the worker's grown read buffers with at least `len`
+/// bytes, if it has one (initialised, stale).
 pub(crate) fn take_large(len: usize) -> Option<Vec<u8>> {
     LARGE.with(|l| {
         let mut l = l.borrow_mut();
-        if l.as_ref().is_some_and(|b| b.len() >= len) {
-            l.take()
-        } else {
-            None
-        }
+        let fit =
+            (l.iter().enumerate()).filter(|(_, b)| b.len() >= len).min_by_key(|(_, b)| b.len()).map(|(i, _)| i)?;
+        Some(l.swap_remove(fit))
     })
 }
 
-/// Gives a read buffer back. One larger than the standard size is kept as
-/// the worker's large buffer if it is the largest kept (up to
-/// [`LARGE_KEEP_MAX`]); any other is freed.
+/// Gives a read buffer back. One larger than the standard size is kept
+/// for later large requests while those kept come to at most
+/// [`LARGE_KEEP_MAX`] bytes (smaller ones kept give way to it); any other
+/// is freed.
 pub(crate) fn give_read(b: Vec<u8>) {
     if b.len() > BUF_SIZE && b.len() <= LARGE_KEEP_MAX {
         LARGE.with(|l| {
             let mut l = l.borrow_mut();
-            if l.as_ref().is_none_or(|kept| kept.len() < b.len()) {
-                *l = Some(b);
+            let mut kept: usize = l.iter().map(Vec::len).sum();
+            while kept + b.len() > LARGE_KEEP_MAX {
+                let Some((i, small)) = l.iter().enumerate().min_by_key(|(_, k)| k.len()) else { break };
+                if small.len() >= b.len() {
+                    return;
+                }
+                kept -= small.len();
+                l.swap_remove(i);
             }
+            l.push(b);
         });
         return;
     }
@@ -134,15 +141,27 @@ mod tests {
         drop(again);
         give_read(vec![0; BUF_SIZE * 2]);
         assert_eq!(READ.with(|p| p.borrow().len()), 0, "a grown buffer is not a standard one");
-        let big = take_large(BUF_SIZE + 1).expect("a grown buffer is kept as the large one");
+        let big = take_large(BUF_SIZE + 1).expect("a grown buffer is kept for the next large request");
         assert_eq!(big.len(), BUF_SIZE * 2);
         assert!(take_large(1).is_none(), "taken: none left");
         give_read(big);
         assert!(take_large(BUF_SIZE * 2 + 1).is_none(), "too small for this request");
         give_read(vec![0; BUF_SIZE * 3]);
-        assert_eq!(take_large(0).map(|b| b.len()), Some(BUF_SIZE * 3), "the larger one is kept");
+        assert_eq!(take_large(BUF_SIZE + 1).map(|b| b.len()), Some(BUF_SIZE * 2), "the smallest that fits");
+        assert_eq!(take_large(0).map(|b| b.len()), Some(BUF_SIZE * 3));
         give_read(vec![0; LARGE_KEEP_MAX + 1]);
         assert!(take_large(0).is_none(), "one past the bound is freed");
+        // Bounded in bytes: the larger gives way to none, the smaller give
+        // way to the larger.
+        let quarter = LARGE_KEEP_MAX / 4;
+        for _ in 0..4 {
+            give_read(vec![0; quarter]);
+        }
+        give_read(vec![0; quarter]);
+        give_read(vec![0; quarter * 2]);
+        let mut kept: Vec<usize> = std::iter::from_fn(|| take_large(0).map(|b| b.len())).collect();
+        kept.sort();
+        assert_eq!(kept, [quarter, quarter, quarter * 2], "at most LARGE_KEEP_MAX bytes");
         for _ in 0..POOL_MAX + 10 {
             give_write(Vec::with_capacity(BUF_SIZE));
         }
