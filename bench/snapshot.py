@@ -19,7 +19,7 @@ to back in the same way, its fork's RSS sampled too.
     .venv/bin/python bench/snapshot.py [--items N] [--value BYTES]
         [--dir DIR] [--strata-bin PATH] [--bench-bin PATH] [--skip-redis]
         [--part save-load,online] [--duration SECS] [--out FILE.md]
-        [--keep-snapshot] [--load-only] [--strata-log FILE]
+        [--keep-snapshot] [--load-only] [--warm] [--strata-log FILE]
 
 Load-only rounds (issue 34): one run with --keep-snapshot fills, saves and
 leaves strata's snapshot in DIR/strata; later runs with --load-only (same
@@ -92,9 +92,13 @@ def dd_write(path, mb):
     return dd_rate(w.stderr)
 
 
-def dd_read(path):
-    """Cold read MB/s of the file just saved, measured just before it is loaded."""
-    cold = drop_caches()
+def dd_read(path, warm=False):
+    """Read MB/s of the file just saved, measured just before it is loaded:
+    cold (the page cache dropped first), or with `warm` as the file is
+    after a stop wrote it (read once first, so that it is all cached)."""
+    cold = False if warm else drop_caches()
+    if warm:
+        subprocess.run(["dd", f"if={path}", "of=/dev/null", "bs=1M"], capture_output=True, check=True)
     r = subprocess.run(["dd", f"if={path}", "of=/dev/null", "bs=1M"], capture_output=True, text=True)
     return dd_rate(r.stderr), cold
 
@@ -245,8 +249,8 @@ def strata_save_load(args, work):
         shutil.rmtree(snapdir, ignore_errors=True)
         os.makedirs(snapdir)
         items, fill_s, save_s, wbw, size = strata_fill_save(args, work, cmd, port)
-    rbw, _ = dd_read(snapfile)
-    cold = drop_caches()
+    rbw, _ = dd_read(snapfile, args.warm)
+    cold = False if args.warm else drop_caches()
     t0 = time.monotonic()
     log = open(args.strata_log, "ab") if args.strata_log else subprocess.DEVNULL
     p = subprocess.Popen(cmd, stderr=log)
@@ -474,6 +478,9 @@ def main():
     ap.add_argument("--strata-bin", default=harness.STRATA_PROD_BIN)
     ap.add_argument("--bench-bin", default=os.path.join(harness.ROOT, "target", "release", "strata-bench"))
     ap.add_argument("--skip-redis", action="store_true")
+    ap.add_argument("--warm", action="store_true",
+                    help="load with the snapshot in the page cache (as a restart right after a stop finds it);"
+                    " the dd read is then a warm one too")
     ap.add_argument("--part", default="save-load,online,durable")
     ap.add_argument("--duration", type=float, default=20.0)
     ap.add_argument("--out")

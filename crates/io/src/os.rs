@@ -1,7 +1,8 @@
 //! The operating system's files: [`OsBackend`]. Ordinary files are read
 //! and written through the page cache; a snapshot is written with
 //! `O_DIRECT` ([`DirectWrite`]) and read back around the cache
-//! ([`BulkRead`]) where the file system allows it; the log's file is
+//! ([`BulkRead`]) where the file system allows it and the cache does not
+//! already hold most of it; the log's file is
 //! preallocated with zeros ([`OsZero`]); a flash file or block device is
 //! `flock`'d and read without waiting where the page cache has it
 //! (`preadv2` with `RWF_NOWAIT`).
@@ -265,6 +266,33 @@ impl PosFile for BulkRead {
     }
 }
 
+/// From this share of its pages in the page cache on, a bulk read goes
+/// through the cache.
+const CACHED_ENOUGH: f64 = 0.5;
+
+/// The share of `file`'s pages in the page cache (`mincore` over a mapping
+/// of it); `None` for an empty file, or one that cannot be mapped.
+fn cached_share(file: &File) -> Option<f64> {
+    let len = usize::try_from(file.metadata().ok()?.len()).ok().filter(|&n| n > 0)?;
+    // SAFETY: sysconf takes no pointers.
+    let page = usize::try_from(unsafe { libc::sysconf(libc::_SC_PAGESIZE) }).ok().filter(|&p| p > 0)?;
+    // SAFETY: a new read-only shared mapping of the file's `len` bytes at an
+    // address the kernel picks; it is only given to mincore and unmapped
+    // below, never read through.
+    let addr = unsafe { libc::mmap(std::ptr::null_mut(), len, libc::PROT_READ, libc::MAP_SHARED, file.as_raw_fd(), 0) };
+    if addr == libc::MAP_FAILED {
+        return None;
+    }
+    let pages = len.div_ceil(page);
+    let mut resident = vec![0u8; pages];
+    // SAFETY: `addr` is the start of the mapping made above, `len` long, and
+    // `resident` has one byte for each of its pages, as mincore writes.
+    let ok = unsafe { libc::mincore(addr, len, resident.as_mut_ptr()) } == 0;
+    // SAFETY: unmaps exactly the mapping made above, which nothing refers to.
+    unsafe { libc::munmap(addr, len) };
+    ok.then(|| resident.iter().filter(|&&b| b & 1 != 0).count() as f64 / pages as f64)
+}
+
 fn advise(f: &File, off: u64, len: u64) {
     let (Ok(off), Ok(len)) = (libc::off_t::try_from(off), libc::off_t::try_from(len)) else { return };
     // SAFETY: posix_fadvise takes no pointers; it is only a hint, and a
@@ -316,8 +344,16 @@ impl Backend for OsBackend {
 
     fn open_bulk(&self, path: &Path) -> io::Result<Box<dyn PosFile>> {
         let plain = File::open(path)?;
-        // tmpfs and some others refuse O_DIRECT: everything goes through the cache.
-        let direct = OpenOptions::new().read(true).custom_flags(libc::O_DIRECT).open(path).ok();
+        // A file mostly in the page cache (a restart right after the stop
+        // that wrote it) is read from there: O_DIRECT reads the disk again
+        // whatever the cache holds (1 GB: 0.77 s where the cache gives it
+        // in 0.1 s). tmpfs and some others refuse O_DIRECT: everything
+        // goes through the cache.
+        let direct = if cached_share(&plain).is_some_and(|share| share >= CACHED_ENOUGH) {
+            None
+        } else {
+            OpenOptions::new().read(true).custom_flags(libc::O_DIRECT).open(path).ok()
+        };
         Ok(Box::new(BulkRead { direct, plain }))
     }
 
@@ -453,6 +489,32 @@ mod tests {
         }
         f.sync().unwrap();
         assert_eq!(std::fs::read(&path).ok().as_deref(), Some(&want[..]));
+    }
+
+    #[test]
+    fn a_bulk_read_goes_through_the_cache_only_when_the_cache_holds_the_file() {
+        // Also the test of cached_share's `unsafe`.
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("snap");
+        let want: Vec<u8> = (0..64 * DIRECT_ALIGN).map(|i| (i * 13 % 251) as u8).collect();
+        std::fs::write(&path, &want).unwrap();
+        let f = File::open(&path).unwrap();
+        f.sync_all().unwrap();
+        assert_eq!(std::fs::read(&path).unwrap(), want);
+        assert_eq!(cached_share(&f), Some(1.0), "just written and read: all cached");
+        // SAFETY: posix_fadvise takes no pointers. Written back
+        // above, the pages can be dropped.
+        unsafe { libc::posix_fadvise(f.as_raw_fd(), 0, 0, libc::POSIX_FADV_DONTNEED) };
+        let share = cached_share(&f).unwrap();
+        // tmpfs keeps its pages whatever is advised, and takes no O_DIRECT.
+        let tmpfs = OpenOptions::new().read(true).custom_flags(libc::O_DIRECT).open(&path).is_err();
+        assert!(tmpfs || share < CACHED_ENOUGH, "dropped: {share}");
+        assert_eq!(cached_share(&File::create(dir.path().join("empty")).unwrap()), None);
+        // Either way the bytes read back.
+        let bulk = OsBackend.open_bulk(&path).unwrap();
+        let mut got = vec![0u8; want.len()];
+        assert!(crate::read_exact_at(&*bulk, &mut got, 0).unwrap());
+        assert_eq!(got, want);
     }
 
     #[test]
