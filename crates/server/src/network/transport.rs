@@ -37,6 +37,13 @@ pub(crate) trait Transport {
     fn available(&self) -> usize {
         0
     }
+
+    /// Known to hold nothing to read now (not the end of input either):
+    /// a reader stops without making room for a read that would find
+    /// nothing.
+    fn exhausted(&self) -> bool {
+        false
+    }
 }
 
 impl Transport for Stream {
@@ -80,6 +87,10 @@ impl Transport for Received<'_> {
             Received::Bytes(b) => b.len(),
             Received::End => 0,
         }
+    }
+
+    fn exhausted(&self) -> bool {
+        matches!(self, Received::Bytes([]))
     }
 }
 

@@ -16,8 +16,12 @@
 //! Buffer rule every `push` below relies on: a send reads the connection's
 //! send buffer ([`Conn::next_send`]), which is not touched until its
 //! completion; received bytes land in the ring's buffers, which the worker
-//! copies out and hands back at once. A closing connection cancels what it
-//! has in flight and is dropped only once both completions are back.
+//! copies out and hands back at once, or, for the rest of a large request
+//! ([`Recv::Direct`]), in the connection's read buffer past its filled
+//! part, lent to that one receive ([`Conn::lend_rest`]): not moved, grown,
+//! given back or touched there until its completion. A closing connection
+//! cancels what it has in flight and is dropped only once both completions
+//! are back (an unclean stop leaks it instead, `Drop`).
 //!
 //! The ring is `SINGLE_ISSUER | DEFER_TASKRUN`: the kernel runs completion
 //! work only when this thread asks for completions, so arrivals that land
@@ -98,15 +102,24 @@ enum Life {
     Closing,
 }
 
-/// The connection's multishot receive.
+/// The connection's receive: the multishot one into the ring's buffers,
+/// or one into its own read buffer for the rest of a large request.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Recv {
     /// None armed: its last completion came back (or none was armed yet).
     Idle,
     Armed,
-    /// Armed, and its cancellation asked for; `Idle` once it comes back.
+    /// A single receive into the connection's read buffer, lent to it
+    /// (`Conn::lend_rest`) until its completion comes back.
+    Direct,
+    /// Armed (either kind), and its cancellation asked for; `Idle` once it
+    /// comes back.
     Cancelling,
 }
+
+/// The rest of a request at least this large is received into the
+/// connection's read buffer in one receive ([`Recv::Direct`]).
+const DIRECT_MIN: usize = 128 << 10;
 
 struct Slot {
     id: u64,
@@ -397,6 +410,26 @@ impl Loop<'_> {
             s.recv = Recv::Idle;
         }
         let closing = s.life == Life::Closing;
+        if s.conn.lent() {
+            // A direct receive (the only one in flight while the
+            // connection's buffer is lent): its bytes are in the
+            // connection's buffer already; a
+            // cancelled or failed receive wrote none (or some, kept).
+            s.conn.returned(usize::try_from(res).unwrap_or(0));
+            let failed = match res {
+                0 => {
+                    s.conn.receive(&mut Received::End);
+                    false
+                }
+                n if n > 0 => false,
+                n => !(n == -libc::ECANCELED || n == -libc::EINTR || n == -libc::EAGAIN),
+            };
+            if failed && !closing {
+                self.close(i);
+                return false;
+            }
+            return true;
+        }
         let failed = match res {
             n if n > 0 => match bid {
                 Some(bid) if !closing => {
@@ -535,10 +568,23 @@ impl Loop<'_> {
                 s.send = true;
             }
         }
+        let lend = read && s.tls.is_none();
         if read && s.recv == Recv::Idle {
-            let recv = opcode::RecvMulti::new(types::Fd(fd), BUFFER_GROUP);
-            sqes[1] = Some(recv.build().user_data(user_data(i, OP_RECV)));
-            s.recv = Recv::Armed;
+            if let Some((ptr, len)) = lend.then(|| s.conn.lend_rest(DIRECT_MIN)).flatten() {
+                // MSG_WAITALL: one completion when the whole rest is in.
+                let recv = opcode::Recv::new(types::Fd(fd), ptr, len).flags(libc::MSG_WAITALL);
+                sqes[1] = Some(recv.build().user_data(user_data(i, OP_RECV)));
+                s.recv = Recv::Direct;
+            } else {
+                let recv = opcode::RecvMulti::new(types::Fd(fd), BUFFER_GROUP);
+                sqes[1] = Some(recv.build().user_data(user_data(i, OP_RECV)));
+                s.recv = Recv::Armed;
+            }
+        } else if lend && s.recv == Recv::Armed && s.conn.wants_rest(DIRECT_MIN) {
+            // The rest of a large request: the multishot receive stops, and
+            // once it is back (`Idle`, and served again) a direct one goes.
+            sqes[1] = Some(opcode::AsyncCancel::new(user_data(i, OP_RECV)).build().user_data(OP_CANCEL));
+            s.recv = Recv::Cancelling;
         } else if !read && s.recv == Recv::Armed && s.conn.pause_reading(ctx) {
             // Stop taking input until the buffered work is done, as the
             // epoll path stops reading; the socket's buffer then fills and
@@ -580,7 +626,7 @@ impl Loop<'_> {
         let Some(Some(s)) = self.slots.get_mut(i) else { return };
         s.life = Life::Closing;
         let mut cancels: [Option<u64>; 2] = [None, None];
-        if s.recv == Recv::Armed {
+        if matches!(s.recv, Recv::Armed | Recv::Direct) {
             s.recv = Recv::Cancelling;
             cancels[0] = Some(user_data(i, OP_RECV));
         }

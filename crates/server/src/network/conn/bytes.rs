@@ -39,7 +39,10 @@ impl Conn {
             Phase::Waiting { need } => need,
             _ => 0,
         };
-        loop {
+        // Until what arrived is all taken: asking for room for one more
+        // byte after it grew a buffer that the last bytes filled exactly
+        // (a whole large value: 600 KB copied for nothing).
+        while !t.exhausted() {
             let want = (self.filled - self.rpos + t.available().max(1)).max(need);
             if !self.make_room(want, usize::MAX) {
                 return;
@@ -62,6 +65,52 @@ impl Conn {
         self.input = Input::Ended;
         if self.phase != Phase::Closing {
             self.info.set_close_reason(CloseReason::Normal);
+        }
+    }
+
+    /// io_uring: whether the incomplete request buffered needs at least
+    /// `min` more bytes, enough to receive them in place ([`Conn::lend_rest`])
+    /// rather than through the ring's small buffers.
+    pub fn wants_rest(&self, min: usize) -> bool {
+        match self.phase {
+            Phase::Waiting { need } => !self.lent && need >= self.filled - self.rpos + min,
+            _ => false,
+        }
+    }
+
+    /// io_uring: lends the room for the rest of the incomplete request (at
+    /// least `min` bytes, [`Conn::wants_rest`]) to one receive, which writes
+    /// it at `filled` in place: the value arrives in one completion and one
+    /// copy, where the ring's 8 KiB buffers took one completion each and a
+    /// second copy. The pointer and length are for that receive only; until
+    /// [`Conn::returned`] the buffer is not touched past `filled`.
+    pub fn lend_rest(&mut self, min: usize) -> Option<(*mut u8, u32)> {
+        let Phase::Waiting { need } = self.phase else { return None };
+        if !self.wants_rest(min) || !self.make_room(need, usize::MAX) {
+            return None;
+        }
+        let rest = u32::try_from(need - (self.filled - self.rpos)).ok()?;
+        // make_room left `need` unparsed bytes room from `rpos`, so the
+        // rest fits from `filled`.
+        let spare = self.rbuf.get_mut(self.filled..self.filled + rest as usize)?;
+        let ptr = spare.as_mut_ptr();
+        self.lent = true;
+        Some((ptr, rest))
+    }
+
+    /// io_uring: whether the buffer is lent to a receive.
+    pub fn lent(&self) -> bool {
+        self.lent
+    }
+
+    /// io_uring: the lent receive came back having written `n` bytes at
+    /// `filled` (0: none, it failed or was cancelled).
+    pub fn returned(&mut self, n: usize) {
+        debug_assert!(self.lent, "returned without a lend");
+        self.lent = false;
+        let n = n.min(self.rbuf.len() - self.filled);
+        if n > 0 {
+            self.arrived(n);
         }
     }
 
@@ -126,6 +175,10 @@ impl Conn {
     /// requests is served, not grown, which keeps pipelining clients at the
     /// initial buffer size.
     fn make_room(&mut self, want: usize, limit: usize) -> bool {
+        if self.lent {
+            // The kernel may be writing past `filled`: no room, no move.
+            return false;
+        }
         if self.rbuf.is_empty() {
             self.rbuf = crate::network::bufpool::take_read();
         }

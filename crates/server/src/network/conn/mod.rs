@@ -237,6 +237,10 @@ pub(crate) struct Conn {
     rbuf: Vec<u8>,
     rpos: usize,
     filled: usize,
+    /// io_uring: `rbuf[filled..]` is lent to a receive that writes the
+    /// rest of a large request there in place ([`Conn::lend_rest`]); the
+    /// buffer is neither moved, grown nor given back until it returns.
+    lent: bool,
     /// `rbuf[..hinted]` has had its keys read ahead.
     hinted: usize,
     replies: Replies,
@@ -288,6 +292,7 @@ impl Conn {
             rpos: 0,
             filled: 0,
             hinted: 0,
+            lent: false,
             replies: Replies::default(),
             phase: Phase::Ready,
             input: Input::Open,

@@ -286,7 +286,7 @@ impl Conn {
             return true;
         }
         self.replies.release_idle();
-        if self.rpos == self.filled && !self.rbuf.is_empty() {
+        if self.rpos == self.filled && !self.rbuf.is_empty() && !self.lent {
             crate::network::bufpool::give_read(std::mem::take(&mut self.rbuf));
             self.rpos = 0;
             self.filled = 0;

@@ -421,3 +421,61 @@ fn a_large_value_arriving_in_many_receives_grows_the_buffer_once() {
     let got = f.store.read(b"big", &strata_store::ReadOpts::GET, |it| it.value.len()).unwrap();
     assert_eq!(got, Some(600_000));
 }
+
+#[test]
+fn the_rest_of_a_large_value_is_received_in_place() {
+    let mut f = Fixture::new(ServerConfig::default());
+    let mut conn = f.conn();
+    let value: Vec<u8> = (0..300_000u32).map(|i| (i % 251) as u8).collect();
+    let mut input = b"set big 0 0 300000\r\n".to_vec();
+    input.extend_from_slice(&value);
+    input.extend_from_slice(b"\r\nget big\r\n");
+    let head = 20 + 8_000;
+    assert!(!conn.wants_rest(1), "nothing buffered: nothing to lend");
+    conn.receive(&mut Received::Bytes(&input[..head]));
+    let _ = conn.advance(&mut f.ctx());
+    assert!(conn.wants_rest(64 << 10));
+    assert!(!conn.wants_rest(300_000), "less than that is left");
+    let (ptr, len) = conn.lend_rest(64 << 10).expect("lent");
+    assert_eq!(len as usize, 300_000 + 2 - 8_000, "exactly the rest of the request");
+    assert!(conn.lent() && conn.lend_rest(1).is_none(), "lent once");
+    // While lent, bytes that would move the buffer are not taken.
+    conn.receive(&mut Received::Bytes(b"x"));
+    // The receive writes part of the rest in place (as the kernel does),
+    // comes back, and is lent again for what is left.
+    let part = 100_000;
+    // SAFETY: the test stands for the kernel: `ptr` is valid for `len`
+    // bytes lent by lend_rest, and nothing else touches them until returned.
+    unsafe { std::ptr::copy_nonoverlapping(input[head..head + part].as_ptr(), ptr, part) };
+    conn.returned(part);
+    assert!(!conn.lent());
+    let _ = conn.advance(&mut f.ctx());
+    let (ptr, len) = conn.lend_rest(64 << 10).expect("lent again");
+    let rest = 20 + 300_002 - head - part;
+    assert_eq!(len as usize, rest);
+    // SAFETY: as above.
+    unsafe { std::ptr::copy_nonoverlapping(input[head + part..head + part + rest].as_ptr(), ptr, rest) };
+    conn.returned(rest);
+    conn.receive(&mut Received::Bytes(&input[20 + 300_002..]));
+    // A large value's reply is written in parts, one advance each.
+    let mut out = Vec::new();
+    for _ in 0..10 {
+        let _ = conn.advance(&mut f.ctx());
+        while let Some(s) = conn.next_send() {
+            out.extend_from_slice(s);
+            let n = s.len();
+            conn.sent(n);
+        }
+    }
+    let mut want = b"STORED\r\nVALUE big 0 300000\r\n".to_vec();
+    want.extend_from_slice(&value);
+    want.extend_from_slice(b"\r\nEND\r\n");
+    assert!(
+        out == want,
+        "{} bytes back, want {}: {:?} ... {:?}",
+        out.len(),
+        want.len(),
+        String::from_utf8_lossy(&out[..40.min(out.len())]),
+        String::from_utf8_lossy(&out[out.len().saturating_sub(20)..])
+    );
+}
