@@ -77,6 +77,54 @@ def test_value_larger_than_a_receive_buffer(backend_server):
     assert_in_sync(c)
 
 
+def test_large_values_pipelined_with_other_requests(backend_server):
+    # On io_uring the rest of a large value is received straight into the
+    # connection's buffer, exactly to its end: what follows it in the same
+    # send must still be read, in order.
+    c = connect(backend_server)
+    a = bytes(range(256)) * 1200  # 300 KiB
+    b = bytes(range(255, -1, -1)) * 800  # 200 KiB
+    c.send(set_cmd(b"a", a) + b"get a\r\n" + set_cmd(b"b", b, flags=3) + b"get b a\r\n")
+    want = (
+        b"STORED\r\n"
+        + value_reply(b"a", a)
+        + b"END\r\n"
+        + b"STORED\r\n"
+        + value_reply(b"b", b, 3)
+        + value_reply(b"a", a)
+        + b"END\r\n"
+    )
+    assert read_n(c, len(want), timeout=30) == want
+    assert_in_sync(c)
+
+
+def test_a_large_value_arriving_in_pieces(backend_server):
+    c = connect(backend_server)
+    v = bytes(range(256)) * 2000  # 500 KiB
+    msg = set_cmd(b"slow", v)
+    # Pieces with pauses between them: a receive waiting for the whole
+    # rest gets it over several arrivals.
+    for at in range(0, len(msg), 60_000):
+        c.send(msg[at : at + 60_000])
+        time.sleep(0.01)
+    assert read_n(c, 8) == b"STORED\r\n"
+    want = value_reply(b"slow", v) + b"END\r\n"
+    c.send(b"get slow\r\n")
+    assert read_n(c, len(want)) == want
+
+
+def test_clients_gone_in_the_middle_of_a_large_value(backend_server):
+    # A receive in flight into a connection's buffer when its client goes:
+    # the connection is cancelled and dropped, the server goes on.
+    for _ in range(20):
+        d = connect(backend_server)
+        d.send(b"set big 0 0 500000\r\n" + b"z" * 150_000)
+        d.sock.close()
+    other = connect(backend_server)
+    expect(other, set_cmd(b"k", b"v"), b"STORED\r\n")
+    assert_connections(other, 1)
+
+
 def test_pipelined_gets_past_the_reply_limit_arrive_whole(backend_server):
     # 64 gets of a 100 KiB value queue 6.4 MiB of replies, far past the
     # 256 KiB at which strata stops taking requests from the client.
