@@ -1,8 +1,8 @@
 //! The operating system's files: [`OsBackend`]. Ordinary files are read
 //! and written through the page cache; a snapshot is written with
 //! `O_DIRECT` ([`DirectWrite`]) and read back around the cache
-//! ([`BulkRead`]) where the file system allows it and the cache does not
-//! already hold most of it; the log's file is
+//! ([`BulkRead`]) where the file system allows it, the file is large and
+//! the cache does not already hold most of it; the log's file is
 //! preallocated with zeros ([`OsZero`]); a flash file or block device is
 //! `flock`'d and read without waiting where the page cache has it
 //! (`preadv2` with `RWF_NOWAIT`).
@@ -236,6 +236,22 @@ struct BulkRead {
     plain: File,
 }
 
+impl BulkRead {
+    /// Opens `path` for a bulk read, around the cache unless `through`
+    /// says otherwise or the file system refuses O_DIRECT (tmpfs and some
+    /// others: everything goes through the cache).
+    fn open(path: &Path, through: ThroughCache) -> io::Result<BulkRead> {
+        let plain = File::open(path)?;
+        let small = plain.metadata()?.len() < through.below;
+        let direct = if small || cached_share(&plain).is_some_and(|share| share >= through.cached) {
+            None
+        } else {
+            OpenOptions::new().read(true).custom_flags(libc::O_DIRECT).open(path).ok()
+        };
+        Ok(BulkRead { direct, plain })
+    }
+}
+
 impl PosFile for BulkRead {
     fn size(&self) -> io::Result<u64> {
         Ok(self.plain.metadata()?.len())
@@ -266,9 +282,24 @@ impl PosFile for BulkRead {
     }
 }
 
-/// From this share of its pages in the page cache on, a bulk read goes
-/// through the cache.
-const CACHED_ENOUGH: f64 = 0.5;
+/// When a bulk read goes through the page cache rather than around it.
+#[derive(Debug, Clone, Copy)]
+struct ThroughCache {
+    /// Files smaller than this.
+    below: u64,
+    /// Files with at least this share of their pages in the cache.
+    cached: f64,
+}
+
+/// Measured loading snapshots of 1,000-byte items on this project's 2-core
+/// VM (docs/benchmarks-history.md, "Snapshot load warm and cold"): cold,
+/// through the cache was faster at 1 GB (0.83 s against 1.17-1.19) and
+/// 2 GB (1.5-1.8 s against 2.5-3.6), even at 3 GB, slower at 5 GB (5.3-5.8
+/// against 4.1-4.4), where the kernel's allocating, filling and then
+/// keeping 5 GB of pages costs more than the readers' waits; warm (the
+/// file still cached after the stop that wrote it), O_DIRECT read the disk
+/// again for nothing at every size.
+const THROUGH_CACHE: ThroughCache = ThroughCache { below: 3 << 30, cached: 0.5 };
 
 /// The share of `file`'s pages in the page cache (`mincore` over a mapping
 /// of it); `None` for an empty file, or one that cannot be mapped.
@@ -343,18 +374,7 @@ impl Backend for OsBackend {
     }
 
     fn open_bulk(&self, path: &Path) -> io::Result<Box<dyn PosFile>> {
-        let plain = File::open(path)?;
-        // A file mostly in the page cache (a restart right after the stop
-        // that wrote it) is read from there: O_DIRECT reads the disk again
-        // whatever the cache holds (1 GB: 0.77 s where the cache gives it
-        // in 0.1 s). tmpfs and some others refuse O_DIRECT: everything
-        // goes through the cache.
-        let direct = if cached_share(&plain).is_some_and(|share| share >= CACHED_ENOUGH) {
-            None
-        } else {
-            OpenOptions::new().read(true).custom_flags(libc::O_DIRECT).open(path).ok()
-        };
-        Ok(Box::new(BulkRead { direct, plain }))
+        Ok(Box::new(BulkRead::open(path, THROUGH_CACHE)?))
     }
 
     fn open_device(&self, path: &Path, size: u64) -> io::Result<Device> {
@@ -508,7 +528,13 @@ mod tests {
         let share = cached_share(&f).unwrap();
         // tmpfs keeps its pages whatever is advised, and takes no O_DIRECT.
         let tmpfs = OpenOptions::new().read(true).custom_flags(libc::O_DIRECT).open(&path).is_err();
-        assert!(tmpfs || share < CACHED_ENOUGH, "dropped: {share}");
+        assert!(tmpfs || share < THROUGH_CACHE.cached, "dropped: {share}");
+        // Large and not cached: around the cache; cached or small: through it.
+        let large = ThroughCache { below: 0, ..THROUGH_CACHE };
+        assert_eq!(BulkRead::open(&path, large).unwrap().direct.is_some(), !tmpfs);
+        assert!(BulkRead::open(&path, THROUGH_CACHE).unwrap().direct.is_none(), "small");
+        let _ = std::fs::read(&path).unwrap();
+        assert!(BulkRead::open(&path, large).unwrap().direct.is_none(), "cached again");
         assert_eq!(cached_share(&File::create(dir.path().join("empty")).unwrap()), None);
         // Either way the bytes read back.
         let bulk = OsBackend.open_bulk(&path).unwrap();
@@ -523,7 +549,9 @@ mod tests {
         let path = dir.path().join("bulk");
         let want: Vec<u8> = (0..3 * DIRECT_ALIGN + 123).map(|i| (i * 7 % 251) as u8).collect();
         std::fs::write(&path, &want).unwrap();
-        let f = OsBackend.open_bulk(&path).unwrap();
+        // Around the cache whatever its size and the cache hold: the
+        // O_DIRECT path and its fallbacks for unaligned requests.
+        let f = BulkRead::open(&path, ThroughCache { below: 0, cached: f64::INFINITY }).unwrap();
         assert_eq!(f.size().unwrap(), want.len() as u64);
         let mut big = vec![0u8; 5 * DIRECT_ALIGN];
         let at = big.as_ptr().align_offset(DIRECT_ALIGN);
@@ -543,7 +571,7 @@ mod tests {
             [(1, 10, 0), (DIRECT_ALIGN - 3, 9, 1), (DIRECT_ALIGN, DIRECT_ALIGN, 5), (17, 2 * DIRECT_ALIGN, 0)]
         {
             let buf = &mut big[at + shift..at + shift + len];
-            assert!(read_exact_at(&*f, buf, off as u64).unwrap());
+            assert!(read_exact_at(&f, buf, off as u64).unwrap());
             assert_eq!(buf, &want[off..off + len], "{off} {len} {shift}");
         }
     }

@@ -12,9 +12,9 @@
 //! past it eviction's order applies (records are oldest epoch first). The
 //! segment records are read whole, ahead of the
 //! loading thread, by a few reader threads, around the page cache where
-//! the file system allows it and the cache does not hold the file already
-//! ([`Backend::open_bulk`]: `O_DIRECT` reads of the aligned blocks around
-//! each record), and their CRCs checked there;
+//! the file system allows it, the file is large and the cache does not
+//! hold it already ([`Backend::open_bulk`]: `O_DIRECT` reads of the
+//! aligned blocks around each record), and their CRCs checked there;
 //! a helper faults in the segments they go into, in huge pages where it
 //! can. The loading thread copies each record's bytes into its segment
 //! and links the items; [`LoadTimes`] says how long each stage took. A
@@ -237,7 +237,7 @@ pub fn load(
         loaded: 0,
     };
     // Threads work ahead of the loading one. Readers read each record
-    // whole, around the page cache unless it holds the file
+    // whole, around the page cache for a large file it does not hold
     // ([`Backend::open_bulk`]), into one of a
     // few buffers, and check its CRC; most of their time they wait for the
     // disk. A helper faults in the pages of the segment each record will go
