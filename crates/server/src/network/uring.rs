@@ -412,9 +412,8 @@ impl Loop<'_> {
         let closing = s.life == Life::Closing;
         if s.conn.lent() {
             // A direct receive (the only one in flight while the
-            // connection's buffer is lent): its bytes are in the
-            // connection's buffer already; a
-            // cancelled or failed receive wrote none (or some, kept).
+            // connection's buffer is lent): its bytes are in that buffer
+            // already; a cancelled or failed one wrote none, or some, kept.
             s.conn.returned(usize::try_from(res).unwrap_or(0));
             let failed = match res {
                 0 => {
