@@ -121,10 +121,16 @@ pub fn recover(
             None
         }
     };
-    let clock = header.and_then(|h| match o.unix_now {
-        Some(now) => Clock::resume_at(now, h.process_started, h.now, false),
-        None => Clock::resumed(h.process_started, h.now),
+    // The snapshot's timeline, or with none the log's: the times the
+    // records hold are on it (the wal module doc, "Time").
+    let timeline = header.map(|h| (h.process_started, h.now)).or_else(|| crate::wal::timeline(&*backend, file));
+    let clock = timeline.and_then(|(started, now)| match o.unix_now {
+        Some(unix) => Clock::resume_at(unix, started, now, false),
+        None => Clock::resumed(started, now),
     });
+    if header.is_none() && timeline.is_some() && clock.is_none() {
+        tracing::warn!("the durability log's clock is in the future or more than a century old: starting a new one");
+    }
     // An index sized for the snapshot's items up front (unless -o
     // hashpower says otherwise) loads them without rehashing as it fills.
     if let (Some(_), 0, Some(footer)) = (header, cfg.hash_power, crate::read_footer(&*backend, file)) {
@@ -172,6 +178,14 @@ pub fn recover(
         let mut w = store.worker();
         replayed = crate::wal::replay(&*backend, file, log_seq, &mut w).map_err(RecoverError::Log)?;
         drop(w);
+        // Changes were made up to this time: the clock goes on from there.
+        match replayed.time {
+            Some((started, latest)) if started == store.clock().process_started() => store.clock().catch_up(latest),
+            Some(_) => tracing::warn!(
+                "the durability log is on another clock than the snapshot's; its times are kept as they are"
+            ),
+            None => {}
+        }
         if replayed.files > 0 {
             tracing::info!(
                 files = replayed.files,
@@ -186,8 +200,11 @@ pub fn recover(
             // Without a log this run could not keep its promise: it
             // refuses to start rather than acknowledge writes it cannot
             // make durable.
-            let opened =
-                Arc::new(Wal::open(backend.clone(), file, replayed.last + 1, o.durability).map_err(RecoverError::Log)?);
+            let opened = Arc::new(
+                Wal::open(backend.clone(), file, replayed.last + 1, o.durability)
+                    .map_err(RecoverError::Log)?
+                    .timed(store.clock().clone()),
+            );
             // Under `always` the log file is filled with zeros ahead of its
             // writer, now and then by the writer thread's helper
             // (`Wal::run`), so that commits carry no metadata. A fill that

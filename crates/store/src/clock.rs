@@ -103,6 +103,18 @@ impl Clock {
         self.offset.fetch_add(secs, Ordering::Relaxed);
     }
 
+    /// Moves the clock forward to `t` if it stands before it: a recovery
+    /// whose log shows changes made at `t` (the wall clock may have gone
+    /// back since, or run behind the old process's monotonic clock), so
+    /// that no expiry computed then grows and nothing seen expired then
+    /// lives again.
+    pub fn catch_up(&self, t: u32) {
+        let now = self.now();
+        if t > now {
+            self.advance(t - now);
+        }
+    }
+
     /// Current relative time in seconds.
     #[inline]
     pub fn now(&self) -> u32 {
@@ -183,5 +195,14 @@ mod tests {
         // A start in the future, or a timeline beyond 32 bits, is refused.
         assert!(Clock::resume_at(1_000, 2_000, 0, false).is_none());
         assert!(Clock::resume_at(1 << 40, 0, 0, false).is_none());
+    }
+
+    #[test]
+    fn catching_up_only_moves_forward() {
+        let c = Clock::manual(1_700_000_000);
+        c.catch_up(500);
+        assert_eq!(c.now(), 500);
+        c.catch_up(400);
+        assert_eq!(c.now(), 500);
     }
 }

@@ -6,11 +6,12 @@
 //! log file   = file-header record* zero*
 //! file header (16 bytes)
 //!  0  magic "STRATAWL"     8
-//!  8  format version (1)   u32
+//!  8  format version (2)   u32   (1: no time records; read the same)
 //! 12  (zero)               u32
 //!
 //! record
-//!  0  kind                 u8    1 item, 2 delete, 3 touch, 4 state, 5 flush, 6 flush at
+//!  0  kind                 u8    1 item, 2 delete, 3 touch, 4 state, 5 flush, 6 flush at,
+//!                                7 time
 //!  1  (zero)               3
 //!  4  payload length       u32
 //!  8  CRC32C of bytes 0..8 and the payload   u32
@@ -24,6 +25,8 @@
 //!  state     the item's state byte u8, then the key
 //!  flush     (none): everything written before it is invalid
 //!  flush at  when u32: a flush_all scheduled for then
+//!  time      process start i64 (unix seconds of the timeline's 0), now u32:
+//!            the timeline the records' times are on, and where it stood
 //!
 //! zero tail: zeros filled ahead of the writer (preallocation), up to the
 //!            file's end; the log ends at the first zero byte where a
@@ -39,6 +42,20 @@
 //! files may be held too, and replaying them again changes nothing (each
 //! carries the whole outcome, not a delta: an item with its CAS, an
 //! absolute expiry).
+//!
+//! **Time.** Expiry times, the flush time and `flush at` are seconds on the
+//! timeline of the process that wrote them (`Clock`). A log with no
+//! snapshot beside it is the only record of that timeline, and a
+//! snapshot's header says only where the clock stood when the snapshot
+//! began. So each file's first record is a time record, and another
+//! follows whenever the clock has moved since the last (at most one a
+//! second, 24 bytes). Recovery resumes the snapshot's timeline, or else
+//! the log's ([`timeline`]), and moves the clock up to the latest time the
+//! replayed records carry: no expiry grows across a restart and nothing
+//! that was seen expired comes back, even when the wall clock has gone
+//! back or ran behind the old process's monotonic clock. (A restart used
+//! to start a new timeline when only a log was left, so every replayed
+//! expiry moved by the old process's uptime: tests/wire/test_durability_clock.py.)
 //!
 //! **Group commit.** Appending copies the record into a shared buffer under
 //! a mutex and returns its log position. One writer thread takes the whole
@@ -118,11 +135,11 @@ use crate::SnapshotError;
 mod replay;
 mod writer;
 
-pub use replay::{read_log, replay, Entry, Recovery, Replayed};
+pub use replay::{read_log, replay, timeline, Entry, Recovery, Replayed};
 pub use writer::{Wal, WalJournal};
 
 pub const LOG_MAGIC: [u8; 8] = *b"STRATAWL";
-pub const LOG_VERSION: u32 = 1;
+pub const LOG_VERSION: u32 = 2;
 pub const LOG_HEADER_LEN: usize = 16;
 pub const RECORD_HEAD: usize = 12;
 /// How far ahead of the writer a server's log file is filled with zeros
@@ -141,6 +158,7 @@ pub enum Op {
     State = 4,
     Flush = 5,
     FlushAt = 6,
+    Time = 7,
 }
 
 impl Op {
@@ -152,6 +170,7 @@ impl Op {
             4 => Op::State,
             5 => Op::Flush,
             6 => Op::FlushAt,
+            7 => Op::Time,
             _ => return None,
         })
     }
@@ -218,7 +237,7 @@ mod tests {
             log_path(&file, 7).file_name().map(|n| n.to_string_lossy().into_owned()),
             Some("s.log.000007".into())
         );
-        assert_eq!(&b[..16], b"STRATAWL\x01\0\0\0\0\0\0\0");
+        assert_eq!(&b[..16], b"STRATAWL\x02\0\0\0\0\0\0\0");
         assert_eq!(&b[16..24], &[3, 0, 0, 0, 7, 0, 0, 0]);
         let crc = crc32c::crc32c_append(crc32c::crc32c(&b[16..24]), &b[28..]);
         assert_eq!(&b[24..28], &crc.to_le_bytes());

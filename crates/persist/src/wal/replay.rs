@@ -41,7 +41,8 @@ pub fn read_log(backend: &dyn Backend, path: &Path, apply: &mut dyn FnMut(Entry)
         return Ok(out);
     }
     let version = u32::from_le_bytes([h[8], h[9], h[10], h[11]]);
-    if version != LOG_VERSION {
+    // Version 1 is the same format without time records.
+    if !(1..=LOG_VERSION).contains(&version) {
         return Err(SnapshotError::Format(crate::format::FormatError::Version { found: version }));
     }
     let mut at = LOG_HEADER_LEN as u64;
@@ -146,6 +147,7 @@ fn read_at(
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Recovery {
     pub files: u64,
+    /// Changes replayed (time records are not counted).
     pub records: u64,
     /// Records that could not be applied (malformed, or an item over `-I`).
     pub skipped: u64,
@@ -157,6 +159,35 @@ pub struct Recovery {
     pub trimmed: u64,
     /// The highest log file number found (0: none).
     pub last: u64,
+    /// The timeline of the first time record replayed (the unix time of
+    /// its 0), and the latest time on it any record replayed carries (the
+    /// module doc, "Time").
+    pub time: Option<(i64, u32)>,
+}
+
+/// A time record's payload: the timeline's start and the time on it.
+fn time_of(payload: &[u8]) -> Option<(i64, u32)> {
+    let (started, now) = payload.split_at_checked(8)?;
+    Some((i64::from_le_bytes(started.try_into().ok()?), u32::from_le_bytes(now.try_into().ok()?)))
+}
+
+/// The timeline the log files beside the snapshot `file` are on: that of
+/// the first file that begins with a time record (a server's files all
+/// do, and all carry the timeline the first one began), and its time
+/// there. What a recovery with no snapshot to resume the clock from
+/// resumes it from.
+pub fn timeline(backend: &dyn Backend, file: &Path) -> Option<(i64, u32)> {
+    log_files(backend, file).into_iter().find_map(|(_, path)| {
+        let f = backend.open(&path).ok()?;
+        let len = f.size().ok()?;
+        let mut h = [0u8; LOG_HEADER_LEN];
+        if !read_exact_at(&*f, &mut h, 0).unwrap_or(false) || h[..8] != LOG_MAGIC {
+            return None;
+        }
+        let at = LOG_HEADER_LEN as u64;
+        let (op, payload, _) = Reader { f: &*f, chunk: Vec::new(), chunk_at: at, len }.record(at)?;
+        (op == Op::Time).then(|| time_of(&payload)).flatten()
+    })
 }
 
 /// Replays every log file beside the snapshot `file` numbered `from` or
@@ -182,6 +213,7 @@ pub fn replay(
     progress.set_total(sizes.iter().sum());
     // Bytes of the files done.
     let mut done = 0u64;
+    let mut time = None;
     for ((n, path), size) in files.into_iter().zip(sizes) {
         r.last = r.last.max(n);
         if n < from {
@@ -190,11 +222,20 @@ pub fn replay(
         r.files += 1;
         let mut skipped = 0;
         let mut records = r.records;
+        // Time records read in this file (not changes: not counted).
+        let mut times = 0;
         // Bytes of the whole records read so far in this file.
         let mut bytes = 0u64;
         let read = read_log(backend, &path, &mut |e| {
             bytes += (RECORD_HEAD + e.payload.len()) as u64;
-            if apply(w, &e).is_err() {
+            if e.op == Op::Time {
+                times += 1;
+                match (time_of(&e.payload), &mut time) {
+                    (Some(t), None) => time = Some(t),
+                    (Some((started, now)), Some((on, latest))) if started == *on => *latest = now.max(*latest),
+                    _ => {}
+                }
+            } else if apply(w, &e).is_err() {
                 skipped += 1;
             }
             records += 1;
@@ -206,11 +247,12 @@ pub fn replay(
         })?;
         done += size;
         r.trimmed += trim(backend, &path, &read);
-        r.records += read.records;
+        r.records += read.records - times;
         r.skipped += skipped;
         r.torn += u64::from(read.torn);
     }
     progress.done(done);
+    r.time = time;
     Ok(r)
 }
 
@@ -269,5 +311,7 @@ fn apply(w: &mut strata_store::Worker, e: &Entry) -> Result<(), ()> {
             w.replay_flush_at(at);
             Ok(())
         }
+        // Read by `replay`, not applied to the store.
+        Op::Time => Ok(()),
     }
 }

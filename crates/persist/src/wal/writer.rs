@@ -7,6 +7,9 @@ use super::*;
 
 struct Pending {
     buf: Vec<u8>,
+    /// The clock's time in the last time record of this file (`None`: the
+    /// file has none yet; the module doc, "Time").
+    time: Option<u32>,
     /// Log position after the last appended record.
     appended: u64,
     records: u64,
@@ -74,6 +77,8 @@ pub struct Wal {
     pub sync_ns: AtomicU64,
     /// Zeros written ahead of the log (preallocation).
     pub zeroed: AtomicU64,
+    /// The clock the records' times are on ([`Wal::timed`]).
+    clock: Option<Arc<strata_store::Clock>>,
 }
 
 impl std::fmt::Debug for Wal {
@@ -102,7 +107,7 @@ impl Wal {
             backend,
             file: file.to_path_buf(),
             mode,
-            pending: Mutex::new(Pending { buf: Vec::with_capacity(1 << 20), appended: 0, records: 0 }),
+            pending: Mutex::new(Pending { buf: Vec::with_capacity(1 << 20), time: None, appended: 0, records: 0 }),
             kick: Condvar::new(),
             current: Mutex::new(Current { n, f, pos: LOG_HEADER_LEN as u64 }),
             ahead: Mutex::new(ahead),
@@ -117,7 +122,15 @@ impl Wal {
             bytes: AtomicU64::new(0),
             sync_ns: AtomicU64::new(0),
             zeroed: AtomicU64::new(0),
+            clock: None,
         })
+    }
+
+    /// Time records from `clock` before the records it dates (the module
+    /// doc, "Time"): what a server's log carries. A log without them (the
+    /// record format's own tests) holds exactly the records appended.
+    pub fn timed(self, clock: Arc<strata_store::Clock>) -> Wal {
+        Wal { clock: Some(clock), ..self }
     }
 
     /// Fills each log file with zeros `bytes` ahead of the writer (0, the
@@ -221,21 +234,18 @@ impl Wal {
             self.notify();
             return u64::MAX;
         }
-        let len: usize = parts.iter().map(|p| p.len()).sum();
-        let mut head = [0u8; RECORD_HEAD];
-        head[0] = op as u8;
-        head[4..8].copy_from_slice(&(len as u32).to_le_bytes());
-        let crc = parts.iter().fold(crc32c::crc32c(&head[..8]), |c, p| crc32c::crc32c_append(c, p));
-        head[8..12].copy_from_slice(&crc.to_le_bytes());
         let mut p = self.pending.lock();
         let was_empty = p.buf.is_empty();
-        p.buf.extend_from_slice(&head);
-        for part in parts {
-            p.buf.extend_from_slice(part);
+        // Read under the lock, so that times only go up along the log: a
+        // time record dates every record after it up to the next.
+        if let Some(clock) = &self.clock {
+            let now = clock.now();
+            if p.time != Some(now) {
+                push(&mut p, Op::Time, &[&clock.process_started().to_le_bytes(), &now.to_le_bytes()]);
+                p.time = Some(now);
+            }
         }
-        p.appended += (RECORD_HEAD + len) as u64;
-        p.records += 1;
-        let at = p.appended;
+        let at = push(&mut p, op, parts);
         drop(p);
         if was_empty {
             self.kick.notify_one();
@@ -284,7 +294,7 @@ impl Wal {
         // buffer taken before the switch can land in the new file after
         // it, and `durable` never covers records still in the writer's hands.
         let mut cur = self.current.lock();
-        let (buf, end) = self.take_pending();
+        let (buf, end) = self.take_pending(true);
         self.write_out(&mut cur, &buf, end, true)?;
         let n = cur.n + 1;
         // A new file that cannot be made leaves the log appending to the
@@ -317,7 +327,7 @@ impl Wal {
             return true;
         }
         let mut cur = self.current.lock();
-        let (buf, end) = self.take_pending();
+        let (buf, end) = self.take_pending(false);
         self.write_out(&mut cur, &buf, end, true).is_ok()
     }
 
@@ -326,14 +336,19 @@ impl Wal {
     /// takes the writer's steps by hand). False if the log failed.
     pub fn write_now(&self) -> bool {
         let mut cur = self.current.lock();
-        let (buf, end) = self.take_pending();
+        let (buf, end) = self.take_pending(false);
         self.write_out(&mut cur, &buf, end, false).is_ok()
     }
 
     /// The pending records, taken out of the shared buffer, and the log
-    /// position after the last. Called under `current` (see `rotate`).
-    fn take_pending(&self) -> (Vec<u8>, u64) {
+    /// position after the last. Called under `current` (see `rotate`);
+    /// `new_file`: what is appended next goes to a new file, which begins
+    /// with a time record.
+    fn take_pending(&self, new_file: bool) -> (Vec<u8>, u64) {
         let mut p = self.pending.lock();
+        if new_file {
+            p.time = None;
+        }
         (std::mem::take(&mut p.buf), p.appended)
     }
 
@@ -470,9 +485,26 @@ impl Wal {
     /// writer thread has stopped).
     pub fn flush(&self) -> Result<(), SnapshotError> {
         let mut cur = self.current.lock();
-        let (buf, end) = self.take_pending();
+        let (buf, end) = self.take_pending(false);
         self.write_out(&mut cur, &buf, end, true)
     }
+}
+
+/// Appends one record to the pending buffer; the log position after it.
+fn push(p: &mut Pending, op: Op, parts: &[&[u8]]) -> u64 {
+    let len: usize = parts.iter().map(|p| p.len()).sum();
+    let mut head = [0u8; RECORD_HEAD];
+    head[0] = op as u8;
+    head[4..8].copy_from_slice(&(len as u32).to_le_bytes());
+    let crc = parts.iter().fold(crc32c::crc32c(&head[..8]), |c, p| crc32c::crc32c_append(c, p));
+    head[8..12].copy_from_slice(&crc.to_le_bytes());
+    p.buf.extend_from_slice(&head);
+    for part in parts {
+        p.buf.extend_from_slice(part);
+    }
+    p.appended += (RECORD_HEAD + len) as u64;
+    p.records += 1;
+    p.appended
 }
 
 /// The store's journal, written to a [`Wal`].

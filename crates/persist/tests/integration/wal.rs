@@ -630,3 +630,34 @@ fn a_prefill_at_start_fills_from_the_header_and_recovery_does_it_under_always() 
         assert_eq!(len, want, "{mode:?}: preallocated under always only");
     }
 }
+
+#[test]
+fn a_timed_log_dates_its_records_and_each_file_begins_with_the_time() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = Arc::new(Clock::manual(1_700_000_000));
+    let started = clock.process_started();
+    let wal = Wal::open(Arc::new(OsBackend), &snap(&dir), 1, Durability::Always).unwrap().timed(clock.clone());
+    wal.append(Op::Delete, &[b"a"]);
+    wal.append(Op::Delete, &[b"b"]);
+    clock.advance(10);
+    wal.append(Op::Delete, &[b"c"]);
+    wal.flush().unwrap();
+    let time = |t: u32| [&started.to_le_bytes()[..], &t.to_le_bytes()].concat();
+    let (records, torn) = read_all(&OsBackend, &log_path(&snap(&dir), 1));
+    assert!(!torn);
+    let want = [(Op::Time, time(2)), (Op::Delete, b"a".to_vec()), (Op::Delete, b"b".to_vec())];
+    assert_eq!(records[..3], want);
+    assert_eq!(records[3..], [(Op::Time, time(12)), (Op::Delete, b"c".to_vec())]);
+    // A new file begins with the time though the clock has not moved.
+    assert_eq!(wal.rotate().unwrap(), 2);
+    wal.append(Op::Delete, &[b"d"]);
+    wal.flush().unwrap();
+    let (records, _) = read_all(&OsBackend, &log_path(&snap(&dir), 2));
+    assert_eq!(records, [(Op::Time, time(12)), (Op::Delete, b"d".to_vec())]);
+    // Recovery reads the timeline from the first file, and the latest time
+    // from every record; time records are not counted as changes.
+    assert_eq!(strata_persist::wal::timeline(&OsBackend, &snap(&dir)), Some((started, 2)));
+    let (_, mut w) = store(8 << 20);
+    let r = replay(&OsBackend, &snap(&dir), 0, &mut w).unwrap();
+    assert_eq!((r.records, r.time), (4, Some((started, 12))), "{r:?}");
+}

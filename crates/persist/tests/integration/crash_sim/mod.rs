@@ -156,6 +156,7 @@ fn add(to: &mut Counts, c: &Counts) {
     to.forged_values += c.forged_values;
     to.kills += c.kills;
     to.refused += c.refused;
+    to.clock_checked += c.clock_checked;
 }
 
 fn seeds_from_env(default: u64) -> std::ops::Range<u64> {
@@ -205,7 +206,7 @@ fn a_crash_at_any_point_loses_no_acknowledged_write() {
     let c = simulate_seeds(Durability::Always, ALWAYS_SEEDS);
     if !one_seed() {
         assert!(c.schedules >= 2_500, "only {} schedules", c.schedules);
-        assert!(c.after_crash >= 2_000 && c.acked_verified >= 20_000, "{c:?}");
+        assert!(c.after_crash >= 2_000 && c.acked_verified >= 20_000 && c.clock_checked >= 2_000, "{c:?}");
         assert!(c.snapshot_writes > 50 && c.smaller_loads > 100 && c.forged_values > 100, "{c:?}");
         assert!(c.loose_segments > 0, "no load went item by item: {c:?}");
     }
@@ -216,7 +217,7 @@ fn interval_loses_nothing_written_at_a_kill_and_at_most_the_unsynced_at_a_power_
     let c = simulate_seeds(Durability::Interval, INTERVAL_SEEDS);
     if !one_seed() {
         assert!(c.schedules >= 800, "only {} schedules", c.schedules);
-        assert!(c.after_crash >= 600 && c.kills >= 100 && c.acked_verified >= 5_000, "{c:?}");
+        assert!(c.after_crash >= 600 && c.kills >= 100 && c.acked_verified >= 5_000 && c.clock_checked >= 600, "{c:?}");
     }
 }
 
@@ -225,7 +226,10 @@ fn a_snapshot_restart_shows_the_state_at_its_cut() {
     let c = simulate(Durability::Off);
     if !one_seed() {
         assert!(c.schedules >= 1_500, "only {} schedules", c.schedules);
-        assert!(c.after_crash >= 1_000 && c.snapshots >= 200 && c.snapshot_writes > 50, "{c:?}");
+        assert!(
+            c.after_crash >= 1_000 && c.snapshots >= 200 && c.snapshot_writes > 50 && c.clock_checked >= 500,
+            "{c:?}"
+        );
         assert!(c.handed_off > 0, "no segment of a cut was handed off: {c:?}");
         assert!(c.loose_segments > 100, "too few loads went item by item: {c:?}");
     }

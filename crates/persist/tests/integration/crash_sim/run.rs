@@ -88,6 +88,9 @@ pub struct Counts {
     pub kills: u64,
     /// Changes refused because the log had failed (the disk filled).
     pub refused: u64,
+    /// Recoveries that brought items back, whose clock was checked to
+    /// resume the model's timeline.
+    pub clock_checked: u64,
 }
 
 pub struct Failure(pub String);
@@ -122,6 +125,11 @@ pub struct Sim<'a> {
     fs: SimFs,
     mode: Mode,
     unix_now: i64,
+    /// The model's timeline: the unix time of server time 0, which every
+    /// expiry in the history is on (`None` before the first start). A
+    /// recovery that brings anything back must resume it (the wal module
+    /// doc, "Time"); only one that brings nothing back may start another.
+    timeline: Option<i64>,
     /// This lifetime's states (it starts from what the last recovery left).
     hist: History,
     /// This lifetime's snapshots: (index of the state at its cut, written).
@@ -185,6 +193,7 @@ impl<'a> Sim<'a> {
             fs,
             mode,
             unix_now: 1_700_000_000,
+            timeline: None,
             hist: History::start(State::new()),
             snaps: Vec::new(),
             mem: mode.mem(),
@@ -201,6 +210,12 @@ impl<'a> Sim<'a> {
 
     pub fn ops(&self) -> u64 {
         self.fs.ops()
+    }
+
+    /// Server time on the model's timeline (manual clocks: time moves
+    /// only between lifetimes, as `unix_now` does).
+    fn now(&self) -> u32 {
+        self.timeline.map_or(0, |t| u32::try_from(self.unix_now - t).unwrap_or(u32::MAX))
     }
 
     fn note(&mut self, what: impl FnOnce() -> String) {
@@ -271,8 +286,24 @@ impl<'a> Sim<'a> {
     /// be one state the history allows (`crashed`: after a crash, not a
     /// clean stop). The next lifetime starts from it.
     fn check(&mut self, p: &mut Proc, crashed: bool) -> Result<(), Failure> {
-        let now = p.store.clock().now();
         let got = Self::read_all(p);
+        let clock = (p.store.clock().process_started(), p.store.clock().now());
+        let now = match self.timeline {
+            Some(t) if clock != (t, self.now()) => {
+                // Nothing came back: nothing is on the old timeline.
+                if !got.is_empty() {
+                    return Err(Failure(format!(
+                        "the recovered clock stands at {} on the timeline from {}; the model's at {} on {t}",
+                        clock.1,
+                        clock.0,
+                        self.now()
+                    )));
+                }
+                self.now()
+            }
+            Some(_) => self.now(),
+            None => clock.1,
+        };
         let last = self.hist.len();
         let found = match self.mode.durability {
             Durability::Off => {
@@ -299,6 +330,9 @@ impl<'a> Sim<'a> {
         }
         self.counts.recoveries += 1;
         self.counts.after_crash += u64::from(crashed);
+        self.counts.clock_checked += u64::from(self.timeline.is_some() && !got.is_empty());
+        // From here the history's times are the recovered clock's.
+        self.timeline = Some(clock.0);
         self.hist = History::start(got);
         self.snaps.clear();
         self.acked = 0;

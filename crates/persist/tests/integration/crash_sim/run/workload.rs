@@ -57,7 +57,7 @@ impl Sim<'_> {
         if self.fs.is_dead() {
             return Ok(());
         }
-        let now = p.store.clock().now();
+        let now = self.now();
         let op = self.draw(now);
         let wi = self.rng.below(p.workers.len() as u64) as usize;
         self.request(p, op, wi, now)
@@ -182,7 +182,7 @@ impl Sim<'_> {
             if self.fs.is_dead() {
                 break;
             }
-            let now = p.store.clock().now();
+            let now = self.now();
             let wi = self.seal_rng.below(p.workers.len() as u64) as usize;
             let v = value(self.hist.len() as u64, 1 + self.seal_rng.below(8) as usize);
             self.request(p, Op::Set { k: key(i), v, flags: 0, exp: 0 }, wi, now)?;
@@ -235,17 +235,17 @@ impl Sim<'_> {
         }
         self.trace.push(format!("snapshot at #{cut} {}", if r.is_ok() { "ok" } else { "failed" }));
         if self.verbose && r.is_ok() && !self.fs.is_dead() {
-            self.compare_snapshot(&store, cut);
+            self.compare_snapshot(cut);
         }
         failed.map_or(Ok(()), Err)
     }
 
     /// Verbose only: what the snapshot just written loads, against the
     /// model's state at its cut.
-    fn compare_snapshot(&mut self, live: &Store, cut: usize) {
+    fn compare_snapshot(&mut self, cut: usize) {
         let h = strata_persist::read_header(&self.fs, &file()).ok().flatten();
         let Some(clock) =
-            h.and_then(|h| strata_store::Clock::resume_at(live.clock().unix_now(), h.process_started, h.now, false))
+            h.and_then(|h| strata_store::Clock::resume_at(self.unix_now, h.process_started, h.now, false))
         else {
             return;
         };
@@ -253,7 +253,7 @@ impl Sim<'_> {
         let rep = strata_persist::load(&s2, &self.fs, &file(), 1, 0, false);
         let mut p = Proc { workers: vec![s2.worker()], store: s2, wal: None, evictions: Arc::default() };
         let got = Self::read_all(&mut p);
-        let want = visible(&self.hist.states[cut], p.store.clock().now());
+        let want = visible(&self.hist.states[cut], self.now());
         if got != want {
             self.trace.push(format!("SNAPSHOT DIFFERS: loads {} / cut {} / {rep:?}", short(&got), short(&want)));
         }
