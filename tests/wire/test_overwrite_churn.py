@@ -94,9 +94,16 @@ def test_cleaner_stats_start_at_zero(make_server):
     # read sketch's share) is idle.
     idle = int(st["strata_idle_bytes"])
     assert 15 << 20 <= idle <= 16 << 20, idle
+    assert (st["strata_idle_free_bytes"], st["strata_idle_open_bytes"], st["strata_idle_sealed_bytes"]) == (str(idle), "0", "0")
     expect(c, b"set a 0 0 1\r\nx\r\n", b"STORED\r\n")
+    st = stats(c)
     # Header, key and value: more than the value's one byte.
-    assert int(stats(c)["strata_bytes_stored"]) > 1
-    # The item took its own bytes of the segment it opened, no more.
-    assert 0 < idle - int(stats(c)["strata_idle_bytes"]) < 128
+    assert int(st["strata_bytes_stored"]) > 1
+    # The item took its own bytes of the segment it opened, no more; that
+    # segment's rest is open room.
+    assert 0 < idle - int(st["strata_idle_bytes"]) < 128
+    seg = int(st["strata_segment_size"])
+    assert seg - 128 < int(st["strata_idle_open_bytes"]) < seg
+    assert int(st["strata_idle_free_bytes"]) == idle - seg
+    assert st["strata_idle_sealed_bytes"] == "0"
     c.close()

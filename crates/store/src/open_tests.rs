@@ -46,7 +46,11 @@ fn a_large_item_leaves_its_segment_open_for_smaller_ones() {
     // Idle: what no item took in the two open segments, and the free
     // segments within the budget.
     let written = (SEG - s.room(a)) + open(&w).iter().filter(|&&x| x != a).map(|&x| SEG - s.room(x)).sum::<usize>();
-    assert_eq!(s.idle_bytes(), s.segment_budget() as usize * SEG - written);
+    let idle = s.idle();
+    assert_eq!(idle.free + idle.open + idle.sealed, s.segment_budget() as usize * SEG - written);
+    // Nothing is sealed yet: the room is in the two open segments and the
+    // free ones.
+    assert_eq!((idle.sealed, idle.open), (0, 2 * SEG - written));
     // Once "a"'s room is under an eighth of a segment it is sealed: held
     // open it could not be cleaned.
     assert_eq!(set(&mut w, SetOp::Set, b"d", &[b'd'; 10 << 10]), StoreOutcome::Stored);

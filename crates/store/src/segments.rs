@@ -375,17 +375,33 @@ impl Store {
         in_use
     }
 
-    /// Bytes of the segment budget that hold nothing, live or dead: the
-    /// free segments the budget still allows, and the unwritten ends of
-    /// segments in use (open ones filling, and ones sealed before they
-    /// filled: an item larger than the room left, a snapshot's cut).
-    pub(crate) fn idle_bytes(&self) -> usize {
+    /// Bytes of the segment budget that hold nothing, live or dead, by
+    /// where they are: free segments within the budget, the unwritten
+    /// ends of segments being written (workers' open segments and copy
+    /// targets), and the tails of sealed ones (sealed before they filled:
+    /// an item larger than the room left, a snapshot's cut).
+    pub(crate) fn idle(&self) -> Idle {
         let in_use = self.in_use();
-        let written: usize = (self.segs().iter().zip(&in_use))
-            .filter(|(_, &used)| used)
-            .map(|(m, _)| m.write_off.load(Relaxed) as usize)
-            .sum();
-        (self.segment_budget() as usize * self.arena().segment_size()).saturating_sub(written)
+        let size = self.arena().segment_size();
+        let mut sealed = vec![false; in_use.len()];
+        {
+            let q = self.lock_evict();
+            for &s in q.small.iter().chain(&q.main) {
+                sealed[s as usize] = true;
+            }
+        }
+        let (mut used, mut open, mut tails) = (0, 0, 0);
+        for (i, m) in self.segs().iter().enumerate().filter(|&(i, _)| in_use[i]) {
+            let room = size.saturating_sub(m.write_off.load(Relaxed) as usize);
+            used += 1;
+            if sealed[i] {
+                tails += room;
+            } else {
+                open += room;
+            }
+        }
+        let free = (self.segment_budget() as usize).saturating_sub(used) * size;
+        Idle { free, open, sealed: tails }
     }
 
     /// Segments a worker keeps open for writes: one per TTL class when
@@ -402,6 +418,14 @@ impl Store {
     pub(crate) fn room(&self, seg: u32) -> usize {
         self.arena().segment_size() - self.seg(seg).write_off.load(Relaxed) as usize
     }
+}
+
+/// Room in the segment budget that holds nothing ([`Store::idle`]).
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct Idle {
+    pub(crate) free: usize,
+    pub(crate) open: usize,
+    pub(crate) sealed: usize,
 }
 
 /// Where a new item was written.

@@ -511,6 +511,12 @@ pub struct StoreStats {
     /// Bytes of the segment budget holding nothing, live or dead: free
     /// segments within it and the unwritten ends of segments in use.
     pub idle_bytes: u64,
+    /// Of `idle_bytes`: free segments; the unwritten ends of segments
+    /// being written (open segments, copy targets); the empty tails of
+    /// sealed segments (an item larger than the room left).
+    pub idle_free_bytes: u64,
+    pub idle_open_bytes: u64,
+    pub idle_sealed_bytes: u64,
     pub segments_total: u64,
     pub segments_free: u64,
     /// Segments holding items or being written (off the free and parked

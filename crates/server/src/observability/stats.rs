@@ -238,6 +238,17 @@ fn strata_memory(s: &mut Snapshot, shared: &Shared, st: &strata_store::StoreStat
         "Bytes of -m's segments holding nothing: free segments and the unwritten ends of those in use.",
         st.idle_bytes,
     );
+    s.gauge("strata_idle_free_bytes", "Of strata_idle_bytes: free segments.", st.idle_free_bytes);
+    s.gauge(
+        "strata_idle_open_bytes",
+        "Of strata_idle_bytes: the unwritten ends of segments being written (open segments, copy targets).",
+        st.idle_open_bytes,
+    );
+    s.gauge(
+        "strata_idle_sealed_bytes",
+        "Of strata_idle_bytes: the empty tails of sealed segments (an item larger than the room left).",
+        st.idle_sealed_bytes,
+    );
     worker_counter(s, shared, "strata_store_contended");
 }
 

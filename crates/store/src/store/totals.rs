@@ -102,7 +102,10 @@ impl Store {
         s.compression = self.codec.as_ref().map(|c| c.stats());
         s.flash = self.flash_stats();
         s.dead_bytes = self.dead_bytes() as u64;
-        s.idle_bytes = self.idle_bytes() as u64;
+        let idle = self.idle();
+        s.idle_bytes = (idle.free + idle.open + idle.sealed) as u64;
+        (s.idle_free_bytes, s.idle_open_bytes) = (idle.free as u64, idle.open as u64);
+        s.idle_sealed_bytes = idle.sealed as u64;
         s.evicted_age = self.evicted_age.load(Relaxed);
         s
     }
