@@ -16,10 +16,15 @@ and without snapshots taken back to back for its whole length; throughput,
 p99 and the peak RSS against the RSS before it. Redis with `BGSAVE` back
 to back in the same way, its fork's RSS sampled too.
 
-    .venv/bin/python bench/snapshot.py [--items N] [--value BYTES]
+    .venv/bin/python bench/snapshot.py [--items N] [--value BYTES] [--compression]
         [--dir DIR] [--strata-bin PATH] [--bench-bin PATH] [--skip-redis]
         [--part save-load,online] [--duration SECS] [--out FILE.md]
         [--keep-snapshot] [--load-only] [--warm] [--strata-log FILE]
+
+Many small items (issue 45, item 2): `--value 0` stores JSON objects of
+100-300 bytes (mean 200) instead of random bytes, and `--compression` adds
+a row for strata with `-o compression=on`; each strata row is compared
+with Redis's save plus load to serving.
 
 Load-only rounds (issue 34): one run with --keep-snapshot fills, saves and
 leaves strata's snapshot in DIR/strata; later runs with --load-only (same
@@ -55,8 +60,33 @@ RANDOM = random.Random(16).randbytes(1 << 20)
 
 
 def value(i, n):
+    """Item i's value: `n` random bytes, or with `n` = 0 (--json) a JSON
+    object of 100-300 bytes."""
+    if n == 0:
+        return json_value(i)
     at = (i * 7919) % (len(RANDOM) - n)
     return RANDOM[at : at + n]
+
+
+# The words JSON values' text is drawn from (English-like, so that a
+# compressor finds what it would in real records).
+WORDS = (b"the of and to in is was for on that with as by at from his her an were are which this be has had not"
+         b" user account order item price total status active pending shipped delivered review rating city"
+         b" country street email phone name first last created updated session token device mobile desktop"
+         b" browser agent region zone cache value key count level score group admin member guest").split()
+TEXT = b" ".join(WORDS[(i * 7 + i // 13) % len(WORDS)] for i in range(20000))
+TAGS = [b"new", b"sale", b"vip", b"eu", b"us", b"apac", b"beta", b"mobile", b"web", b"api", b"gold", b"silver",
+        b"trial", b"churn", b"loyal", b"test"]
+
+
+def json_value(i):
+    """A JSON object of 100-300 bytes (the length drawn per item), fixed by i."""
+    h = (i * 0x9E3779B1) & 0xFFFFFFFF
+    size = 100 + h % 201
+    head = b'{"id":%d,"user":"user_%d","score":%d.%02d,"active":%s,"tags":["%s","%s"],"bio":"' % (
+        i, h % 1000003, h % 1000, h % 97, b"true" if h & 1 else b"false", TAGS[h % 16], TAGS[(h >> 4) % 16])
+    at = (h >> 8) % (len(TEXT) - 300)
+    return head + TEXT[at : at + max(0, size - len(head) - 2)] + b'"}'
 
 
 def key(i):
@@ -122,7 +152,8 @@ def mc_fill(port, items, n):
     s = connect(port)
     batch = []
     for i in range(items):
-        batch.append(b"set %s 0 0 %d noreply\r\n%s\r\n" % (key(i), n, value(i, n)))
+        v = value(i, n)
+        batch.append(b"set %s 0 0 %d noreply\r\n%s\r\n" % (key(i), len(v), v))
         if len(batch) == 2000:
             s.sendall(b"".join(batch))
             batch = []
@@ -146,7 +177,8 @@ def mc_check(port, items, n, sample=20000):
     for i in range(0, items, step):
         s.sendall(b"get %s\r\n" % key(i))
         out = recv_until(s, b"END\r\n")
-        if out != b"VALUE %s 0 %d\r\n%s\r\nEND\r\n" % (key(i), n, value(i, n)):
+        v = value(i, n)
+        if out != b"VALUE %s 0 %d\r\n%s\r\nEND\r\n" % (key(i), len(v), v):
             bad += 1
     s.close()
     return bad
@@ -193,7 +225,8 @@ def redis_check(port, items, n, sample=20000):
     bad = 0
     for i in range(0, items, step):
         s.sendall(resp(b"GET", key(i)))
-        want = b"$%d\r\n%s\r\n" % (n, value(i, n))
+        v = value(i, n)
+        want = b"$%d\r\n%s\r\n" % (len(v), v)
         buf = b""
         while len(buf) < len(want) and not buf.startswith(b"$-1\r\n"):
             buf += s.recv(len(want) - len(buf))
@@ -234,12 +267,18 @@ def children(pid):
         return []
 
 
-def strata_save_load(args, work):
+def mean_value(args):
+    return 200 if args.value == 0 else args.value
+
+
+def strata_save_load(args, work, compressed=False):
     snapdir = os.path.join(work, "strata")
     snapfile = os.path.join(snapdir, "strata.snapshot")
-    mem = str(args.items * (args.value + 40) // (1 << 20) + 512)
+    mem = str(args.items * (mean_value(args) + 40) // (1 << 20) + 512)
     port = harness.free_port()
     cmd = [args.strata_bin, "-p", str(port), "-m", mem, "-t", "2", "--snapshot-dir", snapdir]
+    if compressed:
+        cmd += ["-o", "compression=on"]
     if args.load_only and os.path.exists(snapfile):
         # A snapshot kept by an earlier --keep-snapshot run: loaded again,
         # not filled and saved again (the dd read and cache drop still
@@ -265,7 +304,7 @@ def strata_save_load(args, work):
         log.close()
     if not (args.keep_snapshot or args.load_only):
         shutil.rmtree(snapdir, ignore_errors=True)
-    return dict(server="strata", items=items, loaded=loaded, bytes=size, fill_s=fill_s, save_s=save_s,
+    return dict(server="strata, compressed" if compressed else "strata", items=items, loaded=loaded, bytes=size, fill_s=fill_s, save_s=save_s,
                 load_s=load_s, ready_s=ready_s, bad=bad, cold=cold, wbw=wbw, rbw=rbw)
 
 
@@ -277,7 +316,7 @@ def strata_fill_save(args, work, cmd, port):
     mc_fill(port, args.items, args.value)
     fill_s = time.monotonic() - t0
     items = int(mc_stats(port)["curr_items"])
-    wbw = dd_write(os.path.join(work, "dd.bin"), min(max(args.items * args.value >> 20, 256), 4096))
+    wbw = dd_write(os.path.join(work, "dd.bin"), min(max(args.items * mean_value(args) >> 20, 256), 4096))
     s = connect(port)
     s.sendall(b"snapshot\r\n")
     assert recv_until(s, b"\r\n") == b"OK\r\n"
@@ -298,7 +337,7 @@ def redis_save_load(args, work):
     rdir = os.path.join(work, "redis")
     shutil.rmtree(rdir, ignore_errors=True)
     os.makedirs(rdir)
-    maxmem = f"{args.items * (args.value + 100) // (1 << 20) + 1024}mb"
+    maxmem = f"{args.items * (mean_value(args) + 100) // (1 << 20) + 1024}mb"
     port = harness.free_port()
     cmd = ["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
            "--maxmemory", maxmem, "--maxmemory-policy", "allkeys-lru", "--dir", rdir, "--dbfilename", "dump.rdb",
@@ -310,7 +349,7 @@ def redis_save_load(args, work):
     fill_s = time.monotonic() - t0
     s = connect(port)
     items = int(redis_call(s, b"DBSIZE")[1:-2])
-    wbw = dd_write(os.path.join(work, "dd.bin"), min(max(args.items * args.value >> 20, 256), 4096))
+    wbw = dd_write(os.path.join(work, "dd.bin"), min(max(args.items * mean_value(args) >> 20, 256), 4096))
     t0 = time.monotonic()
     assert redis_call(s, b"SAVE") == b"+OK\r\n"
     save_s = time.monotonic() - t0
@@ -473,7 +512,9 @@ def durable(args, work):
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--items", type=int, default=5_000_000)
-    ap.add_argument("--value", type=int, default=1000)
+    ap.add_argument("--value", type=int, default=1000, help="value bytes; 0: JSON objects of 100-300 bytes")
+    ap.add_argument("--compression", action="store_true",
+                    help="save-load: strata with -o compression=on too (a row of its own)")
     ap.add_argument("--dir", default="/var/tmp/strata-snapbench")
     ap.add_argument("--strata-bin", default=harness.STRATA_PROD_BIN)
     ap.add_argument("--bench-bin", default=os.path.join(harness.ROOT, "target", "release", "strata-bench"))
@@ -502,6 +543,8 @@ def main():
                      " to serving s | load bar s | cold | wrong |")
         lines.append("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
         rows = [strata_save_load(args, args.dir)]
+        if args.compression:
+            rows.append(strata_save_load(args, args.dir, compressed=True))
         if not args.skip_redis:
             rows.append(redis_save_load(args, args.dir))
         for r in rows:
@@ -512,11 +555,12 @@ def main():
                 f" {save_bar:.2f} | {r['rbw']:.0f} | {r['load_s']:.2f} | {r['ready_s']:.2f} | {load_bar:.2f} |"
                 f" {'yes' if r['cold'] else 'no'} | {r['bad']} |"
             )
-        if len(rows) == 2:
-            s, rd = rows
-            ratio = (s["save_s"] + s["ready_s"]) / (rd["save_s"] + rd["ready_s"])
+        if not args.skip_redis:
+            rd = rows[-1]
             lines.append("")
-            lines.append(f"strata save + load to serving = {ratio:.3f} x Redis's (bar: <= 0.25)")
+            for s in rows[:-1]:
+                ratio = (rd["save_s"] + rd["ready_s"]) / (s["save_s"] + s["ready_s"])
+                lines.append(f"{s['server']}: save + load to serving {ratio:.1f}x faster than Redis's")
         print("\n".join(lines), flush=True)
     if "online" in parts:
         lines.append("")
