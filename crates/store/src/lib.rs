@@ -39,6 +39,7 @@
 mod aio;
 mod arena;
 mod bands;
+mod capture;
 mod climb;
 pub mod clock;
 mod crawl;
@@ -49,6 +50,7 @@ mod image;
 mod index;
 mod item;
 mod journal;
+mod journaling;
 mod read;
 mod reclaim;
 mod restore;

@@ -375,35 +375,6 @@ impl Store {
         in_use
     }
 
-    /// Bytes of the segment budget that hold nothing, live or dead, by
-    /// where they are: free segments within the budget, the unwritten
-    /// ends of segments being written (workers' open segments and copy
-    /// targets), and the tails of sealed ones (sealed before they filled:
-    /// an item larger than the room left, a snapshot's cut).
-    pub(crate) fn idle(&self) -> Idle {
-        let in_use = self.in_use();
-        let size = self.arena().segment_size();
-        let mut sealed = vec![false; in_use.len()];
-        {
-            let q = self.lock_evict();
-            for &s in q.small.iter().chain(&q.main) {
-                sealed[s as usize] = true;
-            }
-        }
-        let (mut used, mut open, mut tails) = (0, 0, 0);
-        for (i, m) in self.segs().iter().enumerate().filter(|&(i, _)| in_use[i]) {
-            let room = size.saturating_sub(m.write_off.load(Relaxed) as usize);
-            used += 1;
-            if sealed[i] {
-                tails += room;
-            } else {
-                open += room;
-            }
-        }
-        let free = (self.segment_budget() as usize).saturating_sub(used) * size;
-        Idle { free, open, sealed: tails }
-    }
-
     /// Segments a worker keeps open for writes: one per TTL class when
     /// segments are many, down to two under a small `-m` (all workers'
     /// together about an eighth of the budget). An open segment holds
@@ -418,14 +389,6 @@ impl Store {
     pub(crate) fn room(&self, seg: u32) -> usize {
         self.arena().segment_size() - self.seg(seg).write_off.load(Relaxed) as usize
     }
-}
-
-/// Room in the segment budget that holds nothing ([`Store::idle`]).
-#[derive(Debug, Clone, Copy, Default)]
-pub(crate) struct Idle {
-    pub(crate) free: usize,
-    pub(crate) open: usize,
-    pub(crate) sealed: usize,
 }
 
 /// Where a new item was written.
@@ -515,7 +478,7 @@ impl Active {
             density: Default::default(),
             sketch_pending: 0,
             misses_pending: 0,
-            seen: st.seals_now(),
+            seen: st.seals().now(),
             background,
             early_only: false,
             restoring: false,
@@ -661,6 +624,23 @@ impl Active {
                 st.seal(t, q);
             }
         }
+    }
+
+    /// Seals what the store asked to since this worker last looked
+    /// (`seal.rs`): every segment it holds if a writer starved, its idle
+    /// ones if the age pass asked.
+    pub(crate) fn seal_if_starved(&mut self, st: &Store) {
+        match st.seals().asked(&mut self.seen) {
+            crate::seal::Ask::Nothing => {}
+            crate::seal::Ask::All => self.seal_all(st),
+            crate::seal::Ask::IdleBefore(cutoff) => self.seal_idle(st, cutoff),
+        }
+    }
+
+    /// Seals the segments this worker holds whose items were all written
+    /// at or before `cutoff`.
+    pub(crate) fn seal_idle(&mut self, st: &Store, cutoff: u32) {
+        self.seal_where(st, |s| st.idle_since(s, cutoff));
     }
 
     /// Seals the segments this worker writes that are in a running

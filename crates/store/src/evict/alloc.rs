@@ -108,7 +108,7 @@ impl Store {
             // may have taken another segment since.
             if asked.is_none_or(|at| waited >= at + STARVE_WAIT / 16) {
                 asked = Some(waited);
-                active.seen_starved(self.starve());
+                active.seen.starved(self.seals().starve());
             }
             std::thread::sleep(std::time::Duration::from_micros(100));
         };

@@ -135,8 +135,18 @@ impl Store {
         &self.cut
     }
 
+    /// The requests to seal (`seal.rs`).
     pub(crate) fn seals(&self) -> &crate::seal::Seals {
         &self.seals
+    }
+
+    /// Sets what wakes the workers when a writer finds no segment it may
+    /// take, or the age pass wants idle segments sealed: each then calls
+    /// [`Worker::seal_if_starved`](crate::Worker::seal_if_starved) between
+    /// requests, so that an idle worker's half-filled segments can be
+    /// evicted or sent to flash too.
+    pub fn on_starved(&self, wake: Box<dyn Fn() + Send + Sync>) {
+        self.seals.set_hook(wake);
     }
 
     /// Who wants to hear of evictions now, if anyone.

@@ -1,5 +1,6 @@
 //! Store-wide changes and figures: `flush_all` (now or at a time), the
-//! `stats` totals summed from every worker's counters, and `stats reset`.
+//! `stats` totals summed from every worker's counters, `stats reset`, and
+//! where the memory holding nothing is ([`Store::idle`]).
 
 use super::*;
 
@@ -164,5 +165,44 @@ impl Store {
                 a.store(0, Relaxed);
             }
         }
+    }
+}
+
+/// Room in the segment budget that holds nothing ([`Store::idle`]).
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct Idle {
+    pub(crate) free: usize,
+    pub(crate) open: usize,
+    pub(crate) sealed: usize,
+}
+
+impl Store {
+    /// Bytes of the segment budget that hold nothing, live or dead, by
+    /// where they are: free segments within the budget, the unwritten
+    /// ends of segments being written (workers' open segments and copy
+    /// targets), and the tails of sealed ones (sealed before they filled:
+    /// an item larger than the room left, a snapshot's cut).
+    pub(crate) fn idle(&self) -> Idle {
+        let in_use = self.in_use();
+        let size = self.arena().segment_size();
+        let mut sealed = vec![false; in_use.len()];
+        {
+            let q = self.lock_evict();
+            for &s in q.small.iter().chain(&q.main) {
+                sealed[s as usize] = true;
+            }
+        }
+        let (mut used, mut open, mut tails) = (0, 0, 0);
+        for (i, m) in self.segs().iter().enumerate().filter(|&(i, _)| in_use[i]) {
+            let room = size.saturating_sub(m.write_off.load(Relaxed) as usize);
+            used += 1;
+            if sealed[i] {
+                tails += room;
+            } else {
+                open += room;
+            }
+        }
+        let free = (self.segment_budget() as usize).saturating_sub(used) * size;
+        Idle { free, open, sealed: tails }
     }
 }

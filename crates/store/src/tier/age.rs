@@ -53,8 +53,28 @@ impl Store {
     fn seal_idle_open(&self, cutoff: u32, active: &mut Active) {
         active.seal_idle(self, cutoff);
         if self.idle_open(cutoff) {
-            self.ask_seal_idle(cutoff);
+            self.seals().ask_idle(cutoff);
         }
+    }
+
+    /// Whether a segment no queue holds (one some worker has open) holds
+    /// items written at or before `cutoff` that the age pass has not been
+    /// through: then its worker is to seal it.
+    fn idle_open(&self, cutoff: u32) -> bool {
+        let in_use = self.in_use();
+        let ev = self.lock_evict();
+        let mut queued = vec![false; in_use.len()];
+        for &s in ev.small.iter().chain(ev.main.iter()) {
+            queued[s as usize] = true;
+        }
+        drop(ev);
+        (0..in_use.len()).any(|s| in_use[s] && !queued[s] && self.idle_since(s as u32, cutoff))
+    }
+
+    /// `seg` holds items and was last written at or before `cutoff`.
+    pub(crate) fn idle_since(&self, seg: u32, cutoff: u32) -> bool {
+        let m = self.seg(seg);
+        m.live_items.load(Relaxed) > 0 && m.times.lock().latest().is_some_and(|t| t <= cutoff)
     }
 
     /// The first sealed segment whose items were all written at or before
