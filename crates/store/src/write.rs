@@ -129,7 +129,7 @@ impl Worker {
             // SAFETY: freshly reserved by this worker in its active segment.
             let dst = unsafe { store.arena().bytes_mut(seg, off, len) };
             let v = write_head(dst, key, value.len(), &f);
-            dst[v..].copy_from_slice(value);
+            crate::arena::copy_value(&mut dst[v..], value);
             if f.compressed {
                 store.attach_dict(seg, strata_compress::dict_id(value));
             }
