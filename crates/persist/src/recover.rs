@@ -129,7 +129,9 @@ pub fn recover(
         None => Clock::resumed(started, now),
     });
     if header.is_none() && timeline.is_some() && clock.is_none() {
-        tracing::warn!("the durability log's clock is in the future or more than a century old: starting a new one");
+        tracing::warn!(
+            "the durability log's clock starts more than 30 days ahead or more than a century ago: starting a new one"
+        );
     }
     // An index sized for the snapshot's items up front (unless -o
     // hashpower says otherwise) loads them without rehashing as it fills.
@@ -137,7 +139,7 @@ pub fn recover(
         cfg.hash_power = strata_store::hash_power_for(footer.items);
     }
     if header.is_some() && clock.is_none() {
-        refuse(&mut loaded, "its clock is in the future or more than a century old".into())?;
+        refuse(&mut loaded, "its clock starts more than 30 days ahead or more than a century ago".into())?;
     }
     let fresh = || match o.unix_now {
         Some(now) => Clock::manual(now),

@@ -49,16 +49,23 @@ impl Clock {
     /// (memcached's warm restart keeps its `process_started` the same
     /// way). `saved_now` is where that timeline stood when the snapshot
     /// was taken: if the wall clock has gone back since, time resumes from
-    /// there instead of running backwards. `None` if the timeline would
-    /// not fit in 32 bits of seconds (a start time in the future, or more
-    /// than a century ago); the caller then starts a fresh clock.
+    /// there instead of running backwards, even to before the timeline's
+    /// start (a clock stepped back soon after a start: refusing the
+    /// snapshot then lost it, found by the crash simulator). `None` if the
+    /// timeline would not fit in 32 bits of seconds (a start more than
+    /// [`REALTIME_MAXDELTA`] ahead of the wall clock, or more than a
+    /// century ago); the caller then starts a fresh clock.
     pub fn resumed(process_started: i64, saved_now: u32) -> Option<Clock> {
         Clock::resume_at(Clock::unix_wall(), process_started, saved_now, true)
     }
 
     /// [`Clock::resumed`] at a given wall time; a manual clock unless `real`.
     pub fn resume_at(unix_now: i64, process_started: i64, saved_now: u32, real: bool) -> Option<Clock> {
-        let rel = u32::try_from(unix_now.checked_sub(process_started)?).ok()?;
+        let rel = unix_now.checked_sub(process_started)?;
+        if rel < -REALTIME_MAXDELTA {
+            return None;
+        }
+        let rel = u32::try_from(rel.max(0)).ok()?;
         let base = rel.max(saved_now).max(START);
         (base < u32::MAX / 2).then(|| Clock {
             started: real.then(Instant::now),
@@ -192,8 +199,14 @@ mod tests {
         let back = Clock::resume_at(old.unix_now() - 100, old.process_started(), old.now(), false)
             .unwrap_or_else(|| panic!("fits"));
         assert_eq!(back.now(), old.now());
-        // A start in the future, or a timeline beyond 32 bits, is refused.
-        assert!(Clock::resume_at(1_000, 2_000, 0, false).is_none());
+        // The wall clock stepped back to before the timeline began: time
+        // resumes where it stood all the same.
+        let early = Clock::resume_at(old.process_started() - 5, old.process_started(), old.now(), false)
+            .unwrap_or_else(|| panic!("fits"));
+        assert_eq!((early.now(), early.process_started()), (old.now(), old.process_started()));
+        // A start more than 30 days ahead, or a timeline beyond 32 bits, is
+        // refused.
+        assert!(Clock::resume_at(1_000, 1_000 + REALTIME_MAXDELTA + 1, 0, false).is_none());
         assert!(Clock::resume_at(1 << 40, 0, 0, false).is_none());
     }
 

@@ -126,8 +126,20 @@ fn forged() -> &'static [Vec<u8>] {
 }
 
 /// The mode a seed runs in, within a test's durability.
+/// Seeds from here step the wall clock back between lifetimes
+/// (`Mode::clock_back`); the others keep the schedules their counts were
+/// tuned on.
+const CLOCK_BACK_FROM: u64 = 1_000;
+const CLOCK_BACK_SEEDS: u64 = 4;
+
 fn mode(seed: u64, durability: Durability) -> Mode {
-    Mode { durability, workers: 1 + (seed % 3) as usize, flash: seed % 4 == 3, tight: seed % 4 == 1 }
+    Mode {
+        durability,
+        workers: 1 + (seed % 3) as usize,
+        flash: seed % 4 == 3,
+        tight: seed % 4 == 1,
+        clock_back: seed >= CLOCK_BACK_FROM,
+    }
 }
 
 /// Runs one schedule: the I/O operations it did, and what it verified.
@@ -157,6 +169,8 @@ fn add(to: &mut Counts, c: &Counts) {
     to.kills += c.kills;
     to.refused += c.refused;
     to.clock_checked += c.clock_checked;
+    to.clock_caught_up += c.clock_caught_up;
+    to.clock_from_log += c.clock_from_log;
 }
 
 fn seeds_from_env(default: u64) -> std::ops::Range<u64> {
@@ -174,9 +188,13 @@ fn simulate(durability: Durability) -> Counts {
 }
 
 fn simulate_seeds(durability: Durability, seeds: u64) -> Counts {
+    simulate_range(durability, seeds_from_env(seeds))
+}
+
+fn simulate_range(durability: Durability, seeds: std::ops::Range<u64>) -> Counts {
     let started = std::time::Instant::now();
     let mut total = Counts::default();
-    for seed in seeds_from_env(seeds) {
+    for seed in seeds {
         if let Some(at) = std::env::var("STRATA_SIM_AT").ok().and_then(|s| s.parse::<u64>().ok()) {
             let (_, c) = schedule(seed, at, durability).unwrap_or_else(|e| panic!("{durability:?}: {e}"));
             add(&mut total, &c);
@@ -232,6 +250,23 @@ fn a_snapshot_restart_shows_the_state_at_its_cut() {
         );
         assert!(c.handed_off > 0, "no segment of a cut was handed off: {c:?}");
         assert!(c.loose_segments > 100, "too few loads went item by item: {c:?}");
+    }
+}
+
+#[test]
+fn after_the_wall_clock_goes_back_a_restart_resumes_from_the_latest_time_on_disk() {
+    // Always takes few snapshots in these seeds (the log's time records
+    // carry the clock), so its schedules are short: more of them.
+    for (durability, n) in [(Durability::Always, CLOCK_BACK_SEEDS), (Durability::Off, CLOCK_BACK_SEEDS / 2)] {
+        let seeds = if one_seed() { seeds_from_env(1) } else { CLOCK_BACK_FROM..CLOCK_BACK_FROM + n };
+        let c = simulate_range(durability, seeds);
+        if !one_seed() {
+            assert!(c.after_crash >= 500 && c.clock_checked >= 1_000, "{durability:?}: {c:?}");
+            assert!(c.clock_caught_up >= 100, "{durability:?}: no recovery resumed past a wall clock gone back: {c:?}");
+            if durability != Durability::Off {
+                assert!(c.clock_from_log >= 50, "no recovery's clock rested on the log alone: {c:?}");
+            }
+        }
     }
 }
 

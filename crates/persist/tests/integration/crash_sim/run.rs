@@ -39,6 +39,8 @@ pub struct Mode {
     /// A memory limit overwrites fill with dead versions (without flash):
     /// the cleaner takes segments of a snapshot's cut before it copies them.
     pub tight: bool,
+    /// The wall clock is stepped back now and then between lifetimes.
+    pub clock_back: bool,
 }
 
 impl Mode {
@@ -91,6 +93,12 @@ pub struct Counts {
     /// Recoveries that brought items back, whose clock was checked to
     /// resume the model's timeline.
     pub clock_checked: u64,
+    /// Of those, recoveries whose clock resumed past the wall clock's time
+    /// (it had gone back): the latest time on disk held it.
+    pub clock_caught_up: u64,
+    /// Of those, recoveries whose clock only the log's time records held
+    /// (no snapshot's header carried the time).
+    pub clock_from_log: u64,
 }
 
 pub struct Failure(pub String);
@@ -122,6 +130,8 @@ pub struct Sim<'a> {
     /// Draws for early seals, apart from `rng`'s: the seals change how
     /// items lie in segments, not which requests a seed makes.
     seal_rng: Rng,
+    /// Draws for stepping the wall clock back, apart from `rng`'s too.
+    clock_rng: Rng,
     fs: SimFs,
     mode: Mode,
     unix_now: i64,
@@ -130,6 +140,17 @@ pub struct Sim<'a> {
     /// recovery that brings anything back must resume it (the wal module
     /// doc, "Time"); only one that brings nothing back may start another.
     timeline: Option<i64>,
+    /// This lifetime's server time (manual clocks: it moves only between
+    /// lifetimes), once checked against the bounds below.
+    life_now: u32,
+    /// The latest server time a record on disk surely carries (an
+    /// acknowledged change's, a written snapshot's): a recovery resumes
+    /// at or after it, however far the wall clock went back.
+    floor_now: u32,
+    /// The latest server time any lifetime ran at: no record carries more.
+    peak_now: u32,
+    /// The latest server time a written snapshot's header carries.
+    snap_now: u32,
     /// This lifetime's states (it starts from what the last recovery left).
     hist: History,
     /// This lifetime's snapshots: (index of the state at its cut, written).
@@ -150,6 +171,9 @@ pub struct Sim<'a> {
     verbose: bool,
     pub counts: Counts,
 }
+
+/// The wall clock at the first start.
+pub(super) const FIRST_UNIX: i64 = 1_700_000_000;
 
 fn file() -> PathBuf {
     PathBuf::from("/sim/strata.snapshot")
@@ -190,10 +214,15 @@ impl<'a> Sim<'a> {
             seed,
             rng: Rng::new(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1),
             seal_rng: Rng::new(seed.wrapping_mul(0xD1B5_4A32_D192_ED03) | 1),
+            clock_rng: Rng::new(seed.wrapping_mul(0x94D0_49BB_1331_11EB) | 1),
             fs,
             mode,
-            unix_now: 1_700_000_000,
+            unix_now: FIRST_UNIX,
             timeline: None,
+            life_now: 0,
+            floor_now: 0,
+            peak_now: 0,
+            snap_now: 0,
             hist: History::start(State::new()),
             snaps: Vec::new(),
             mem: mode.mem(),
@@ -212,10 +241,50 @@ impl<'a> Sim<'a> {
         self.fs.ops()
     }
 
-    /// Server time on the model's timeline (manual clocks: time moves
-    /// only between lifetimes, as `unix_now` does).
+    /// Server time in this lifetime, on the model's timeline.
     fn now(&self) -> u32 {
-        self.timeline.map_or(0, |t| u32::try_from(self.unix_now - t).unwrap_or(u32::MAX))
+        self.life_now
+    }
+
+    fn life_now(&self) -> u32 {
+        self.life_now
+    }
+
+    fn peak_now(&self) -> u32 {
+        self.peak_now
+    }
+
+    /// The recovered store's clock against the model's (the wal module doc,
+    /// "Time"): on the model's timeline, at or after the wall clock's time
+    /// on it and the latest time a record on disk surely carries, and at
+    /// most the latest any lifetime ran at (or the wall clock's). Only a
+    /// recovery that brings nothing back may start another timeline.
+    /// Returns the time the new lifetime runs at.
+    fn check_clock(&mut self, p: &Proc, got: &State) -> Result<u32, Failure> {
+        let (started, now) = (p.store.clock().process_started(), p.store.clock().now());
+        let Some(t) = self.timeline else { return Ok(now) };
+        // What the lifetime that ended left on disk with its time.
+        if self.acked_after_crash() > 0 || self.snaps.iter().any(|s| s.1) {
+            self.floor_now = self.floor_now.max(self.life_now);
+        }
+        if self.snaps.iter().any(|s| s.1) {
+            self.snap_now = self.snap_now.max(self.life_now);
+        }
+        let wall = u32::try_from(self.unix_now - t).unwrap_or(0);
+        let (lo, hi) = (wall.max(self.floor_now), wall.max(self.peak_now));
+        if got.is_empty() {
+            // Nothing came back: nothing is on the old timeline.
+            return Ok(now);
+        }
+        if started != t || now < lo || now > hi {
+            return Err(Failure(format!(
+                "the recovered clock stands at {now} on the timeline from {started}; the model's allows {lo}..={hi} on {t}"
+            )));
+        }
+        self.counts.clock_checked += 1;
+        self.counts.clock_caught_up += u64::from(now > wall);
+        self.counts.clock_from_log += u64::from(now > wall.max(self.snap_now));
+        Ok(now)
     }
 
     fn note(&mut self, what: impl FnOnce() -> String) {
@@ -287,23 +356,7 @@ impl<'a> Sim<'a> {
     /// clean stop). The next lifetime starts from it.
     fn check(&mut self, p: &mut Proc, crashed: bool) -> Result<(), Failure> {
         let got = Self::read_all(p);
-        let clock = (p.store.clock().process_started(), p.store.clock().now());
-        let now = match self.timeline {
-            Some(t) if clock != (t, self.now()) => {
-                // Nothing came back: nothing is on the old timeline.
-                if !got.is_empty() {
-                    return Err(Failure(format!(
-                        "the recovered clock stands at {} on the timeline from {}; the model's at {} on {t}",
-                        clock.1,
-                        clock.0,
-                        self.now()
-                    )));
-                }
-                self.now()
-            }
-            Some(_) => self.now(),
-            None => clock.1,
-        };
+        let now = self.check_clock(p, &got)?;
         let last = self.hist.len();
         let found = match self.mode.durability {
             Durability::Off => {
@@ -330,9 +383,9 @@ impl<'a> Sim<'a> {
         }
         self.counts.recoveries += 1;
         self.counts.after_crash += u64::from(crashed);
-        self.counts.clock_checked += u64::from(self.timeline.is_some() && !got.is_empty());
         // From here the history's times are the recovered clock's.
-        self.timeline = Some(clock.0);
+        self.timeline = Some(p.store.clock().process_started());
+        (self.life_now, self.peak_now) = (now, self.peak_now.max(now));
         self.hist = History::start(got);
         self.snaps.clear();
         self.acked = 0;

@@ -362,6 +362,11 @@ impl Sim<'_> {
                         }
                     }
                     70..=89 => self.commit(&p),
+                    // With the clock stepped back, few snapshots: the log's
+                    // time records are then what a recovery's clock rests on.
+                    _ if self.mode.clock_back
+                        && self.mode.durability != Durability::Off
+                        && !self.clock_rng.chance(10) => {}
                     _ => self.snapshot(&mut p)?,
                 }
                 if self.fs.is_dead() {
@@ -399,8 +404,19 @@ impl Sim<'_> {
             } else {
                 self.fs.power_loss(self.rng.next_u64());
             }
-            // Down for a few seconds: one-second TTLs run out.
-            self.unix_now += 2 + self.rng.below(3) as i64;
+            // Down for a few seconds: one-second TTLs run out. Now and
+            // then (`Mode::clock_back`) the wall clock is stepped back instead, even to before
+            // the first start: recovery must resume no earlier than the
+            // latest time on disk. Only after a lifetime that left its time
+            // on disk and ran at the latest time any did: otherwise an item
+            // a recovery found expired (and the model's history left out)
+            // could be alive again at the earlier time the records allow.
+            let durable = self.acked_after_crash() > 0 || self.snaps.iter().any(|s| s.1);
+            if self.mode.clock_back && durable && self.life_now() == self.peak_now() && self.clock_rng.chance(40) {
+                self.unix_now = (self.unix_now - 1 - self.clock_rng.below(8) as i64).max(FIRST_UNIX - 10);
+            } else {
+                self.unix_now += 2 + self.rng.below(3) as i64;
+            }
         }
         let mut last = self.start(RUNS, crashed)?;
         drop(last.workers.drain(..));
