@@ -100,33 +100,48 @@ impl Store {
         out.bytes.clear();
         out.bytes.reserve(end);
         out.live.clear();
+        // The items a batch at a time, their index buckets asked for
+        // first: each item's check waits on its bucket, a cache miss, and
+        // asking for a batch's buckets together overlaps those waits (a
+        // save of 3 M small items spent 88% of its time there), as
+        // `restore_with` does for a load.
+        const BATCH: usize = 16;
+        let mut batch: Vec<(usize, usize, crate::index::Loc)> = Vec::with_capacity(BATCH);
         let mut scan = 0;
         while scan < end {
-            // SAFETY: sealed and pinned, so every byte below `end` was
-            // written before it was sealed and is not reused; `header` and
-            // the key read only bytes that never change (rule 4).
-            let Some(h) = (unsafe { self.arena().header(seg, scan, end) }) else { break };
-            // SAFETY: as above.
-            let key = unsafe { self.arena().bytes(seg, scan + h.header_len(), usize::from(h.klen)) };
-            let loc = self.index().locate(key);
-            let granule_off = self.granules(scan);
-            {
+            batch.clear();
+            while scan < end && batch.len() < BATCH {
+                // SAFETY: sealed and pinned, so every byte below `end` was
+                // written before it was sealed and is not reused; `header`
+                // and the key read only bytes that never change (rule 4).
+                let Some(h) = (unsafe { self.arena().header(seg, scan, end) }) else {
+                    scan = end;
+                    break;
+                };
+                // SAFETY: as above.
+                let key = unsafe { self.arena().bytes(seg, scan + h.header_len(), usize::from(h.klen)) };
+                let loc = self.index().locate(key);
+                self.index().prefetch(loc);
+                batch.push((scan, h.total_len(), loc));
+                scan = (scan + self.aligned(h.total_len())).min(end);
+            }
+            for &(at, len, loc) in &batch {
+                let granule_off = self.granules(at);
                 let st = self.index().lock(loc.stripe);
                 let linked = st.find(loc.bucket, |s| slot::seg(s) == seg && slot::off(s) == granule_off).is_some();
                 // A death is noted under the item's bucket lock, held here.
-                let live = linked || (cut && self.died_after_cut(seg, scan));
+                let live = linked || (cut && self.died_after_cut(seg, at));
                 // SAFETY: under the item's bucket lock, which every writer
                 // of its expiry and state holds (rules 2, 4); a dead item
                 // is written by nobody.
-                let item = unsafe { self.arena().bytes(seg, scan, h.total_len()) };
+                let item = unsafe { self.arena().bytes(seg, at, len) };
                 if live {
-                    out.live.push(scan as u32);
+                    out.live.push(at as u32);
                 }
+                out.bytes.resize(at, 0);
                 out.bytes.extend_from_slice(item);
+                drop(st);
             }
-            let next = (scan + self.aligned(h.total_len())).min(end);
-            out.bytes.resize(next, 0);
-            scan = next;
         }
         out.bytes.resize(end, 0);
         if cut {
