@@ -234,6 +234,9 @@ impl Wal {
             self.notify();
             return u64::MAX;
         }
+        // The head and its CRC (over a value up to -I) outside the lock:
+        // writers append side by side, and only the copy is serialised.
+        let head = record_head(op, parts);
         let mut p = self.pending.lock();
         let was_empty = p.buf.is_empty();
         // Read under the lock, so that times only go up along the log: a
@@ -241,11 +244,12 @@ impl Wal {
         if let Some(clock) = &self.clock {
             let now = clock.now();
             if p.time != Some(now) {
-                push(&mut p, Op::Time, &[&clock.process_started().to_le_bytes(), &now.to_le_bytes()]);
+                let time: &[&[u8]] = &[&clock.process_started().to_le_bytes(), &now.to_le_bytes()];
+                push(&mut p, &record_head(Op::Time, time), time);
                 p.time = Some(now);
             }
         }
-        let at = push(&mut p, op, parts);
+        let at = push(&mut p, &head, parts);
         drop(p);
         if was_empty {
             self.kick.notify_one();
@@ -490,17 +494,25 @@ impl Wal {
     }
 }
 
-/// Appends one record to the pending buffer; the log position after it.
-fn push(p: &mut Pending, op: Op, parts: &[&[u8]]) -> u64 {
+/// A record's head: its kind, its payload's length and the CRC.
+fn record_head(op: Op, parts: &[&[u8]]) -> [u8; RECORD_HEAD] {
     let len: usize = parts.iter().map(|p| p.len()).sum();
     let mut head = [0u8; RECORD_HEAD];
     head[0] = op as u8;
     head[4..8].copy_from_slice(&(len as u32).to_le_bytes());
     let crc = parts.iter().fold(crc32c::crc32c(&head[..8]), |c, p| crc32c::crc32c_append(c, p));
     head[8..12].copy_from_slice(&crc.to_le_bytes());
-    p.buf.extend_from_slice(&head);
+    head
+}
+
+/// Appends one record (`head`, then its payload `parts`) to the pending
+/// buffer; the log position after it.
+fn push(p: &mut Pending, head: &[u8; RECORD_HEAD], parts: &[&[u8]]) -> u64 {
+    p.buf.extend_from_slice(head);
+    let mut len = 0;
     for part in parts {
         p.buf.extend_from_slice(part);
+        len += part.len();
     }
     p.appended += (RECORD_HEAD + len) as u64;
     p.records += 1;
