@@ -411,6 +411,10 @@ pub(crate) struct Active {
     /// target fills half-way (`evict/`, `Store::step`); given back if
     /// unused once the victim is cleared.
     pub(crate) claimed: Option<u32>,
+    /// An open segment the last reservation left nearly full, in a slot
+    /// of another TTL class: sealed at the next reservation, when the item
+    /// written there is linked or given back ([`Active::reserve`]).
+    filled: Option<u32>,
     pub(crate) counters: Arc<Counters>,
     /// Items of the victim being evicted, on their way to flash.
     pub(crate) flash: crate::tier::FlashBatch,
@@ -469,6 +473,7 @@ impl Active {
             segs: [None; TTL_CLASSES],
             targets: [None; 2],
             claimed: None,
+            filled: None,
             counters,
             flash: Default::default(),
             force_out: false,
@@ -500,6 +505,7 @@ impl Active {
             return Err(StoreError::TooLarge);
         }
         self.seal_if_starved(st);
+        self.seal_filled(st);
         // Capped where segments are taken (`Store::alloc_segment`).
         self.copy_credit += len / COPY_CREDIT_DIV;
         // The class's own segment first, then any other open one with the
@@ -520,9 +526,11 @@ impl Active {
             .min_by_key(|&(_, _, room)| room);
         if let Some((c, seg, _)) = best {
             if let Some(off) = self.append(st, c, seg, len, time) {
+                // Nearly full now, but sealed only at the next write: once
+                // sealed it may be taken as a victim, cleared and handed out
+                // again, and this item is not written or linked yet.
                 if st.room(seg) < st.arena().segment_size() / KEEP_OPEN_DIV {
-                    self.segs[c] = None;
-                    st.seal(seg, Queue::Small);
+                    self.filled = Some(seg);
                 }
                 return Ok((seg, off));
             }
@@ -536,6 +544,20 @@ impl Active {
         st.seg(seg).write_off.store(len as u32, Release);
         st.note_written(seg, 0, time);
         Ok((seg, 0))
+    }
+
+    /// Seals the segment the last reservation left nearly full, if it is
+    /// still open here with under an eighth of a segment's room (the item
+    /// may have been given back, or a seal request taken it already).
+    fn seal_filled(&mut self, st: &Store) {
+        let Some(seg) = self.filled.take() else { return };
+        if st.room(seg) >= st.arena().segment_size() / KEEP_OPEN_DIV {
+            return;
+        }
+        if let Some(slot) = self.segs.iter_mut().find(|s| **s == Some(seg)) {
+            *slot = None;
+            st.seal(seg, Queue::Small);
+        }
     }
 
     /// `len` bytes at the end of `seg`, open in `class`'s slot, if they
