@@ -266,7 +266,7 @@ fn a_cut_whose_snapshot_takes_nothing_fails_and_writes_go_on() {
 fn no_room_to_clean() -> (Arc<Store>, Worker, u32, Vec<Vec<u8>>) {
     let (s, mut w) = store(16);
     let mut keys = Vec::new();
-    while s.spare() > crate::evict::RESERVE_SEGMENTS {
+    while s.spare() > crate::segments::RESERVE_SEGMENTS {
         let k = format!("k{}", keys.len()).into_bytes();
         w.set(SetOp::Set, &k, 0, 0, &v(keys.len(), 0)).unwrap();
         keys.push(k);

@@ -120,7 +120,7 @@ impl Density {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::segments::COPY_CREDIT_DIV;
+    use crate::active::COPY_CREDIT_DIV;
 
     #[test]
     fn classes_order_by_accesses_per_byte() {

@@ -1,11 +1,11 @@
 //! Segment images: what a snapshot copies holds the live items as they are,
 //! stays whole while writers evict, and restores with CAS, flags and times.
 
+use crate::item::parse_counter;
 use crate::memory_tests::small_segments;
 use crate::testing::scaled;
 use crate::testing::Now;
 use crate::tests::*;
-use crate::write::parse_counter;
 use crate::*;
 use std::collections::HashMap;
 use std::sync::atomic::Ordering::Relaxed;

@@ -265,6 +265,23 @@ impl<'a> Item<'a> {
     }
 }
 
+/// memcached's `safe_strtoull` on a stored value: optional leading spaces,
+/// digits, then the end or whitespace.
+pub(crate) fn parse_counter(v: &[u8]) -> Option<u64> {
+    let start = v.iter().position(|b| !b.is_ascii_whitespace())?;
+    let v = &v[start..];
+    let v = v.strip_prefix(b"+").unwrap_or(v);
+    let digits = v.iter().take_while(|b| b.is_ascii_digit()).count();
+    if digits == 0 || v.get(digits).is_some_and(|b| !b.is_ascii_whitespace()) {
+        return None;
+    }
+    let mut n: u64 = 0;
+    for &d in &v[..digits] {
+        n = n.checked_mul(10)?.checked_add(u64::from(d - b'0'))?;
+    }
+    Some(n)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -36,14 +36,17 @@
 //!   at start.
 //! - `types`: requests, outcomes, settings, errors, totals.
 
+mod active;
 mod aio;
 mod arena;
 mod bands;
 mod capture;
 mod climb;
 pub mod clock;
+mod counters;
 mod crawl;
 mod cut;
+mod cutting;
 mod density;
 mod evict;
 mod image;
@@ -53,6 +56,7 @@ mod journal;
 mod journaling;
 mod read;
 mod reclaim;
+mod reclaimer;
 mod restore;
 mod seal;
 mod segments;
@@ -73,7 +77,7 @@ pub use image::{Queue, Sealed, SegmentImage, StoreImage};
 pub use index::hash_power_for;
 pub use journal::{Journal, ReplayError};
 pub use read::{Fetch, Found};
-pub use reclaim::Reclaimer;
+pub use reclaimer::Reclaimer;
 pub use restore::{RestoreError, Restored, Restorer};
 pub use store::{Evicted, EvictionWatcher, Store};
 pub use tier::{FlashImage, FlashRestored};

@@ -1,9 +1,9 @@
 //! The store against a model: threads sharing it, and proptest's random
 //! operation sequences checked against a map (with and without eviction).
 
+use crate::item::parse_counter;
 use crate::testing::{proptest_config, scaled};
 use crate::tests::*;
-use crate::write::parse_counter;
 use crate::*;
 use proptest::prelude::*;
 use std::collections::HashMap;

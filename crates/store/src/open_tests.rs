@@ -1,4 +1,4 @@
-//! Where a worker writes (`segments.rs`, `Active::reserve`): an item that
+//! Where a worker writes (`active.rs`, `Active::reserve`): an item that
 //! does not fit its TTL class's open segment goes where it fits best among
 //! the worker's other open segments; a worker keeps at most
 //! `Store::open_cap` open, and none is ever lost on the way (every

@@ -96,7 +96,7 @@ impl Store {
     /// budget, less the cleaner's reserve for `workers` workers.
     pub fn segments_available(&self, workers: usize) -> usize {
         let budget = self.segment_budget() as usize;
-        budget.saturating_sub(self.budget().in_use() as usize + workers * crate::evict::RESERVE_SEGMENTS)
+        budget.saturating_sub(self.budget().in_use() as usize + workers * crate::segments::RESERVE_SEGMENTS)
     }
 
     /// Brings a segment image back: its bytes into a free segment at the

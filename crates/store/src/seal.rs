@@ -20,7 +20,7 @@
 //!
 //! This module is the requests alone ([`Seals`], reached through
 //! `Store::seals`); a worker acts on them in `Active::seal_if_starved`
-//! (`segments.rs`), the age pass asks in `tier/age.rs`.
+//! (`active.rs`), the age pass asks in `tier/age.rs`.
 
 use std::sync::atomic::Ordering::*;
 use std::sync::atomic::{AtomicU32, AtomicU64};

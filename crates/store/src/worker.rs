@@ -9,7 +9,7 @@ use strata_compress::{Codec, CompressError, Ctx};
 
 use crate::index::{slot, Loc};
 use crate::segments::Active;
-use crate::store::Store;
+use crate::store::{Counters, Store};
 
 /// Where [`Worker::prefetch_bucket`] found a key's bucket, for
 /// [`Worker::prefetch_items`].
@@ -34,6 +34,28 @@ pub struct Worker {
     pub(crate) flash_reads: u32,
     /// With asynchronous flash reads on ([`Worker::enable_async_flash`]).
     pub(crate) reads: Option<crate::aio::Reads>,
+}
+
+impl Store {
+    /// A handle for one worker thread.
+    pub fn worker(self: &Arc<Self>) -> Worker {
+        let counters = Arc::new(Counters::default());
+        self.worker_started(&counters);
+        // Without a context (zstd could not allocate one) this worker
+        // stores values plain and reads compressed ones as misses.
+        let zip = self.codec().and_then(|c| Zip::new(c.clone()).ok());
+        let active = Active::new(self, counters, false);
+        Worker {
+            store: self.clone(),
+            active,
+            zip,
+            journaled: 0,
+            flash_buf: Vec::new(),
+            flash_candidates: Vec::new(),
+            flash_reads: 0,
+            reads: None,
+        }
+    }
 }
 
 /// A buffer that grew past this for one large value is let go after it.
@@ -67,7 +89,7 @@ impl Zip {
         if self.stored.capacity() > KEEP_BUFFER {
             self.stored = Vec::new();
         }
-        crate::write::parse_counter(value).is_none() && self.ctx.compress(value, &mut self.stored)
+        crate::item::parse_counter(value).is_none() && self.ctx.compress(value, &mut self.stored)
     }
 
     /// The original bytes of a stored form, into `self.plain`; a form that

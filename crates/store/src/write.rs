@@ -13,7 +13,7 @@ use std::sync::Arc;
 use strata_compress::Codec;
 
 use crate::index::slot;
-use crate::item::{encoded_len, state, write_head, Fields, Item};
+use crate::item::{encoded_len, parse_counter, state, write_head, Fields, Item};
 use crate::segments::{ttl_class, Placed};
 use crate::store::{bump, Miss};
 use crate::types::{
@@ -571,23 +571,6 @@ impl Drop for Held {
 /// went from 74.4% to 75.8% (memcached 74.6%). Carrying the old count, or
 /// adding one to it, did no better.
 const OVERWRITE_FREQ: u8 = slot::WRITTEN;
-
-/// memcached's `safe_strtoull` on a stored value: optional leading spaces,
-/// digits, then the end or whitespace.
-pub(crate) fn parse_counter(v: &[u8]) -> Option<u64> {
-    let start = v.iter().position(|b| !b.is_ascii_whitespace())?;
-    let v = &v[start..];
-    let v = v.strip_prefix(b"+").unwrap_or(v);
-    let digits = v.iter().take_while(|b| b.is_ascii_digit()).count();
-    if digits == 0 || v.get(digits).is_some_and(|b| !b.is_ascii_whitespace()) {
-        return None;
-    }
-    let mut n: u64 = 0;
-    for &d in &v[..digits] {
-        n = n.checked_mul(10)?.checked_add(u64::from(d - b'0'))?;
-    }
-    Some(n)
-}
 
 pub(crate) fn count_digits(n: u64) -> usize {
     itoa::Buffer::new().format(n).len()

@@ -84,15 +84,15 @@
 //! the spare kept free) and `clear.rs` (clearing a victim item by item:
 //! copy forward or unlink, and what is told of an eviction).
 
-use std::collections::VecDeque;
 use std::sync::atomic::Ordering::*;
 use std::time::{Duration, Instant};
 
+use crate::active::COPY_CREDIT_SEGMENTS;
 use crate::clock::Clock;
 use crate::image::Queue;
 use crate::index::{slot, Loc};
 use crate::item::{encoded_len, state, write_head, Fields};
-use crate::segments::{Active, COPY_CREDIT_SEGMENTS, NEVER};
+use crate::segments::{Active, Evict, NEVER, RESERVE_SEGMENTS};
 use crate::store::{add, bump, Counters, Store};
 use crate::types::StoreError;
 
@@ -143,16 +143,8 @@ const STEPS_PER_ALLOC: usize = 16;
 /// drop and other workers to seal theirs) before it refuses the write.
 const STARVE_WAIT: std::time::Duration = std::time::Duration::from_secs(1);
 
-/// Segments writers leave free for the cleaner's copy targets: one, the
-/// working space a clean needs when a target fills mid-way (the victim it
-/// frees refills it). Two workers needing it at once is rare but for a
-/// snapshot's cut (every target is in it); the one that misses out waits
-/// for the other to give a segment back ([`Step::Wait`]), and only past
-/// [`STARVE_WAIT`] evicts, or with `-M` fails its write.
-pub(crate) const RESERVE_SEGMENTS: usize = 1;
-
 /// Free segments the background reclaimer keeps ahead of the writers
-/// (`reclaim.rs`): one per worker of two, so that both may take one at
+/// (`reclaimer.rs`): one per worker of two, so that both may take one at
 /// once without reclaiming on a request's time. Under a budget of fewer
 /// than [`AHEAD_FULL_BUDGET`] segments, one: each segment kept free is
 /// memory holding no item, 3% of `-m 64` but 13% of `-m 16`.
@@ -163,31 +155,6 @@ const AHEAD_FULL_BUDGET: u32 = 48;
 
 /// Of those, how many it frees by eviction (the rest only by cleaning).
 pub(crate) const EVICT_AHEAD: usize = 1;
-
-/// Eviction order, after S3-FIFO (Yang et al., SOSP 2023) at segment
-/// granularity: new writes are sealed into `small`, and an item there that
-/// was not read by the time its segment is evicted goes at once, so the
-/// one-hit keys a cache-aside miss stream writes cannot push out items that
-/// are read. Items read since written are copied forward into a target,
-/// which is sealed into `main`, a FIFO with reinsertion (CLOCK). Raised the
-/// hit ratio on workload 5 from 76.4% to 81.0% (memcached: 76.5%;
-/// `docs/benchmarks-history.md`, "What changed").
-#[derive(Debug, Default)]
-pub(crate) struct Evict {
-    /// Sealed segments of new writes, oldest first.
-    pub(crate) small: VecDeque<u32>,
-    /// Sealed segments of items copied forward, oldest first.
-    pub(crate) main: VecDeque<u32>,
-}
-
-impl Evict {
-    fn queue(&mut self, q: Queue) -> &mut VecDeque<u32> {
-        match q {
-            Queue::Small => &mut self.small,
-            Queue::Main => &mut self.main,
-        }
-    }
-}
 
 /// What clearing a victim does with its live items.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

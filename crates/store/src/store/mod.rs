@@ -27,86 +27,23 @@ use strata_compress::{Codec, NO_DICT};
 
 use crate::arena::Arena;
 use crate::clock::Clock;
-use crate::evict::Evict;
 use crate::index::{flash, slot, Index, Loc, Pos, Stripe};
 use crate::item::{Fields, Header, Item, MAX_HEADER_LEN};
-use crate::segments::{Active, Budget, Placed, SegMeta};
+use crate::segments::Evict;
+use crate::segments::{Budget, Placed, SegMeta};
 use crate::types::{Config, ConfigError, StoreError, StoreStats};
-use crate::worker::{Worker, Zip};
 
 mod bands;
 mod items;
+mod memory;
 mod parts;
 mod totals;
 
 pub(crate) use items::{sizes, Miss};
 
-/// Per-worker counters, written only by their worker, summed for `stats`.
-#[derive(Debug, Default)]
-pub(crate) struct Counters {
-    pub total_items: AtomicU64,
-    /// Bytes of items written by clients' requests (header, key, value).
-    pub bytes_stored: AtomicU64,
-    /// Bytes of items copied forward (cleaning, eviction's copy-forward).
-    pub bytes_copied: AtomicU64,
-    /// Segments cleaned (live items copied, none evicted) and the dead
-    /// bytes that won back, and the time it took.
-    pub segments_cleaned: AtomicU64,
-    pub dead_reclaimed: AtomicU64,
-    pub cleaner_ns: AtomicU64,
-    pub get_expired: AtomicU64,
-    pub get_flushed: AtomicU64,
-    pub flushed_unlinked: AtomicU64,
-    pub evictions: AtomicU64,
-    /// memcached's eviction detail: evicted items never read, and those
-    /// that had an expiry time; expired items reclaimed unread.
-    pub evicted_unfetched: AtomicU64,
-    pub evicted_nonzero: AtomicU64,
-    pub expired_unfetched: AtomicU64,
-    pub expired_unlinked: AtomicU64,
-    pub reinserted: AtomicU64,
-    /// Allocations that reached the last resort (`evict/`).
-    pub alloc_last_resort: AtomicU64,
-    /// Allocation steps that waited for a segment another thread was
-    /// clearing rather than evict (`evict/`, [`crate::evict::Step::Wait`]).
-    pub alloc_waited: AtomicU64,
-    /// With the background reclaimer: allocations that found no free
-    /// segment and reclaimed on the request's time.
-    pub reclaim_inline: AtomicU64,
-    /// With the background reclaimer: allocations that waited for it.
-    pub reclaim_waited: AtomicU64,
-    /// The reclaimer's: segments it freed.
-    pub reclaim_background: AtomicU64,
-    pub segments_evicted: AtomicU64,
-    pub segments_reclaimed: AtomicU64,
-    pub decompress_errors: AtomicU64,
-    /// The flash tier's (see [`crate::types::FlashStats`]).
-    pub flash_hits: AtomicU64,
-    pub flash_recached: AtomicU64,
-    pub flash_misses: AtomicU64,
-    pub flash_moved: AtomicU64,
-    pub flash_evicted: AtomicU64,
-    pub flash_copied: AtomicU64,
-    pub flash_dropped_write: AtomicU64,
-    pub flash_dropped_growth: AtomicU64,
-    pub flash_reads_async: AtomicU64,
-    pub flash_reads_coalesced: AtomicU64,
-    pub flash_evicted_bytes: AtomicU64,
-    pub flash_aged: AtomicU64,
-    pub flash_copy_lost: AtomicU64,
-    pub flash_oom: AtomicU64,
-}
+pub(crate) use crate::counters::{add, bump, Counters};
 
-pub(crate) fn bump(c: &AtomicU64) {
-    add(c, 1);
-}
-
-/// Adds to a counter only its worker writes (no locked instruction).
-pub(crate) fn add(c: &AtomicU64, n: u64) {
-    c.store(c.load(Relaxed) + n, Relaxed);
-}
-
-/// The shared cache. Operations go through a per-thread [`Worker`].
+/// The shared cache. Operations go through a per-thread [`Worker`](crate::Worker).
 ///
 /// Its fields are private to this module: the crate's other modules use
 /// the methods below ("The store's parts"), which say what they need.
@@ -137,7 +74,7 @@ pub struct Store {
     /// With `--durability`: where client changes are reported.
     journal: std::sync::OnceLock<Arc<dyn crate::journal::Journal>>,
     /// With the flash tier and `ext_threads` > 0: the threads that read
-    /// from flash for workers that ask ([`Worker::enable_async_flash`]).
+    /// from flash for workers that ask ([`Worker::enable_async_flash`](crate::Worker::enable_async_flash)).
     aio: Option<crate::aio::Pool>,
     /// Seconds the item evicted last had been stored (memcached's
     /// `evicted_time`, which is since its last access: strata keeps no
@@ -160,7 +97,7 @@ pub struct Store {
     /// starved, the age pass wants idle ones) and what wakes them
     /// (`seal.rs`).
     seals: crate::seal::Seals,
-    /// A background reclaimer runs (`reclaim.rs`).
+    /// A background reclaimer runs (`reclaimer.rs`).
     reclaiming: std::sync::atomic::AtomicBool,
     reclaim: crate::reclaim::Shared,
     /// The flash tier's settings that change at run time (`extstore
@@ -299,27 +236,6 @@ impl Store {
             cfg,
         };
         Ok(Arc::new(store))
-    }
-
-    /// A handle for one worker thread.
-    pub fn worker(self: &Arc<Self>) -> Worker {
-        let counters = Arc::new(Counters::default());
-        self.worker_joined(&counters);
-        self.workers.fetch_add(1, Relaxed);
-        // Without a context (zstd could not allocate one) this worker
-        // stores values plain and reads compressed ones as misses.
-        let zip = self.codec.as_ref().and_then(|c| Zip::new(c.clone()).ok());
-        let active = Active::new(self, counters, false);
-        Worker {
-            store: self.clone(),
-            active,
-            zip,
-            journaled: 0,
-            flash_buf: Vec::new(),
-            flash_candidates: Vec::new(),
-            flash_reads: 0,
-            reads: None,
-        }
     }
 
     /// Backs item memory with transparent huge pages where the kernel can

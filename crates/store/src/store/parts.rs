@@ -171,6 +171,12 @@ impl Store {
         self.reclaiming.store(true, Relaxed);
     }
 
+    /// A worker starts ([`Store::worker`]): its counters join the totals.
+    pub(crate) fn worker_started(&self, counters: &Arc<Counters>) {
+        self.worker_joined(counters);
+        self.workers.fetch_add(1, Relaxed);
+    }
+
     /// Workers now.
     pub(crate) fn worker_count(&self) -> usize {
         self.workers.load(Relaxed)

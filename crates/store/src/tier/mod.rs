@@ -79,35 +79,13 @@ use crate::worker::Worker;
 use crate::MAX_RETRIES;
 
 mod age;
+pub(crate) mod batch;
 mod image;
 mod read;
 
+use batch::Pending;
+
 pub use image::{FlashImage, FlashRestored};
-
-/// Items of a victim on their way to flash: their records, and where each
-/// came from.
-#[derive(Debug, Default)]
-pub(crate) struct FlashBatch {
-    buf: Vec<u8>,
-    items: Vec<Pending>,
-}
-
-#[derive(Debug, Clone, Copy)]
-struct Pending {
-    loc: Loc,
-    seg: u32,
-    granule_off: u32,
-    /// The segment's epoch when the item was batched: a segment the
-    /// batching worker does not own (the `ext_item_age` pass) may be
-    /// cleared and reused before the batch is written, and a slot that
-    /// points at the same place then is another item's.
-    epoch: u64,
-    /// Sent by `ext_item_age`, not by eviction: if the write fails it
-    /// stays in memory, where it still is.
-    aged: bool,
-    /// The record's offset in the batch.
-    at: u32,
-}
 
 /// A reclaimed region's records that are written again: their bytes, and
 /// for each its key's location, its slot's location and its offset.

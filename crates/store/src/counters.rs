@@ -1,0 +1,70 @@
+//! Per-worker counters: each worker (and the reclaimer) writes its own,
+//! with no locked instruction, and `stats` sums them over every worker
+//! (`Store::stats`).
+
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+
+/// Per-worker counters, written only by their worker, summed for `stats`.
+#[derive(Debug, Default)]
+pub(crate) struct Counters {
+    pub total_items: AtomicU64,
+    /// Bytes of items written by clients' requests (header, key, value).
+    pub bytes_stored: AtomicU64,
+    /// Bytes of items copied forward (cleaning, eviction's copy-forward).
+    pub bytes_copied: AtomicU64,
+    /// Segments cleaned (live items copied, none evicted) and the dead
+    /// bytes that won back, and the time it took.
+    pub segments_cleaned: AtomicU64,
+    pub dead_reclaimed: AtomicU64,
+    pub cleaner_ns: AtomicU64,
+    pub get_expired: AtomicU64,
+    pub get_flushed: AtomicU64,
+    pub flushed_unlinked: AtomicU64,
+    pub evictions: AtomicU64,
+    /// memcached's eviction detail: evicted items never read, and those
+    /// that had an expiry time; expired items reclaimed unread.
+    pub evicted_unfetched: AtomicU64,
+    pub evicted_nonzero: AtomicU64,
+    pub expired_unfetched: AtomicU64,
+    pub expired_unlinked: AtomicU64,
+    pub reinserted: AtomicU64,
+    /// Allocations that reached the last resort (`evict/`).
+    pub alloc_last_resort: AtomicU64,
+    /// Allocation steps that waited for a segment another thread was
+    /// clearing rather than evict (`evict/`, [`crate::evict::Step::Wait`]).
+    pub alloc_waited: AtomicU64,
+    /// With the background reclaimer: allocations that found no free
+    /// segment and reclaimed on the request's time.
+    pub reclaim_inline: AtomicU64,
+    /// With the background reclaimer: allocations that waited for it.
+    pub reclaim_waited: AtomicU64,
+    /// The reclaimer's: segments it freed.
+    pub reclaim_background: AtomicU64,
+    pub segments_evicted: AtomicU64,
+    pub segments_reclaimed: AtomicU64,
+    pub decompress_errors: AtomicU64,
+    /// The flash tier's (see [`crate::types::FlashStats`]).
+    pub flash_hits: AtomicU64,
+    pub flash_recached: AtomicU64,
+    pub flash_misses: AtomicU64,
+    pub flash_moved: AtomicU64,
+    pub flash_evicted: AtomicU64,
+    pub flash_copied: AtomicU64,
+    pub flash_dropped_write: AtomicU64,
+    pub flash_dropped_growth: AtomicU64,
+    pub flash_reads_async: AtomicU64,
+    pub flash_reads_coalesced: AtomicU64,
+    pub flash_evicted_bytes: AtomicU64,
+    pub flash_aged: AtomicU64,
+    pub flash_copy_lost: AtomicU64,
+    pub flash_oom: AtomicU64,
+}
+
+pub(crate) fn bump(c: &AtomicU64) {
+    add(c, 1);
+}
+
+/// Adds to a counter only its worker writes (no locked instruction).
+pub(crate) fn add(c: &AtomicU64, n: u64) {
+    c.store(c.load(Relaxed) + n, Relaxed);
+}

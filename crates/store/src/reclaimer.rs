@@ -1,0 +1,209 @@
+//! The background reclaimer: one thread that runs the cleaner and
+//! eviction (`evict/`) ahead of the writers, so that a writer that fills
+//! its segment takes a free one instead of evicting and copying on its
+//! request's time (memcached's LRU maintainer thread, Segcache's
+//! background eviction).
+//!
+//! It keeps ``Store::reclaim_ahead`` segments free beyond the cleaner's reserve,
+//! and cleans mostly dead segments (step 1) whenever there are some. While
+//! more than that is free, writers still clean early themselves when they
+//! need a segment (cheaper there: `Store::alloc_segment`); once memory is
+//! tight every step is the reclaimer's. A writer that finds nothing
+//! free wakes it and waits while it works (up to `WAIT_FOR_RECLAIMER`);
+//! only if it is stuck or slower than that does the writer reclaim itself
+//! as before, counted in `strata_reclaim_inline`. A writer whose take
+//! leaves fewer than ``Store::reclaim_ahead`` free wakes it too. Nothing else changes: which victim, what is
+//! copied forward and what is evicted are the same decisions, made on
+//! another thread into its own copy targets.
+//!
+//! With `ext_item_age` it also sends idle items to flash before memory
+//! is full (`tier/`, "Early, by age").
+//!
+//! Eviction's copy-forward is paid from credit writers earn (a fifth of
+//! what they write): writers hand theirs over when they take a segment,
+//! into `Shared::credit` (`reclaim.rs`), which the reclaimer draws on.
+
+use std::sync::atomic::Ordering::*;
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::evict::Step;
+use crate::segments::Active;
+use crate::store::{bump, Counters, Store};
+
+/// Victims one round may clear before it looks at the time again.
+const STEPS_PER_ROUND: usize = 16;
+
+/// How long a writer that finds no segment free waits for the reclaimer
+/// before it reclaims itself: a few victims' clearing.
+const WAIT_FOR_RECLAIMER: Duration = Duration::from_millis(20);
+
+/// The reclaimer's handle; its thread calls [`Reclaimer::run`].
+pub struct Reclaimer {
+    store: Arc<Store>,
+    /// The second of the last `ext_item_age` pass that found nothing more
+    /// to send: the next waits for the clock to move on.
+    aged_at: u32,
+}
+
+impl Store {
+    /// Turns the background reclaimer on and returns its handle: from now
+    /// on writers leave reclaiming to the thread that runs it (and still
+    /// reclaim themselves if it falls behind). One per store.
+    pub fn reclaimer(self: &Arc<Self>) -> Reclaimer {
+        let counters = Arc::new(Counters::default());
+        self.reclaimer_joined(&counters);
+        let active = Active::new(self, counters, true);
+        *self.reclaim_state().active.lock() = Some(active);
+        Reclaimer { store: self.clone(), aged_at: 0 }
+    }
+
+    /// Seals the reclaimer's copy targets, as a snapshot has every
+    /// worker seal its segments before it lists the sealed ones: items
+    /// copied into a target before the snapshot began are in no image
+    /// otherwise, and the log that held them is trimmed.
+    ///
+    /// Does not wait for a round in progress: the reclaimer is woken
+    /// instead, and seals its targets in a snapshot's cut as its next round
+    /// begins.
+    pub fn seal_reclaimer(&self) {
+        match self.reclaim_state().active.try_lock() {
+            Some(mut g) => {
+                if let Some(active) = g.as_mut() {
+                    active.seal_all(self);
+                }
+            }
+            None => self.kick_reclaimer(),
+        }
+    }
+
+    /// Wakes the reclaimer (a writer took a segment and few are left).
+    pub(crate) fn kick_reclaimer(&self) {
+        let mut kicked = self.reclaim_state().kicked.lock();
+        if !*kicked {
+            *kicked = true;
+            self.reclaim_state().wake.notify_one();
+        }
+    }
+
+    /// Hands a writer's copy credit to the reclaimer, which evicts for it.
+    pub(crate) fn give_credit(&self, active: &mut Active) {
+        let most = self.credit_cap();
+        let credit = std::mem::take(&mut active.copy_credit);
+        let _ = self.reclaim_state().credit.fetch_update(Relaxed, Relaxed, |c| Some((c + credit).min(most)));
+    }
+
+    /// A segment freed by the reclaimer, waiting for one while it works
+    /// (up to [`WAIT_FOR_RECLAIMER`]). None if it is stuck or slower than
+    /// that: the writer then reclaims itself. A writer that cleaned beside
+    /// it would compete for the one reserve segment both copy into, and
+    /// the one that lost would evict what cleaning could have kept.
+    pub(crate) fn take_reclaimed(&self) -> Option<u32> {
+        let deadline = std::time::Instant::now() + WAIT_FOR_RECLAIMER;
+        loop {
+            if let Some(s) = self.pop_free(true) {
+                return Some(s);
+            }
+            self.kick_reclaimer();
+            let mut g = self.reclaim_state().freed_lock.lock();
+            if self.reclaim_state().stuck.load(Relaxed)
+                || self.reclaim_state().stop.load(Relaxed)
+                || std::time::Instant::now() >= deadline
+            {
+                return None;
+            }
+            self.reclaim_state().freed_cv.wait_for(&mut g, Duration::from_millis(1));
+        }
+    }
+
+    /// A victim taken by [`Store::step`] is done with (`freed`: given back
+    /// to the free list, else put back on its queue): a writer waiting for
+    /// a segment to clean into looks again.
+    pub(crate) fn cleared(&self, freed: bool) {
+        self.reclaim_state().clearing.fetch_sub(1, Relaxed);
+        if freed {
+            let _g = self.reclaim_state().freed_lock.lock();
+            self.reclaim_state().freed_cv.notify_all();
+        }
+    }
+
+    /// Waits up to `d` for a segment to be freed (by the reclaimer or by a
+    /// thread clearing a victim).
+    pub(crate) fn wait_for_freed(&self, d: Duration) {
+        let mut g = self.reclaim_state().freed_lock.lock();
+        self.reclaim_state().freed_cv.wait_for(&mut g, d);
+    }
+
+    /// Stops [`Reclaimer::run`] (at shutdown).
+    pub fn stop_reclaimer(&self) {
+        self.reclaim_state().stop.store(true, Relaxed);
+        self.kick_reclaimer();
+        self.reclaim_state().freed_cv.notify_all();
+    }
+}
+
+impl Reclaimer {
+    /// Reclaims until told to stop: whenever a writer wakes it, and every
+    /// `tick` (expired segments come free with time alone).
+    pub fn run(mut self, tick: Duration) {
+        while !self.store.reclaim_state().stop.load(Relaxed) {
+            while self.round() {}
+            self.store.flash_writeback();
+            let mut kicked = self.store.reclaim_state().kicked.lock();
+            if !*kicked {
+                self.store.reclaim_state().wake.wait_for(&mut kicked, tick);
+            }
+            *kicked = false;
+        }
+        // Its copy targets go on a queue like any worker's.
+        if let Some(active) = self.store.reclaim_state().active.lock().as_mut() {
+            active.seal_all(&self.store);
+        }
+    }
+
+    /// One round: with `ext_item_age`, a pass that sends idle items to
+    /// flash (once a second, `tier/`); then up to [`STEPS_PER_ROUND`]
+    /// victims cleared, while fewer than ``Store::reclaim_ahead`` segments are free
+    /// or a mostly dead segment is worth cleaning. True if it may have
+    /// more to do.
+    pub fn round(&mut self) -> bool {
+        let st = &*self.store;
+        let mut guard = st.reclaim_state().active.lock();
+        let Some(active) = guard.as_mut() else { return false };
+        active.seal_if_starved(st);
+        if st.cut_active() {
+            active.seal_frozen(st);
+        }
+        let now = st.clock().now();
+        let mut aging = false;
+        if now != self.aged_at {
+            aging = st.age_to_flash(active);
+            if !aging {
+                self.aged_at = now;
+            }
+        }
+        let credit = st.reclaim_state().credit.swap(0, Relaxed);
+        active.copy_credit = (active.copy_credit + credit).min(st.credit_cap());
+        for _ in 0..STEPS_PER_ROUND {
+            let step = st.step(active, false);
+            let freed = match step {
+                Some(Step::Victim(s, how)) => st.free_victim(s, how, active),
+                // Background steps take no fresh memory.
+                Some(Step::Fresh(s)) => {
+                    st.unuse(s);
+                    false
+                }
+                Some(Step::Wait) | None => false,
+            };
+            if !freed {
+                st.reclaim_state().stuck.store(st.spare_ahead() == 0, Relaxed);
+                st.reclaim_state().freed_cv.notify_all();
+                return aging;
+            }
+            st.reclaim_state().stuck.store(false, Relaxed);
+            bump(&active.counters.reclaim_background);
+            st.reclaim_state().freed_cv.notify_all();
+        }
+        true
+    }
+}
