@@ -173,12 +173,26 @@ pub fn recover(
     } else if header.is_none() && loaded == Loaded::None {
         tracing::info!(file = %file.display(), "no snapshot to load");
     }
-    let logs = !crate::wal::log_files(&*backend, file).is_empty();
+    let (replayed, wal) = replay_log(&backend, file, &store, log_seq, o)?;
+    Ok(Recovered { store, loaded, replayed, wal, lock })
+}
+
+/// Replays the durability log's records written after the snapshot's
+/// `log_seq` into `store`, and with durability on opens the log for this
+/// run's writes: what the changes since the snapshot were, and the log.
+fn replay_log(
+    backend: &Arc<dyn Backend>,
+    file: &Path,
+    store: &Arc<Store>,
+    log_seq: u64,
+    o: &RecoverOpts,
+) -> Result<(Recovery, Option<Arc<Wal>>), RecoverError> {
+    let logs = !crate::wal::log_files(&**backend, file).is_empty();
     let mut replayed = Recovery::default();
     let mut wal = None;
     if o.durability != Durability::Off || logs {
         let mut w = store.worker();
-        replayed = crate::wal::replay(&*backend, file, log_seq, &mut w).map_err(RecoverError::Log)?;
+        replayed = crate::wal::replay(&**backend, file, log_seq, &mut w).map_err(RecoverError::Log)?;
         drop(w);
         // Changes were made up to this time: the clock goes on from there.
         match replayed.time {
@@ -222,7 +236,7 @@ pub fn recover(
             wal = Some(opened);
         }
     }
-    Ok(Recovered { store, loaded, replayed, wal, lock })
+    Ok((replayed, wal))
 }
 
 /// Makes durable what a process killed before it could left visible: a

@@ -1,6 +1,6 @@
 //! A worker thread on epoll (`mio`): readiness for the connections handed
 //! to it, and the reads and writes through their sockets (TLS over them).
-//! `uring.rs` is the io_uring loop, chosen by `-o io=`; which connections a
+//! `uring/` is the io_uring loop, chosen by `-o io=`; which connections a
 //! turn serves, and what follows from serving them, is the scheduler's
 //! (`sched.rs`), as are the pieces both loops share (the wake-up eventfd,
 //! new connections, closing one).

@@ -1,4 +1,4 @@
-//! The scheduler both event loops own (`epoll.rs`, `uring.rs`): which of a
+//! The scheduler both event loops own (`epoll.rs`, `uring/`): which of a
 //! worker's connections to serve each turn, and what follows from serving
 //! them. It holds the turn's ready list and the connections with work left
 //! ("again"), the connections whose replies wait for the durability log

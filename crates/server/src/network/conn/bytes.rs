@@ -35,7 +35,7 @@ impl Conn {
     /// zeroed it again every time (a tenth of the server's CPU per set on
     /// scenario 11).
     pub fn receive(&mut self, t: &mut impl Transport) {
-        // No other receive is in flight while the buffer is lent (uring.rs):
+        // No other receive is in flight while the buffer is lent (uring/):
         // bytes arriving now would have nowhere to go.
         debug_assert!(!self.lent, "a receive while the buffer is lent");
         let need = match self.phase {
