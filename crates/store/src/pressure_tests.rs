@@ -243,6 +243,38 @@ fn the_background_reclaimer_frees_segments_ahead_of_the_writer() {
     assert!(st.reclaim_inline * 4 < st.reclaim_background, "{st:?}");
 }
 
+/// Beside the reclaimer, a writer cleans early itself (a mostly dead
+/// segment, while memory is not tight) only under a budget of 48 segments
+/// or more; under a smaller one that stays the reclaimer's, and the
+/// writer opens no copy target (each would be a segment held open in part:
+/// `Store::writers_clean_early`). The reclaimer's thread is not run, so
+/// whatever is cleaned here is the writer's.
+#[test]
+#[cfg_attr(miri, ignore = "writes a few megabytes: too slow under Miri")]
+fn a_writer_cleans_early_only_under_a_large_budget() {
+    for (segments, cleans) in [(40, false), (64, true)] {
+        let (s, mut w, _) = segments_of_64k(segments);
+        let _reclaimer = s.reclaimer();
+        assert_eq!(s.writers_clean_early(), cleans, "{} segments", s.segment_budget());
+        // Eight keys overwritten over and over and a new one every sixth
+        // write: sealed segments end about a sixth live, worth cleaning
+        // early; their live items need a copy target. About 25 segments
+        // written, never more than the budget: nothing is tight.
+        let value = vec![b'v'; 4000];
+        for i in 0..400 {
+            let key = if i % 6 == 0 { format!("cold{i}") } else { format!("hot{}", i % 8) };
+            assert_eq!(w.set(SetOp::Set, key.as_bytes(), 0, 0, &value), Ok(StoreOutcome::Stored));
+        }
+        let cleaned = w.active.counters.segments_cleaned.load(std::sync::atomic::Ordering::Relaxed);
+        assert_eq!(cleaned > 0, cleans, "{segments} segments: the writer cleaned {cleaned}");
+        if !cleans {
+            assert_eq!(w.active.targets, [None, None], "no copy target held open");
+        }
+        assert!(w.get(b"cold0", |_| ()).is_some() && w.get(b"hot7", |_| ()).is_some());
+        assert_eq!(s.stats().evictions, 0);
+    }
+}
+
 /// An overwrite is an access (a set bumps an item in memcached's LRU): a
 /// key written twice and never read outlives the small queue, where one
 /// written once goes as a one-hit wonder; and neither counts as read.
