@@ -54,39 +54,19 @@ impl Store {
         }
         let now = self.clock().now();
         let mut cleared = Cleared::default();
-        // Items are looked up in batches: the bucket of every item in a batch
-        // is prefetched before the first is looked at, so that their cache
-        // misses (one per item, live or dead) overlap.
-        const BATCH: usize = 16;
-        let mut batch = [(0usize, Loc::default()); BATCH];
-        let mut scan = 0;
-        let mut done = false;
-        while !done && scan < end {
-            let mut n = 0;
-            while n < BATCH && scan < end {
-                // SAFETY: the segment is sealed and owned by us: every byte
-                // below `end` was written before it was sealed, and nothing
-                // writes it now except expiry fields, which `header` does not
-                // read.
-                let Some(h) = (unsafe { self.arena().header(victim, scan, end) }) else {
-                    done = true;
-                    break;
-                };
-                // SAFETY: as above; the key bytes are never rewritten.
-                let key = unsafe { self.arena().bytes(victim, scan + h.header_len(), usize::from(h.klen)) };
-                let loc = self.index().locate(key);
-                self.index().prefetch(loc);
-                batch[n] = (scan, loc);
-                n += 1;
-                scan += self.aligned(h.total_len());
-            }
-            for &(off, loc) in &batch[..n] {
+        let clear = |batch: &[(usize, usize, Loc)]| {
+            for &(off, _, loc) in batch {
                 self.clear_item(victim, off, loc, how, now, active, &mut cleared);
                 if cleared.stuck {
-                    return cleared;
+                    return false;
                 }
             }
-        }
+            true
+        };
+        // SAFETY: the segment is sealed and owned by us: every byte below
+        // `end` was written before it was sealed, and nothing writes it now
+        // but expiry fields, which the walk does not read.
+        unsafe { self.walk_prefetched(victim, end, clear) };
         cleared
     }
 

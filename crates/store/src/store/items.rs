@@ -6,6 +6,51 @@
 use super::*;
 
 impl Store {
+    /// Walks the items of `seg` below `end` a batch at a time: each batch's
+    /// index buckets are asked for (prefetched) before `f` sees it, so that
+    /// the cache miss every item's lookup waits on overlaps the others'
+    /// (a save of 3 M small items spent 88% of its time on them one by
+    /// one). `f` gets each item's offset, length and key's location, and
+    /// returns false to stop the walk.
+    ///
+    /// # Safety
+    ///
+    /// Every byte of `seg` below `end` was written before the walk, and no
+    /// header's lengths or key change while it runs: the segment is sealed
+    /// and pinned, or owned by the caller (rule 4 of `arena.rs`).
+    pub(crate) unsafe fn walk_prefetched(
+        &self,
+        seg: u32,
+        end: usize,
+        mut f: impl FnMut(&[(usize, usize, Loc)]) -> bool,
+    ) {
+        const BATCH: usize = 16;
+        let mut batch = [(0usize, 0usize, Loc::default()); BATCH];
+        let mut scan = 0;
+        while scan < end {
+            let mut n = 0;
+            while n < BATCH && scan < end {
+                // SAFETY: the caller's: written below `end`, and `header`
+                // reads only the lengths, which never change.
+                let Some(h) = (unsafe { self.arena().header(seg, scan, end) }) else {
+                    scan = end;
+                    break;
+                };
+                // SAFETY: as above; `header` checked the item ends by `end`,
+                // and a key is never rewritten.
+                let key = unsafe { self.arena().bytes(seg, scan + h.header_len(), usize::from(h.klen)) };
+                let loc = self.index().locate(key);
+                self.index().prefetch(loc);
+                batch[n] = (scan, h.total_len(), loc);
+                n += 1;
+                scan += self.aligned(h.total_len());
+            }
+            if !f(&batch[..n]) {
+                return;
+            }
+        }
+    }
+
     /// Bytes of per-item overhead counted against `-I` (the worst-case header).
     pub const ITEM_OVERHEAD: usize = MAX_HEADER_LEN;
 
