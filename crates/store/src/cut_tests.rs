@@ -266,9 +266,12 @@ fn a_cut_whose_snapshot_takes_nothing_fails_and_writes_go_on() {
 fn no_room_to_clean() -> (Arc<Store>, Worker, u32, Vec<Vec<u8>>) {
     let (s, mut w) = store(16);
     let mut keys = Vec::new();
+    // Values of 1.5-2 KB: eight or so to a segment, each segment mostly
+    // dead once all but one of its items are deleted (smaller ones took
+    // 700 sets to fill the store, a minute under Miri).
     while s.spare() > crate::segments::RESERVE_SEGMENTS {
         let k = format!("k{}", keys.len()).into_bytes();
-        w.set(SetOp::Set, &k, 0, 0, &v(keys.len(), 0)).unwrap();
+        w.set(SetOp::Set, &k, 0, 0, &vec![b'a'; 1500 + keys.len() * 61 % 500]).unwrap();
         keys.push(k);
     }
     w.seal_active();
