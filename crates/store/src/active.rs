@@ -9,13 +9,14 @@ use std::sync::Arc;
 
 use crate::counters::Counters;
 use crate::image::Queue;
-use crate::segments::{Active, TTL_CLASSES};
+use crate::segments::{Active, SPARE_TARGETS, TTL_CLASSES};
 use crate::store::Store;
 use crate::types::StoreError;
 
 /// A segment a worker set aside stays open only while it has at least
-/// this share of a segment's room (`Active::open`).
-const KEEP_OPEN_DIV: usize = 8;
+/// this share of a segment's room (`Active::open`; a copy target set
+/// aside as a spare, `Store::set_aside`).
+pub(crate) const KEEP_OPEN_DIV: usize = 8;
 
 /// Copy-forward credit a worker may bank: a quarter of the segments, and
 /// at least this many. Read items come in runs (a burst of reads, the
@@ -34,6 +35,7 @@ impl Active {
         Active {
             segs: [None; TTL_CLASSES],
             targets: [None; 2],
+            spares: [None; SPARE_TARGETS],
             claimed: None,
             filled: None,
             counters,
@@ -202,6 +204,9 @@ impl Active {
         for seg in self.segs.iter_mut().filter_map(Option::take) {
             st.seal(seg, Queue::Small);
         }
+        for t in self.spares.iter_mut().filter_map(Option::take) {
+            st.seal(t, Queue::Main);
+        }
         let [small, main] = &mut self.targets;
         for (t, q) in [(small.take(), Queue::Small), (main.take(), Queue::Main)] {
             if let Some(t) = t {
@@ -238,6 +243,9 @@ impl Active {
     pub(crate) fn seal_where(&mut self, st: &Store, pick: impl Fn(u32) -> bool) {
         for seg in self.segs.iter_mut().filter(|s| s.is_some_and(&pick)).filter_map(Option::take) {
             st.seal(seg, Queue::Small);
+        }
+        for t in self.spares.iter_mut().filter(|s| s.is_some_and(&pick)).filter_map(Option::take) {
+            st.seal(t, Queue::Main);
         }
         for (i, q) in [(0, Queue::Small), (1, Queue::Main)] {
             if let Some(t) = self.targets[i].filter(|&t| pick(t)) {

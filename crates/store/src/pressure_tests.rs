@@ -269,6 +269,7 @@ fn a_writer_cleans_early_only_under_a_large_budget() {
         assert_eq!(cleaned > 0, cleans, "{segments} segments: the writer cleaned {cleaned}");
         if !cleans {
             assert_eq!(w.active.targets, [None, None], "no copy target held open");
+            assert_eq!(w.active.spares, [None; crate::segments::SPARE_TARGETS], "nor a spare");
         }
         assert!(w.get(b"cold0", |_| ()).is_some() && w.get(b"hot7", |_| ()).is_some());
         assert_eq!(s.stats().evictions, 0);

@@ -182,6 +182,15 @@ pub(crate) struct Placed {
     pub(crate) len: usize,
 }
 
+/// Main-queue copy targets a worker keeps open beside its target
+/// (`Active::spares`). Eviction copies read items forward into the main
+/// target; with one target, an item that did not fit sealed it, and items
+/// up to `-I` in segments barely larger left a quarter of each segment
+/// unwritten (next fit): on workload 14 (`-m 64`, values to 1 MB) the
+/// sealed main segments' tails were 12.2 MB. With two spares, best fit over
+/// three: 3.4 MB, and 72.4% -> 75.7% hits (`docs/benchmarks.md`).
+pub(crate) const SPARE_TARGETS: usize = 2;
+
 /// A worker's active segments (one per TTL class), copy targets and
 /// counters, apart from the `Arc<Store>` so both can be borrowed at once
 /// without touching the store's reference count on every write.
@@ -190,6 +199,10 @@ pub(crate) struct Active {
     /// Where the live items of the segments this worker cleans or evicts
     /// are copied, one per queue (indexed by [`Queue`]).
     pub(crate) targets: [Option<u32>; 2],
+    /// Main-queue copy targets an item did not fit but that have room for
+    /// more: copies go where they fit best among these and the target
+    /// (`evict/clear.rs`, `Store::set_aside`).
+    pub(crate) spares: [Option<u32>; SPARE_TARGETS],
     /// A free segment taken for the victim being cleaned, for when its
     /// target fills half-way (`evict/`, `Store::step`); given back if
     /// unused once the victim is cleared.

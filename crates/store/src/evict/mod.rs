@@ -87,12 +87,12 @@
 use std::sync::atomic::Ordering::*;
 use std::time::{Duration, Instant};
 
-use crate::active::COPY_CREDIT_SEGMENTS;
+use crate::active::{COPY_CREDIT_SEGMENTS, KEEP_OPEN_DIV};
 use crate::clock::Clock;
 use crate::image::Queue;
 use crate::index::{slot, Loc};
 use crate::item::{encoded_len, state, write_head, Fields};
-use crate::segments::{Active, Evict, NEVER, RESERVE_SEGMENTS};
+use crate::segments::{Active, Evict, NEVER, RESERVE_SEGMENTS, SPARE_TARGETS};
 use crate::store::{add, bump, Counters, Store};
 use crate::types::StoreError;
 
