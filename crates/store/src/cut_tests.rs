@@ -127,6 +127,53 @@ fn segments_of_the_cut_freed_before_their_copy_are_handed_off() {
     }
 }
 
+/// Eviction copies read items of a quarter of a segment into its main
+/// target and the spares it keeps open beside it (`Store::set_aside`):
+/// a cut made while spares hold items has each of them, as written before
+/// the cut, though writes that go on evicting and copying fill the store
+/// several times over before the snapshot copies anything.
+#[test]
+fn a_cut_holds_what_the_spare_copy_targets_held() {
+    let (s, mut w) = store(16);
+    let value = |i: usize, gen: u8| vec![b'a' + gen; 2500 + i * 97 % 1500];
+    let keys = scaled(120, 60);
+    // Read after each set: eviction copies them forward.
+    let write_round = |w: &mut Worker, gen: u8| {
+        for i in 0..keys {
+            let k = format!("k{i}").into_bytes();
+            w.set(SetOp::Set, &k, 0, 0, &value(i, gen)).unwrap();
+            assert!(w.get(&k, |_| ()).is_some());
+        }
+    };
+    let mut rounds = 0;
+    while w.active.spares.iter().flatten().next().is_none() {
+        write_round(&mut w, 0);
+        rounds += 1;
+        assert!(rounds < 20, "no spare kept: {:?}", s.stats());
+    }
+    let spares: Vec<u32> = w.active.spares.iter().flatten().copied().collect();
+    let in_spares: usize = spares.iter().map(|&t| s.seg(t).live_items.load(Relaxed) as usize).sum();
+    assert!(in_spares > 0, "the spares hold items");
+    let live = s.stats().curr_items as usize;
+    s.begin_cut();
+    assert!(spares.iter().all(|&t| s.frozen(t)), "the spares are in the cut");
+    // What a snapshot asks each worker to do once its cut is made.
+    w.seal_active();
+    assert_eq!(s.cut_pending().unsealed, 0, "the worker's seal leaves nothing of the cut open");
+    for g in 1..=scaled(4, 1) as u8 {
+        write_round(&mut w, g);
+    }
+    w.seal_active();
+    let (got, _) = drain(&s);
+    s.end_cut();
+    assert!(s.stats().evictions > 0);
+    assert_eq!(got.len(), live, "every item live at the cut");
+    for (k, v) in &got {
+        let i: usize = std::str::from_utf8(&k[1..]).unwrap().parse().unwrap();
+        assert_eq!(*v, value(i, 0), "k{i} as written before the cut");
+    }
+}
+
 #[test]
 fn a_write_that_raced_the_cut_moves_to_a_segment_after_it() {
     let (s, mut w) = store(16);
