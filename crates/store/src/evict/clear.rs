@@ -297,10 +297,10 @@ impl Store {
     /// ([`SPARE_TARGETS`]): eviction copies read items of any size up to
     /// `-I`, and sealing the target at the first that did not fit left
     /// tails a quarter of a segment long. Past the spares the fullest of
-    /// them and `t` is sealed, and so is a spare nearly full by now or that
-    /// takes nothing more (flushed, in a snapshot's cut). Small-queue targets take what the
-    /// cleaner moves within that queue, and their tails were small (0.6 MB
-    /// of workload 14's 12.8): sealed as before.
+    /// them and `t` is sealed, and so is a spare nearly full by now or one
+    /// that takes nothing more (flushed, in a snapshot's cut). Small-queue
+    /// targets take what the cleaner moves within that queue, and their
+    /// tails were small (0.6 MB of workload 14's 12.8): sealed as before.
     fn set_aside(&self, active: &mut Active, q: Queue, t: u32) {
         let worth = |s: u32| self.open_for_copies(s) && self.room(s) >= self.arena().segment_size() / KEEP_OPEN_DIV;
         if q == Queue::Small || !worth(t) {
