@@ -165,3 +165,32 @@ fn copies_of_large_items_leave_the_main_queue_mostly_written() {
     let percent = unwritten * 100 / (ev.main.len() * seg);
     assert!(percent < 10, "{percent}% of the main queue's segments unwritten");
 }
+
+/// An item nobody read, but small against the others in its victim, is a
+/// candidate for eviction's copy-forward with one access (GDSF keeps a
+/// small item accessed once over a large one): small unread items outlive
+/// the large unread ones written around them. (Unread items of the size
+/// of the others still go: `a_key_read_often_lately_outlives_its_unread_stay`.)
+#[test]
+#[cfg_attr(miri, ignore = "thousands of writes; the policy has no unsafe code of its own")]
+fn small_unread_items_outlive_the_large_ones_around_them() {
+    let (s, mut w) = policy_store();
+    let (large, small) = (vec![b'l'; 12 << 10], vec![b's'; 300]);
+    let n = 400;
+    for i in 0..n {
+        assert_eq!(set(&mut w, SetOp::Set, format!("large{i}").as_bytes(), &large), crate::StoreOutcome::Stored);
+        if i % 4 == 0 {
+            assert_eq!(set(&mut w, SetOp::Set, format!("small{i}").as_bytes(), &small), crate::StoreOutcome::Stored);
+        }
+    }
+    // About five times what fits.
+    assert!(s.stats().evictions > 250, "{:?}", s.stats());
+    let kept = |w: &mut crate::Worker, what: &str, step: usize| {
+        (0..n).step_by(step).filter(|i| get(w, format!("{what}{i}").as_bytes()).is_some()).count()
+    };
+    let (small_kept, large_kept) = (kept(&mut w, "small", 4), kept(&mut w, "large", 1));
+    // Of the first half, written before the last few fills of memory.
+    let early_small = (0..n / 2).step_by(4).filter(|i| get(&mut w, format!("small{i}").as_bytes()).is_some()).count();
+    assert!(early_small * 4 >= n / 8, "{early_small} of {} early small items kept", n / 8);
+    assert!(small_kept * 4 > n / 4, "{small_kept} of {} small items kept ({large_kept} of {n} large)", n / 4);
+}

@@ -51,6 +51,9 @@ impl Store {
             let items = self.segs().iter().map(|m| u64::from(m.live_items.load(Relaxed))).sum();
             self.sketch().set_items(items);
             active.density.victim(end, self.arena().segment_size(), self.copy_divisor(items));
+            let m = self.seg(victim);
+            let live = m.live_items.load(Relaxed) as usize;
+            active.density.victim_mean((m.live_bytes.load(Relaxed) as usize).checked_div(live).unwrap_or(0));
         }
         let now = self.clock().now();
         let mut cleared = Cleared::default();
@@ -238,11 +241,17 @@ impl Store {
     /// `loc`, `aligned` bytes copied). Its score is its reads since written
     /// or copied, or those of its key lately (`sketch.rs`), whichever is
     /// more: a key asked for often, but not in this stay, is kept as if
-    /// read in it. What eviction copies is paid from the worker's credit (a
-    /// fifth of what it writes): past it, read items go too.
+    /// read in it, and an unread item small against its victim's others
+    /// counts one access (`density.rs`). What eviction copies is paid from
+    /// the worker's credit (a fifth of what it writes): past it, read items
+    /// go too.
     fn evicted_keeps(&self, s: u64, loc: Loc, aligned: usize, active: &mut Active) -> bool {
         let est = self.sketch().estimate(loc);
-        let score = if est >= ADMIT_ESTIMATE { slot::freq(s).max(est) } else { slot::freq(s) };
+        let score = if est >= ADMIT_ESTIMATE {
+            slot::freq(s).max(est)
+        } else {
+            active.density.accesses(slot::freq(s), aligned)
+        };
         score >= 1 && !active.last_resort && active.density.admits(score, aligned) && active.copy_credit >= aligned
     }
 
