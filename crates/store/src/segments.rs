@@ -188,7 +188,8 @@ pub(crate) struct Placed {
 /// up to `-I` in segments barely larger left a quarter of each segment
 /// unwritten (next fit): on workload 14 (`-m 64`, values to 1 MB) the
 /// sealed main segments' tails were 12.2 MB. With two spares, best fit over
-/// three: 3.4 MB, and 72.4% -> 75.7% hits (`docs/benchmarks.md`).
+/// three: 3.4 MB, and 72.4% -> 75.7% hits (`docs/benchmarks-history.md`,
+/// "Issue 42, sixth step").
 pub(crate) const SPARE_TARGETS: usize = 2;
 
 /// A worker's active segments (one per TTL class), copy targets and
