@@ -49,6 +49,7 @@ mod cut;
 mod cutting;
 mod density;
 mod evict;
+mod ghost;
 mod image;
 mod index;
 mod item;

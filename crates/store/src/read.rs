@@ -241,6 +241,7 @@ impl Worker {
                     drop(stripe);
                     if r.fresh() {
                         st.sketch().missed(&mut self.active.misses_pending);
+                        st.ghost().missed(loc);
                     }
                     let Some(expiry) = opts.vivify else { return Ok(Flow::Ready(Found::Missing)) };
                     if self.vivify(key, expiry, opts)? {

@@ -72,8 +72,8 @@ impl std::fmt::Debug for Sketch {
 }
 
 /// 64 bits of the key's hash, taken back out of its location, spread over
-/// the word (splitmix64's finaliser).
-fn fingerprint(loc: Loc) -> u64 {
+/// the word (splitmix64's finaliser); the ghost's too (`ghost.rs`).
+pub(crate) fn fingerprint(loc: Loc) -> u64 {
     let mut h =
         u64::from(loc.bucket) | (u64::from(loc.tag) << 32) | (u64::from(loc.ext) << 44) | ((loc.stripe as u64) << 54);
     h ^= h >> 30;

@@ -47,9 +47,10 @@ impl Store {
 
     fn sweep(&self, victim: u32, how: Clear, active: &mut Active) -> Cleared {
         let end = self.seg(victim).write_off.load(Acquire) as usize;
-        if how == Clear::Evict {
+        if let Clear::Evict(_) = how {
             let items = self.segs().iter().map(|m| u64::from(m.live_items.load(Relaxed))).sum();
             self.sketch().set_items(items);
+            self.ghost().set_items(items);
             active.density.victim(end, self.arena().segment_size(), self.copy_divisor(items));
             let m = self.seg(victim);
             let live = m.live_items.load(Relaxed) as usize;
@@ -105,9 +106,9 @@ impl Store {
             let fetched = if freq == 0 && slot::was_read(s) { state::FETCHED } else { 0 };
             let f = Fields { cas: Some(self.cas_of(s, &it)), state: it.state() | fetched, ..it.fields() };
             let len = encoded_len(it.key().len(), it.value().len(), &f);
-            let evicting = how == Clear::Evict && self.config().evictions;
-            let copied = !expired && (!evicting || self.evicted_keeps(s, loc, self.aligned(len), active));
-            let keep = copied && !(active.force_out && how == Clear::Evict && self.flash_eligible(&it));
+            let evicting = matches!(how, Clear::Evict(_)) && self.config().evictions;
+            let copied = !expired && (!evicting || self.evicted_keeps(s, loc, how, self.aligned(len), active));
+            let keep = copied && !(active.force_out && matches!(how, Clear::Evict(_)) && self.flash_eligible(&it));
             if keep {
                 // A target in a snapshot's cut takes nothing more (`cut.rs`):
                 // a new one is opened below.
@@ -148,7 +149,7 @@ impl Store {
                 cleared.evicted |= self.evict_unmoved(victim, granule_off, loc, now, active);
                 return;
             }
-            if !expired && how == Clear::Evict && self.flash_eligible(&it) {
+            if !expired && matches!(how, Clear::Evict(_)) && self.flash_eligible(&it) {
                 // To flash instead of away; written once the batch fills,
                 // or at the end of the victim (`clear_segment`).
                 let full = self.batch_for_flash(active, s, &it, loc, false);
@@ -173,6 +174,10 @@ impl Store {
                 }
                 self.bands().expired(victim, class_len, unfetched);
             } else {
+                if slot::freq(s) == 0 {
+                    // Neither read nor overwritten in its stay.
+                    self.ghost().record(loc);
+                }
                 self.note_evicted(&c, s, gone, now);
                 cleared.evicted = true;
             }
@@ -237,18 +242,23 @@ impl Store {
         self.bands().evicted(slot::seg(s), len, unfetched, expiry != 0, age);
     }
 
-    /// Whether eviction copies forward the live item at slot `s` (of key
-    /// `loc`, `aligned` bytes copied). Its score is its reads since written
-    /// or copied, or those of its key lately (`sketch.rs`), whichever is
-    /// more: a key asked for often, but not in this stay, is kept as if
-    /// read in it, and an unread item small against its victim's others
-    /// counts one access (`density.rs`). What eviction copies is paid from
-    /// the worker's credit (a fifth of what it writes): past it, read items
-    /// go too.
-    fn evicted_keeps(&self, s: u64, loc: Loc, aligned: usize, active: &mut Active) -> bool {
+    /// Whether eviction (`how`) copies forward the live item at slot `s` (of
+    /// key `loc`, `aligned` bytes copied). Its score is its reads since
+    /// written or copied, or those of its key lately (`sketch.rs`),
+    /// whichever is more: a key asked for often, but not in this stay, is
+    /// kept as if read in it. An unread item counts one access if it is
+    /// small against its victim's others (`density.rs`) or, leaving the
+    /// small queue, if its key was evicted unread lately and asked for
+    /// again since (`ghost.rs`). What eviction copies is paid from the
+    /// worker's credit (a fifth of what it writes): past it, read items go
+    /// too.
+    fn evicted_keeps(&self, s: u64, loc: Loc, how: Clear, aligned: usize, active: &mut Active) -> bool {
         let est = self.sketch().estimate(loc);
+        let returned = || how == Clear::Evict(Queue::Small) && self.ghost().returned(loc);
         let score = if est >= ADMIT_ESTIMATE {
             slot::freq(s).max(est)
+        } else if slot::freq(s) == 0 && returned() {
+            1
         } else {
             active.density.accesses(slot::freq(s), aligned)
         };
@@ -372,7 +382,7 @@ impl Store {
 /// 47 of 57 sealed segments, and cold keys stayed as long as hot ones.
 fn destination(how: Clear, s: u64, promote: bool) -> (Queue, u8) {
     match how {
-        Clear::Evict => (Queue::Main, 0),
+        Clear::Evict(_) => (Queue::Main, 0),
         Clear::Clean(Queue::Small) if promote && slot::freq(s) > 0 => (Queue::Main, 0),
         Clear::Clean(q) => (q, slot::freq(s)),
     }

@@ -104,13 +104,13 @@ impl Store {
     }
 
     /// How many segments may be in use: the memory limit covers the index,
-    /// eviction's sketch and compression's dictionaries and samples too,
+    /// eviction's sketch and ghost and compression's dictionaries and samples too,
     /// so that RSS stays near `-m` whatever the item size (memcached's `-m`
     /// leaves its hash table out).
     pub(crate) fn segment_budget(&self) -> u32 {
         let codec = self.codec().map_or(0, |c| c.memory());
         let b = self.budget();
-        let policy = self.sketch().memory();
+        let policy = self.sketch().memory() + self.ghost().memory();
         let spare = b.memory_limit.load(Relaxed).saturating_sub(self.index().memory() + codec + policy);
         let segs = u32::try_from(spare / self.arena().segment_size()).unwrap_or(u32::MAX);
         segs.min(b.limit_segs.load(Relaxed)).max(2)

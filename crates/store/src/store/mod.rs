@@ -84,6 +84,8 @@ pub struct Store {
     bands: crate::bands::Bands,
     /// Reads of every key lately (`sketch.rs`), for eviction.
     sketch: crate::sketch::Sketch,
+    /// Keys evicted unread lately (`ghost.rs`), for eviction.
+    ghost: crate::ghost::Ghost,
     /// How selective eviction's copy-forward is (`climb.rs`).
     climber: Mutex<crate::climb::Climber>,
     /// memcached's `stats sizes` histogram (off unless asked for).
@@ -218,6 +220,7 @@ impl Store {
             evicted_age: AtomicU32::new(0),
             bands: crate::bands::Bands::new(cfg.size_classes, cfg.cas),
             sketch: crate::sketch::Sketch::new(cfg.memory_limit),
+            ghost: crate::ghost::Ghost::new(cfg.memory_limit),
             climber: Default::default(),
             sizes: crate::sizes::Sizes::new(cfg.item_size_max),
             evict_hook: std::sync::OnceLock::new(),

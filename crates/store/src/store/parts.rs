@@ -35,6 +35,11 @@ impl Store {
         &self.sketch
     }
 
+    #[inline]
+    pub(crate) fn ghost(&self) -> &crate::ghost::Ghost {
+        &self.ghost
+    }
+
     #[cfg(test)]
     pub(crate) fn climber(&self) -> &Mutex<crate::climb::Climber> {
         &self.climber
