@@ -15,34 +15,35 @@
 //! it was asked for by a read, not merely set again (workload 6 sets keys
 //! without reading them: a re-set alone cost it 1.3 points).
 //!
-//! Each entry is one `u32` in a table indexed by the key's hash (a newer
-//! key in the slot replaces an older one: a hint may be lost, never
-//! invented but by a 1-in-65,536 fingerprint match):
+//! Each entry is one `u16` in a table indexed by the key's hash, in sets
+//! of four; a key's entry may be in any slot of its set, and a new one
+//! replaces the set's oldest (a hint may be lost, or found for another key
+//! whose fingerprint matches: 1 in 64 lookups of a full set, which then
+//! also needs that entry asked for to count):
 //!
 //! ```text
-//!  31            16  15     14             0
-//! +----------------+-----+------------------+
-//! | fingerprint 16 |asked| stamp 15 (units)  |
-//! +----------------+-----+------------------+
+//!  15          8    7      6        0
+//! +-------------+-------+------------+
+//! | fingerprint | asked | stamp 7    |
+//! +-------------+-------+------------+
 //! ```
 //!
 //! The stamp is the count of evictions recorded when the entry was, in
-//! units of about a sixteenth of the table's slots (so the stamp wraps only
-//! after 2,048 times the table's slots, when every entry has long been
-//! replaced),
-//! and an entry is remembered while fewer than [`WINDOW_PERCENT`] of the
-//! items in memory were recorded after it (S3-FIFO's ghost holds 90% of
-//! the cache's objects; this one's window is longer because eviction from
-//! the main queue records too, and because a key's new item is judged at
-//! its small-queue exit, not at its insertion). A key's entry may be in
-//! any of the four slots of its set, and a new one replaces the oldest.
+//! units of about a thirty-second of the table's slots (so it wraps after
+//! four times the slots' records, by which time a set has had far more
+//! than four younger entries), and an entry is remembered while fewer than
+//! [`WINDOW_PERCENT`] of the items in memory were recorded after it, at
+//! most twice the slots (S3-FIFO's ghost holds 90% of the cache's objects;
+//! this one's window is longer because eviction from the main queue
+//! records too, and because a key's new item is judged at its small-queue
+//! exit, not at its insertion).
 //!
 //! Its memory is counted inside `-m` (beside the sketch's): two slots of
-//! four bytes per KiB of the limit, 0.8%: at 1 KB items, two slots per
-//! item in memory, more than the window needs; items of 100 bytes are ten
-//! to a KiB, and the window is then what the table holds.
+//! two bytes per KiB of the limit, 0.4%: at 1 KB items two slots per item
+//! in memory, more than the window needs; items of 100 bytes are ten to a
+//! KiB, and the window is then what the table holds.
 
-use std::sync::atomic::AtomicU32;
+use std::sync::atomic::AtomicU16;
 use std::sync::atomic::AtomicU64;
 use std::sync::atomic::Ordering::Relaxed;
 
@@ -50,7 +51,7 @@ use crate::index::Loc;
 
 /// Slots per KiB of the memory limit.
 const SLOTS_PER_KIB: usize = 2;
-/// Slots per set (16 bytes): a key's entry may be in any of its set's, and
+/// Slots per set (8 bytes): a key's entry may be in any of its set's, and
 /// a new one replaces the oldest, so that an entry is lost to another key
 /// only once its set has had four younger ones.
 const WAYS: usize = 4;
@@ -61,12 +62,13 @@ const WAYS: usize = 4;
 /// (72.0% without). With one slot per set instead of four (entries lost
 /// to other keys sooner): 65.4% at 50, 67.0% at 90, 68.1% at 150.
 const WINDOW_PERCENT: u64 = 150;
-const ASKED: u32 = 1 << 15;
-const STAMP: u32 = ASKED - 1;
+const ASKED: u16 = 1 << 7;
+const STAMP: u16 = ASKED - 1;
+const FINGERPRINT: u16 = !(ASKED | STAMP);
 
 /// The table.
 pub(crate) struct Ghost {
-    slots: Box<[AtomicU32]>,
+    slots: Box<[AtomicU16]>,
     /// Evictions recorded since start.
     recorded: AtomicU64,
     /// log2 of evictions per stamp unit.
@@ -84,11 +86,11 @@ impl std::fmt::Debug for Ghost {
 
 /// The first slot of the key's set (chosen by the hash's high bits, as a
 /// fraction of the sets: the table need not be a power of two) and its
-/// fingerprint (the low 16 bits) for the key at `loc`.
-fn place(loc: Loc, slots: usize) -> (usize, u32) {
+/// fingerprint (the low 8 bits) for the key at `loc`.
+fn place(loc: Loc, slots: usize) -> (usize, u16) {
     let h = crate::sketch::fingerprint(loc);
     let set = ((u128::from(h) * (slots / WAYS) as u128) >> 64) as usize;
-    (set * WAYS, (h as u32 & 0xffff) << 16)
+    (set * WAYS, (h as u16 & 0xff) << 8)
 }
 
 impl Ghost {
@@ -98,39 +100,40 @@ impl Ghost {
         let most = if cfg!(miri) { 1 << 10 } else { 1 << 23 };
         let n = (limit / 1024 * SLOTS_PER_KIB).clamp(64, most) / WAYS * WAYS;
         Ghost {
-            slots: (0..n).map(|_| AtomicU32::new(0)).collect(),
+            slots: (0..n).map(|_| AtomicU16::new(0)).collect(),
             recorded: AtomicU64::new(0),
-            unit_shift: (n / 16).max(1).ilog2(),
+            unit_shift: (n / 32).max(1).ilog2(),
             window: AtomicU64::new(0),
         }
     }
 
     /// Bytes it takes, counted inside `-m`.
     pub(crate) fn memory(&self) -> usize {
-        self.slots.len() * std::mem::size_of::<AtomicU32>()
+        self.slots.len() * std::mem::size_of::<AtomicU16>()
     }
 
     /// Eviction counted `items` in memory.
     pub(crate) fn set_items(&self, items: u64) {
-        self.window.store(items * WINDOW_PERCENT / 100, Relaxed);
+        let most = 2 * self.slots.len() as u64;
+        self.window.store((items * WINDOW_PERCENT / 100).min(most), Relaxed);
     }
 
-    fn stamp(&self, recorded: u64) -> u32 {
-        (recorded >> self.unit_shift) as u32 & STAMP
+    fn stamp(&self, recorded: u64) -> u16 {
+        (recorded >> self.unit_shift) as u16 & STAMP
     }
 
     /// How many records ago entry `e` was made, given the stamp `now`.
-    fn age(&self, e: u32, now: u32) -> u64 {
+    fn age(&self, e: u16, now: u16) -> u64 {
         u64::from(now.wrapping_sub(e & STAMP) & STAMP) << self.unit_shift
     }
 
     /// The slot holding the key at `loc` within the window, and its entry.
-    fn find(&self, loc: Loc) -> Option<(usize, u32)> {
+    fn find(&self, loc: Loc) -> Option<(usize, u16)> {
         let (set, fp) = place(loc, self.slots.len());
         let now = self.stamp(self.recorded.load(Relaxed));
         (set..set + WAYS).find_map(|i| {
             let e = self.slots[i].load(Relaxed);
-            let mine = e != 0 && e & !(ASKED | STAMP) == fp && self.age(e, now) < self.window.load(Relaxed);
+            let mine = e != 0 && e & FINGERPRINT == fp && self.age(e, now) < self.window.load(Relaxed);
             mine.then_some((i, e))
         })
     }
@@ -142,9 +145,9 @@ impl Ghost {
         let n = self.recorded.fetch_add(1, Relaxed);
         let now = self.stamp(n);
         let ways = &self.slots[set..set + WAYS];
-        let rank = |e: u32| match e {
+        let rank = |e: u16| match e {
             0 => u64::MAX - 1,
-            _ if e & !(ASKED | STAMP) == fp => u64::MAX,
+            _ if e & FINGERPRINT == fp => u64::MAX,
             _ => self.age(e, now),
         };
         let oldest = ways.iter().map(|e| rank(e.load(Relaxed))).enumerate().max_by_key(|&(_, r)| r);
@@ -180,14 +183,14 @@ mod tests {
 
     #[test]
     #[cfg_attr(miri, ignore = "tables are smaller under Miri")]
-    fn takes_eight_bytes_per_kib() {
-        assert_eq!(std::mem::size_of::<AtomicU32>(), 4);
+    fn takes_four_bytes_per_kib() {
+        assert_eq!(std::mem::size_of::<AtomicU16>(), 2);
         for shift in 16..28 {
             let limit = 1usize << shift;
-            assert_eq!(Ghost::new(limit).memory(), limit / 128, "-m {limit}");
+            assert_eq!(Ghost::new(limit).memory(), limit / 256, "-m {limit}");
         }
-        assert_eq!(Ghost::new(48 << 20).memory(), (48 << 20) / 128, "not a power of two");
-        assert_eq!(Ghost::new(0).memory(), 256);
+        assert_eq!(Ghost::new(48 << 20).memory(), (48 << 20) / 256, "not a power of two");
+        assert_eq!(Ghost::new(0).memory(), 128);
     }
 
     #[test]
