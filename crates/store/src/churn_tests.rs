@@ -12,10 +12,10 @@ use std::sync::Arc;
 /// A store of `segments` 64 KiB segments (4 KiB under Miri, where the
 /// number of items, not of bytes, sets the time), and its segment size.
 /// The limit has room for `segments` and for what `-m` also covers (the
-/// index, eviction's sketch and ghost: about 66 KiB here, 2.1% of this
+/// index, eviction's sketch and ghost: about 64 KiB here, 2.1% of this
 /// small store; a whole segment is left for them, so that the live shares
-/// below are of the segments' memory as they were before the ghost's
-/// 6 KiB took the 48th).
+/// below are of the segments' memory as they were before the ghost took
+/// the 48th).
 fn churn_store(segments: usize, evictions: bool) -> (Arc<Store>, Worker, usize) {
     let seg = scaled(64 << 10, 4 << 10);
     let cfg = Config {

@@ -204,8 +204,9 @@ fn small_unread_items_outlive_the_large_ones_around_them() {
 #[cfg_attr(miri, ignore = "thousands of writes; the policy has no unsafe code of its own")]
 fn a_key_asked_for_again_after_its_eviction_outlives_a_scan() {
     // The policy store's memory with values four times as large: the
-    // ghost (a slot per KiB of the limit) holds four entries per item in
-    // memory, as it holds one at 1 KB values.
+    // ghost (two slots per KiB of the limit) holds eight entries per item
+    // in memory, where it holds two at 1 KB values; its window, not its
+    // room, is what this test is about.
     let seg = 64 << 10;
     let (s, mut w) = store_of(Config {
         memory_limit: 64 * seg,
