@@ -6,7 +6,14 @@ segment sealed that segment before the item was linked: the reclaimer or
 the other worker could evict and reuse it meanwhile, so the item's index
 slot pointed at someone else's bytes: dumps listed keys made of value
 bytes, and `curr_items` counted items no get found (two such keys at the
-end of every run). Run against memcached too (WIRE_TARGET=memcached)."""
+end of every run). Run against memcached too (WIRE_TARGET=memcached).
+
+The reclaimer may go on evicting for a moment after the load (it keeps
+segments free ahead of the writers): the counts are compared on a pass
+that no eviction ran through. Before that, one run in six or so failed
+here on a key listed and evicted before its get (k0, 683 KB, read; three
+evictions between the dump and the get, `strata_reclaim_background` up
+two, the free segments from 2 to 3)."""
 
 import os
 import re
@@ -47,16 +54,30 @@ def test_every_item_listed_is_one_stored_and_counted(make_server):
     done = subprocess.run(load, capture_output=True, timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
     c = srv.connect(timeout=READ_TIMEOUT)
-    c.send(b"lru_crawler metadump all\r\n")
-    dump = read_until_end(c, timeout=30)
-    keys = re.findall(rb"^key=(\S+) ", dump, re.M)
-    assert keys, dump[-200:]
-    for key in keys:
-        m = KEY.fullmatch(key)
-        assert m and int(m.group(1)) < KEYS, f"the dump lists {key[:40]!r}, which no client stored"
-        v = get(c, key)
-        assert v is not None and v == get(c, key), f"{key!r} does not read back"
-    st = stats(c)
+    # strata's background reclaimer may still be freeing the segments it
+    # keeps ahead of the writers when the load ends, evicting as it does:
+    # a key listed, then evicted before its get, is no fault. So the counts
+    # are compared on a pass no eviction ran through (the second, nearly
+    # always); what the dump lists is checked on every pass.
+    for _ in range(20):
+        before = stats(c)
+        c.send(b"lru_crawler metadump all\r\n")
+        dump = read_until_end(c, timeout=30)
+        keys = re.findall(rb"^key=(\S+) ", dump, re.M)
+        assert keys, dump[-200:]
+        values = {}
+        for key in keys:
+            m = KEY.fullmatch(key)
+            assert m and int(m.group(1)) < KEYS, f"the dump lists {key[:40]!r}, which no client stored"
+            v = get(c, key)
+            assert v is None or v == get(c, key), f"{key!r} reads back two values"
+            values[key] = v
+        st = stats(c)
+        if st["evictions"] == before["evictions"]:
+            break
+    else:
+        raise AssertionError("evictions went on through 20 passes of an idle server")
+    assert all(v is not None for v in values.values()), [k for k, v in values.items() if v is None]
     assert int(st["curr_items"]) == len(keys), (st["curr_items"], len(keys))
     # The load reached what the test is about: memory full, evicting.
     assert int(st["evictions"]) > 1000, st["evictions"]
