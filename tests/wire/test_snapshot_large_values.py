@@ -17,15 +17,15 @@ value cannot pass.
 
 import random
 import re
-import zlib
 import signal
 import threading
 import time
+import zlib
 
 import pytest
 
 from harness import Server
-from wirelib import read_n, read_until_end, stats
+from wirelib import read_until_end, stats, value_or_none
 
 pytestmark = [
     pytest.mark.strata_only,
@@ -48,17 +48,6 @@ def value_of(key, version):
     return (head * (size // len(head) + 1))[:size], TTLS[version % len(TTLS)]
 
 
-def get(c, key):
-    """The value of `key`, or None on a miss."""
-    c.send(b"get " + key + b"\r\n")
-    line = c.read_line()
-    if line == b"END\r\n":
-        return None
-    m = re.fullmatch(rb"VALUE (\S+) 0 (\d+)\r\n", line)
-    assert m and m.group(1) == key, line
-    body = read_n(c, int(m.group(2)) + 7, timeout=10)
-    assert body.endswith(b"\r\nEND\r\n"), body[-20:]
-    return body[:-7]
 
 
 def check(key, value, stored):
@@ -99,7 +88,7 @@ class Writer(threading.Thread):
                 self.stored.setdefault(key, set()).add(self.version)
                 # A read, so that eviction copies items forward.
                 key = self.key()
-                got = get(self.c, key)
+                got = value_or_none(self.c, key)
                 if got is not None:
                     check(key, got, self.stored)
         except Exception as e:  # reported by the test's thread
@@ -140,7 +129,7 @@ def held(c, stored):
         keys = re.findall(rb"^key=(\S+) ", read_until_end(c, timeout=30), re.M)
         items = {}
         for key in keys:
-            value = get(c, key)
+            value = value_or_none(c, key)
             if value is not None:
                 check(key, value, stored)
                 items[key] = value

@@ -22,7 +22,7 @@ import subprocess
 import pytest
 
 from harness import ROOT
-from wirelib import READ_TIMEOUT, read_n, read_until_end, stats
+from wirelib import READ_TIMEOUT, read_until_end, stats, value_or_none
 
 pytestmark = pytest.mark.not_over_flash("the dump lists items in memory only")
 
@@ -32,17 +32,6 @@ KEYS = 100
 KEY = re.compile(rb"k(\d{13})")
 
 
-def get(c, key):
-    """The value of key, or None on a miss."""
-    c.send(b"get " + key + b"\r\n")
-    line = c.read_line()
-    if line == b"END\r\n":
-        return None
-    m = re.fullmatch(rb"VALUE (\S+) \d+ (\d+)\r\n", line)
-    assert m and m.group(1) == key, line
-    body = read_n(c, int(m.group(2)) + 7, timeout=10)
-    assert body.endswith(b"\r\nEND\r\n"), body[-20:]
-    return body[:-7]
 
 
 def test_every_item_listed_is_one_stored_and_counted(make_server):
@@ -69,8 +58,8 @@ def test_every_item_listed_is_one_stored_and_counted(make_server):
         for key in keys:
             m = KEY.fullmatch(key)
             assert m and int(m.group(1)) < KEYS, f"the dump lists {key[:40]!r}, which no client stored"
-            v = get(c, key)
-            assert v is None or v == get(c, key), f"{key!r} reads back two values"
+            v = value_or_none(c, key)
+            assert v is None or v == value_or_none(c, key), f"{key!r} reads back two values"
             values[key] = v
         st = stats(c)
         if st["evictions"] == before["evictions"]:

@@ -2,6 +2,7 @@
 `import wirelib` can never pick up another suite's conftest module)."""
 
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -169,6 +170,19 @@ def get(c, keys, cmd=b"get"):
     keys = [k.encode() if isinstance(k, str) else k for k in keys]
     c.send(cmd + b" " + b" ".join(keys) + b"\r\n")
     return read_until_end(c)
+
+
+def value_or_none(c, key, timeout=10):
+    """The value of one key, of any size, or None on a miss."""
+    c.send(b"get " + key + b"\r\n")
+    line = c.read_line()
+    if line == b"END\r\n":
+        return None
+    m = re.fullmatch(rb"VALUE (\S+) \d+ (\d+)\r\n", line)
+    assert m and m.group(1) == key, line
+    body = read_n(c, int(m.group(2)) + 7, timeout=timeout)
+    assert body.endswith(b"\r\nEND\r\n"), body[-20:]
+    return body[:-7]
 
 
 def assert_value(c, key, value, flags=0):
