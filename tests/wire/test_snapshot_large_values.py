@@ -25,7 +25,7 @@ import zlib
 import pytest
 
 from harness import Server
-from wirelib import read_until_end, stats, value_or_none
+from wirelib import held_items, stats, value_or_none
 
 pytestmark = [
     pytest.mark.strata_only,
@@ -46,8 +46,6 @@ def value_of(key, version):
     size = int(100 * (6000 ** rng.random()))
     head = b"%s:%d:" % (key, version)
     return (head * (size // len(head) + 1))[:size], TTLS[version % len(TTLS)]
-
-
 
 
 def check(key, value, stored):
@@ -121,23 +119,10 @@ def snapshot(c, deadline):
 
 def held(c, stored):
     """Every item the server holds, key to value, each checked against
-    `stored`; taken on a pass no eviction ran through (the reclaimer may
-    free the segments it keeps ahead for a moment after a load)."""
-    for _ in range(20):
-        before = stats(c)
-        c.send(b"lru_crawler metadump all\r\n")
-        keys = re.findall(rb"^key=(\S+) ", read_until_end(c, timeout=30), re.M)
-        items = {}
-        for key in keys:
-            value = value_or_none(c, key)
-            if value is not None:
-                check(key, value, stored)
-                items[key] = value
-        after = stats(c)
-        if after["evictions"] == before["evictions"]:
-            assert len(items) == len(keys) == int(after["curr_items"]), (len(items), len(keys), after["curr_items"])
-            return items, int(after["evictions"])
-    raise AssertionError("evictions went on through 20 passes of an idle server")
+    `stored`, and its evictions count (`wirelib.held_items`)."""
+    items, after = held_items(c, lambda key, value: value is None or check(key, value, stored))
+    assert None not in items.values() and len(items) == int(after["curr_items"]), (len(items), after["curr_items"])
+    return items, int(after["evictions"])
 
 
 def load_and_snapshot(srv, stored, seed, quiet):

@@ -22,7 +22,7 @@ import subprocess
 import pytest
 
 from harness import ROOT
-from wirelib import READ_TIMEOUT, read_until_end, stats, value_or_none
+from wirelib import READ_TIMEOUT, held_items, value_or_none
 
 pytestmark = pytest.mark.not_over_flash("the dump lists items in memory only")
 
@@ -30,8 +30,6 @@ BENCH = os.environ.get("STRATA_BENCH_BIN", os.path.join(ROOT, "target", "release
 KEYS = 100
 # strata-bench's keys: "k" and the key's number in thirteen digits.
 KEY = re.compile(rb"k(\d{13})")
-
-
 
 
 def test_every_item_listed_is_one_stored_and_counted(make_server):
@@ -43,29 +41,15 @@ def test_every_item_listed_is_one_stored_and_counted(make_server):
     done = subprocess.run(load, capture_output=True, timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
     c = srv.connect(timeout=READ_TIMEOUT)
-    # strata's background reclaimer may still be freeing the segments it
-    # keeps ahead of the writers when the load ends, evicting as it does:
-    # a key listed, then evicted before its get, is no fault. So the counts
-    # are compared on a pass no eviction ran through (the second, nearly
-    # always); what the dump lists is checked on every pass.
-    for _ in range(20):
-        before = stats(c)
-        c.send(b"lru_crawler metadump all\r\n")
-        dump = read_until_end(c, timeout=30)
-        keys = re.findall(rb"^key=(\S+) ", dump, re.M)
-        assert keys, dump[-200:]
-        values = {}
-        for key in keys:
-            m = KEY.fullmatch(key)
-            assert m and int(m.group(1)) < KEYS, f"the dump lists {key[:40]!r}, which no client stored"
-            v = value_or_none(c, key)
-            assert v is None or v == value_or_none(c, key), f"{key!r} reads back two values"
-            values[key] = v
-        st = stats(c)
-        if st["evictions"] == before["evictions"]:
-            break
-    else:
-        raise AssertionError("evictions went on through 20 passes of an idle server")
+
+    def listed(key, value):
+        m = KEY.fullmatch(key)
+        assert m and int(m.group(1)) < KEYS, f"the dump lists {key[:40]!r}, which no client stored"
+        assert value is None or value == value_or_none(c, key), f"{key!r} reads back two values"
+
+    values, st = held_items(c, listed)
+    assert values, "the dump lists nothing"
+    keys = list(values)
     assert all(v is not None for v in values.values()), [k for k, v in values.items() if v is None]
     assert int(st["curr_items"]) == len(keys), (st["curr_items"], len(keys))
     # The load reached what the test is about: memory full, evicting.

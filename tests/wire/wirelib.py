@@ -185,6 +185,27 @@ def value_or_none(c, key, timeout=10):
     return body[:-7]
 
 
+def held_items(c, check=lambda key, value: None, passes=20):
+    """Every item the server holds: `lru_crawler metadump all`, then a get of
+    each key listed; key to value (None: listed, then gone), with the
+    `stats` after. strata's background reclaimer may go on evicting for a
+    moment after a load (it frees segments ahead of the writers), so the
+    result is that of the first pass no eviction ran through; `check(key,
+    value)` sees every key of every pass."""
+    for _ in range(passes):
+        before = stats(c)
+        c.send(b"lru_crawler metadump all\r\n")
+        keys = re.findall(rb"^key=(\S+) ", read_until_end(c, timeout=30), re.M)
+        items = {}
+        for key in keys:
+            items[key] = value_or_none(c, key)
+            check(key, items[key])
+        after = stats(c)
+        if after["evictions"] == before["evictions"]:
+            return items, after
+    raise AssertionError(f"evictions went on through {passes} passes of an idle server")
+
+
 def assert_value(c, key, value, flags=0):
     assert get(c, key) == value_reply(key, value, flags) + b"END\r\n"
 

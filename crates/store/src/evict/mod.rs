@@ -116,8 +116,8 @@ const ADMIT_ESTIMATE: u8 = 5;
 /// eviction turns to it (S3-FIFO's small queue). Its paper's 10% was the
 /// best of 5, 10 and 20% on workload 5 until the ghost (`ghost.rs`) came;
 /// since, keys that leave the small queue unread too soon come back
-/// through the ghost, and 5% gave every workload but 16 more hits (one
-/// round each: 5 81.7% against 80.9%, 10 82.9/71.3% against 81.7/71.0%,
+/// through the ghost, and 5% gave more hits on 5, 10, 13, 14 and 15, the
+/// same on 6, fewer on 16 (one round each: 5 81.7% against 80.9%, 10 82.9/71.3% against 81.7/71.0%,
 /// 13 68.8 against 68.5, 14 78.8 against 78.3, 15 71.2 against 70.9; 16
 /// 72.0% against 72.2%, its byte hit ratio 70.3% against 70.9%; 3% and 7%
 /// no better).
