@@ -202,6 +202,13 @@ impl Bands {
         up(&c.bytes, len as u64);
     }
 
+    /// [`Bands::linked`] for `items` items of `bytes` in all.
+    pub(crate) fn linked_many(&self, seg: u32, band: usize, items: u64, bytes: u64) {
+        let c = self.cell(seg, band);
+        up(&c.items, items);
+        up(&c.bytes, bytes);
+    }
+
     pub(crate) fn unlinked(&self, seg: u32, band: usize, len: usize) {
         let c = self.cell(seg, band);
         down(&c.items, 1);

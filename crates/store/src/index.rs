@@ -464,6 +464,14 @@ impl Index {
         prefetch(table.wrapping_add((loc.bucket & mask) as usize));
     }
 
+    /// The main bucket that hash bits `bucket` pick in stripe `stripe`'s
+    /// table as it is now, read without the stripe's lock (the table may
+    /// double meanwhile): an order for visiting buckets, never a place to
+    /// read or write.
+    pub fn bucket_hint(&self, stripe: usize, bucket: u32) -> u32 {
+        bucket & self.tables[stripe].mask.load(Relaxed)
+    }
+
     pub fn stripes(&self) -> usize {
         self.stripes.len()
     }

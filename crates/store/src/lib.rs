@@ -33,13 +33,14 @@
 //! - `image`: sealed segments copied out consistently for snapshots;
 //!   `cut`: the running snapshot's point in time (what is frozen, deaths
 //!   after the cut, segments handed off); `restore`: images brought back
-//!   at start.
+//!   at start, their items linked in bucket order by `bulk_link`.
 //! - `types`: requests, outcomes, settings, errors, totals.
 
 mod active;
 mod aio;
 mod arena;
 mod bands;
+mod bulk_link;
 mod capture;
 mod climb;
 pub mod clock;
@@ -79,7 +80,7 @@ pub use index::hash_power_for;
 pub use journal::{Journal, ReplayError};
 pub use read::{Fetch, Found};
 pub use reclaimer::Reclaimer;
-pub use restore::{RestoreError, Restored, Restorer};
+pub use restore::{BulkRestore, RestoreError, Restored, Restorer};
 pub use store::{Evicted, EvictionWatcher, Store};
 pub use tier::{FlashImage, FlashRestored};
 pub use types::SizeClasses;
@@ -98,6 +99,8 @@ pub const MAX_RETRIES: usize = 16;
 
 #[cfg(all(test, not(miri)))]
 mod aio_tests;
+#[cfg(test)]
+mod bulk_restore_tests;
 #[cfg(test)]
 mod churn_tests;
 #[cfg(all(test, not(miri)))]

@@ -9,12 +9,12 @@
 use std::sync::atomic::Ordering::*;
 use std::sync::Arc;
 
+use crate::bulk_link::Links;
 use crate::clock::Clock;
 use crate::image::SegmentImage;
-use crate::index::slot;
 use crate::item::{encoded_len, write_head, Fields, Header, Item};
 use crate::segments::{ttl_class, Active, Placed};
-use crate::store::{Counters, Store};
+use crate::store::{Counters, SegTally, Store};
 use crate::types::StoreError;
 
 /// What [`Store::restore`] made of one segment image.
@@ -129,120 +129,28 @@ impl Store {
         len: usize,
         fill: &mut dyn FnMut(&mut [u8]) -> bool,
     ) -> Result<Restored, RestoreError> {
-        if len > self.arena().segment_size() {
-            return Err(RestoreError::TooLarge(len));
-        }
-        let now = self.clock().now();
-        let mut r = Restored::default();
-        let whole_gone = img.epoch <= self.flush_epoch()
-            || (img.max_expire != crate::segments::NEVER && Clock::is_expired(img.max_expire, now));
-        if whole_gone || img.live.is_empty() {
-            r.dropped = img.live.len() as u64;
-            return Ok(r);
-        }
-        let seg = self.pop_free(false).ok_or(RestoreError::Full)?;
-        self.note_paged(seg);
-        let m = self.seg(seg);
-        // SAFETY: just taken off the free list: no item links into it, no
-        // reader has it pinned, and no writer holds it (rule 1).
-        let filled = fill(unsafe { self.arena().bytes_mut(seg, 0, len) });
-        if !filled {
-            self.retire(seg);
-            return Err(RestoreError::Rejected);
-        }
-        m.live_items.store(0, Relaxed);
-        m.live_bytes.store(0, Relaxed);
-        m.max_expire.store(img.max_expire, Relaxed);
-        m.epoch.store(img.epoch, Relaxed);
-        {
-            let mut times = m.times.lock();
-            times.clear();
-            for &(off, t) in &img.write_times {
-                times.note(off, t);
-            }
-            m.last_mark.store(img.write_times.last().map_or(0, |&(_, t)| t), Relaxed);
-        }
-        m.write_off.store(len as u32, Release);
-        let granule = self.granule();
-        let mut next_free = 0usize;
-        // The items to link and where their keys hash to, a batch at a
-        // time: each link waits on its index bucket, a cache miss, and
-        // asking for a batch's buckets first overlaps those waits (as
-        // `Worker::prefetch` does for a multi-get).
-        const BATCH: usize = 16;
-        let mut batch: Vec<(usize, crate::index::Loc)> = Vec::with_capacity(BATCH);
-        let mut live = img.live.iter().peekable();
-        while live.peek().is_some() {
-            batch.clear();
-            for &off in live.by_ref() {
-                let off = off as usize;
-                // SAFETY: the segment is this thread's alone until it is
-                // sealed below, and its bytes below `len` were all written above.
-                let header = (off >= next_free && off & (granule - 1) == 0)
-                    .then(|| unsafe { self.arena().header(seg, off, len) });
-                let Some(Some(h)) = header else {
-                    r.malformed += 1;
-                    continue;
-                };
-                next_free = off + h.total_len();
-                // SAFETY: as above; `header` checked that the item ends by `len`.
-                let Some(it) = (unsafe { self.arena().item(seg, off) }) else {
-                    r.malformed += 1;
-                    continue;
-                };
-                if it.key().is_empty() {
-                    r.malformed += 1;
-                    continue;
-                }
-                if Clock::is_expired(it.expiry(), now) || !self.hold_dict(seg, &it) {
-                    r.dropped += 1;
-                    continue;
-                }
-                let loc = self.index().locate(it.key());
-                self.index().prefetch(loc);
-                batch.push((off, loc));
-                if batch.len() == BATCH {
-                    break;
-                }
-            }
-            for &(off, loc) in &batch {
-                // SAFETY: as above; checked when it was batched.
-                let Some(it) = (unsafe { self.arena().item(seg, off) }) else { continue };
-                let new = slot::pack(loc.tag, 0, seg, self.granules(off));
-                let mut st = self.index().lock(loc.stripe);
-                match self.find(&st, loc, it.key()) {
-                    Some((pos, old)) => {
-                        st.set(pos, new);
-                        self.unaccount(&mut st, old);
-                    }
-                    None => {
-                        let before = st.footprint();
-                        st.insert(loc.bucket, new);
-                        if st.wants_growth() {
-                            // Restored before the flash tier holds anything:
-                            // every slot is a memory one.
-                            self.index().grow(loc.stripe, &mut st, |s, _| {
-                                Some((self.item_at(s).map_or(0, |it| self.index().locate(it.key()).bucket), s))
-                            });
-                        }
-                        self.index().note_footprint(before, st.footprint());
-                    }
-                }
-                self.account(&mut st, new);
-                r.items += 1;
-            }
-        }
-        if r.items == 0 {
-            self.seg(seg).write_off.store(0, Relaxed);
-            self.retire(seg);
-        } else {
-            r.used_segment = true;
-            self.seal(seg, img.queue);
-        }
-        Ok(r)
+        let mut bulk = self.bulk_restore();
+        let r = bulk.restore_with(img, len, fill);
+        bulk.finish();
+        r
     }
 
-    /// Loads a snapshot's dictionaries before its segments; returns the
+    /// A [`BulkRestore`], for a load of many images.
+    pub fn bulk_restore(&self) -> BulkRestore<'_> {
+        // A chunk about as large as the index's main table: a flush's
+        // sorted links then land about one per bucket, each table walked
+        // once in address order. At most 2^20 (32 MiB of entries, as much
+        // again while they are sorted), outside `-m` and only while a
+        // load runs.
+        self.bulk_restore_chunked(self.index().main_buckets().clamp(1 << 12, 1 << 20))
+    }
+
+    /// A [`BulkRestore`] that links every `chunk` items.
+    pub(crate) fn bulk_restore_chunked(&self, chunk: usize) -> BulkRestore<'_> {
+        BulkRestore { store: self, links: Links::new(chunk), tally: SegTally::default() }
+    }
+
+    /// Loads a snapshot's dictionaries before    /// Loads a snapshot's dictionaries before its segments; returns the
     /// ids loaded, each holding a reference for the caller to give back
     /// with [`Store::release_dicts`] after the segments are restored.
     /// Without compression nothing is loaded, and compressed items stay
@@ -256,6 +164,25 @@ impl Store {
             }
         }
         held
+    }
+
+    /// A restored segment's counters, epoch and write times, as `img`
+    /// says, its first `len` bytes written.
+    fn restore_meta(&self, seg: u32, img: &SegmentImage, len: usize) {
+        let m = self.seg(seg);
+        m.live_items.store(0, Relaxed);
+        m.live_bytes.store(0, Relaxed);
+        m.max_expire.store(img.max_expire, Relaxed);
+        m.epoch.store(img.epoch, Relaxed);
+        {
+            let mut times = m.times.lock();
+            times.clear();
+            for &(off, t) in &img.write_times {
+                times.note(off, t);
+            }
+            m.last_mark.store(img.write_times.last().map_or(0, |&(_, t)| t), Relaxed);
+        }
+        m.write_off.store(len as u32, Release);
     }
 
     /// For a compressed item being restored into `seg`: makes the segment
@@ -274,6 +201,110 @@ impl Store {
         self.attach_dict(seg, id);
         codec.release(id);
         true
+    }
+}
+
+/// Restores segment images as [`Store::restore_with`] does, one after
+/// another, but links their items into the index a chunk at a time, in
+/// bucket order ([`Links`]): a load of millions of items spent most of
+/// its time waiting on each link's buckets. Until [`BulkRestore::finish`]
+/// (or the drop) the last images' items may not be linked yet: nothing
+/// else may use the store meanwhile.
+pub struct BulkRestore<'a> {
+    store: &'a Store,
+    links: Links,
+    tally: SegTally,
+}
+
+impl BulkRestore<'_> {
+    /// [`Store::restore_with`], the links put off.
+    pub fn restore_with(
+        &mut self,
+        img: &SegmentImage,
+        len: usize,
+        fill: &mut dyn FnMut(&mut [u8]) -> bool,
+    ) -> Result<Restored, RestoreError> {
+        let st = self.store;
+        if len > st.arena().segment_size() {
+            return Err(RestoreError::TooLarge(len));
+        }
+        let now = st.clock().now();
+        let mut r = Restored::default();
+        let whole_gone = img.epoch <= st.flush_epoch()
+            || (img.max_expire != crate::segments::NEVER && Clock::is_expired(img.max_expire, now));
+        if whole_gone || img.live.is_empty() {
+            r.dropped = img.live.len() as u64;
+            return Ok(r);
+        }
+        let seg = st.pop_free(false).ok_or(RestoreError::Full)?;
+        st.note_paged(seg);
+        // SAFETY: just taken off the free list: no item links into it, no
+        // reader has it pinned, and no writer holds it (rule 1).
+        let filled = fill(unsafe { st.arena().bytes_mut(seg, 0, len) });
+        if !filled {
+            st.retire(seg);
+            return Err(RestoreError::Rejected);
+        }
+        st.restore_meta(seg, img, len);
+        let granule = st.granule();
+        let mut next_free = 0usize;
+        self.tally.clear();
+        for &off in &img.live {
+            let off = off as usize;
+            // SAFETY: the segment is this thread's alone until it is
+            // sealed below, and its bytes below `len` were all written above.
+            let header =
+                (off >= next_free && off & (granule - 1) == 0).then(|| unsafe { st.arena().header(seg, off, len) });
+            let Some(Some(h)) = header else {
+                r.malformed += 1;
+                continue;
+            };
+            next_free = off + h.total_len();
+            // SAFETY: as above; `header` checked that the item ends by `len`.
+            let Some(it) = (unsafe { st.arena().item(seg, off) }) else {
+                r.malformed += 1;
+                continue;
+            };
+            if it.key().is_empty() {
+                r.malformed += 1;
+                continue;
+            }
+            if Clock::is_expired(it.expiry(), now) || !st.hold_dict(seg, &it) {
+                r.dropped += 1;
+                continue;
+            }
+            let (len, class_len, plain, stored) = st.sizes_of(&it);
+            st.count_size(class_len);
+            self.tally.add(st.bands().band_of(class_len), len);
+            self.links.push(st, seg, st.granules(off), st.index().locate(it.key()), (len, plain, stored));
+            r.items += 1;
+        }
+        if r.items == 0 {
+            st.seg(seg).write_off.store(0, Relaxed);
+            st.retire(seg);
+        } else {
+            // Every item counted here is linked by the flush, as new or
+            // over an earlier image's version (whose segment's counts the
+            // link takes it out of then).
+            st.account_segment(seg, &self.tally);
+            r.used_segment = true;
+            st.seal(seg, img.queue);
+        }
+        Ok(r)
+    }
+
+    /// Links every item restored so far.
+    pub fn finish(&mut self) {
+        self.links.flush(self.store);
+    }
+}
+
+impl Drop for BulkRestore<'_> {
+    /// A restore's items are linked whatever the caller does.
+    fn drop(&mut self) {
+        if !self.links.is_empty() {
+            self.finish();
+        }
     }
 }
 

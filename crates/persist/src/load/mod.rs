@@ -4,7 +4,8 @@
 //! that the loader knows what the file holds before it restores anything:
 //! the dictionaries are loaded before the segments that name them. Then
 //! each segment is read, checked against its CRC and restored whole into a
-//! free segment ([`Store::restore_with`]) while free segments last (less
+//! free segment ([`strata_store::BulkRestore`], which links the items a
+//! chunk at a time in index-bucket order) while free segments last (less
 //! the writers' reserve); the rest item by item through the write path
 //! ([`strata_store::Restorer`]), where the cleaner wins back the dead bytes
 //! of what came whole before anything live is evicted. So every item live
@@ -31,7 +32,7 @@ use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use std::sync::mpsc::{Receiver, Sender};
 use std::time::{Duration, Instant};
 
-use strata_store::{Queue, RestoreError, Restorer, SegmentImage, Store};
+use strata_store::{BulkRestore, Queue, RestoreError, Restorer, SegmentImage, Store};
 
 use crate::backend::{read_exact_at, Backend, PosFile};
 use crate::format::{self, Footer, FormatError, Header, Kind, Record, SegmentFixed, HEADER_LEN, RECORD_LEN};
@@ -232,6 +233,7 @@ pub fn load(
         room,
         strict,
         img: SegmentImage::default(),
+        bulk: store.bulk_restore(),
         restorer: None,
         max_epoch: 0,
         loaded: 0,
@@ -268,6 +270,9 @@ pub fn load(
         let helper = scope.spawn(|| prefault(store, &ahead, &stop));
         let (cpu, wall) = (thread_cpu(), Instant::now());
         let r = loader.load_records(&segments, &full_rx, &free_tx, &mut report, &mut times, &mut progress);
+        let link = Instant::now();
+        loader.bulk.finish();
+        times.link += link.elapsed();
         if let Some(restorer) = loader.restorer.take() {
             report.evicted = restorer.evicted();
         }
@@ -306,6 +311,8 @@ struct Segments<'s> {
     room: usize,
     strict: bool,
     img: SegmentImage,
+    /// Restores whole segments, their links made in bucket order.
+    bulk: BulkRestore<'s>,
     restorer: Option<Restorer<'s>>,
     /// The highest epoch of a segment loaded whole.
     max_epoch: u64,
@@ -399,7 +406,7 @@ impl Segments<'_> {
         let restored = if !crc_ok {
             Err(RestoreError::Rejected)
         } else if self.restorer.is_none() && report.segments < self.room as u64 {
-            store.restore_with(img, bytes_len, &mut |dst| {
+            self.bulk.restore_with(img, bytes_len, &mut |dst| {
                 let t = Instant::now();
                 dst.copy_from_slice(bytes);
                 copy_t = t.elapsed();
@@ -411,6 +418,10 @@ impl Segments<'_> {
         let restored = match restored {
             Err(RestoreError::Full) if bytes.len() == bytes_len => {
                 report.loose_segments += 1;
+                // The item-by-item restore writes through the index:
+                // every whole segment's links first, so the versions of a
+                // key keep the file's order.
+                self.bulk.finish();
                 self.restorer.get_or_insert_with(|| store.restorer()).restore(img, bytes)
             }
             r => r,

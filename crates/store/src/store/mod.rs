@@ -39,7 +39,7 @@ mod memory;
 mod parts;
 mod totals;
 
-pub(crate) use items::{sizes, Miss};
+pub(crate) use items::{sizes, Miss, SegTally};
 
 pub(crate) use crate::counters::{add, bump, Counters};
 
