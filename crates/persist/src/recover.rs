@@ -279,6 +279,7 @@ fn report_load(store: &Store, r: &LoadReport) {
         segments_ms = t.segments.as_millis() as u64,
         loader_cpu_ms = t.loader_cpu.as_millis() as u64,
         helper_cpu_ms = t.helper_cpu.as_millis() as u64,
+        linker_ms = t.linker.as_millis() as u64,
         "snapshot load time by stage"
     );
     if r.damaged() {

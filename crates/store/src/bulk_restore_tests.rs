@@ -112,6 +112,33 @@ fn the_later_version_of_a_key_wins_whatever_the_chunk() {
 }
 
 #[test]
+fn chunks_linked_on_another_thread_keep_their_order() {
+    let (images, want, src) = images_with_versions();
+    for chunk in [1, 2, 3, 7, 64] {
+        let s2 = target(&src);
+        std::thread::scope(|scope| {
+            let mut bulk = s2.bulk_restore_chunked(chunk);
+            let chunks = bulk.link_elsewhere();
+            let linker = scope.spawn(|| chunks.run(&s2));
+            for img in &images {
+                bulk.restore_with(img, img.bytes.len(), &mut |dst| {
+                    dst.copy_from_slice(&img.bytes);
+                    true
+                })
+                .unwrap_or_else(|e| panic!("chunk {chunk}: {e}"));
+            }
+            bulk.finish();
+            assert!(linker.join().is_ok());
+        });
+        assert_eq!(s2.stats().curr_items, want.len() as u64, "chunk {chunk}");
+        let mut w = s2.worker();
+        for (k, v) in &want {
+            assert_eq!(get(&mut w, k).map(|g| g.0).as_ref(), Some(v), "chunk {chunk}: {}", String::from_utf8_lossy(k));
+        }
+    }
+}
+
+#[test]
 fn a_bulk_restore_dropped_unfinished_links_what_it_restored() {
     let (images, want, src) = images_with_versions();
     let s2 = target(&src);

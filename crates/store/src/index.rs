@@ -472,6 +472,13 @@ impl Index {
         bucket & self.tables[stripe].mask.load(Relaxed)
     }
 
+    /// log2 of the largest stripe table's size, read without the locks
+    /// (a hint, as [`Index::bucket_hint`]).
+    pub fn widest_table_bits(&self) -> u32 {
+        let widest = self.tables.iter().map(|t| t.mask.load(Relaxed)).max().unwrap_or(0);
+        u32::BITS - widest.leading_zeros()
+    }
+
     pub fn stripes(&self) -> usize {
         self.stripes.len()
     }

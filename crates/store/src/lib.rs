@@ -72,6 +72,7 @@ mod worker;
 mod write;
 
 pub use bands::{BandStats, MAX_BANDS};
+pub use bulk_link::LinkChunks;
 pub use clock::Clock;
 pub use crawl::Crawled;
 pub use cut::Pending;

@@ -9,7 +9,7 @@
 use std::sync::atomic::Ordering::*;
 use std::sync::Arc;
 
-use crate::bulk_link::Links;
+use crate::bulk_link::{LinkChunks, Links};
 use crate::clock::Clock;
 use crate::image::SegmentImage;
 use crate::item::{encoded_len, write_head, Fields, Header, Item};
@@ -291,6 +291,13 @@ impl BulkRestore<'_> {
             st.seal(seg, img.queue);
         }
         Ok(r)
+    }
+
+    /// From now on full chunks of links are made by whichever thread runs
+    /// the returned [`LinkChunks`] (in order, one at a time), while this
+    /// one restores the next images; [`BulkRestore::finish`] waits for it.
+    pub fn link_elsewhere(&mut self) -> LinkChunks {
+        self.links.hand_off()
     }
 
     /// Links every item restored so far.

@@ -93,9 +93,12 @@ pub struct LoadTimes {
     pub copy: Duration,
     /// Checking the segments' CRCs (on the reader threads).
     pub crc: Duration,
-    /// Linking the items into the index (and restoring the segments'
-    /// metadata).
+    /// Putting the items' links in order for the linker (and restoring
+    /// the segments' metadata), and waiting for the linker's last chunk.
     pub link: Duration,
+    /// The linker thread: linking the items into the index, a chunk at
+    /// a time in bucket order.
+    pub linker: Duration,
     /// The helper thread: faulting in the segments' pages ahead.
     pub fault: Duration,
     /// CPU time the loading thread and the helper used while the segments
@@ -268,11 +271,23 @@ pub fn load(
             })
             .collect();
         let helper = scope.spawn(|| prefault(store, &ahead, &stop));
+        // Another thread links the items a chunk at a time while this one
+        // restores the next segments (`strata_store::BulkRestore`).
+        let chunks = loader.bulk.link_elsewhere();
+        let linker = scope.spawn(move || chunks.run(store));
         let (cpu, wall) = (thread_cpu(), Instant::now());
-        let r = loader.load_records(&segments, &full_rx, &free_tx, &mut report, &mut times, &mut progress);
+        // Caught so that the linker, which runs until the loader finishes,
+        // is let go before the scope waits for it.
+        let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            loader.load_records(&segments, &full_rx, &free_tx, &mut report, &mut times, &mut progress)
+        }));
         let link = Instant::now();
         loader.bulk.finish();
         times.link += link.elapsed();
+        let r = r.unwrap_or_else(|panic| std::panic::resume_unwind(panic));
+        if let Ok(busy) = linker.join() {
+            times.linker = busy;
+        }
         if let Some(restorer) = loader.restorer.take() {
             report.evicted = restorer.evicted();
         }
