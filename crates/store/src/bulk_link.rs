@@ -110,7 +110,8 @@ impl Links {
 
     /// From now on full chunks go to whichever thread runs the returned
     /// [`LinkChunks`], one at a time (a send waits while it links the one
-    /// before: at most three chunks exist), so that the caller restores
+    /// before: a chunk being linked, its sort's scratch and the one
+    /// filling are all there is), so that the caller restores
     /// the next images meanwhile. [`Links::flush`] waits for it.
     pub fn hand_off(&mut self) -> LinkChunks {
         let (chunks, rx) = sync_channel(0);
