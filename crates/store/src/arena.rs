@@ -218,7 +218,17 @@ impl Arena {
     /// the caller owns the segment exclusively.
     pub unsafe fn item(&self, seg: u32, off: usize) -> Option<Item<'_>> {
         // SAFETY: forwarded from the caller.
-        let h = unsafe { self.header(seg, off, self.seg_size)? };
+        unsafe { self.item_within(seg, off, self.seg_size) }
+    }
+
+    /// The whole item at `off`, if it ends by `end` (a load's segment is
+    /// written up to its image's length).
+    ///
+    /// # Safety
+    /// As [`Arena::item`], and the bytes below `end` were written.
+    pub unsafe fn item_within(&self, seg: u32, off: usize, end: usize) -> Option<Item<'_>> {
+        // SAFETY: forwarded from the caller.
+        let h = unsafe { self.header(seg, off, end)? };
         // SAFETY: forwarded from the caller; `header` checked the bounds.
         Some(Item::new(h, unsafe { self.bytes(seg, off, h.total_len()) }))
     }

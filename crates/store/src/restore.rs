@@ -195,6 +195,12 @@ impl Store {
         }
         let Some(codec) = self.codec() else { return false };
         let id = strata_compress::dict_id(it.value());
+        // A dictionary the segment holds already is loaded, and stays so
+        // while the segment does: the two atomics below were a sixth of a
+        // compressed load's time.
+        if self.seg(seg).dicts.load(Relaxed) & (1u64 << (id & strata_compress::MAX_DICT_ID)) != 0 {
+            return true;
+        }
         if !codec.retain(id) {
             return false;
         }
@@ -253,18 +259,13 @@ impl BulkRestore<'_> {
             let off = off as usize;
             // SAFETY: the segment is this thread's alone until it is
             // sealed below, and its bytes below `len` were all written above.
-            let header =
-                (off >= next_free && off & (granule - 1) == 0).then(|| unsafe { st.arena().header(seg, off, len) });
-            let Some(Some(h)) = header else {
+            let item = (off >= next_free && off & (granule - 1) == 0)
+                .then(|| unsafe { st.arena().item_within(seg, off, len) });
+            let Some(Some(it)) = item else {
                 r.malformed += 1;
                 continue;
             };
-            next_free = off + h.total_len();
-            // SAFETY: as above; `header` checked that the item ends by `len`.
-            let Some(it) = (unsafe { st.arena().item(seg, off) }) else {
-                r.malformed += 1;
-                continue;
-            };
+            next_free = off + it.header.total_len();
             if it.key().is_empty() {
                 r.malformed += 1;
                 continue;
