@@ -285,9 +285,9 @@ pub fn load(
         loader.bulk.finish();
         times.link += link.elapsed();
         let r = r.unwrap_or_else(|panic| std::panic::resume_unwind(panic));
-        if let Ok(busy) = linker.join() {
-            times.linker = busy;
-        }
+        // A linker that panicked lost the links of the chunk it had: the
+        // load must not go on as if they were made.
+        times.linker = linker.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic));
         if let Some(restorer) = loader.restorer.take() {
             report.evicted = restorer.evicted();
         }
