@@ -17,6 +17,7 @@ value cannot pass.
 
 import random
 import re
+import shutil
 import signal
 import threading
 import time
@@ -125,6 +126,14 @@ def held(c, stored):
     return items, int(after["evictions"])
 
 
+def load_log(srv):
+    """The snapshot lines of a server's log, which it is killed to read."""
+    srv.proc.kill()
+    err = srv.proc.stderr.read().decode(errors="replace")
+    srv.proc.wait()
+    return [line[line.find("INFO") :] for line in err.splitlines() if "snapshot" in line]
+
+
 def load_and_snapshot(srv, stored, seed, quiet):
     """Writers fill memory; a snapshot is taken under them, or once they
     have stopped (`quiet`: then also what the server held, and its
@@ -168,6 +177,8 @@ def test_snapshots_under_large_writes_restore_what_was_stored(tmp_path):
             )
             saved = int(s["snapshot_last_items"])
             srv.stop(signal.SIGKILL)
+            # The file the restart loads, kept for a post-mortem.
+            shutil.copy(tmp_path / "strata.snapshot", tmp_path / f"round{round_}.snapshot")
             srv = Server(args)
             c = srv.connect(timeout=10)
             loaded = stats(c)
@@ -176,7 +187,10 @@ def test_snapshots_under_large_writes_restore_what_was_stored(tmp_path):
             # The snapshot's items, less what the loader and then the
             # reclaimer (freeing segments ahead) evicted.
             gone = int(loaded["snapshot_load_evicted"]) + evicted_since
-            assert len(after) + gone >= saved > 0, (len(after), gone, saved)
+            if not len(after) + gone >= saved > 0:
+                missing = sorted(k for k in stored if k not in after)
+                raise AssertionError(f"{saved} saved, {len(after)} back, {gone} evicted; keys stored, not back: "
+                                     f"{missing[:10]}; the load's log: {load_log(srv)}")
             if before is not None:
                 items, evictions = before
                 # Evicted between the listing and the snapshot's cut.

@@ -26,6 +26,10 @@
 //!   the key's bucket lock, and the cut is published before any segment
 //!   opened after it is written), and `H` holds exactly one version of a
 //!   key that was live at the cut: the live one, or the one noted dead.
+//!   The cut is published without the bucket locks, so a writer or a copy
+//!   that checked its segment just before may link into a segment of `H`
+//!   just after: the version it replaces is then not noted
+//!   (`Store::unaccount_replaced`), and the new one is saved instead.
 //!
 //! **A segment of `H` freed before it is copied** (eviction, the cleaner,
 //! a dead segment reused) is copied by whoever frees it, after its items

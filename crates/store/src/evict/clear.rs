@@ -115,7 +115,7 @@ impl Store {
                 if let Some(t) = self.copy_target_for(active, target_q, self.aligned(len)) {
                     let moved = self.copy_into(t, s, &it, &f, freq);
                     st.set(pos, moved);
-                    self.unaccount(&mut st, s);
+                    self.unaccount_replaced(&mut st, s, moved);
                     self.account(&mut st, moved);
                     bump(&c.reinserted);
                     cleared.bytes_copied += len as u64;
