@@ -34,7 +34,7 @@ use crate::index::{slot, Loc};
 use crate::store::{Counters, Store};
 
 /// One link put off (32 bytes, pinned by a test).
-#[derive(Debug, Clone, Copy, Default)]
+#[derive(Debug, Clone, Copy)]
 struct Deferred {
     seg: u32,
     /// The item's offset in its segment, in granules (as in its slot).
@@ -58,7 +58,7 @@ const STRIPE_BITS: u32 = 10;
 
 /// Links put off, made a chunk at a time in bucket order, here or by
 /// another thread ([`Links::hand_off`]).
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub(crate) struct Links {
     pending: Vec<Deferred>,
     chunk: usize,

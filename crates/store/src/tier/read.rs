@@ -352,7 +352,7 @@ impl Worker {
         // says whether it was read before).
         let back = slot::pack(slot::tag(x), 0, seg, store.granules(off));
         st.set(pos, back);
-        store.unaccount(&mut st, x);
+        store.unaccount_replaced(&mut st, x, back);
         store.account(&mut st, back);
         bump(&c.flash_hits);
         bump(&c.flash_recached);
