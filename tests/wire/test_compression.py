@@ -339,3 +339,59 @@ def test_retraining_while_readers_check_old_values(server, c):
     assert int(st["strata_decompress_errors"]) == 0
     for k, v in list(old.items())[:50]:
         expect(c, b"get %s\r\n" % k, b"VALUE %s 0 %d\r\n%s\r\nEND\r\n" % (k, len(v), v))
+
+
+@pytest.mark.strata_only
+def test_values_stored_before_the_first_dictionary_are_stored_again_with_it(make_server):
+    """The first dictionary comes after 512 KiB of samples: the values
+    written before it are stored without one, then the reclaimer stores
+    them again with it. A client reads every one back as it wrote it, with
+    its flags and CAS unique, and they take fewer bytes."""
+    srv = make_server(
+        [
+            "-m",
+            "64",
+            "-o",
+            "compression=on,compression_dict_size=32k,compression_train_bytes=512k,compression_sample=1",
+        ]
+    )
+    c = srv.connect()
+    # 2000 objects are ~460 KB: no dictionary yet.
+    n = 2000
+    want = {}
+    for i in range(n):
+        v = doc(i)
+        want[b"k%d" % i] = (i % 7, v)
+        c.send(b"set k%d %d 0 %d noreply\r\n%s\r\n" % (i, i % 7, len(v), v))
+    before = stats(c)
+    assert int(before["strata_compress_trainings"]) == 0
+    uniques = {}
+    for k in want:
+        c.send(b"gets %s\r\n" % k)
+        head = read_line_or_partial(c)
+        uniques[k] = int(head.split()[4])
+        read_n(c, int(head.split()[3]) + 2)
+        assert c.read_line() == b"END\r\n"
+    # More objects under other keys: the dictionary is trained, and the
+    # segment holding the first ones fills and is sealed, for the pass.
+    deadline = time.monotonic() + 20
+    i = n
+    while int(stats(c).get("strata_compress_recompressed", 0)) < n:
+        assert time.monotonic() < deadline and i < 30 * n, stats(c)
+        for i in range(i, i + 1000):
+            v = doc(i)
+            c.send(b"set k%d 0 0 %d noreply\r\n%s\r\n" % (i, len(v), v))
+        i += 1
+    for k, (flags, v) in want.items():
+        c.send(b"gets %s\r\n" % k)
+        assert c.read_line() == b"VALUE %s %d %d %d\r\n" % (k, flags, len(v), uniques[k])
+        assert read_n(c, len(v) + 2) == v + b"\r\n"
+        assert c.read_line() == b"END\r\n"
+    # With the later keys gone, `bytes` counts the first ones as stored.
+    for j in range(n, i):
+        c.send(b"delete k%d noreply\r\n" % j)
+    after = stats(c)
+    assert int(after["curr_items"]) == n
+    assert int(after["strata_decompress_errors"]) == 0
+    assert int(after["bytes"]) * 10 < int(before["bytes"]) * 7, (before["bytes"], after["bytes"])
+    c.close()

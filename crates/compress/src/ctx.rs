@@ -54,6 +54,19 @@ impl Ctx {
     /// dictionary ([`dict_id`]): give it back with [`Codec::release`] once
     /// whatever keeps it alive has taken its own.
     pub fn compress(&mut self, value: &[u8], out: &mut Vec<u8>) -> bool {
+        self.compress_as(value, out, true)
+    }
+
+    /// [`Ctx::compress`] for a value stored before the current dictionary
+    /// (the store's recompression pass): the same stored form and
+    /// reference, but the value is neither sampled for a training nor
+    /// counted in the drift a retraining is judged on, which are about
+    /// what clients write now.
+    pub fn compress_again(&mut self, value: &[u8], out: &mut Vec<u8>) -> bool {
+        self.compress_as(value, out, false)
+    }
+
+    fn compress_as(&mut self, value: &[u8], out: &mut Vec<u8>, fresh: bool) -> bool {
         let (min_size, min_saving) = (self.codec.cfg.min_size, usize::from(self.codec.cfg.min_saving_percent));
         if value.len() < min_size {
             return false;
@@ -62,7 +75,9 @@ impl Ctx {
             add(&self.codec.counters.skipped, 1);
             return false;
         }
-        self.codec.sample(value);
+        if fresh {
+            self.codec.sample(value);
+        }
         let started = Instant::now();
         let Ok((id, trained)) = self.current_dict() else { return false };
         let budget = value.len() - value.len() * min_saving / 100;
@@ -77,7 +92,7 @@ impl Ctx {
         let code = header_code(&out[..len]);
         let stored_len = if code == FULL_FHD { 1 + len } else { len };
         let worth = stored_len <= budget;
-        if id != NO_DICT {
+        if id != NO_DICT && fresh {
             // Drift counts every value the dictionary was tried on, stored
             // compressed or not: values it stopped helping are the signal.
             let c = &self.codec.counters;

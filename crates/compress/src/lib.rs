@@ -174,6 +174,8 @@ struct Counters {
     /// Looked like random or already compressed bytes: not tried.
     skipped: AtomicU64,
     decompressed: AtomicU64,
+    recompressed: AtomicU64,
+    recompress_saved: AtomicU64,
     trainings: AtomicU64,
     train_us: AtomicU64,
     compress_ns: AtomicU64,
@@ -202,6 +204,10 @@ pub struct CompressStats {
     pub dict_bytes: u64,
     /// Id of the dictionary new values use ([`NO_DICT`] before the first).
     pub current_dict: u8,
+    /// Values stored before the current dictionary and stored again with
+    /// it ([`Codec::note_recompressed`]), and the bytes that saved.
+    pub recompressed: u64,
+    pub recompress_saved: u64,
     /// Whether values are being sampled for a training.
     pub sampling: bool,
 }
@@ -552,8 +558,23 @@ impl Codec {
             dicts_live: live.len() as u64,
             dict_bytes: live.iter().map(|d| memory_of(d) as u64).sum(),
             current_dict: self.current.read().0,
+            recompressed: c.recompressed.load(Relaxed),
+            recompress_saved: c.recompress_saved.load(Relaxed),
             sampling: self.sampling.load(Relaxed),
         }
+    }
+
+    /// The id of the dictionary new values use ([`NO_DICT`] before the
+    /// first is trained).
+    pub fn current_id(&self) -> u8 {
+        self.current.read().0
+    }
+
+    /// Counts a value stored again with the current dictionary, `saved`
+    /// bytes smaller than before (for `stats`).
+    pub fn note_recompressed(&self, saved: u64) {
+        add(&self.counters.recompressed, 1);
+        add(&self.counters.recompress_saved, saved);
     }
 
     /// Compares the ratio since the current dictionary was installed with

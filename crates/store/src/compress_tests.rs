@@ -15,7 +15,7 @@ use proptest::prelude::*;
 use std::sync::Arc;
 
 /// Small enough that a test fills a training in a few hundred values.
-fn zconfig() -> strata_compress::Config {
+pub(crate) fn zconfig() -> strata_compress::Config {
     strata_compress::Config {
         min_size: 32,
         dict_size: 1024,
@@ -46,7 +46,7 @@ fn zstore(mem: usize) -> (Arc<Store>, Worker) {
 
 /// A JSON object of the kind an API returns: shared field names, varying
 /// ids, names and text.
-fn json(i: u64) -> Vec<u8> {
+pub(crate) fn json(i: u64) -> Vec<u8> {
     const NAMES: [&str; 6] =
         ["Ada Lovelace", "Grace Hopper", "Alan Turing", "Edsger Dijkstra", "Barbara Liskov", "Ken"];
     const WORDS: [&str; 8] = ["fast", "cache", "server", "value", "shipping", "order", "refund", "pending"];
@@ -80,7 +80,7 @@ fn train(s: &Store, w: &mut Worker, n: u64) {
     }
 }
 
-fn zstats(s: &Store) -> strata_compress::CompressStats {
+pub(crate) fn zstats(s: &Store) -> strata_compress::CompressStats {
     s.stats().compression.unwrap_or_else(|| panic!("compression is on"))
 }
 

@@ -60,6 +60,7 @@ mod read;
 mod reclaim;
 mod reclaimer;
 mod restore;
+mod rezip;
 mod seal;
 mod segments;
 mod sizes;
@@ -120,6 +121,8 @@ mod open_tests;
 mod policy_tests;
 #[cfg(test)]
 mod pressure_tests;
+#[cfg(all(test, not(miri)))]
+mod rezip_tests;
 #[cfg(test)]
 mod tests;
 #[cfg(all(test, not(miri)))]

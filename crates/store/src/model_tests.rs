@@ -140,6 +140,11 @@ pub(crate) fn check(ops: Vec<Op>, cfg: Config, exact: bool) -> Result<(), TestCa
             }
             Op::Replace(i, v) => {
                 let r = set(&mut w, SetOp::Replace, &k(i), &v);
+                if !exact && r == StoreOutcome::NotStored && !w.contains(&k(i)) {
+                    // As for append: its own space evicted the item.
+                    model.remove(&k(i));
+                    continue;
+                }
                 prop_assert_eq!(r == StoreOutcome::Stored, model.contains_key(&k(i)));
                 if r == StoreOutcome::Stored {
                     model.insert(k(i), v);
@@ -149,6 +154,14 @@ pub(crate) fn check(ops: Vec<Op>, cfg: Config, exact: bool) -> Result<(), TestCa
                 let v = v.clone();
                 let prepend = matches!(op, Op::Prepend(..));
                 let r = set(&mut w, if prepend { SetOp::Prepend } else { SetOp::Append }, &k(i), &v);
+                if !exact && r == StoreOutcome::NotStored && !w.contains(&k(i)) {
+                    // The space the joined value took evicted the item it
+                    // joins (a store of three segments, the item's the
+                    // oldest): gone before the append, as far as a client
+                    // can tell.
+                    model.remove(&k(i));
+                    continue;
+                }
                 prop_assert_eq!(r == StoreOutcome::Stored, model.contains_key(&k(i)));
                 if let Some(old) = model.get_mut(&k(i)) {
                     *old = if prepend { [v.clone(), old.clone()].concat() } else { [old.clone(), v].concat() };
@@ -195,6 +208,10 @@ pub(crate) fn check(ops: Vec<Op>, cfg: Config, exact: bool) -> Result<(), TestCa
                         }
                         model.remove(&k(i));
                     }
+                    // As for append: its own space evicted the item.
+                    (Some(_), _) if !exact && r == StoreOutcome::NotFound && !w.contains(&k(i)) => {
+                        model.remove(&k(i));
+                    }
                     (Some(_), true) => {
                         prop_assert_eq!(r, StoreOutcome::Stored);
                         model.insert(k(i), v);
@@ -205,6 +222,11 @@ pub(crate) fn check(ops: Vec<Op>, cfg: Config, exact: bool) -> Result<(), TestCa
             Op::Train => {
                 if let Some(c) = s.codec() {
                     c.train_now().map_err(|e| TestCaseError::fail(e.to_string()))?;
+                    // What was written before is stored again with the
+                    // new dictionary (`rezip.rs`): nothing may read
+                    // differently after.
+                    w.seal_active();
+                    s.rezip_all();
                 }
             }
         }

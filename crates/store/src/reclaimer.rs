@@ -44,6 +44,9 @@ pub struct Reclaimer {
     /// The second of the last `ext_item_age` pass that found nothing more
     /// to send: the next waits for the clock to move on.
     aged_at: u32,
+    /// Values stored before the current dictionary, stored again
+    /// (`rezip.rs`); None without compression.
+    rezip: Option<crate::rezip::Rezip>,
 }
 
 impl Store {
@@ -55,7 +58,7 @@ impl Store {
         self.reclaimer_joined(&counters);
         let active = Active::new(self, counters, true);
         *self.reclaim_state().active.lock() = Some(active);
-        Reclaimer { store: self.clone(), aged_at: 0 }
+        Reclaimer { store: self.clone(), aged_at: 0, rezip: crate::rezip::Rezip::new(self) }
     }
 
     /// Seals the reclaimer's copy targets, as a snapshot has every
@@ -164,9 +167,23 @@ impl Reclaimer {
     /// One round: with `ext_item_age`, a pass that sends idle items to
     /// flash (once a second, `tier/`); then up to [`STEPS_PER_ROUND`]
     /// victims cleared, while fewer than ``Store::reclaim_ahead`` segments are free
-    /// or a mostly dead segment is worth cleaning. True if it may have
-    /// more to do.
+    /// or a mostly dead segment is worth cleaning; then, with compression
+    /// and as many segments free as it keeps, a few segments of values
+    /// stored before the current dictionary stored again (`rezip.rs`).
+    /// True if it may have more to do.
     pub fn round(&mut self) -> bool {
+        let more = self.free_round();
+        let st = &*self.store;
+        let Some(rz) = self.rezip.as_mut() else { return more };
+        if st.spare_ahead() < st.reclaim_ahead() {
+            return more;
+        }
+        let mut guard = st.reclaim_state().active.lock();
+        let Some(active) = guard.as_mut() else { return more };
+        st.rezip(rz, active) || more
+    }
+
+    fn free_round(&mut self) -> bool {
         let st = &*self.store;
         let mut guard = st.reclaim_state().active.lock();
         let Some(active) = guard.as_mut() else { return false };

@@ -110,6 +110,9 @@ pub(crate) struct SegMeta {
     /// stays is too small for flash, compressed or expiring); otherwise it
     /// kept read items, and goes through again an `ext_item_age` later.
     pub(crate) aged_at: AtomicU32,
+    /// The second of the dictionary change the recompression pass last
+    /// looked at it for (`rezip.rs`), 0 never.
+    pub(crate) rezipped: AtomicU32,
 }
 
 /// [`SegMeta::aged_at`] of a segment the age pass is done with.

@@ -92,6 +92,27 @@ impl Zip {
         crate::item::parse_counter(value).is_none() && self.ctx.compress(value, &mut self.stored)
     }
 
+    /// The stored form, with the current dictionary, of a value stored
+    /// before it (`stored`, its client's bytes, or its compressed form if
+    /// `compressed`) into `self.stored`, if that is smaller than what is
+    /// stored now by the codec's minimum saving (`rezip.rs`). Holds a
+    /// reference to its dictionary as [`Zip::compress`]'s does.
+    pub(crate) fn recompress(&mut self, stored: &[u8], compressed: bool, max: usize) -> bool {
+        if compressed && self.decompress(stored, max).is_err() {
+            return false;
+        }
+        let plain: &[u8] = if compressed { &self.plain } else { stored };
+        if crate::item::parse_counter(plain).is_some() || !self.ctx.compress_again(plain, &mut self.stored) {
+            return false;
+        }
+        let saving = usize::from(self.ctx.codec().config().min_saving_percent);
+        if compressed && self.stored.len() > stored.len() - stored.len() * saving / 100 {
+            self.ctx.codec().release(strata_compress::dict_id(&self.stored));
+            return false;
+        }
+        true
+    }
+
     /// The original bytes of a stored form, into `self.plain`; a form that
     /// claims more than `max` bytes is refused before anything is allocated.
     pub(crate) fn decompress(&mut self, stored: &[u8], max: usize) -> Result<(), CompressError> {

@@ -445,7 +445,7 @@ fn compression(s: &mut Snapshot, st: &strata_store::StoreStats) {
     s.counter("strata_compress_not_worth", "Values tried but stored plain (saved too little).", z.not_worth);
     s.counter("strata_compress_skipped", "Values not tried: random or already compressed bytes.", z.skipped);
     s.counter("strata_compress_us", "Microseconds spent compressing.", z.compress_us);
-    s.counter("strata_decompress_reads", "Values decompressed for readers.", z.decompressed);
+    s.counter("strata_decompress_reads", "Values decompressed (for readers and for recompression).", z.decompressed);
     s.counter("strata_decompress_us", "Microseconds spent decompressing.", z.decompress_us);
     s.counter(
         "strata_decompress_errors",
@@ -459,6 +459,12 @@ fn compression(s: &mut Snapshot, st: &strata_store::StoreStats) {
         "Id of the dictionary new values use (0: none yet).",
         u64::from(z.current_dict),
     );
+    s.counter(
+        "strata_compress_recompressed",
+        "Values stored before the current dictionary and stored again with it.",
+        z.recompressed,
+    );
+    s.counter("strata_compress_recompress_saved", "The bytes that saved.", z.recompress_saved);
     s.counter("strata_compress_trainings", "Dictionaries trained.", z.trainings);
     s.counter("strata_compress_train_us", "Microseconds spent training them.", z.train_us);
     s.gauge("strata_compress_sampling", "1 while values are sampled for the next training.", u64::from(z.sampling));

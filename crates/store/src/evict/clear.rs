@@ -113,7 +113,7 @@ impl Store {
                 // A target in a snapshot's cut takes nothing more (`cut.rs`):
                 // a new one is opened below.
                 if let Some(t) = self.copy_target_for(active, target_q, self.aligned(len)) {
-                    let moved = self.copy_into(t, s, &it, &f, freq);
+                    let moved = self.copy_into(t, s, (it.key(), it.value()), &f, freq);
                     st.set(pos, moved);
                     self.unaccount_replaced(&mut st, s, moved);
                     self.account(&mut st, moved);
@@ -265,32 +265,33 @@ impl Store {
         score >= 1 && !active.last_resort && active.density.admits(score, aligned) && active.copy_credit >= aligned
     }
 
-    /// Writes item `it` (at slot `s`, laid out as `f` says) at the end of
-    /// this worker's copy target `t`, which has room for it; returns the
-    /// slot that links the copy, with access count `freq`. The caller
-    /// holds the item's bucket lock.
-    fn copy_into(&self, t: u32, s: u64, it: &crate::item::Item<'_>, f: &Fields, freq: u8) -> u64 {
-        let len = encoded_len(it.key().len(), it.value().len(), f);
+    /// Writes the item at slot `s` (its `key` and stored `value`, laid out
+    /// as `f` says) at the end of this worker's copy target `t`, which has
+    /// room for it; returns the slot that links the copy, with access count
+    /// `freq`. The caller holds the item's bucket lock, and a reference to
+    /// the dictionary a compressed `value` names (the victim's, or a fresh
+    /// form's: `rezip.rs`).
+    pub(crate) fn copy_into(&self, t: u32, s: u64, (key, value): (&[u8], &[u8]), f: &Fields, freq: u8) -> u64 {
+        let len = encoded_len(key.len(), value.len(), f);
         let new_off = self.seg(t).write_off.load(Relaxed) as usize;
         // SAFETY: the target belongs to this worker, and this range is
         // above its write offset, so nobody else can see it (rule 1).
         let dst = unsafe { self.arena().bytes_mut(t, new_off, len) };
-        let v = write_head(dst, it.key(), it.value().len(), f);
-        dst[v..].copy_from_slice(it.value());
+        let v = write_head(dst, key, value.len(), f);
+        dst[v..].copy_from_slice(value);
         if f.compressed {
-            // The victim still holds the dictionary's reference.
-            self.attach_dict(t, strata_compress::dict_id(it.value()));
+            self.attach_dict(t, strata_compress::dict_id(value));
         }
         self.seg(t).write_off.store((new_off + self.aligned(len)) as u32, Release);
         self.note_written(t, new_off, self.written_at(s));
-        self.note_expiry(t, it.expiry());
+        self.note_expiry(t, f.expiry);
         slot::pack(slot::tag(s), freq, t, self.granules(new_off))
     }
 
     /// The worker's copy target for queue `q` where `aligned` bytes fit
     /// best: its target, or for the main queue also a spare (the fullest
     /// that has the room).
-    fn copy_target_for(&self, active: &Active, q: Queue, aligned: usize) -> Option<u32> {
+    pub(crate) fn copy_target_for(&self, active: &Active, q: Queue, aligned: usize) -> Option<u32> {
         let spares = if q == Queue::Main { active.spares } else { [None; SPARE_TARGETS] };
         std::iter::once(active.targets[q as usize])
             .chain(spares)
@@ -301,7 +302,7 @@ impl Store {
 
     /// Seals the worker's target for `q` (if any) and takes a fresh one,
     /// from the reserve if need be; false if no segment is free.
-    fn new_target(&self, active: &mut Active, q: Queue) -> bool {
+    pub(crate) fn new_target(&self, active: &mut Active, q: Queue) -> bool {
         if let Some(t) = active.targets[q as usize].take() {
             self.set_aside(active, q, t);
         }

@@ -28,6 +28,7 @@ impl Store {
         m.last_mark.store(0, Relaxed);
         m.bands.store(0, Relaxed);
         m.aged_at.store(0, Relaxed);
+        m.rezipped.store(0, Relaxed);
         m.times.lock().clear();
     }
 

@@ -1,0 +1,237 @@
+//! Recompression: values stored before the current compression dictionary
+//! are stored again with it, by the background reclaimer.
+//!
+//! A value is compressed once, when it is written, with the dictionary
+//! current then. Before the first dictionary is trained (4 MiB of samples
+//! and a training's second) values are stored plain or compressed without
+//! one, and after a retraining (the workload's values drifted) the older
+//! ones keep the dictionary that no longer fits them. On a cache filled
+//! once that is most of what it holds: 100-250-byte JSON objects into `-m
+//! 64` held 1.98x compressed where the dictionary gives 2.8x
+//! (`docs/benchmarks.md`, "Compression").
+//!
+//! When the reclaimer sees a new dictionary current it notes the second
+//! (`Rezip::since`); every sealed segment holding items written by that
+//! second is then gone through once (`SegMeta::rezipped`), oldest first, a
+//! few per round: each item that is plain (and may be compressed) and was
+//! written by then, or is compressed with another dictionary, is compressed with
+//! the current one, and if that saves the codec's minimum saving it is
+//! written into the reclaimer's copy target of the segment's queue and
+//! linked there in its place, with its CAS, flags, expiry and read count,
+//! as the cleaner moves items. What it left behind is dead: the cleaner
+//! takes the segment back as for overwrites (a segment left a quarter live
+//! or less before fresh memory).
+//!
+//! It takes a free segment for a target only beyond the cleaner's reserve
+//! and never while a snapshot's cut holds (the segments of the cut take
+//! nothing, and an item moved out of one would be noted dead there; the
+//! cleaner's rule, `cut.rs`); a segment left half-way is gone through
+//! again later. The dictionary current when the reclaimer starts (one a
+//! snapshot brought back) starts nothing: loaded values were compressed
+//! before the restart with the dictionaries they name.
+
+use std::sync::atomic::Ordering::*;
+
+use strata_compress::NO_DICT;
+
+use crate::clock::Clock;
+use crate::image::Queue;
+use crate::index::{slot, Loc};
+use crate::item::{encoded_len, Fields};
+use crate::segments::Active;
+use crate::store::{add, Store};
+use crate::worker::Zip;
+
+/// Sealed segments one round goes through before the reclaimer gets back
+/// to freeing segments (it comes back for more).
+const REZIP_PER_ROUND: usize = 2;
+
+/// The pass's state, kept by the reclaimer: a compression context of its
+/// own, and the dictionary it last saw current.
+pub(crate) struct Rezip {
+    zip: Zip,
+    dict: u8,
+    /// The second `dict` was first seen current (at least 1): items
+    /// written by then are what the pass is for.
+    since: u32,
+}
+
+impl Rezip {
+    /// None without compression.
+    pub(crate) fn new(st: &Store) -> Option<Rezip> {
+        let codec = st.codec()?.clone();
+        let dict = codec.current_id();
+        let zip = Zip::new(codec).ok()?;
+        Some(Rezip { zip, dict, since: 0 })
+    }
+}
+
+/// What became of one item.
+enum Moved {
+    /// Stored again, this many bytes smaller.
+    Saved(usize),
+    /// Not linked there any more, or expired: nothing to do.
+    Gone,
+    /// No copy target with room, and no free segment beyond the reserve.
+    NoRoom,
+}
+
+impl Store {
+    /// Goes through up to [`REZIP_PER_ROUND`] segments written before the
+    /// current dictionary (see the module doc). True if there may be more.
+    pub(crate) fn rezip(&self, rz: &mut Rezip, active: &mut Active) -> bool {
+        let id = rz.zip.codec().current_id();
+        if id != rz.dict {
+            rz.dict = id;
+            rz.since = self.clock().now().max(1);
+        }
+        if id == NO_DICT || rz.since == 0 || self.cut_active() {
+            return false;
+        }
+        for _ in 0..REZIP_PER_ROUND {
+            let Some((seg, q)) = self.pick_stale(rz.since) else { return false };
+            let done = self.rezip_segment(seg, q, rz, active);
+            if !done {
+                // Left half-way: gone through again at a later round,
+                // unless cleared and opened again meanwhile.
+                let _ = self.seg(seg).rezipped.compare_exchange(rz.since, 0, Relaxed, Relaxed);
+                return false;
+            }
+        }
+        true
+    }
+
+    /// The oldest sealed segment holding items written by the second
+    /// `since` that the pass has not gone through for it: pinned (under
+    /// the eviction lock, so nobody takes it as a victim meanwhile) and
+    /// marked. Segments written after are marked as they are passed over,
+    /// so each is looked at once per dictionary.
+    fn pick_stale(&self, since: u32) -> Option<(u32, Queue)> {
+        let ev = self.lock_evict();
+        let queues = ev.small.iter().map(|&s| (s, Queue::Small)).chain(ev.main.iter().map(|&s| (s, Queue::Main)));
+        for (s, q) in queues {
+            let m = self.seg(s);
+            if m.rezipped.load(Relaxed) == since
+                || m.live_items.load(Relaxed) == 0
+                || self.is_pinned(s)
+                || self.frozen(s)
+                || self.is_flushed(s)
+            {
+                continue;
+            }
+            m.rezipped.store(since, Relaxed);
+            if m.times.lock().earliest().is_some_and(|t| t <= since) {
+                self.pin(s);
+                return Some((s, q));
+            }
+        }
+        None
+    }
+
+    /// Stores again, with the current dictionary, each item of `seg`
+    /// (pinned by [`Store::pick_stale`], which it unpins) that is worth it.
+    /// False if it stopped half-way (no room, or a snapshot's cut began).
+    fn rezip_segment(&self, seg: u32, q: Queue, rz: &mut Rezip, active: &mut Active) -> bool {
+        let end = self.seg(seg).write_off.load(Acquire) as usize;
+        let max = self.config().item_size_max;
+        let mut off = 0;
+        let mut done = true;
+        while off < end {
+            // SAFETY: the segment is sealed and pinned: every byte below
+            // `end` was written before it was sealed and is not reused
+            // while the pin holds; only expiry fields change, which are
+            // read again under the bucket lock before anything is written.
+            let Some(it) = (unsafe { self.arena().item_within(seg, off, end) }) else { break };
+            let step = self.aligned(it.bytes().len());
+            // A plain value written after the dictionary came was tried
+            // with it then (one copied forward keeps its first time).
+            let stale = if it.compressed() {
+                strata_compress::dict_id(it.value()) != rz.dict
+            } else {
+                it.value().len() >= rz.zip.codec().config().min_size
+                    && self.seg(seg).times.lock().time_at(off as u32).is_none_or(|t| t <= rz.since)
+            };
+            if stale && rz.zip.recompress(it.value(), it.compressed(), max) {
+                let form_dict = strata_compress::dict_id(&rz.zip.stored);
+                let moved = self.relink((seg, off), self.index().locate(it.key()), q, &rz.zip.stored, active);
+                // The target took its own reference if the form went there.
+                rz.zip.codec().release(form_dict);
+                match moved {
+                    Moved::Saved(saved) => rz.zip.codec().note_recompressed(saved as u64),
+                    Moved::Gone => {}
+                    Moved::NoRoom => {
+                        done = false;
+                        break;
+                    }
+                }
+                if self.cut_active() {
+                    done = false;
+                    break;
+                }
+            }
+            off += step;
+        }
+        self.unpin(seg);
+        done
+    }
+
+    /// Writes `form` as the value of the item at `off` of `seg` (key
+    /// `loc`) into the copy target of queue `q`, and links it in the
+    /// item's place, if the index still links the item there.
+    fn relink(&self, (seg, off): (u32, usize), loc: Loc, q: Queue, form: &[u8], active: &mut Active) -> Moved {
+        let granule_off = self.granules(off);
+        let now = self.clock().now();
+        for fresh_target in [false, true] {
+            let mut st = self.index().lock(loc.stripe);
+            let Some((pos, s)) =
+                st.find(loc.bucket, |s| !slot::is_flash(s) && slot::seg(s) == seg && slot::off(s) == granule_off)
+            else {
+                return Moved::Gone;
+            };
+            let Some(it) = self.item_at(s) else { return Moved::Gone };
+            if Clock::is_expired(it.expiry(), now) || self.is_flushed(seg) {
+                return Moved::Gone;
+            }
+            let f = Fields { cas: Some(self.cas_of(s, &it)), compressed: true, ..it.fields() };
+            let len = encoded_len(it.key().len(), form.len(), &f);
+            // A target in a snapshot's cut takes nothing (`copy_target_for`).
+            if let Some(t) = self.copy_target_for(active, q, self.aligned(len)) {
+                let moved = self.copy_into(t, s, (it.key(), form), &f, slot::freq(s));
+                let saved = it.value().len().saturating_sub(form.len());
+                st.set(pos, moved);
+                self.unaccount_replaced(&mut st, s, moved);
+                self.account(&mut st, moved);
+                add(&active.counters.bytes_copied, len as u64);
+                return Moved::Saved(saved);
+            }
+            drop(st);
+            // A target is taken only beyond the cleaner's reserve: the
+            // pass is worth no eviction.
+            if fresh_target || self.spare_ahead() == 0 || !self.new_target(active, q) {
+                break;
+            }
+        }
+        Moved::NoRoom
+    }
+}
+
+#[cfg(test)]
+impl Store {
+    /// Runs the pass to its end on this thread, into copy targets of its
+    /// own (sealed at the end), as if the current dictionary had come just
+    /// now: every sealed segment is gone through. The values it stored
+    /// again.
+    pub(crate) fn rezip_all(&self) -> u64 {
+        let Some(mut rz) = Rezip::new(self) else { return 0 };
+        let before = rz.zip.codec().stats().recompressed;
+        rz.since = self.clock().now() + 1;
+        let mut active = Active::new(self, std::sync::Arc::new(crate::store::Counters::default()), true);
+        let mut rounds = 0;
+        while self.rezip(&mut rz, &mut active) {
+            rounds += 1;
+            assert!(rounds < 1 << 20, "the pass does not end");
+        }
+        active.seal_all(self);
+        rz.zip.codec().stats().recompressed - before
+    }
+}

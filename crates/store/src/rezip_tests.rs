@@ -1,0 +1,158 @@
+//! The recompression pass (`rezip.rs`): values stored before the current
+//! dictionary are stored again with it, read back as they were (value,
+//! flags, CAS, expiry, read state), take less memory, and a client's write
+//! racing the pass always wins. Not under Miri: zstd is C.
+
+// Test code: a panic is how a test fails (clippy.toml allows unwrap in
+// #[test] functions; these helpers live beside them).
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use crate::compress_tests::{json, zconfig, zstats};
+use crate::tests::{get, store_of};
+use crate::*;
+use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
+use std::sync::Arc;
+
+/// 64 KiB segments, so that a few thousand values fill many.
+fn zstore() -> (Arc<Store>, Worker) {
+    store_of(Config {
+        memory_limit: 8 << 20,
+        segment_size: 64 << 10,
+        item_size_max: 64 << 10,
+        compression: Some(zconfig()),
+        ..Config::default()
+    })
+}
+
+fn key(i: u64) -> Vec<u8> {
+    format!("obj:{i}").into_bytes()
+}
+
+/// Everything a client can see of a key but its value.
+fn seen(w: &mut Worker, k: &[u8]) -> Option<(u32, u32, u64, bool, usize)> {
+    w.inspect(k).map(|i| (i.expiry, i.written, i.cas, i.fetched, i.value_len))
+}
+
+#[test]
+fn values_stored_before_the_dictionary_are_stored_again_with_it() {
+    let (s, mut w) = zstore();
+    let n = 3000u64;
+    let exp = s.clock().expiry(3600);
+    // Compressible objects (plain, or compressed without a dictionary),
+    // one in three with a TTL and flags, one in five read; beside them
+    // what must stay as it is: counters, short values, random bytes.
+    for i in 0..n {
+        let (flags, e) = if i % 3 == 0 { (i as u32, exp) } else { (0, 0) };
+        assert_eq!(w.set(SetOp::Set, &key(i), flags, e, &json(i)), Ok(StoreOutcome::Stored));
+        if i % 5 == 0 {
+            assert!(get(&mut w, &key(i)).is_some());
+        }
+    }
+    let random: Vec<u8> = (0..2000u32).map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8).collect();
+    let others: Vec<(&[u8], Vec<u8>)> = vec![
+        // As incr leaves a counter that shrank: digits, then spaces.
+        (b"counter", format!("{:<48}", 1_234_567_u64).into_bytes()),
+        (b"short", b"tiny".to_vec()),
+        (b"random", random),
+    ];
+    for (k, v) in &others {
+        assert_eq!(w.set(SetOp::Set, k, 7, 0, v), Ok(StoreOutcome::Stored));
+    }
+    let before: Vec<_> = (0..n).map(|i| seen(&mut w, &key(i))).collect();
+    let st = s.stats();
+    assert!(zstats(&s).current_dict == strata_compress::NO_DICT);
+    // Nothing to do before a dictionary.
+    w.seal_active();
+    assert_eq!(s.rezip_all(), 0);
+
+    assert!(matches!(s.codec().unwrap().train_now(), Ok(true)));
+    let moved = s.rezip_all();
+    // Every object is worth storing again: with the dictionary they
+    // compress to well under 90% of their form without one.
+    assert_eq!(moved, n, "objects stored again");
+    for i in 0..n {
+        assert_eq!(get(&mut w, &key(i)).map(|g| (g.0, g.1)), Some((json(i), if i % 3 == 0 { i as u32 } else { 0 })));
+    }
+    // The gets above marked every key read: compare what was seen before.
+    let after: Vec<_> = (0..n).map(|i| seen(&mut w, &key(i)).map(|x| (x.0, x.1, x.2, x.4))).collect();
+    let before: Vec<_> = before.into_iter().map(|x| x.map(|x| (x.0, x.1, x.2, x.4))).collect();
+    assert_eq!(after, before);
+    for (k, v) in &others {
+        assert_eq!(get(&mut w, k), Some((v.clone(), 7, get(&mut w, k).unwrap().2)));
+    }
+    let st2 = s.stats();
+    assert_eq!(st2.curr_items, st.curr_items);
+    // The items' bytes as stored (headers, keys, values).
+    assert!(st2.bytes * 10 < st.bytes * 7, "{} -> {} bytes", st.bytes, st2.bytes);
+    let z = zstats(&s);
+    assert_eq!(st.bytes - st2.bytes + 8 * n, z.recompress_saved, "saved, less an explicit CAS each");
+    assert_eq!(st2.compressed_items, n, "every object, and nothing else, compressed");
+    assert_eq!(zstats(&s).recompressed, n);
+    // Gone through once: a second pass finds nothing stale.
+    w.seal_active();
+    assert_eq!(s.rezip_all(), 0);
+}
+
+#[test]
+fn values_read_before_the_pass_stay_read() {
+    let (s, mut w) = zstore();
+    for i in 0..500 {
+        w.set(SetOp::Set, &key(i), 0, 0, &json(i)).unwrap();
+    }
+    for i in (0..500).step_by(2) {
+        assert!(get(&mut w, &key(i)).is_some());
+    }
+    let before: Vec<_> = (0..500).map(|i| seen(&mut w, &key(i))).collect();
+    w.seal_active();
+    assert!(matches!(s.codec().unwrap().train_now(), Ok(true)));
+    assert_eq!(s.rezip_all(), 500);
+    let after: Vec<_> = (0..500).map(|i| seen(&mut w, &key(i))).collect();
+    assert_eq!(after, before);
+}
+
+/// Writers overwrite and delete keys while the pass stores the old values
+/// again on another thread: what a writer did last is what is read after,
+/// however the two interleaved.
+#[test]
+fn a_write_racing_the_pass_wins() {
+    let (s, mut w) = zstore();
+    let n = 2000u64;
+    for i in 0..n {
+        w.set(SetOp::Set, &key(i), 0, 0, &json(i)).unwrap();
+    }
+    w.seal_active();
+    assert!(matches!(s.codec().unwrap().train_now(), Ok(true)));
+    let stop = Arc::new(AtomicBool::new(false));
+    let writer = {
+        let (s, stop) = (s.clone(), stop.clone());
+        std::thread::spawn(move || {
+            let mut w = s.worker();
+            let mut last: Vec<Option<Vec<u8>>> = (0..n).map(|i| Some(json(i))).collect();
+            let mut round = 1u64;
+            // At least two rounds over every key; on until the pass is done.
+            while round <= 2 || !stop.load(Relaxed) {
+                for i in (0..n).filter(|i| (i + round).is_multiple_of(7)) {
+                    if i % 3 == 0 {
+                        w.delete(&key(i));
+                        last[i as usize] = None;
+                    } else {
+                        let v = json(i + round * n);
+                        w.set(SetOp::Set, &key(i), 0, 0, &v).unwrap();
+                        last[i as usize] = Some(v);
+                    }
+                }
+                round += 1;
+            }
+            w.seal_active();
+            last
+        })
+    };
+    let moved = s.rezip_all();
+    stop.store(true, Relaxed);
+    let last = writer.join().unwrap();
+    assert!(moved > 0, "the pass stored nothing again");
+    for i in 0..n {
+        assert_eq!(get(&mut w, &key(i)).map(|g| g.0), last[i as usize], "key {i}");
+    }
+    assert_eq!(s.stats().curr_items, last.iter().flatten().count() as u64);
+}
