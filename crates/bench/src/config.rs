@@ -89,12 +89,18 @@ pub enum ValueSize {
     Json(usize, usize),
     Api(usize, usize),
     Page(usize, usize),
+    /// `api:` objects for keys below the third number, then the same
+    /// objects as a second version of the API writes them (camelCase field
+    /// names, in an envelope): a schema change halfway through a stream.
+    ApiChange(usize, usize, u64),
 }
 
 impl FromStr for ValueSize {
     type Err = String;
     fn from_str(s: &str) -> Result<Self, String> {
-        let bad = || format!("value size {s:?}: expected N, LO-HI, random:LO-HI, json:LO-HI, api:LO-HI or page:LO-HI");
+        let bad = || {
+            format!("value size {s:?}: expected N, LO-HI, random:LO-HI, json:LO-HI, api:LO-HI, api-change:LO-HI@KEY or page:LO-HI")
+        };
         let range = |r: &str| -> Result<(usize, usize), String> {
             let (lo, hi) = r.split_once('-').ok_or_else(bad)?;
             let (lo, hi) = (lo.parse().map_err(|_| bad())?, hi.parse().map_err(|_| bad())?);
@@ -110,6 +116,14 @@ impl FromStr for ValueSize {
         if let Some(r) = s.strip_prefix("json:") {
             let (lo, hi) = range(r)?;
             return Ok(ValueSize::Json(lo, hi));
+        }
+        if let Some(r) = s.strip_prefix("api-change:") {
+            let (r, at) = r.split_once('@').ok_or_else(bad)?;
+            let (lo, hi) = range(r)?;
+            if lo < API_MIN {
+                return Err(format!("value size {s:?}: api values are at least {} bytes", API_MIN));
+            }
+            return Ok(ValueSize::ApiChange(lo, hi, at.parse().map_err(|_| bad())?));
         }
         if let Some(r) = s.strip_prefix("api:") {
             let (lo, hi) = range(r)?;
@@ -154,6 +168,7 @@ impl fmt::Display for ValueSize {
             ValueSize::Random(lo, hi) => write!(f, "random:{lo}-{hi}"),
             ValueSize::Json(lo, hi) => write!(f, "json:{lo}-{hi}"),
             ValueSize::Api(lo, hi) => write!(f, "api:{lo}-{hi}"),
+            ValueSize::ApiChange(lo, hi, at) => write!(f, "api-change:{lo}-{hi}@{at}"),
             ValueSize::Page(lo, hi) => write!(f, "page:{lo}-{hi}"),
         }
     }
@@ -458,6 +473,9 @@ mod tests {
         assert_eq!("json:100-200".parse::<ValueSize>(), Ok(ValueSize::Json(100, 200)));
         assert_eq!("api:150-200".parse::<ValueSize>(), Ok(ValueSize::Api(150, 200)));
         assert_eq!("page:1500-1900".parse::<ValueSize>(), Ok(ValueSize::Page(1500, 1900)));
+        assert_eq!("api-change:100-250@5000".parse::<ValueSize>(), Ok(ValueSize::ApiChange(100, 250, 5000)));
+        assert_eq!(ValueSize::ApiChange(100, 250, 5000).to_string(), "api-change:100-250@5000");
+        assert!("api-change:100-250".parse::<ValueSize>().is_err());
         assert_eq!(ValueSize::Page(1500, 1900).to_string(), "page:1500-1900");
         assert!("api:10-200".parse::<ValueSize>().is_err());
         assert!("page:100-200".parse::<ValueSize>().is_err());

@@ -112,6 +112,8 @@ pub fn ttl_of(ttls: &[u32], index: u64) -> u32 {
 pub struct Values {
     pool: Vec<u8>,
     records: Vec<(usize, usize)>,
+    /// `api-change:`: where the second version's records start.
+    split: usize,
     size: ValueSize,
     /// Picks each key's size in a range (see [`Values::len_of`]).
     seed: u64,
@@ -137,7 +139,7 @@ impl Values {
     /// Values for a workload of `keys` keys.
     pub fn new(size: ValueSize, seed: u64, keys: u64) -> Values {
         let mut rng = SmallRng::seed_from_u64(seed ^ 0x5eed_0f7a_1e00);
-        let mut v = Values { pool: Vec::new(), records: Vec::new(), size, seed: mix(seed ^ 0x517e_5125) };
+        let mut v = Values { pool: Vec::new(), records: Vec::new(), split: 0, size, seed: mix(seed ^ 0x517e_5125) };
         match size {
             ValueSize::Fixed(_) | ValueSize::Range(..) => {
                 let max = v.max_len();
@@ -158,6 +160,12 @@ impl Values {
             }
             ValueSize::Api(lo, hi) => v.generate(keys, (lo + hi) / 2, |out, i| api::api_value(out, seed, i, lo, hi)),
             ValueSize::Page(lo, hi) => v.generate(keys, (lo + hi) / 2, |out, i| api::page_value(out, seed, i, lo, hi)),
+            ValueSize::ApiChange(lo, hi, at) => {
+                v.generate(at.min(keys), (lo + hi) / 2, |out, i| api::api_value(out, seed, i, lo, hi));
+                v.split = v.records.len();
+                let after = keys.saturating_sub(at).max(1);
+                v.generate(after, (lo + hi) / 2, |out, i| api::api_v2_value(out, seed, at + i, lo, hi));
+            }
         }
         v
     }
@@ -202,6 +210,7 @@ impl Values {
             ValueSize::Fixed(n) => n,
             ValueSize::Range(_, hi) | ValueSize::Random(_, hi) | ValueSize::Json(_, hi) => hi,
             ValueSize::Api(_, hi) => hi.max(API_MIN),
+            ValueSize::ApiChange(_, hi, _) => hi.max(API_MIN) + api::V2_ENVELOPE,
             ValueSize::Page(_, hi) => hi.max(PAGE_MIN),
         }
     }
@@ -215,11 +224,20 @@ impl Values {
                 let span = (hi - lo) as u64 + 1;
                 lo + (mix(self.seed ^ mix(index)) % span) as usize
             }
-            ValueSize::Json(..) | ValueSize::Api(..) | ValueSize::Page(..) => self.record(index).1,
+            ValueSize::Json(..) | ValueSize::Api(..) | ValueSize::Page(..) | ValueSize::ApiChange(..) => {
+                self.record(index).1
+            }
         }
     }
 
     fn record(&self, index: u64) -> (usize, usize) {
+        if let ValueSize::ApiChange(_, _, at) = self.size {
+            let (first, second) = (self.split as u64, (self.records.len() - self.split) as u64);
+            return match index.checked_sub(at) {
+                None => self.records[(index % first.max(1)) as usize],
+                Some(i) => self.records[self.split + (i % second.max(1)) as usize],
+            };
+        }
         self.records[(index % self.records.len().max(1) as u64) as usize]
     }
 
@@ -230,7 +248,7 @@ impl Values {
             ValueSize::Fixed(..) | ValueSize::Range(..) | ValueSize::Random(..) => {
                 &self.pool[at..at + self.len_of(index)]
             }
-            ValueSize::Json(..) | ValueSize::Api(..) | ValueSize::Page(..) => {
+            ValueSize::Json(..) | ValueSize::Api(..) | ValueSize::Page(..) | ValueSize::ApiChange(..) => {
                 let (start, len) = self.record(index);
                 &self.pool[start..start + len]
             }
@@ -319,6 +337,22 @@ mod tests {
             assert_eq!(val.len(), v.records[i as usize].1);
             let parsed: Result<serde_json::Value, _> = serde_json::from_slice(val);
             assert!(parsed.is_ok(), "{}", String::from_utf8_lossy(val));
+        }
+    }
+
+    #[test]
+    fn api_change_switches_at_its_key() {
+        let v = Values::new(ValueSize::ApiChange(100, 250, 50), 5, 120);
+        let mut direct = Vec::new();
+        for i in 0..120 {
+            direct.clear();
+            if i < 50 {
+                api::api_value(&mut direct, 5, i, 100, 250);
+            } else {
+                api::api_v2_value(&mut direct, 5, i, 100, 250);
+            }
+            assert_eq!(v.value(i), &direct[..], "key {i}");
+            assert!(direct.len() <= v.max_len());
         }
     }
 

@@ -12,12 +12,14 @@
 //!
 //! When the reclaimer sees a new dictionary current it notes the second
 //! (`Rezip::since`); every sealed segment holding items written by that
-//! second is then gone through once (`SegMeta::rezipped`), oldest first, a
-//! few per round: each item that is plain (and may be compressed) and was
-//! written by then, or is compressed with another dictionary, is compressed with
-//! the current one, and if that saves the codec's minimum saving it is
-//! written into the reclaimer's copy target of the segment's queue and
-//! linked there in its place, with its CAS, flags, expiry and read count,
+//! second is then gone through once (`SegMeta::rezipped`), newest first
+//! (the main queue's, then the small queue's), a few per round, given up
+//! after [`PROBE`] items none of which was worth it: each item that is
+//! plain (and may be compressed) and was written by then, or is compressed
+//! with another dictionary, is compressed with the current one, and if
+//! that saves the codec's minimum saving it is written into the
+//! reclaimer's copy target of the segment's queue and linked there in its
+//! place, with its CAS, flags, expiry and read count,
 //! as the cleaner moves items. What it left behind is dead: the cleaner
 //! takes the segment back as for overwrites (a segment left a quarter live
 //! or less before fresh memory).
@@ -45,6 +47,12 @@ use crate::worker::Zip;
 /// Sealed segments one round goes through before the reclaimer gets back
 /// to freeing segments (it comes back for more).
 const REZIP_PER_ROUND: usize = 2;
+
+/// Items of a segment tried before the rest is given up if none was worth
+/// storing again: after a retraining the values of the dictionary before
+/// are tried with the new one, and those it was not trained for (the
+/// schema before a change) mostly gain nothing from it.
+const PROBE: usize = 16;
 
 /// The pass's state, kept by the reclaimer: a compression context of its
 /// own, and the dictionary it last saw current.
@@ -101,14 +109,17 @@ impl Store {
         true
     }
 
-    /// The oldest sealed segment holding items written by the second
-    /// `since` that the pass has not gone through for it: pinned (under
-    /// the eviction lock, so nobody takes it as a victim meanwhile) and
-    /// marked. Segments written after are marked as they are passed over,
-    /// so each is looked at once per dictionary.
+    /// The newest sealed segment holding items written by the second
+    /// `since` that the pass has not gone through for it, the main queue's
+    /// first: pinned (under the eviction lock, so nobody takes it as a
+    /// victim meanwhile) and marked. Segments written after are marked as
+    /// they are passed over, so each is looked at once per dictionary.
+    /// Newest first: the oldest are eviction's next victims, and what
+    /// storing them again wins lasts only until then.
     fn pick_stale(&self, since: u32) -> Option<(u32, Queue)> {
         let ev = self.lock_evict();
-        let queues = ev.small.iter().map(|&s| (s, Queue::Small)).chain(ev.main.iter().map(|&s| (s, Queue::Main)));
+        let queues =
+            ev.main.iter().rev().map(|&s| (s, Queue::Main)).chain(ev.small.iter().rev().map(|&s| (s, Queue::Small)));
         for (s, q) in queues {
             let m = self.seg(s);
             if m.rezipped.load(Relaxed) == since
@@ -136,7 +147,8 @@ impl Store {
         let max = self.config().item_size_max;
         let mut off = 0;
         let mut done = true;
-        while off < end {
+        let (mut tried, mut saved_any) = (0, false);
+        while off < end && (saved_any || tried < PROBE) {
             // SAFETY: the segment is sealed and pinned: every byte below
             // `end` was written before it was sealed and is not reused
             // while the pin holds; only expiry fields change, which are
@@ -151,13 +163,17 @@ impl Store {
                 it.value().len() >= rz.zip.codec().config().min_size
                     && self.seg(seg).times.lock().time_at(off as u32).is_none_or(|t| t <= rz.since)
             };
+            tried += usize::from(stale);
             if stale && rz.zip.recompress(it.value(), it.compressed(), max) {
                 let form_dict = strata_compress::dict_id(&rz.zip.stored);
                 let moved = self.relink((seg, off), self.index().locate(it.key()), q, &rz.zip.stored, active);
                 // The target took its own reference if the form went there.
                 rz.zip.codec().release(form_dict);
                 match moved {
-                    Moved::Saved(saved) => rz.zip.codec().note_recompressed(saved as u64),
+                    Moved::Saved(saved) => {
+                        saved_any = true;
+                        rz.zip.codec().note_recompressed(saved as u64);
+                    }
                     Moved::Gone => {}
                     Moved::NoRoom => {
                         done = false;

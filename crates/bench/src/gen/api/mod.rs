@@ -47,6 +47,45 @@ pub fn api_value(out: &mut Vec<u8>, seed: u64, index: u64, lo: usize, hi: usize)
     write_object(out, c, &mut rng, &mut ctx, target);
 }
 
+/// Bytes the second version's envelope adds at most (`{"v":2,"data":…}`).
+pub const V2_ENVELOPE: usize = 15;
+
+/// Appends key `index`'s `api:` object as a second version of the API
+/// writes it (`api-change:`): the same record, its field names in
+/// camelCase (`created_at` becomes `createdAt`), wrapped in an envelope
+/// with a version field. Field names are what a dictionary learns first,
+/// so one trained on the first version loses much of its grip.
+pub fn api_v2_value(out: &mut Vec<u8>, seed: u64, index: u64, lo: usize, hi: usize) {
+    let mut v1 = Vec::with_capacity(hi + 16);
+    api_value(&mut v1, seed, index, lo, hi);
+    out.extend_from_slice(b"{\"v\":2,\"data\":");
+    // A quoted string followed by a colon is a field name: generated
+    // strings hold no quotes, so no value is taken for one.
+    let mut i = 0;
+    while i < v1.len() {
+        let b = v1[i];
+        out.push(b);
+        i += 1;
+        if b != b'"' {
+            continue;
+        }
+        let end = v1[i..].iter().position(|&c| c == b'"').map_or(v1.len(), |e| i + e);
+        let name = v1.get(end + 1) == Some(&b':');
+        let mut upper = false;
+        for &c in &v1[i..end] {
+            if name && c == b'_' {
+                upper = true;
+            } else {
+                out.push(if upper { c.to_ascii_uppercase() } else { c });
+                upper = false;
+            }
+        }
+        out.extend_from_slice(&v1[end..(end + 1).min(v1.len())]);
+        i = end + 1;
+    }
+    out.push(b'}');
+}
+
 /// Appends the `page:` value of key `index`: a listing page of objects of
 /// one kind, of a size drawn uniformly from `lo..=hi` (raised to
 /// [`PAGE_MIN`]).

@@ -290,3 +290,87 @@ fn compression_settings_sweep() -> Res {
     }
     Ok(())
 }
+
+/// The second version of an object: its first version's fields, names in
+/// camelCase, in an envelope; values untouched.
+#[test]
+fn api_v2_is_the_same_record_renamed() -> Res {
+    fn camel(name: &str) -> String {
+        let mut out = String::new();
+        let mut upper = false;
+        for c in name.chars() {
+            match c {
+                '_' => upper = true,
+                c if upper => {
+                    out.extend(c.to_uppercase());
+                    upper = false;
+                }
+                c => out.push(c),
+            }
+        }
+        out
+    }
+    fn renamed(v: &serde_json::Value) -> serde_json::Value {
+        match v {
+            serde_json::Value::Object(m) => m.iter().map(|(k, v)| (camel(k), renamed(v))).collect(),
+            serde_json::Value::Array(a) => a.iter().map(renamed).collect(),
+            v => v.clone(),
+        }
+    }
+    let (v1, v2) = (values(api_value, 9, 0..300, 100, 250), values(api_v2_value, 9, 0..300, 100, 250));
+    let mut underscores = 0;
+    for (a, b) in v1.iter().zip(&v2) {
+        let a: serde_json::Value = serde_json::from_slice(a)?;
+        let b: serde_json::Value = serde_json::from_slice(b)?;
+        assert_eq!(b["v"], 2);
+        assert_eq!(b["data"], renamed(&a));
+        underscores += usize::from(a.as_object().is_some_and(|m| m.keys().any(|k| k.contains('_'))));
+        assert!(b.to_string().len() <= a.to_string().len() + V2_ENVELOPE);
+    }
+    assert!(underscores > 100, "few names changed: {underscores} of 300");
+    Ok(())
+}
+
+/// With the server's default retraining threshold, a change of field names
+/// (`api:` objects, then their second version) asks for a new dictionary
+/// once a training's bytes of the new ones are written, and a steady stream
+/// does not. At the 15% of before the change was never retrained
+/// (docs/benchmarks.md, "Compression").
+#[test]
+fn a_schema_change_asks_for_a_new_dictionary() -> Res {
+    use strata_compress::{dict_id, Codec, Config, Ctx};
+    for change in [false, true] {
+        let codec = Codec::new(Config::default())?;
+        let mut ctx = Ctx::new(codec.clone())?;
+        let (mut v, mut out) = (Vec::new(), Vec::new());
+        let mut write = |ctx: &mut Ctx, v: &[u8]| {
+            if ctx.compress(v, &mut out) {
+                codec.release(dict_id(&out));
+            }
+        };
+        // The first dictionary, from a training's worth of samples (one
+        // value in four is sampled).
+        let (cfg, mut i, mut bytes) = (Config::default(), 0, 0);
+        while bytes < cfg.train_bytes * cfg.sample_one_in as usize * 11 / 10 {
+            v.clear();
+            api_value(&mut v, 1, i, 100, 250);
+            write(&mut ctx, &v);
+            bytes += v.len();
+            i += 1;
+        }
+        assert!(codec.train_now()?);
+        assert!(!codec.stats().sampling && codec.stats().current_dict != 0);
+        // Two trainings' bytes of values after it.
+        bytes = 0;
+        while bytes < 2 * cfg.train_bytes {
+            v.clear();
+            let make = if change { api_v2_value } else { api_value };
+            make(&mut v, 1, i, 100, 250);
+            write(&mut ctx, &v);
+            bytes += v.len();
+            i += 1;
+        }
+        assert_eq!(codec.stats().sampling, change, "a new dictionary asked for (change: {change})");
+    }
+    Ok(())
+}
