@@ -37,32 +37,39 @@ fn items_of(img: &SegmentImage) -> HashMap<Vec<u8>, Vec<u8>> {
 }
 
 /// Copies what the cut holds as a snapshot would: handed-off images and
-/// the cut's sealed segments, until none is left; the keys and values.
-fn drain(s: &Store) -> (HashMap<Vec<u8>, Vec<u8>>, usize) {
-    let mut got = HashMap::new();
+/// the cut's sealed segments, until none is left; each image to `f`.
+/// Returns how many were handed off.
+pub(crate) fn drain_images(s: &Store, mut f: impl FnMut(&SegmentImage)) -> usize {
     let mut handed = 0;
     loop {
         while let Some(img) = s.take_handoff() {
             handed += 1;
-            for (k, v) in items_of(&img) {
-                assert!(got.insert(k, v).is_none(), "a key twice in one cut");
-            }
+            f(&img);
             s.release_dicts(img.dicts);
         }
         let p = s.cut_pending();
         assert_eq!(p.unsealed, 0, "everything sealed");
         if p.sealed.is_empty() {
-            return (got, handed);
+            return handed;
         }
         let mut img = SegmentImage::default();
         for seg in p.sealed {
             if s.image(seg.segment, &mut img) {
-                for (k, v) in items_of(&img) {
-                    assert!(got.insert(k, v).is_none(), "a key twice in one cut");
-                }
+                f(&img);
             }
         }
     }
+}
+
+/// [`drain_images`]: the keys and values, and how many were handed off.
+fn drain(s: &Store) -> (HashMap<Vec<u8>, Vec<u8>>, usize) {
+    let mut got = HashMap::new();
+    let handed = drain_images(s, |img| {
+        for (k, v) in items_of(img) {
+            assert!(got.insert(k, v).is_none(), "a key twice in one cut");
+        }
+    });
+    (got, handed)
 }
 
 fn v(i: usize, gen: u8) -> Vec<u8> {

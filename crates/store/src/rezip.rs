@@ -24,13 +24,14 @@
 //! takes the segment back as for overwrites (a segment left a quarter live
 //! or less before fresh memory).
 //!
-//! It takes a free segment for a target only beyond the cleaner's reserve
-//! and never while a snapshot's cut holds (the segments of the cut take
-//! nothing, and an item moved out of one would be noted dead there; the
-//! cleaner's rule, `cut.rs`); a segment left half-way is gone through
-//! again later. The dictionary current when the reclaimer starts (one a
-//! snapshot brought back) starts nothing: loaded values were compressed
-//! before the restart with the dictionaries they name.
+//! It takes a free segment for a target only beyond the cleaner's reserve,
+//! stops (for a later round) when none is free beyond it, and never runs
+//! while a snapshot's cut holds (the segments of the cut take nothing, and
+//! an item moved out of one would be noted dead there; the cleaner's rule,
+//! `cut.rs`); a segment left half-way is gone through again later. The
+//! dictionary current when the reclaimer starts (one a snapshot brought
+//! back) starts nothing: loaded values were compressed before the restart
+//! with the dictionaries they name.
 
 use std::sync::atomic::Ordering::*;
 
@@ -163,10 +164,14 @@ impl Store {
                 it.value().len() >= rz.zip.codec().config().min_size
                     && self.seg(seg).times.lock().time_at(off as u32).is_none_or(|t| t <= rz.since)
             };
+            let loc = self.index().locate(it.key());
+            // Overwritten or deleted since (the cleaner has not been
+            // through): nothing to compress.
+            let stale = stale && self.links((seg, off), loc);
             tried += usize::from(stale);
             if stale && rz.zip.recompress(it.value(), it.compressed(), max) {
                 let form_dict = strata_compress::dict_id(&rz.zip.stored);
-                let moved = self.relink((seg, off), self.index().locate(it.key()), q, &rz.zip.stored, active);
+                let moved = self.relink((seg, off), loc, q, &rz.zip.stored, active);
                 // The target took its own reference if the form went there.
                 rz.zip.codec().release(form_dict);
                 match moved {
@@ -180,7 +185,9 @@ impl Store {
                         break;
                     }
                 }
-                if self.cut_active() {
+                // Writers come first: the reclaimer frees segments again
+                // once none is free beyond the cleaner's reserve.
+                if self.cut_active() || self.spare_ahead() == 0 {
                     done = false;
                     break;
                 }
@@ -189,6 +196,13 @@ impl Store {
         }
         self.unpin(seg);
         done
+    }
+
+    /// Whether the index links key `loc` to the item at `off` of `seg`.
+    fn links(&self, (seg, off): (u32, usize), loc: Loc) -> bool {
+        let granule_off = self.granules(off);
+        let st = self.index().lock(loc.stripe);
+        st.find(loc.bucket, |s| !slot::is_flash(s) && slot::seg(s) == seg && slot::off(s) == granule_off).is_some()
     }
 
     /// Writes `form` as the value of the item at `off` of `seg` (key

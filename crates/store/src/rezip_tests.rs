@@ -1,7 +1,8 @@
 //! The recompression pass (`rezip.rs`): values stored before the current
 //! dictionary are stored again with it, read back as they were (value,
-//! flags, CAS, expiry, read state), take less memory, and a client's write
-//! racing the pass always wins. Not under Miri: zstd is C.
+//! flags, CAS, expiry, read state), take less memory, a client's write
+//! racing the pass always wins, and a snapshot's cut made while it runs
+//! holds each key once, as written. Not under Miri: zstd is C.
 
 // Test code: a panic is how a test fails (clippy.toml allows unwrap in
 // #[test] functions; these helpers live beside them).
@@ -155,4 +156,53 @@ fn a_write_racing_the_pass_wins() {
         assert_eq!(get(&mut w, &key(i)).map(|g| g.0), last[i as usize], "key {i}");
     }
     assert_eq!(s.stats().curr_items, last.iter().flatten().count() as u64);
+}
+
+/// A snapshot's cut made while the pass stores values again: the cut holds
+/// every key once, as it was written (the pass stops at the cut, and an
+/// item it moved before is in a segment of the cut once), and the store
+/// reads every key back after.
+#[test]
+fn a_cut_made_while_the_pass_runs_holds_each_key_once() {
+    let (s, mut w) = zstore();
+    let n = 3000u64;
+    for i in 0..n {
+        w.set(SetOp::Set, &key(i), 0, 0, &json(i)).unwrap();
+    }
+    w.seal_active();
+    assert!(matches!(s.codec().unwrap().train_now(), Ok(true)));
+    let pass = {
+        let s = s.clone();
+        std::thread::spawn(move || s.rezip_all())
+    };
+    // Once the pass has moved some (or is done), the cut.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while zstats(&s).recompressed < n / 4 && !pass.is_finished() {
+        assert!(std::time::Instant::now() < deadline, "the pass moves nothing");
+        std::thread::yield_now();
+    }
+    s.begin_cut();
+    let moved = pass.join().unwrap();
+    assert!(moved > 0);
+    w.seal_active();
+    let mut zip = strata_compress::Ctx::new(s.codec().unwrap().clone()).unwrap();
+    let mut got = std::collections::HashMap::new();
+    crate::cut_tests::drain_images(&s, |img| {
+        for &off in &img.live {
+            let b = &img.bytes[off as usize..];
+            let h = crate::item::Header::parse_lengths(&b[..crate::item::Header::lengths_len(b[1])]);
+            let it = crate::item::Item::new(h, &b[..h.total_len()]);
+            let mut v = it.value().to_vec();
+            if it.compressed() {
+                zip.decompress(it.value(), &mut v).unwrap();
+            }
+            assert!(got.insert(it.key().to_vec(), v).is_none(), "a key twice in one cut");
+        }
+    });
+    s.end_cut();
+    assert_eq!(got.len() as u64, n, "every key in the cut ({moved} stored again before it)");
+    for i in 0..n {
+        assert_eq!(got.get(&key(i)), Some(&json(i)), "key {i} in the cut");
+        assert_eq!(get(&mut w, &key(i)).map(|g| g.0), Some(json(i)), "key {i} after");
+    }
 }
