@@ -374,3 +374,67 @@ fn a_schema_change_asks_for_a_new_dictionary() -> Res {
     }
     Ok(())
 }
+
+/// How blocks of items compressed together would compare with values
+/// compressed one by one (issue 46, "cold items compressed together"): for
+/// blocks of 1 to 64 consecutive items (a 14-byte key and the value, each
+/// framed by a 1-byte key length and a 2-byte value length), the ratio of
+/// the block's bytes to its zstd frame (level 3, the 256 KiB dictionary
+/// trained on values as the server trains it, magic number left out), and
+/// the time to decompress a whole block: what a read of one cold item in
+/// it would cost.
+#[test]
+#[ignore = "a measurement, ~10 s in release: cargo test --release -p strata-bench block_compression_sweep -- --ignored --nocapture"]
+fn block_compression_sweep() -> Res {
+    type Make = fn(&mut Vec<u8>, u64, u64, usize, usize);
+    let kinds: [(&str, Make, usize, usize, &[usize]); 2] = [
+        ("objects api:100-250", api_value, 100, 250, &[1, 2, 4, 8, 16, 32, 64]),
+        ("pages page:1000-2000", page_value, 1000, 2000, &[1, 2, 4, 8, 16]),
+    ];
+    for (name, f, lo, hi, sizes) in kinds {
+        let (mut train, mut bytes, mut i) = (Vec::new(), 0, 0);
+        while bytes < 4 << 20 {
+            let v = values(f, 1, i..i + 1, lo, hi).remove(0);
+            bytes += v.len();
+            train.push(v);
+            i += 4;
+        }
+        let dict = zstd::dict::from_samples(&train, 256 << 10)?;
+        let n = 4096u64;
+        let test = values(f, 1, 1_000_000..1_000_000 + n, lo, hi);
+        let record = |out: &mut Vec<u8>, k: usize| {
+            let key = format!("k{:013}", 1_000_000 + k);
+            out.push(key.len() as u8);
+            out.extend_from_slice(&(test[k].len() as u16).to_le_bytes());
+            out.extend_from_slice(key.as_bytes());
+            out.extend_from_slice(&test[k]);
+        };
+        for &per in sizes {
+            let mut c = zstd::bulk::Compressor::with_dictionary(3, &dict)?;
+            c.set_parameter(zstd::zstd_safe::CParameter::DictIdFlag(false))?;
+            c.set_parameter(zstd::zstd_safe::CParameter::ChecksumFlag(false))?;
+            let mut d = zstd::bulk::Decompressor::with_dictionary(&dict)?;
+            let (mut raw, mut stored, mut frames) = (0, 0, Vec::new());
+            for block in (0..n as usize).collect::<Vec<_>>().chunks(per) {
+                let mut b = Vec::new();
+                block.iter().for_each(|&k| record(&mut b, k));
+                let z = c.compress(&b)?;
+                raw += b.len();
+                stored += z.len() - 4;
+                frames.push((z, b.len()));
+            }
+            let t = Instant::now();
+            for (z, len) in &frames {
+                assert_eq!(d.decompress(z, *len)?.len(), *len);
+            }
+            let us = t.elapsed().as_secs_f64() * 1e6 / frames.len() as f64;
+            println!(
+                "{name}: {per:>2} a block ({:>5} B): {:.2}x, {:.1} B an item stored, {us:.2} us to read one",
+                raw / frames.len(),
+                raw as f64 / stored as f64,
+                stored as f64 / n as f64
+            );
+        }
+    }
+    Ok(())
+}
