@@ -23,16 +23,22 @@ fn store(segments: usize) -> (Arc<Store>, Worker) {
     })
 }
 
-/// The live items of an image, key to value.
-fn items_of(img: &SegmentImage) -> HashMap<Vec<u8>, Vec<u8>> {
-    let mut out = HashMap::new();
+/// Each live item of an image, to `f`.
+pub(crate) fn each_item(img: &SegmentImage, mut f: impl FnMut(crate::item::Item<'_>)) {
     for &off in &img.live {
         let b = &img.bytes[off as usize..];
         let n = crate::item::Header::lengths_len(b[1]);
         let h = crate::item::Header::parse_lengths(&b[..n]);
-        let it = crate::item::Item::new(h, &b[..h.total_len()]);
-        out.insert(it.key().to_vec(), it.value().to_vec());
+        f(crate::item::Item::new(h, &b[..h.total_len()]));
     }
+}
+
+/// The live items of an image, key to value.
+fn items_of(img: &SegmentImage) -> HashMap<Vec<u8>, Vec<u8>> {
+    let mut out = HashMap::new();
+    each_item(img, |it| {
+        out.insert(it.key().to_vec(), it.value().to_vec());
+    });
     out
 }
 

@@ -200,24 +200,24 @@ impl Store {
 
     /// Whether the index links key `loc` to the item at `off` of `seg`.
     fn links(&self, (seg, off): (u32, usize), loc: Loc) -> bool {
-        let granule_off = self.granules(off);
         let st = self.index().lock(loc.stripe);
-        st.find(loc.bucket, |s| !slot::is_flash(s) && slot::seg(s) == seg && slot::off(s) == granule_off).is_some()
+        st.find(loc.bucket, self.at(seg, off)).is_some()
+    }
+
+    /// Matches the memory slot of the item at `off` of `seg`.
+    fn at(&self, seg: u32, off: usize) -> impl Fn(u64) -> bool {
+        let granule_off = self.granules(off);
+        move |s| !slot::is_flash(s) && slot::seg(s) == seg && slot::off(s) == granule_off
     }
 
     /// Writes `form` as the value of the item at `off` of `seg` (key
     /// `loc`) into the copy target of queue `q`, and links it in the
     /// item's place, if the index still links the item there.
     fn relink(&self, (seg, off): (u32, usize), loc: Loc, q: Queue, form: &[u8], active: &mut Active) -> Moved {
-        let granule_off = self.granules(off);
         let now = self.clock().now();
         for fresh_target in [false, true] {
             let mut st = self.index().lock(loc.stripe);
-            let Some((pos, s)) =
-                st.find(loc.bucket, |s| !slot::is_flash(s) && slot::seg(s) == seg && slot::off(s) == granule_off)
-            else {
-                return Moved::Gone;
-            };
+            let Some((pos, s)) = st.find(loc.bucket, self.at(seg, off)) else { return Moved::Gone };
             let Some(it) = self.item_at(s) else { return Moved::Gone };
             if Clock::is_expired(it.expiry(), now) || self.is_flushed(seg) {
                 return Moved::Gone;
@@ -246,15 +246,21 @@ impl Store {
 }
 
 #[cfg(test)]
+impl Rezip {
+    /// The pass's state as if the current dictionary had come just now:
+    /// every sealed segment is for it (tests).
+    pub(crate) fn now(st: &Store) -> Option<Rezip> {
+        Rezip::new(st).map(|rz| Rezip { since: st.clock().now() + 1, ..rz })
+    }
+}
+
+#[cfg(test)]
 impl Store {
-    /// Runs the pass to its end on this thread, into copy targets of its
-    /// own (sealed at the end), as if the current dictionary had come just
-    /// now: every sealed segment is gone through. The values it stored
-    /// again.
+    /// Runs the pass to its end on this thread ([`Rezip::now`]), into copy
+    /// targets of its own (sealed at the end). The values it stored again.
     pub(crate) fn rezip_all(&self) -> u64 {
-        let Some(mut rz) = Rezip::new(self) else { return 0 };
+        let Some(mut rz) = Rezip::now(self) else { return 0 };
         let before = rz.zip.codec().stats().recompressed;
-        rz.since = self.clock().now() + 1;
         let mut active = Active::new(self, std::sync::Arc::new(crate::store::Counters::default()), true);
         let mut rounds = 0;
         while self.rezip(&mut rz, &mut active) {

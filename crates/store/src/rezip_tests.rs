@@ -158,10 +158,10 @@ fn a_write_racing_the_pass_wins() {
     assert_eq!(s.stats().curr_items, last.iter().flatten().count() as u64);
 }
 
-/// A snapshot's cut made while the pass stores values again: the cut holds
-/// every key once, as it was written (the pass stops at the cut, and an
-/// item it moved before is in a segment of the cut once), and the store
-/// reads every key back after.
+/// A snapshot's cut made between two rounds of the pass: the cut holds
+/// every key once, as it was written (what the pass moved before it is in
+/// a segment of the cut once), the pass does nothing while the cut holds,
+/// and it goes on once the cut ends.
 #[test]
 fn a_cut_made_while_the_pass_runs_holds_each_key_once() {
     let (s, mut w) = zstore();
@@ -171,36 +171,32 @@ fn a_cut_made_while_the_pass_runs_holds_each_key_once() {
     }
     w.seal_active();
     assert!(matches!(s.codec().unwrap().train_now(), Ok(true)));
-    let pass = {
-        let s = s.clone();
-        std::thread::spawn(move || s.rezip_all())
-    };
-    // Once the pass has moved some (or is done), the cut.
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-    while zstats(&s).recompressed < n / 4 && !pass.is_finished() {
-        assert!(std::time::Instant::now() < deadline, "the pass moves nothing");
-        std::thread::yield_now();
-    }
+    let mut rz = crate::rezip::Rezip::now(&s).unwrap();
+    let mut active = crate::segments::Active::new(&s, Arc::new(crate::store::Counters::default()), true);
+    assert!(s.rezip(&mut rz, &mut active), "one round leaves more to do");
+    let before_cut = zstats(&s).recompressed;
+    assert!(before_cut > 0 && before_cut < n, "{before_cut} stored again in one round");
     s.begin_cut();
-    let moved = pass.join().unwrap();
-    assert!(moved > 0);
+    assert!(!s.rezip(&mut rz, &mut active), "the pass waits for the cut");
+    assert_eq!(zstats(&s).recompressed, before_cut);
+    active.seal_all(&s);
     w.seal_active();
     let mut zip = strata_compress::Ctx::new(s.codec().unwrap().clone()).unwrap();
     let mut got = std::collections::HashMap::new();
     crate::cut_tests::drain_images(&s, |img| {
-        for &off in &img.live {
-            let b = &img.bytes[off as usize..];
-            let h = crate::item::Header::parse_lengths(&b[..crate::item::Header::lengths_len(b[1])]);
-            let it = crate::item::Item::new(h, &b[..h.total_len()]);
+        crate::cut_tests::each_item(img, |it| {
             let mut v = it.value().to_vec();
             if it.compressed() {
                 zip.decompress(it.value(), &mut v).unwrap();
             }
             assert!(got.insert(it.key().to_vec(), v).is_none(), "a key twice in one cut");
-        }
+        })
     });
     s.end_cut();
-    assert_eq!(got.len() as u64, n, "every key in the cut ({moved} stored again before it)");
+    assert_eq!(got.len() as u64, n, "every key in the cut ({before_cut} stored again before it)");
+    while s.rezip(&mut rz, &mut active) {}
+    active.seal_all(&s);
+    assert_eq!(zstats(&s).recompressed, n, "the rest after the cut");
     for i in 0..n {
         assert_eq!(got.get(&key(i)), Some(&json(i)), "key {i} in the cut");
         assert_eq!(get(&mut w, &key(i)).map(|g| g.0), Some(json(i)), "key {i} after");
