@@ -40,16 +40,12 @@ impl Active {
             filled: None,
             counters,
             flash: Default::default(),
-            force_out: false,
-            take_held: false,
-            last_resort: false,
             copy_credit: 0,
             density: Default::default(),
             sketch_pending: 0,
             misses_pending: 0,
             seen: st.seals().now(),
             background,
-            early_only: false,
             restoring: false,
         }
     }

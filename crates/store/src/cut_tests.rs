@@ -398,7 +398,8 @@ fn a_clean_claims_the_room_for_its_victim_before_it_starts() {
     s.unuse(reserve);
     assert_eq!(s.spare(), 1);
     let mut active = crate::segments::Active::new(&s, Arc::default(), false);
-    let Some(crate::evict::Step::Victim(victim, how @ crate::evict::Clear::Clean(_))) = s.step(&mut active, false)
+    let Some(crate::evict::Step::Victim(victim, how @ crate::evict::Clear::Clean(_))) =
+        s.step(&mut active, crate::evict::Pass::Full, false)
     else {
         panic!("a nearly dead segment is cleaned");
     };

@@ -202,7 +202,7 @@ impl Reclaimer {
         let credit = st.reclaim_state().credit.swap(0, Relaxed);
         active.copy_credit = (active.copy_credit + credit).min(st.credit_cap());
         for _ in 0..STEPS_PER_ROUND {
-            let step = st.step(active, false);
+            let step = st.step(active, crate::evict::Pass::Full, false);
             let freed = match step {
                 Some(Step::Victim(s, how)) => st.free_victim(s, how, active),
                 // Background steps take no fresh memory.

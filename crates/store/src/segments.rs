@@ -218,15 +218,6 @@ pub(crate) struct Active {
     pub(crate) counters: Arc<Counters>,
     /// Items of the victim being evicted, on their way to flash.
     pub(crate) flash: crate::tier::batch::FlashBatch,
-    /// Eviction sends read items to flash too (see `alloc_segment`).
-    pub(crate) force_out: bool,
-    /// The cleaner may take segments of a running snapshot's cut not yet
-    /// copied (handing them off): the last resort before a write fails (see
-    /// `alloc_segment`).
-    pub(crate) take_held: bool,
-    /// The last resort before a write fails (`evict/`): eviction copies
-    /// nothing forward, and the writer may take the cleaner's reserve.
-    pub(crate) last_resort: bool,
     /// Bytes eviction may still copy forward: a fifth of what this worker
     /// writes, a quarter of the segments at most banked (`evict/`,
     /// "What eviction copies").
@@ -243,9 +234,6 @@ pub(crate) struct Active {
     pub(crate) seen: crate::seal::Seen,
     /// The background reclaimer's: makes free segments, takes none.
     pub(crate) background: bool,
-    /// A writer beside the reclaimer: cleans early and takes fresh memory,
-    /// leaves the rest to the reclaimer.
-    pub(crate) early_only: bool,
     /// A load's [`Restorer`](crate::Restorer): the cleaner takes a segment
     /// however live, before anything is evicted (a load keeps what was live).
     pub(crate) restoring: bool,

@@ -28,10 +28,7 @@ impl Store {
             // when memory is tight, it put the p99 of workload 6 at 32
             // connections back over memcached's (1.28).
             let early = if self.spare_ahead() > self.reclaim_ahead() && self.writers_clean_early() {
-                active.early_only = true;
-                let s = self.alloc_steps(active);
-                active.early_only = false;
-                s
+                self.alloc_steps(active, Pass::Early)
             } else {
                 self.pop_free(true).inspect(|&s| self.open_segment(s))
             };
@@ -50,17 +47,14 @@ impl Store {
             // It evicts on its own time: with the credit writers handed over.
             active.copy_credit += self.reclaim_state().credit.swap(0, Relaxed);
         }
-        if let Some(s) = self.alloc_steps(active) {
+        if let Some(s) = self.alloc_steps(active, Pass::Full) {
             return Ok(s);
         }
         // Every victim was copied forward whole (all its items read since
         // written: a scan that brought flash items back, say): with the
         // flash tier, one more victim goes to flash, read or not.
         if self.config().flash.is_some() && self.config().evictions {
-            active.force_out = true;
-            let s = self.alloc_steps(active);
-            active.force_out = false;
-            if let Some(s) = s {
+            if let Some(s) = self.alloc_steps(active, Pass::ToFlash) {
                 return Ok(s);
             }
         }
@@ -69,10 +63,7 @@ impl Store {
         // A segment of the cut is copied for the snapshot before it is
         // reused (`cut.rs`, the hand-off).
         if self.cut_active() {
-            active.take_held = true;
-            let s = self.alloc_steps(active);
-            active.take_held = false;
-            if let Some(s) = s {
+            if let Some(s) = self.alloc_steps(active, Pass::Held) {
                 return Ok(s);
             }
         }
@@ -92,12 +83,11 @@ impl Store {
     fn last_resort(&self, active: &mut Active) -> Result<u32, StoreError> {
         bump(&active.counters.alloc_last_resort);
         active.seal_all(self);
-        active.last_resort = true;
-        active.take_held = self.cut_active();
+        let pass = Pass::LastResort { held: self.cut_active() };
         let started = Instant::now();
         let mut asked = None;
         let got = loop {
-            if let Some(s) = self.alloc_steps(active) {
+            if let Some(s) = self.alloc_steps(active, pass) {
                 break Some(s);
             }
             let waited = started.elapsed();
@@ -112,19 +102,17 @@ impl Store {
             }
             std::thread::sleep(std::time::Duration::from_micros(100));
         };
-        active.last_resort = false;
-        active.take_held = false;
         got.ok_or(StoreError::OutOfMemory)
     }
 
     /// [`Store::alloc_segment`]'s steps, up to [`STEPS_PER_ALLOC`] victims.
     /// Told to wait ([`Step::Wait`]), it waits for a segment to be given
     /// back, up to [`STARVE_WAIT`] in all, then evicts after all.
-    fn alloc_steps(&self, active: &mut Active) -> Option<u32> {
+    fn alloc_steps(&self, active: &mut Active, pass: Pass) -> Option<u32> {
         let mut waited: Option<Instant> = None;
         let mut victims = 0;
         while victims < STEPS_PER_ALLOC {
-            let step = self.step(active, waited.is_some_and(|t| t.elapsed() >= STARVE_WAIT));
+            let step = self.step(active, pass, waited.is_some_and(|t| t.elapsed() >= STARVE_WAIT));
             match step {
                 Some(Step::Wait) => {
                     let since = *waited.get_or_insert_with(Instant::now);
@@ -150,7 +138,7 @@ impl Store {
             }
         }
         // The bound ran out with segments just freed: take one.
-        let s = self.pop_free(!active.last_resort)?;
+        let s = self.pop_free(!pass.last_resort())?;
         self.open_segment(s);
         Some(s)
     }

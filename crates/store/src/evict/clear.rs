@@ -47,7 +47,7 @@ impl Store {
 
     fn sweep(&self, victim: u32, how: Clear, active: &mut Active) -> Cleared {
         let end = self.seg(victim).write_off.load(Acquire) as usize;
-        if let Clear::Evict(_) = how {
+        if let Clear::Evict(..) = how {
             let items = self.segs().iter().map(|m| u64::from(m.live_items.load(Relaxed))).sum();
             self.sketch().set_items(items);
             self.ghost().set_items(items);
@@ -106,9 +106,9 @@ impl Store {
             let fetched = if freq == 0 && slot::was_read(s) { state::FETCHED } else { 0 };
             let f = Fields { cas: Some(self.cas_of(s, &it)), state: it.state() | fetched, ..it.fields() };
             let len = encoded_len(it.key().len(), it.value().len(), &f);
-            let evicting = matches!(how, Clear::Evict(_)) && self.config().evictions;
+            let evicting = matches!(how, Clear::Evict(..)) && self.config().evictions;
             let copied = !expired && (!evicting || self.evicted_keeps(s, loc, how, self.aligned(len), active));
-            let keep = copied && !(active.force_out && matches!(how, Clear::Evict(_)) && self.flash_eligible(&it));
+            let keep = copied && !(matches!(how, Clear::Evict(_, Keep::ReadUnlessFlash)) && self.flash_eligible(&it));
             if keep {
                 // A target in a snapshot's cut takes nothing more (`cut.rs`):
                 // a new one is opened below.
@@ -149,7 +149,7 @@ impl Store {
                 cleared.evicted |= self.evict_unmoved(victim, granule_off, loc, now, active);
                 return;
             }
-            if !expired && matches!(how, Clear::Evict(_)) && self.flash_eligible(&it) {
+            if !expired && matches!(how, Clear::Evict(..)) && self.flash_eligible(&it) {
                 // To flash instead of away; written once the batch fills,
                 // or at the end of the victim (`clear_segment`).
                 let full = self.batch_for_flash(active, s, &it, loc, false);
@@ -254,7 +254,7 @@ impl Store {
     /// too.
     fn evicted_keeps(&self, s: u64, loc: Loc, how: Clear, aligned: usize, active: &mut Active) -> bool {
         let est = self.sketch().estimate(loc);
-        let returned = || how == Clear::Evict(Queue::Small) && self.ghost().returned(loc);
+        let returned = || matches!(how, Clear::Evict(Queue::Small, _)) && self.ghost().returned(loc);
         let score = if est >= ADMIT_ESTIMATE {
             slot::freq(s).max(est)
         } else if slot::freq(s) == 0 && returned() {
@@ -262,7 +262,10 @@ impl Store {
         } else {
             active.density.accesses(slot::freq(s), aligned)
         };
-        score >= 1 && !active.last_resort && active.density.admits(score, aligned) && active.copy_credit >= aligned
+        score >= 1
+            && !matches!(how, Clear::Evict(_, Keep::Nothing))
+            && active.density.admits(score, aligned)
+            && active.copy_credit >= aligned
     }
 
     /// Writes the item at slot `s` (its `key` and stored `value`, laid out
@@ -383,7 +386,7 @@ impl Store {
 /// 47 of 57 sealed segments, and cold keys stayed as long as hot ones.
 fn destination(how: Clear, s: u64, promote: bool) -> (Queue, u8) {
     match how {
-        Clear::Evict(_) => (Queue::Main, 0),
+        Clear::Evict(..) => (Queue::Main, 0),
         Clear::Clean(Queue::Small) if promote && slot::freq(s) > 0 => (Queue::Main, 0),
         Clear::Clean(q) => (q, slot::freq(s)),
     }

@@ -172,10 +172,69 @@ pub(crate) enum Clear {
     /// Cleaning: every live item is copied forward, into the target of the
     /// queue the victim came from.
     Clean(Queue),
-    /// Eviction from the given queue: items read since written are copied
-    /// into the main target, the rest are unlinked. (A dead segment is
-    /// cleared this way too: it has nothing to copy.)
-    Evict(Queue),
+    /// Eviction from the given queue: what `Keep` says of the items read
+    /// since written, the rest are unlinked. (A dead segment is cleared
+    /// this way too: it has nothing to copy.)
+    Evict(Queue, Keep),
+}
+
+/// What eviction keeps of a victim's items read since written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Keep {
+    /// Copied forward into the main target, within the credit (CLOCK's
+    /// second chance; `clear.rs`, `evicted_keeps`).
+    Read,
+    /// To flash where the tier takes them, else copied forward.
+    ReadUnlessFlash,
+    /// Nothing: the last resort makes room.
+    Nothing,
+}
+
+/// The passes of a writer's allocation, in the order
+/// [`Store::alloc_segment`] tries them, each a run of steps
+/// ([`Store::step`]) that stops at the first segment it gets. The pass
+/// is handed to every step by value: what a step may do is decided there
+/// and nowhere else.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Pass {
+    /// Memory not tight, a writer beside the reclaimer: a mostly dead
+    /// segment is cleaned or fresh memory taken, nothing more (the rest
+    /// is the reclaimer's).
+    Early,
+    /// Every step in order: clean early, fresh memory, a dead segment,
+    /// clean, wait, evict.
+    Full,
+    /// With the flash tier, after a full pass whose every victim was
+    /// copied forward whole: eviction sends read items to flash too.
+    ToFlash,
+    /// While a snapshot's cut holds and nothing else was found: the
+    /// segments of the cut not copied yet may be cleaned (handed off
+    /// first, `cut.rs`).
+    Held,
+    /// The last resort (module doc): nothing is cleaned or copied
+    /// forward, the cleaner's reserve may be taken, and with `held` the
+    /// segments of a running snapshot's cut too.
+    LastResort { held: bool },
+}
+
+impl Pass {
+    /// Whether segments of a running snapshot's cut may be taken.
+    fn takes_held(self) -> bool {
+        matches!(self, Pass::Held | Pass::LastResort { held: true })
+    }
+
+    fn last_resort(self) -> bool {
+        matches!(self, Pass::LastResort { .. })
+    }
+
+    /// What eviction in this pass keeps of the items read.
+    fn keep(self) -> Keep {
+        match self {
+            Pass::ToFlash => Keep::ReadUnlessFlash,
+            Pass::LastResort { .. } => Keep::Nothing,
+            Pass::Early | Pass::Full | Pass::Held => Keep::Read,
+        }
+    }
 }
 
 /// What one allocation step decided, under the eviction mutex.
@@ -315,9 +374,9 @@ impl Store {
     /// now: if the segment that would give it is gone (another thread took
     /// it since), the victim goes back and the step is a wait. A clean
     /// that ran out of room half-way evicted the rest of its victim.
-    pub(crate) fn step(&self, active: &mut Active, evict_now: bool) -> Option<Step> {
-        let step = self.locked_step(|ev| match self.decide(ev, active) {
-            Some(Step::Wait) if evict_now => self.evict_step(ev, active),
+    pub(crate) fn step(&self, active: &mut Active, pass: Pass, evict_now: bool) -> Option<Step> {
+        let step = self.locked_step(|ev| match self.decide(ev, active, pass) {
+            Some(Step::Wait) if evict_now => self.evict_step(ev, active, pass),
             step => step,
         });
         match step {
@@ -325,7 +384,7 @@ impl Store {
                 self.put_back(s, q);
                 self.cleared(false);
                 if evict_now {
-                    self.locked_step(|ev| self.evict_step(ev, active))
+                    self.locked_step(|ev| self.evict_step(ev, active, pass))
                 } else {
                     Some(Step::Wait)
                 }
@@ -365,14 +424,14 @@ impl Store {
         queue.insert(at, victim);
     }
 
-    fn decide(&self, ev: &mut Evict, active: &Active) -> Option<Step> {
+    fn decide(&self, ev: &mut Evict, active: &Active, pass: Pass) -> Option<Step> {
         let seg_size = self.arena().segment_size();
-        let survey = self.survey(ev, active.take_held, active.restoring);
+        let survey = self.survey(ev, pass.takes_held(), active.restoring);
         // Worth cleaning only if it frees something, and only if its items
         // have somewhere to go: the worker's target, or one more from the
         // free list (a victim's items fit in one segment).
         // The last resort cleans nothing: it makes room by evicting.
-        let best = survey.best.filter(|_| !active.last_resort).filter(|&(_, q)| {
+        let best = survey.best.filter(|_| !pass.last_resort()).filter(|&(_, q)| {
             let room = active.targets[q as usize].filter(|&t| self.open_for_copies(t)).map_or(0, |t| self.room(t));
             survey.best_need < seg_size && (survey.best_need <= room || self.spare() > 0)
         });
@@ -387,9 +446,9 @@ impl Store {
             if self.spare_ahead() >= self.reclaim_ahead() {
                 return None;
             }
-        } else if let Some(s) = self.pop_free(!active.last_resort) {
+        } else if let Some(s) = self.pop_free(!pass.last_resort()) {
             return Some(Step::Fresh(s));
-        } else if active.early_only {
+        } else if pass == Pass::Early {
             return None;
         }
         // 3. A dead segment.
@@ -398,7 +457,7 @@ impl Store {
             |s: &u32| (self.seg(*s).live_items.load(Relaxed) == 0 || self.all_expired(*s, now)) && !self.is_pinned(*s);
         for (name, q) in [(Queue::Small, &mut ev.small), (Queue::Main, &mut ev.main)] {
             if let Some(i) = q.iter().position(dead) {
-                return q.remove(i).map(|s| Step::Victim(s, Clear::Evict(name)));
+                return q.remove(i).map(|s| Step::Victim(s, Clear::Evict(name, pass.keep())));
             }
         }
         // 4. Clean while there is a segment's worth of dead bytes (at a
@@ -414,7 +473,7 @@ impl Store {
         // evicted: it is handed off first (`cut.rs`), which costs a copy,
         // and the segments of the cut hold the dead versions of the keys
         // overwritten since.
-        let cut = self.cut_active() && !active.take_held && !active.last_resort;
+        let cut = self.cut_active() && !pass.takes_held() && !pass.last_resort();
         let all = if cut { self.survey(ev, true, active.restoring) } else { survey };
         if cut {
             let room =
@@ -434,18 +493,18 @@ impl Store {
         // (`alloc_steps`); the reclaimer just ends its round.
         let clearing = self.reclaim_state().clearing.load(Relaxed) > 0;
         if clearing
-            && !active.last_resort
+            && !pass.last_resort()
             && all.best.is_some()
             && all.best_need < seg_size
             && self.worth_cleaning(&all)
         {
             return Some(Step::Wait);
         }
-        self.evict_step(ev, active)
+        self.evict_step(ev, active, pass)
     }
 
     /// Step 5 of [`Store::step`]: a victim to evict, if eviction is allowed.
-    fn evict_step(&self, ev: &mut Evict, active: &Active) -> Option<Step> {
+    fn evict_step(&self, ev: &mut Evict, active: &Active, pass: Pass) -> Option<Step> {
         // The reclaimer evicts ahead for one segment only: each segment
         // kept free ahead is one less holding items, and the cleaner
         // (which loses nothing) may keep more free.
@@ -458,7 +517,7 @@ impl Store {
         let order = if small_first { [small, main] } else { [main, small] };
         for (name, q) in order {
             if let Some(i) = q.iter().position(|&s| !self.is_pinned(s)) {
-                return q.remove(i).map(|s| Step::Victim(s, Clear::Evict(name)));
+                return q.remove(i).map(|s| Step::Victim(s, Clear::Evict(name, pass.keep())));
             }
         }
         None
