@@ -119,6 +119,9 @@ pub(crate) struct RunArgs {
     /// Hit-ratio mode: requests before measuring.
     #[arg(long, default_value_t = 0)]
     pub(crate) warmup_ops: u64,
+    /// Load mode: the order of the warm-up's sets of every key.
+    #[arg(long, value_enum, default_value = "keys")]
+    pub(crate) fill_order: crate::config::FillOrder,
     #[arg(long, default_value_t = 0.1)]
     pub(crate) overfill: f64,
     #[arg(long, default_value_t = 1)]

@@ -215,6 +215,19 @@ impl From<Ratio> for String {
     }
 }
 
+/// The order in which a load run's warm-up sets every key once.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "kebab-case")]
+pub enum FillOrder {
+    /// Keys `0, 1, 2, …`: under a zipf key distribution the hottest key
+    /// first, the coldest last.
+    #[default]
+    Keys,
+    /// A permutation of the keys fixed by the seed: popularity and the
+    /// order of arrival unrelated, as when traffic fills a cache.
+    Shuffled,
+}
+
 /// What a run measures.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
 #[serde(rename_all = "kebab-case")]
@@ -262,6 +275,8 @@ pub struct Workload {
     pub rate: Option<f64>,
     /// Set every key once before measuring (default: when the mix reads).
     pub warmup: Option<bool>,
+    /// The order of that warm-up's sets.
+    pub fill_order: FillOrder,
     /// Hit-ratio mode: requests before measuring starts.
     pub warmup_ops: u64,
     /// Capacity mode: keep writing this fraction beyond the first eviction.
@@ -302,6 +317,7 @@ impl Default for Workload {
             ops: None,
             rate: None,
             warmup: None,
+            fill_order: FillOrder::Keys,
             warmup_ops: 0,
             overfill: 0.1,
             seed: 1,

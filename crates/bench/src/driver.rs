@@ -60,8 +60,9 @@ pub enum Source<'a> {
     /// The request mix: sets with probability `set_share`, else gets of
     /// `multiget` keys, keys drawn from the chooser.
     Mix { set_share: f64, multiget: u16, keys: KeyChooser },
-    /// Sets of keys `0, 1, 2, …` once each, up to `limit`.
-    Fill { next: AtomicU64, limit: u64 },
+    /// Sets of keys `0, 1, 2, …` once each, up to `limit`; with `order`,
+    /// the `n`th set is of key `order[n]` instead.
+    Fill { next: AtomicU64, limit: u64, order: Option<Vec<u64>> },
     /// Cache-aside: get a key; on a miss, set it. Some request slots go
     /// to a scan of cold keys.
     CacheAside { keys: KeyChooser, scan: Scan },
@@ -283,12 +284,13 @@ impl Conn {
                 continue;
             }
             match &plan.source {
-                Source::Fill { next, limit } => {
-                    let index = next.fetch_add(1, Relaxed);
-                    if index >= *limit {
+                Source::Fill { next, limit, order } => {
+                    let n = next.fetch_add(1, Relaxed);
+                    if n >= *limit {
                         self.done = true;
                         break;
                     }
+                    let index = order.as_ref().and_then(|o| o.get(n as usize).copied()).unwrap_or(n);
                     keep(trace::Op::Set, index, len_of(index), ttl_of(index));
                     self.set(plan, &mut key, index, len_of(index), ttl_of(index), due);
                     t.sets += 1;

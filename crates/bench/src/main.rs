@@ -83,6 +83,7 @@ fn run_cmd(a: RunArgs, command_line: String) -> Result<(), BenchError> {
         ops: a.ops,
         rate: a.rate,
         warmup: a.warmup,
+        fill_order: a.fill_order,
         warmup_ops: a.warmup_ops,
         overfill: a.overfill,
         seed: a.seed,
@@ -516,7 +517,8 @@ fn measure_one(
         phase(target, &warm, plan, Watch::Duration(Duration::MAX), &format!("{label} warm-up"), quiet)
     };
     if w.warms_up() {
-        let plan = unmeasured(Source::Fill { next: AtomicU64::new(0), limit: w.keys });
+        let order = gen::fill_order(w.fill_order, w.keys, w.seed);
+        let plan = unmeasured(Source::Fill { next: AtomicU64::new(0), limit: w.keys, order });
         keep(&mut recorded, &mut warm_up(&plan)?);
     }
     if w.mode == Mode::HitRatio && w.warmup_ops > 0 {
@@ -538,7 +540,8 @@ fn measure_one(
             w.ops,
         ),
         Mode::Capacity => {
-            (Source::Fill { next: AtomicU64::new(0), limit: w.keys }, Watch::Evictions { overfill: w.overfill }, None)
+            let fill = Source::Fill { next: AtomicU64::new(0), limit: w.keys, order: None };
+            (fill, Watch::Evictions { overfill: w.overfill }, None)
         }
         Mode::HitRatio => {
             // The measured phase's scans start past every key the warm-up's
