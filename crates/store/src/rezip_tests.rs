@@ -29,6 +29,18 @@ fn key(i: u64) -> Vec<u8> {
     format!("obj:{i}").into_bytes()
 }
 
+/// A store holding objects `0..n` written before the first dictionary,
+/// the worker's segments sealed, and a dictionary trained since.
+fn filled(n: u64) -> (Arc<Store>, Worker) {
+    let (s, mut w) = zstore();
+    for i in 0..n {
+        w.set(SetOp::Set, &key(i), 0, 0, &json(i)).unwrap();
+    }
+    w.seal_active();
+    assert!(matches!(s.codec().unwrap().train_now(), Ok(true)));
+    (s, w)
+}
+
 /// Everything a client can see of a key but its value.
 fn seen(w: &mut Worker, k: &[u8]) -> Option<(u32, u32, u64, bool, usize)> {
     w.inspect(k).map(|i| (i.expiry, i.written, i.cas, i.fetched, i.value_len))
@@ -116,13 +128,8 @@ fn values_read_before_the_pass_stay_read() {
 /// however the two interleaved.
 #[test]
 fn a_write_racing_the_pass_wins() {
-    let (s, mut w) = zstore();
     let n = 2000u64;
-    for i in 0..n {
-        w.set(SetOp::Set, &key(i), 0, 0, &json(i)).unwrap();
-    }
-    w.seal_active();
-    assert!(matches!(s.codec().unwrap().train_now(), Ok(true)));
+    let (s, mut w) = filled(n);
     let stop = Arc::new(AtomicBool::new(false));
     let writer = {
         let (s, stop) = (s.clone(), stop.clone());
@@ -164,13 +171,8 @@ fn a_write_racing_the_pass_wins() {
 /// and it goes on once the cut ends.
 #[test]
 fn a_cut_made_while_the_pass_runs_holds_each_key_once() {
-    let (s, mut w) = zstore();
     let n = 3000u64;
-    for i in 0..n {
-        w.set(SetOp::Set, &key(i), 0, 0, &json(i)).unwrap();
-    }
-    w.seal_active();
-    assert!(matches!(s.codec().unwrap().train_now(), Ok(true)));
+    let (s, mut w) = filled(n);
     let mut rz = crate::rezip::Rezip::now(&s).unwrap();
     let mut active = crate::segments::Active::new(&s, Arc::new(crate::store::Counters::default()), true);
     assert!(s.rezip(&mut rz, &mut active), "one round leaves more to do");
