@@ -6,7 +6,10 @@ key space larger than -m, so the cleaner, eviction and the flash tier run)
 while a snapshot is taken every --snapshot-every seconds and the LRU crawler
 runs every --crawl-every seconds. A probe connection, in a process of its
 own, sends one `get` every 10 ms and times each reply. Prints the probe's
-p50/p99/p99.9/max and the snapshots taken; --out writes the same as Markdown.
+p50/p99/p99.9/max, the snapshots taken, and how often a write waited for
+memory: on its worker's thread (`strata_reclaim_waited`, every connection
+of that worker waits too) or off it (`strata_memory_waits`); --out writes
+the same as Markdown.
 
     .venv/bin/python bench/soak.py --strata-bin target/release/strata --secs 120
 """
@@ -133,11 +136,14 @@ def main():
         row = (
             f"| {a.secs:.0f} s | {len(ms)} | {pct(ms, 0.5):.2f} | {pct(ms, 0.99):.2f} | {pct(ms, 0.999):.2f} | "
             f"{max(ms):.1f} | {snaps} ({st.get('snapshot_last_result', '?')}) | {crawls} | "
-            f"{st.get('evictions', '?')} | {st.get('extstore_objects_written', st.get('flash_items_written', '?'))} |"
+            f"{st.get('evictions', '?')} | {st.get('extstore_objects_written', st.get('flash_items_written', '?'))} | "
+            f"{st.get('cmd_set', '?')} | {st.get('strata_reclaim_waited', '?')} | "
+            f"{st.get('strata_memory_waits', '-')} | {st.get('strata_reclaim_inline', '?')} |"
         )
         head = (
-            "| length | probes | p50 ms | p99 ms | p99.9 ms | max ms | snapshots (last) | crawls | evictions | flash writes |\n"
-            "|---|---:|---:|---:|---:|---:|---|---:|---:|---:|"
+            "| length | probes | p50 ms | p99 ms | p99.9 ms | max ms | snapshots (last) | crawls | evictions | flash writes "
+            "| sets | waits on the worker | waits off it | reclaimed inline |\n"
+            "|---|---:|---:|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|"
         )
         print(head + "\n" + row)
         if a.out:

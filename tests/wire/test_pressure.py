@@ -96,3 +96,36 @@ def test_the_background_reclaimer_frees_segments_ahead_and_can_be_turned_off(mak
         assert int(st["strata_reclaim_background"]) == 0
         assert int(st["strata_reclaim_waited"]) == 0
     c.close()
+
+
+@pytest.mark.strata_only
+def test_writes_that_wait_for_memory_are_stored_and_their_worker_serves_the_others(make_server):
+    """A set that finds no segment free while the reclaimer works waits off
+    the event loop (`strata_memory_waits`) and runs again: every reply still
+    arrives, in order and exact, the values read back, and a second
+    connection of the same (single) worker is answered throughout. The
+    reclaimer sleeps 20 ms before each round (a test hook), so the writer
+    outruns it at once."""
+    srv = make_server(["-m", "8", "-t", "1", "--debug-reclaim-delay", "20"])
+    w = srv.connect(timeout=READ_TIMEOUT)
+    probe = srv.connect(timeout=READ_TIMEOUT)
+    probe.send(set_cmd("probe", b"ok"))
+    assert probe.read_line() == b"STORED\r\n"
+    batch, n = 1000, 0
+    # 4 MB a batch against 8 MB of memory: the third batch at the latest
+    # finds memory short.
+    for _ in range(4):
+        sets = b"".join(set_cmd("k%d" % i, value(i, 4000)) for i in range(n, n + batch))
+        w.send(sets)
+        probe.send(b"get probe\r\n")
+        assert read_n(probe, 26) == b"VALUE probe 0 2\r\nok\r\nEND\r\n"
+        assert read_n(w, 8 * batch) == b"STORED\r\n" * batch
+        n += batch
+    st = stats(probe)
+    assert int(st["strata_memory_waits"]) > 0, {k: v for k, v in st.items() if "reclaim" in k or "wait" in k}
+    # Memory went round: items evicted, or over the flash tier sent there.
+    assert int(st["evictions"]) + int(st.get("extstore_objects_written", 0)) > 0
+    for i in range(n - 200, n):
+        w.send(b"get k%d\r\n" % i)
+        want = b"VALUE k%d 0 4000\r\n%s\r\nEND\r\n" % (i, value(i, 4000))
+        assert read_n(w, len(want)) == want, f"k{i}"

@@ -106,6 +106,13 @@ impl Active {
         Ok((seg, 0))
     }
 
+    /// Whether an item of `len` bytes fits in one of the open segments
+    /// (as [`Active::reserve`] would put it there, without a new segment).
+    pub(crate) fn has_room(&self, st: &Store, len: usize) -> bool {
+        let len = st.aligned(len);
+        self.segs.iter().flatten().any(|&s| !st.is_flushed(s) && !st.frozen(s) && st.room(s) >= len)
+    }
+
     /// Seals the segment the last reservation left nearly full, if it is
     /// still open here with under an eighth of a segment's room (the item
     /// may have been given back, or a seal request taken it already).

@@ -53,7 +53,7 @@ fn finished(t: &mut Tier, sig: &Signal) -> Vec<Ticket> {
     loop {
         let idle = flash_stats(&t.store).io_queue == 0;
         // A read leaves the queue before it is handed over: look once more.
-        t.w.flash_completions(&mut out);
+        t.w.completions(&mut out);
         if idle {
             return out;
         }

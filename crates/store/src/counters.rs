@@ -38,6 +38,9 @@ pub(crate) struct Counters {
     pub reclaim_inline: AtomicU64,
     /// With the background reclaimer: allocations that waited for it.
     pub reclaim_waited: AtomicU64,
+    /// Writes that waited for a free segment off the event loop
+    /// (`memwait.rs`).
+    pub memory_waits: AtomicU64,
     /// The reclaimer's: segments it freed.
     pub reclaim_background: AtomicU64,
     pub segments_evicted: AtomicU64,

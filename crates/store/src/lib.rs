@@ -56,6 +56,7 @@ mod index;
 mod item;
 mod journal;
 mod journaling;
+mod memwait;
 mod read;
 mod reclaim;
 mod reclaimer;
@@ -113,6 +114,8 @@ mod cut_tests;
 mod image_tests;
 #[cfg(test)]
 mod memory_tests;
+#[cfg(test)]
+mod memwait_tests;
 #[cfg(test)]
 mod model_tests;
 #[cfg(test)]

@@ -1,6 +1,7 @@
 //! What the writers and the background reclaimer (`reclaimer.rs`) share:
 //! its wake-up, the copy-forward credit writers hand it, the victims being
-//! cleared, and its copy targets (which a snapshot has sealed).
+//! cleared, its copy targets (which a snapshot has sealed), and the
+//! workers whose writes wait for it.
 
 use std::sync::atomic::{AtomicBool, AtomicUsize};
 
@@ -30,4 +31,18 @@ pub(crate) struct Shared {
     /// have them sealed (`Store::seal_reclaimer`) as it has the workers'.
     /// Taken once per round, by nobody on a request's path.
     pub(crate) active: Mutex<Option<Active>>,
+    /// Workers with a write waiting for a segment off their event loop
+    /// (`memwait.rs`), woken when one is freed or the reclaimer gives up.
+    pub(crate) waiting: Mutex<Vec<std::sync::Arc<MemoryWait>>>,
+}
+
+/// One worker's place on the list of writers waiting for memory.
+pub(crate) struct MemoryWait {
+    /// Wakes the worker's event loop (called from another thread).
+    pub(crate) wake: Box<dyn Fn() + Send + Sync>,
+    /// On `Shared::waiting` now: listed once however many of its
+    /// connections wait.
+    pub(crate) listed: AtomicBool,
+    /// Woken since the worker last collected its completions.
+    pub(crate) freed: AtomicBool,
 }

@@ -9,7 +9,8 @@
 //! more than that is free, writers still clean early themselves when they
 //! need a segment (cheaper there: `Store::alloc_segment`); once memory is
 //! tight every step is the reclaimer's. A writer that finds nothing
-//! free wakes it and waits while it works (up to `WAIT_FOR_RECLAIMER`);
+//! free wakes it and waits while it works (on the server a first attempt
+//! waits off its event loop, `memwait.rs`; else up to `WAIT_FOR_RECLAIMER`);
 //! only if it is stuck or slower than that does the writer reclaim itself
 //! as before, counted in `strata_reclaim_inline`. A writer whose take
 //! leaves fewer than ``Store::reclaim_ahead`` free wakes it too. Nothing else changes: which victim, what is
@@ -125,8 +126,11 @@ impl Store {
     pub(crate) fn cleared(&self, freed: bool) {
         self.reclaim_state().clearing.fetch_sub(1, Relaxed);
         if freed {
-            let _g = self.reclaim_state().freed_lock.lock();
-            self.reclaim_state().freed_cv.notify_all();
+            {
+                let _g = self.reclaim_state().freed_lock.lock();
+                self.reclaim_state().freed_cv.notify_all();
+            }
+            self.memory_freed();
         }
     }
 
@@ -142,6 +146,7 @@ impl Store {
         self.reclaim_state().stop.store(true, Relaxed);
         self.kick_reclaimer();
         self.reclaim_state().freed_cv.notify_all();
+        self.memory_freed();
     }
 }
 
@@ -172,6 +177,10 @@ impl Reclaimer {
     /// stored before the current dictionary stored again (`rezip.rs`).
     /// True if it may have more to do.
     pub fn round(&mut self) -> bool {
+        #[cfg(feature = "test-hooks")]
+        if !self.store.config().reclaim_delay.is_zero() {
+            std::thread::sleep(self.store.config().reclaim_delay);
+        }
         let more = self.free_round();
         let st = &*self.store;
         let Some(rz) = self.rezip.as_mut() else { return more };
@@ -215,12 +224,16 @@ impl Reclaimer {
             if !freed {
                 st.reclaim_state().stuck.store(st.spare_ahead() == 0, Relaxed);
                 st.reclaim_state().freed_cv.notify_all();
+                // Writes waiting off their event loop run again: they take
+                // what is free or reclaim themselves (`memwait.rs`).
+                st.memory_freed();
                 return aging;
             }
             st.reclaim_state().stuck.store(false, Relaxed);
             bump(&active.counters.reclaim_background);
             st.reclaim_state().freed_cv.notify_all();
         }
+        st.memory_freed();
         true
     }
 }

@@ -42,9 +42,10 @@ impl From<StoreError> for Stop {
 }
 
 /// What an operation that may need a value from flash came to: done, or
-/// waiting for a read the I/O threads are doing (memcached's `io_pending`).
-/// Waiting changed nothing and counted nothing: the caller runs the same
-/// operation again once [`Worker::flash_completions`](crate::Worker::flash_completions)
+/// waiting for a read the I/O threads are doing (memcached's `io_pending`),
+/// or, a write, for a free segment ([`Ticket::MEMORY`], `memwait.rs`).
+/// Waiting changed nothing and counted nothing (but the wait): the caller runs the same
+/// operation again once [`Worker::completions`](crate::Worker::completions)
 /// hands the ticket back, passing [`Reading::Resumed`] with it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[must_use]
@@ -172,6 +173,10 @@ pub struct Config {
     /// `-f` and `-n`: the size bands items are counted in for `stats
     /// items` and `stats slabs` (`bands.rs`).
     pub size_classes: SizeClasses,
+    /// A test setting (`--debug-reclaim-delay`): the background reclaimer
+    /// sleeps this long before each round, as one that falls behind the
+    /// writers. Honoured only with the `test-hooks` feature.
+    pub reclaim_delay: std::time::Duration,
 }
 
 /// [`FlashTier::item_age`] off (memcached's default, `UINT_MAX`).
@@ -266,6 +271,7 @@ impl Default for Config {
             compression: None,
             flash: None,
             size_classes: SizeClasses::default(),
+            reclaim_delay: std::time::Duration::ZERO,
         }
     }
 }
@@ -491,6 +497,9 @@ pub struct StoreStats {
     /// With the background reclaimer: allocations that found none free
     /// and waited for it to free one.
     pub reclaim_waited: u64,
+    /// Writes that waited for a free segment with their worker serving
+    /// its other connections meanwhile.
+    pub memory_waits: u64,
     /// Segments the background reclaimer freed.
     pub reclaim_background: u64,
     pub segments_evicted: u64,

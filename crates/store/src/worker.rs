@@ -34,6 +34,11 @@ pub struct Worker {
     pub(crate) flash_reads: u32,
     /// With asynchronous flash reads on ([`Worker::enable_async_flash`]).
     pub(crate) reads: Option<crate::aio::Reads>,
+    /// With writes that wait for memory off the event loop
+    /// ([`Worker::enable_memory_waits`], `memwait.rs`).
+    pub(crate) memory: Option<std::sync::Arc<crate::reclaim::MemoryWait>>,
+    /// Waits for memory in a row by writes run again (`memwait.rs`).
+    pub(crate) memory_rewaits: u32,
 }
 
 impl Store {
@@ -54,6 +59,8 @@ impl Store {
             flash_candidates: Vec::new(),
             flash_reads: 0,
             reads: None,
+            memory: None,
+            memory_rewaits: 0,
         }
     }
 }

@@ -58,10 +58,13 @@ impl Worker {
     }
 
     /// A storage request with the meta protocol's options; it waits for a
-    /// read from flash (add/replace/cas/append on a key there) as `reading`
-    /// allows.
+    /// read from flash (add/replace/cas/append on a key there), or for a
+    /// free segment (`memwait.rs`), as `reading` allows.
     pub fn set_with(&mut self, w: &Write<'_>, reading: Reading) -> Result<Flow<Stored>, StoreError> {
         self.store.check_journal()?;
+        if self.must_wait_for_memory(w, reading) {
+            return Ok(Flow::Wait(crate::Ticket::MEMORY));
+        }
         let r = self.with_flash(w.key, reading, |wk| wk.set_once(w).map(Flow::Ready));
         #[cfg(feature = "test-hooks")]
         if matches!(r, Ok(Flow::Ready(Stored { outcome: StoreOutcome::Stored, .. }))) {

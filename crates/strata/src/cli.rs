@@ -297,6 +297,8 @@ impl Args {
             size_classes: strata_store::SizeClasses { growth_factor: self.growth_factor, min_size: self.slab_min_size },
             ..StoreConfig::default()
         };
+        #[cfg(feature = "test-hooks")]
+        let store = StoreConfig { reclaim_delay: self.hooks.reclaim_delay(), ..store };
         let (protocol, sasl, auth_file) = self.protocol_and_auth()?;
         // memcached takes the first byte of -D's argument.
         let prefix_delimiter = match self.prefix_delimiter.as_deref().map(str::as_bytes) {

@@ -1,7 +1,7 @@
 //! The test hooks' hidden flags: `--enable-debug-clock` (the commands
 //! `debug_advance_clock` and `debug_panic`) and `--debug-flash-writes`,
 //! `--debug-flash-read-delay`, `--debug-flash-async` (the flash tier's
-//! test settings). This module exists only with the `test-hooks` feature,
+//! test settings), `--debug-reclaim-delay` (a reclaimer that falls behind). This module exists only with the `test-hooks` feature,
 //! in the binary the test suites run (`make test-bin`:
 //! target/release/strata-test); a production build has neither the flags
 //! (clap calls them unknown) nor what they turn on (docs/design.md, "Test
@@ -28,9 +28,18 @@ pub struct TestHooks {
     /// if no record were in the page cache (implied by the read delay)
     #[arg(long = "debug-flash-async", hide = true)]
     debug_flash_async: bool,
+    /// The background reclaimer sleeps this many milliseconds before each
+    /// round, so that writers find memory short (tests of their waits)
+    #[arg(long = "debug-reclaim-delay", hide = true, value_name = "MS")]
+    debug_reclaim_delay: Option<u64>,
 }
 
 impl TestHooks {
+    /// The reclaimer's delay before each round (none unless asked).
+    pub fn reclaim_delay(&self) -> std::time::Duration {
+        std::time::Duration::from_millis(self.debug_reclaim_delay.unwrap_or(0).min(60_000))
+    }
+
     /// The flash tier's configuration with the flash flags applied; each
     /// needs a flash tier (`-o ext_path`).
     pub fn flash(&self, mut flash: Option<FlashTier>) -> Result<Option<FlashTier>, String> {

@@ -131,9 +131,7 @@ pub(crate) fn run(
     rx: mpsc::Receiver<NewConn>,
 ) {
     let mut store = shared.store.worker();
-    let w = wake.clone();
-    let async_reads = store.enable_async_flash(Box::new(move || w.wake()));
-    let mut sched = Sched::new(shared.clone(), stats.clone(), wake.clone(), async_reads);
+    let mut sched = Sched::new(shared.clone(), stats.clone(), wake.clone(), &mut store);
     let mut table = Table { shared: &shared, poll, slots: Vec::new(), free: Vec::new() };
     let mut events = Events::with_capacity(1024);
 

@@ -2,7 +2,7 @@
 //! worker's connections to serve each turn, and what follows from serving
 //! them. It holds the turn's ready list and the connections with work left
 //! ("again"), the connections whose replies wait for the durability log
-//! (held), those parked for reads from flash, the watching ones, and the
+//! (held), those parked for reads from flash or for memory, the watching ones, and the
 //! idle sweep's clock; it decides whom to release, unpark, wake for watch
 //! lines, kick as idle, and close as quiescent while the server drains.
 //! The loops keep only their I/O mechanics and reach each connection
@@ -76,8 +76,6 @@ pub(crate) struct Sched {
     stats: Arc<WorkerStats>,
     /// The worker's wake-up, which watchers write.
     wake: Arc<Wake>,
-    /// Reads from flash finish asynchronously on this worker.
-    async_reads: bool,
     marks: Vec<Mark>,
     /// This turn's connections to serve.
     ready: Vec<usize>,
@@ -93,13 +91,23 @@ pub(crate) struct Sched {
 }
 
 impl Sched {
-    pub fn new(shared: Arc<Shared>, stats: Arc<WorkerStats>, wake: Arc<Wake>, async_reads: bool) -> Sched {
+    /// The scheduler of the worker that owns `store`, whose reads from
+    /// flash and writes waiting for memory end by waking `wake`.
+    pub fn new(
+        shared: Arc<Shared>,
+        stats: Arc<WorkerStats>,
+        wake: Arc<Wake>,
+        store: &mut strata_store::Worker,
+    ) -> Sched {
+        let w = wake.clone();
+        store.enable_async_flash(Box::new(move || w.wake()));
+        let w = wake.clone();
+        store.enable_memory_waits(Box::new(move || w.wake()));
         let last_sweep = shared.store.clock().now();
         Sched {
             shared,
             stats,
             wake,
-            async_reads,
             marks: Vec::new(),
             ready: Vec::new(),
             again: Vec::new(),
@@ -160,21 +168,20 @@ impl Sched {
 
     /// After the loop's I/O: closes the idle connections (`-o
     /// idle_timeout`, once a second), then serves those whose flash reads
-    /// are done and the watchers with lines waiting.
+    /// are done or whose writes may take memory now, and the watchers with
+    /// lines waiting.
     pub fn sweep(&mut self, store: &mut strata_store::Worker, slots: &mut impl Slots) {
         self.close_idle(slots);
         // After the loop took the wake-up (epoll drained the counter; the
         // ring's read of it completed): a read that finished since wrote
         // it again, so the next wait returns for it.
-        if self.async_reads {
-            let mut parked = std::mem::take(&mut self.parked);
-            parked.finished(store, |i, key| {
-                if slots.conn(i).is_some_and(|c| c.unpark(key)) {
-                    self.mark(i);
-                }
-            });
-            self.parked = parked;
-        }
+        let mut parked = std::mem::take(&mut self.parked);
+        parked.finished(store, |i, key| {
+            if slots.conn(i).is_some_and(|c| c.unpark(key)) {
+                self.mark(i);
+            }
+        });
+        self.parked = parked;
         let mut watching = std::mem::take(&mut self.watching);
         watching.due(|i| {
             if slots.conn(i).is_some() {
@@ -287,7 +294,8 @@ fn queue(marks: &mut Vec<Mark>, list: &mut Vec<usize>, i: usize) {
 }
 
 /// Connections parked for reads from flash (`conn/`), by the read they
-/// wait for.
+/// wait for, and those whose writes wait for memory (by
+/// [`Ticket::MEMORY`]).
 #[derive(Default)]
 struct Parked {
     by_read: std::collections::HashMap<Ticket, Vec<usize>>,
@@ -305,7 +313,7 @@ impl Parked {
     /// `Conn::unpark` checks that it waits for that read.
     fn finished(&mut self, store: &mut strata_store::Worker, wake: impl FnMut(usize, Ticket)) {
         self.done.clear();
-        store.flash_completions(&mut self.done);
+        store.completions(&mut self.done);
         let done = std::mem::take(&mut self.done);
         self.wake_for(&done, wake);
         self.done = done;

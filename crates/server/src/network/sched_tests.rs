@@ -61,8 +61,8 @@ impl Slots for Table {
     }
 }
 
-fn sched(f: &Fixture) -> Sched {
-    Sched::new(f.shared.clone(), f.stats.clone(), Arc::new(Wake::new().unwrap()), false)
+fn sched(f: &mut Fixture) -> Sched {
+    Sched::new(f.shared.clone(), f.stats.clone(), Arc::new(Wake::new().unwrap()), &mut f.store)
 }
 
 fn more() -> Effects {
@@ -73,7 +73,7 @@ fn more() -> Effects {
 fn work_left_comes_first_and_each_connection_once_a_turn() {
     let mut f = Fixture::new(ServerConfig::default());
     let mut t = Table::new(&f, 3);
-    let mut s = sched(&f);
+    let mut s = sched(&mut f);
     for i in 0..3 {
         s.adopt(i);
     }
@@ -97,7 +97,7 @@ fn work_left_comes_first_and_each_connection_once_a_turn() {
 fn a_slot_taken_by_a_new_connection_while_listed_is_served_once() {
     let mut f = Fixture::new(ServerConfig::default());
     let mut t = Table::new(&f, 1);
-    let mut s = sched(&f);
+    let mut s = sched(&mut f);
     s.adopt(0);
     let ready = s.take_ready();
     s.served(0, more());
@@ -113,7 +113,7 @@ fn a_slot_taken_by_a_new_connection_while_listed_is_served_once() {
 fn a_new_watcher_with_lines_waiting_is_served_again_and_whenever_lines_wait() {
     let mut f = Fixture::new(ServerConfig::default());
     let mut t = Table::new(&f, 2);
-    let mut s = sched(&f);
+    let mut s = sched(&mut f);
     let w = f.shared.watchers.add(crate::observability::watch::FETCHERS).unwrap();
     f.shared.watchers.log(crate::observability::watch::FETCHERS, format_args!("type=item_get key=a"));
     s.adopt(0);
@@ -147,7 +147,7 @@ fn the_idle_sweep_closes_idle_connections_once_a_second() {
     let mut f = Fixture::new(ServerConfig { idle_timeout: 5, ..ServerConfig::default() });
     let mut t = Table::new(&f, 3);
     t.closing[2] = true;
-    let mut s = sched(&f);
+    let mut s = sched(&mut f);
     let clock = f.shared.store.clock().clone();
     clock.advance(3);
     t.conns[1] = Some(conn(&f));
@@ -174,7 +174,7 @@ fn the_idle_sweep_closes_idle_connections_once_a_second() {
 fn no_idle_sweep_without_a_timeout() {
     let mut f = Fixture::new(ServerConfig::default());
     let mut t = Table::new(&f, 1);
-    let mut s = sched(&f);
+    let mut s = sched(&mut f);
     f.shared.store.clock().advance(1_000_000);
     s.sweep(&mut f.store, &mut t);
     assert!(t.closed.is_empty());
@@ -182,9 +182,9 @@ fn no_idle_sweep_without_a_timeout() {
 
 #[test]
 fn a_drain_closes_the_connections_with_nothing_under_way() {
-    let f = Fixture::new(ServerConfig::default());
+    let mut f = Fixture::new(ServerConfig::default());
     let mut t = Table::new(&f, 4);
-    let mut s = sched(&f);
+    let mut s = sched(&mut f);
     if let Some(c) = t.conns[1].as_mut() {
         c.receive(&mut Received::Bytes(b"get a"));
     }
@@ -218,8 +218,8 @@ fn a_finished_read_wakes_every_connection_parked_for_it_once() {
 
 #[test]
 fn a_parked_connection_is_listed_by_its_read() {
-    let f = Fixture::new(ServerConfig::default());
-    let mut s = sched(&f);
+    let mut f = Fixture::new(ServerConfig::default());
+    let mut s = sched(&mut f);
     s.adopt(3);
     let ready = s.take_ready();
     s.served(3, Effects { park: Some(Ticket::unbacked(42)), ..Effects::default() });

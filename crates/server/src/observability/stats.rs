@@ -207,6 +207,11 @@ fn strata_memory(s: &mut Snapshot, shared: &Shared, st: &strata_store::StoreStat
         "Segment allocations that found none free and waited for the background reclaimer.",
         st.reclaim_waited,
     );
+    s.counter(
+        "strata_memory_waits",
+        "Writes that waited for the background reclaimer to free a segment while their worker served its other connections.",
+        st.memory_waits,
+    );
     s.counter("strata_reclaim_background", "Segments the background reclaimer freed.", st.reclaim_background);
     s.gauge(
         "strata_reply_bytes_charged",

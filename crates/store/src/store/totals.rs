@@ -90,6 +90,7 @@ impl Store {
             s.alloc_waited += c.alloc_waited.load(Relaxed);
             s.reclaim_inline += c.reclaim_inline.load(Relaxed);
             s.reclaim_waited += c.reclaim_waited.load(Relaxed);
+            s.memory_waits += c.memory_waits.load(Relaxed);
             s.reclaim_background += c.reclaim_background.load(Relaxed);
             s.segments_evicted += c.segments_evicted.load(Relaxed);
             s.segments_reclaimed += c.segments_reclaimed.load(Relaxed);
@@ -142,6 +143,7 @@ impl Store {
                 &c.alloc_waited,
                 &c.reclaim_inline,
                 &c.reclaim_waited,
+                &c.memory_waits,
                 &c.reclaim_background,
                 &c.bytes_stored,
                 &c.bytes_copied,

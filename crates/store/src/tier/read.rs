@@ -374,12 +374,14 @@ impl Worker {
         true
     }
 
-    /// Takes the reads finished since the last call; the tickets they
-    /// were for into `out` (operations waiting for them can run again).
-    pub fn flash_completions(&mut self, out: &mut Vec<Ticket>) {
+    /// Takes the reads finished since the last call, and a wait for
+    /// memory that ended ([`Ticket::MEMORY`]); the tickets they were for
+    /// into `out` (operations waiting for them can run again).
+    pub fn completions(&mut self, out: &mut Vec<Ticket>) {
         if let Some(r) = self.reads.as_mut() {
             r.completions(out);
         }
+        self.memory_completions(out);
     }
 
     /// Asks for the flash records of those `keys` that are only on flash,

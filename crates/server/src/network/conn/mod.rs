@@ -13,7 +13,7 @@
 //!    │ │ │ └─ incomplete ──────────► Waiting { need }  (more input makes it Ready)
 //!    │ │ └─── refused, data follows ► Swallowing { left } ─ left = 0 ─► Ready
 //!    │ └───── multi-get over the reply limit ► Resuming { at } ─ replies drain ─► Ready
-//!    │        (Outcome::Wait ► Parked { at, ticket } ─ read done ─► Woken { at, ticket } ─ runs ─► Ready)
+//!    │        (Outcome::Wait ► Parked { at, ticket } ─ read done / memory freed ─► Woken { at, ticket } ─ runs ─► Ready)
 //!    └─────── quit, fatal binary request ► Closing (only its replies are left)
 //! ```
 //!

@@ -215,9 +215,7 @@ pub(crate) fn run(
         }
     };
     let mut store = shared.store.worker();
-    let w = wake.clone();
-    let async_reads = store.enable_async_flash(Box::new(move || w.wake()));
-    let mut sched = Sched::new(shared.clone(), stats.clone(), wake.clone(), async_reads);
+    let mut sched = Sched::new(shared.clone(), stats.clone(), wake.clone(), &mut store);
     let mut lp = Loop {
         shared: &shared,
         ring,

@@ -1,0 +1,159 @@
+//! Writes that wait for memory off the event loop (`memwait.rs`): a write
+//! that needs a segment while none is free waits with
+//! [`Ticket::MEMORY`] having changed nothing, its worker is woken once
+//! when the reclaimer frees one, and a write run again waits again only a
+//! bounded number of times in a row.
+//! The reclaimer's thread is not run: its rounds are called here.
+
+use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
+use std::sync::Arc;
+
+use crate::*;
+
+const SEG: usize = 64 << 10;
+
+/// A store of `n` segments of 64 KiB with its reclaimer (not running) and
+/// a worker whose writes wait for memory; the count of its wake-ups.
+fn store(n: usize) -> (Arc<Store>, Reclaimer, Worker, Arc<AtomicUsize>) {
+    let (s, mut w) = crate::tests::store_of(Config {
+        memory_limit: n * SEG,
+        segment_size: SEG,
+        item_size_max: 16 << 10,
+        hash_power: 10,
+        ..Config::default()
+    });
+    let r = s.reclaimer();
+    let woken = Arc::new(AtomicUsize::new(0));
+    let count = woken.clone();
+    w.enable_memory_waits(Box::new(move || {
+        count.fetch_add(1, Relaxed);
+    }));
+    (s, r, w, woken)
+}
+
+fn write<'a>(key: &'a [u8], value: &'a [u8]) -> Write<'a> {
+    Write::new(SetOp::Set, key, 0, 0, value)
+}
+
+/// Sets new keys from `*next` on until one waits for memory; its number.
+/// Every write before it is stored. At most `bound` writes.
+fn fill_until_wait(w: &mut Worker, next: &mut usize, value: &[u8], bound: usize) -> usize {
+    for _ in 0..bound {
+        let i = *next;
+        *next += 1;
+        let key = format!("k{i}");
+        match w.set_with(&write(key.as_bytes(), value), Reading::MayWait) {
+            Ok(Flow::Ready(s)) => assert_eq!(s.outcome, StoreOutcome::Stored, "{key}"),
+            Ok(Flow::Wait(t)) => {
+                assert_eq!(t, Ticket::MEMORY, "{key} waits for memory, not for flash");
+                return i;
+            }
+            Err(e) => panic!("{key}: {e}"),
+        }
+    }
+    panic!("{bound} writes and none waited for memory");
+}
+
+fn completions(w: &mut Worker) -> Vec<Ticket> {
+    let mut out = Vec::new();
+    w.completions(&mut out);
+    out
+}
+
+#[test]
+#[cfg_attr(miri, ignore = "waits for the reclaimer on a clock (20 ms): too slow under Miri")]
+fn a_write_waits_for_memory_changing_nothing_and_runs_again() {
+    let (s, mut r, mut w, woken) = store(16);
+    let value = vec![b'v'; 4000];
+    let mut next = 0;
+    // The fill stops at the first write that needs a segment once none is
+    // free: well before twice the memory.
+    let k = fill_until_wait(&mut w, &mut next, &value, 2 * 16 * SEG / 4000);
+    let key = format!("k{k}");
+    assert!(k > 16 * SEG / 4000 / 2, "waited only after memory filled: {k}");
+    assert_eq!(w.get(key.as_bytes(), |_| ()), None, "waiting stored nothing");
+    assert_eq!(s.stats().memory_waits, 1);
+    assert_eq!(s.stats().reclaim_waited + s.stats().reclaim_inline, 0, "no write waited on its thread");
+    assert_eq!(woken.load(Relaxed), 0, "nothing was freed");
+    assert_eq!(completions(&mut w), [], "no wait ended");
+
+    // A round of the reclaimer wakes the worker, once, and the write run
+    // again takes a segment it freed.
+    assert!(r.round() || s.stats().reclaim_background > 0);
+    assert!(s.stats().reclaim_background > 0);
+    assert_eq!(woken.load(Relaxed), 1, "woken once however many segments were freed");
+    assert_eq!(completions(&mut w), [Ticket::MEMORY]);
+    assert_eq!(completions(&mut w), [], "handed back once");
+    let done = w.set_with(&write(key.as_bytes(), &value), Reading::Resumed(Ticket::MEMORY));
+    assert!(matches!(done, Ok(Flow::Ready(Stored { outcome: StoreOutcome::Stored, .. }))), "{done:?}");
+    assert!(w.get(key.as_bytes(), |_| ()).is_some());
+    assert_eq!(s.stats().reclaim_waited + s.stats().reclaim_inline, 0, "{:?}", s.stats());
+
+    // Run again with nothing freed meanwhile, a write waits again, up to
+    // MAX_REWAITS times in a row; then it takes memory as a write without
+    // the waits does: it reclaims itself once the reclaimer's wait runs out.
+    let k = fill_until_wait(&mut w, &mut next, &value, 16 * SEG / 4000);
+    assert_eq!(s.stats().memory_waits, 2);
+    let key = format!("k{k}");
+    for n in 1..=crate::memwait::MAX_REWAITS {
+        let again = w.set_with(&write(key.as_bytes(), &value), Reading::Resumed(Ticket::MEMORY));
+        assert_eq!(again, Ok(Flow::Wait(Ticket::MEMORY)), "wait {n} again");
+    }
+    assert_eq!(s.stats().memory_waits, 2 + u64::from(crate::memwait::MAX_REWAITS));
+    assert_eq!(w.get(key.as_bytes(), |_| ()), None);
+    let last = w.set_with(&write(key.as_bytes(), &value), Reading::Resumed(Ticket::MEMORY));
+    assert!(matches!(last, Ok(Flow::Ready(Stored { outcome: StoreOutcome::Stored, .. }))), "{last:?}");
+    assert!(w.get(key.as_bytes(), |_| ()).is_some());
+    assert_eq!(s.stats().reclaim_inline, 1, "{:?}", s.stats());
+    assert_eq!(s.stats().memory_waits, 2 + u64::from(crate::memwait::MAX_REWAITS));
+    // And the count starts again: the next write short of memory waits.
+    fill_until_wait(&mut w, &mut next, &value, 16 * SEG / 4000);
+    s.stop_reclaimer();
+}
+
+/// Only a write whose size is known waits: an append, a write run again
+/// after a flash read, and a worker without the waits take memory as before; a segment any of them frees wakes the
+/// waiting worker.
+#[test]
+#[cfg_attr(miri, ignore = "waits for the reclaimer on a clock (20 ms): too slow under Miri")]
+fn appends_resumed_writes_and_plain_workers_do_not_wait() {
+    let (s, _r, mut w, woken) = store(16);
+    let value = vec![b'v'; 4000];
+    let mut next = 0;
+    let k = fill_until_wait(&mut w, &mut next, &value, 2 * 16 * SEG / 4000);
+    let app = Write::new(SetOp::Append, b"k0", 0, 0, b"more");
+    let r = w.set_with(&app, Reading::MayWait);
+    assert!(matches!(r, Ok(Flow::Ready(_))), "an append allocates as before: {r:?}");
+    let key = format!("k{k}");
+    let r = w.set_with(&write(key.as_bytes(), &value), Reading::Resumed(Ticket::unbacked(7)));
+    assert!(matches!(r, Ok(Flow::Ready(_))), "resumed after a flash read: {r:?}");
+    let mut plain = s.worker();
+    for i in 0..16 * SEG / 4000 {
+        let key = format!("p{i}");
+        let r = plain.set_with(&write(key.as_bytes(), &value), Reading::MayWait);
+        assert!(matches!(r, Ok(Flow::Ready(_))), "{key}: {r:?}");
+    }
+    assert_eq!(s.stats().memory_waits, 1);
+    assert!(s.stats().reclaim_inline > 0, "{:?}", s.stats());
+    assert_eq!(woken.load(Relaxed), 1, "woken once, by what the others freed");
+    assert_eq!(completions(&mut w), [Ticket::MEMORY]);
+    s.stop_reclaimer();
+}
+
+/// A stop wakes a waiting worker (its writes run again and find memory
+/// themselves), and after it no write waits.
+#[test]
+fn a_stopped_reclaimer_wakes_the_waiting_and_is_not_waited_for() {
+    let (s, _r, mut w, woken) = store(16);
+    let value = vec![b'v'; 4000];
+    let mut next = 0;
+    fill_until_wait(&mut w, &mut next, &value, 2 * 16 * SEG / 4000);
+    s.stop_reclaimer();
+    assert_eq!(woken.load(Relaxed), 1);
+    for i in 0..16 * SEG / 4000 {
+        let key = format!("after{i}");
+        let r = w.set_with(&write(key.as_bytes(), &value), Reading::MayWait);
+        assert!(matches!(r, Ok(Flow::Ready(_))), "{key}: {r:?}");
+    }
+    assert_eq!(s.stats().memory_waits, 1);
+}
