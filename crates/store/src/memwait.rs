@@ -57,8 +57,8 @@ impl Worker {
     }
 
     /// Whether `w`, run with `reading`, is to wait for memory (and this
-    /// worker is listed to be woken): it needs a fresh segment, none is
-    /// free beyond the cleaner's reserve, and the reclaimer is freeing
+    /// worker is listed to be woken): it needs a fresh segment, a writer
+    /// may take none now (`Store::pop_free`), and the reclaimer is freeing
     /// one (see the module doc for which writes may).
     pub(crate) fn must_wait_for_memory(&mut self, w: &Write<'_>, reading: Reading) -> bool {
         let again = match reading {
@@ -94,7 +94,7 @@ impl Worker {
         let f = Fields { flags: w.flags, expiry: w.expiry, cas: w.new_cas, state: 0, compressed: false };
         if self.active.has_room(st, encoded_len(w.key.len(), w.value.len(), &f))
             || !st.reclaimer_working()
-            || st.spare_ahead() > 0
+            || st.free_for_writer()
         {
             return false;
         }
@@ -104,7 +104,7 @@ impl Worker {
         st.kick_reclaimer();
         // Listed before looking again: a segment freed before the list was
         // taken is seen here, one freed after it wakes this worker.
-        st.spare_ahead() == 0
+        !st.free_for_writer()
     }
 
     /// Hands back [`Ticket::MEMORY`] into `out` if this worker was woken

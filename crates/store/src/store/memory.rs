@@ -117,6 +117,16 @@ impl Store {
         segs.min(b.limit_segs.load(Relaxed)).max(2)
     }
 
+    /// Whether [`Store::pop_free`] would give a writer a segment now.
+    pub(crate) fn free_for_writer(&self) -> bool {
+        let b = self.budget();
+        if b.in_use.load(Relaxed) as usize + RESERVE_SEGMENTS >= self.segment_budget() as usize {
+            return false;
+        }
+        let limit = b.limit_segs.load(Relaxed);
+        b.free.lock().iter().any(|&s| s < limit)
+    }
+
     /// A free segment within the current limit and budget; free segments
     /// above the limit are parked. A `writer` leaves the cleaner's reserve
     /// (one segment per worker) alone.
