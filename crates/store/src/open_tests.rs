@@ -90,6 +90,36 @@ fn open_segments_stay_under_the_cap_and_none_is_lost() {
     assert!(s.stats().evictions > u64::from(n) / 2, "{:?}", s.stats());
 }
 
+/// Under a small budget a worker keeps one segment open, not two: all
+/// workers' open segments together stay about an eighth of the budget
+/// (two workers, sixteen segments: two open, where two each held a
+/// quarter of `-m 16` half written). Items of every TTL class share it.
+#[test]
+fn under_a_small_budget_a_worker_keeps_one_segment_open() {
+    let (s, mut a) = store_of(Config {
+        memory_limit: 16 * SEG,
+        segment_size: SEG,
+        item_size_max: SEG,
+        hash_power: 8,
+        ..Config::default()
+    });
+    let mut b = s.worker();
+    assert_eq!(s.open_cap(), 1, "two workers, sixteen segments");
+    let mut rng = 0x2545_f491_4f6c_dd1du64;
+    for i in 0..crate::testing::scaled(2000, 100) {
+        for (n, w) in [&mut a, &mut b].into_iter().enumerate() {
+            let r = crate::testing::xorshift(&mut rng);
+            let len = 100 + (r % (40 << 10)) as usize;
+            let ttl = [0, 60, 3600, 86_400][(r >> 32) as usize % 4];
+            let exp = if ttl == 0 { 0 } else { s.clock().expiry(ttl) };
+            let key = format!("w{n}k{i}");
+            assert_eq!(w.set(SetOp::Set, key.as_bytes(), 0, exp, &vec![b'v'; len]), Ok(StoreOutcome::Stored));
+            assert!(open(w).len() <= 1, "worker {n}: {:?} open", open(w));
+        }
+    }
+    assert!(s.stats().evictions > 0, "the budget was filled: {:?}", s.stats());
+}
+
 /// A value that says whose it is: its key, repeated.
 fn value_of(key: &[u8], len: usize) -> Vec<u8> {
     key.iter().copied().cycle().take(len).collect()
