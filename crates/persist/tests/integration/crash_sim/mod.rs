@@ -248,7 +248,9 @@ fn a_snapshot_restart_shows_the_state_at_its_cut() {
             c.after_crash >= 1_000 && c.snapshots >= 200 && c.snapshot_writes > 50 && c.clock_checked >= 500,
             "{c:?}"
         );
-        assert!(c.handed_off > 0, "no segment of a cut was handed off: {c:?}");
+        // Tens of schedules' worth, not one: the check of what a hand-off
+        // copies must not rest on a single event.
+        assert!(c.handed_off >= 500, "too few segments of a cut were handed off: {c:?}");
         assert!(c.loose_segments > 100, "too few loads went item by item: {c:?}");
     }
 }

@@ -396,7 +396,7 @@ impl Sim<'_> {
                 drop(p);
             }
             crashed = !clean || self.fs.is_dead();
-            self.killed = crashed && self.rng.chance(30);
+            self.killed = crashed && self.end_rng.chance(30);
             if self.killed {
                 // kill -9: the machine stays up, what was written stays.
                 self.counts.kills += 1;
