@@ -119,23 +119,29 @@ impl Store {
 
     /// Whether [`Store::pop_free`] would give a writer a segment now.
     pub(crate) fn free_for_writer(&self) -> bool {
-        let b = self.budget();
-        if b.in_use.load(Relaxed) as usize + RESERVE_SEGMENTS >= self.segment_budget() as usize {
+        if !self.within_budget(true) {
             return false;
         }
-        let limit = b.limit_segs.load(Relaxed);
-        b.free.lock().iter().any(|&s| s < limit)
+        let limit = self.budget().limit_segs.load(Relaxed);
+        self.budget().free.lock().iter().any(|&s| s < limit)
+    }
+
+    /// Whether one more segment may be taken into use: within the budget,
+    /// and for a `writer` beside the cleaner's reserve (one segment per
+    /// worker), which it leaves alone.
+    fn within_budget(&self, writer: bool) -> bool {
+        let held_back = if writer { RESERVE_SEGMENTS } else { 0 };
+        (self.budget().in_use.load(Relaxed) as usize + held_back) < self.segment_budget() as usize
     }
 
     /// A free segment within the current limit and budget; free segments
     /// above the limit are parked. A `writer` leaves the cleaner's reserve
-    /// (one segment per worker) alone.
+    /// alone (`Store::within_budget`).
     pub(crate) fn pop_free(&self, writer: bool) -> Option<u32> {
-        let held_back = if writer { RESERVE_SEGMENTS } else { 0 };
-        let b = self.budget();
-        if b.in_use.load(Relaxed) as usize + held_back >= self.segment_budget() as usize {
+        if !self.within_budget(writer) {
             return None;
         }
+        let b = self.budget();
         let limit = b.limit_segs.load(Relaxed);
         let mut free = b.free.lock();
         while let Some(s) = free.pop() {
