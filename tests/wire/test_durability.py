@@ -467,3 +467,38 @@ def test_a_full_disk_never_acknowledges_what_it_could_not_log(tmp_path):
         # Lazily: a server a failed assertion left running must not keep
         # the mount after the test (test_snapshot's small_tmpfs does the same).
         subprocess.run(["umount", "-l", str(small)])
+
+
+def test_writes_that_waited_for_memory_are_durable_once_acknowledged(tmp_path):
+    """Sets that wait for memory off the event loop (`strata_memory_waits`,
+    the reclaimer slowed by a test hook) are logged when they run again,
+    before their reply: after kill -9 every key holds its last
+    acknowledged value. Overwrites of 200 keys at -m 8: memory fills with
+    dead versions (which the cleaner takes back), so nothing live is
+    evicted and every key can be checked."""
+    keys = 200
+
+    def value(rnd, i):
+        return (b"%d-%d:" % (rnd, i)) * 400
+
+    srv = start(tmp_path, "always", "-m", "8", "--debug-reclaim-delay", "20")
+    c = srv.connect()
+    rounds = 0
+    for rnd in range(40):
+        c.send(b"".join(b"set k%d 0 0 %d\r\n%s\r\n" % (i, len(value(rnd, i)), value(rnd, i)) for i in range(keys)))
+        assert read_n(c, 8 * keys) == b"STORED\r\n" * keys
+        rounds = rnd + 1
+        if rounds >= 12 and int(stats(c)["strata_memory_waits"]) > 0:
+            break
+    st = stats(c)
+    assert int(st["strata_memory_waits"]) > 0, "no write waited for memory in %d rounds" % rounds
+    assert int(st["evictions"]) == 0
+    srv.stop(signal.SIGKILL)
+    srv = start(tmp_path, "always")
+    c = srv.connect()
+    for i in range(keys):
+        v = value(rounds - 1, i)
+        want = b"VALUE k%d 0 %d\r\n%s\r\nEND\r\n" % (i, len(v), v)
+        c.send(b"get k%d\r\n" % i)
+        assert read_n(c, len(want)) == want, f"k{i}"
+    srv.stop()
