@@ -25,6 +25,13 @@ pub(crate) const KEEP_OPEN_DIV: usize = 8;
 /// times memory the bound holds all the same.
 pub(crate) const COPY_CREDIT_SEGMENTS: usize = 2;
 
+/// A writer asks for its next segment once its open one is all but this
+/// share full (`Active::note_fill`).
+const WANT_AHEAD_DIV: usize = 4;
+
+/// Only writes of items under this share of a segment ask ahead.
+const PRE_ASK_ITEM_DIV: usize = 16;
+
 /// Eviction copies forward at most one byte per this many bytes written:
 /// write amplification from eviction stays at or under 1.2.
 pub(crate) const COPY_CREDIT_DIV: usize = 5;
@@ -46,6 +53,7 @@ impl Active {
             misses_pending: 0,
             seen: st.seals().now(),
             background,
+            wants: false,
             restoring: false,
         }
     }
@@ -100,10 +108,24 @@ impl Active {
                 st.bands().out_of_memory(class_len);
             }
         })?;
+        st.drop_want(self);
         self.open(st, class, seg);
         st.seg(seg).write_off.store(len as u32, Release);
         st.note_written(seg, 0, time);
+        self.note_fill(st, 0, len);
         Ok((seg, 0))
+    }
+
+    /// A write filled an open segment from `from` to `to` bytes: past
+    /// three quarters, a writer asks for its next segment ahead, where the
+    /// reclaimer keeps none free unasked (`Store::reclaim_ahead`).
+    fn note_fill(&mut self, st: &Store, from: usize, to: usize) {
+        let seg_size = st.arena().segment_size();
+        let mark = seg_size - seg_size / WANT_AHEAD_DIV;
+        let small = to - from < seg_size / PRE_ASK_ITEM_DIV;
+        if small && from < mark && to >= mark && !self.background && st.ahead_on_demand() {
+            st.want_segment(self);
+        }
     }
 
     /// Whether an item of `len` bytes fits in one of the open segments
@@ -144,6 +166,7 @@ impl Active {
         }
         m.write_off.store((w + len) as u32, Release);
         st.note_written(seg, w, time);
+        self.note_fill(st, w, w + len);
         Some(w)
     }
 

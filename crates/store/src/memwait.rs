@@ -101,7 +101,7 @@ impl Worker {
         if !m.listed.swap(true, AcqRel) {
             st.reclaim_state().waiting.lock().push(m.clone());
         }
-        st.kick_reclaimer();
+        st.want_segment(&mut self.active);
         // Listed before looking again: a segment freed before the list was
         // taken is seen here, one freed after it wakes this worker.
         !st.free_for_writer()

@@ -157,3 +157,73 @@ fn a_stopped_reclaimer_wakes_the_waiting_and_is_not_waited_for() {
     }
     assert_eq!(s.stats().memory_waits, 1);
 }
+
+/// Under a small budget the reclaimer keeps no segment free ahead unasked
+/// (one would be 2-6% of the memory, `Store::ahead_on_demand`): it frees
+/// one for a writer that waits, and one for a writer of small items whose
+/// segment is three quarters full, so that it does not wait; a writer of
+/// large items waits instead of asking ahead. Under a budget of 48
+/// segments or more it keeps two free, asked or not.
+#[test]
+#[cfg_attr(miri, ignore = "writes a few megabytes: too slow under Miri")]
+fn under_a_small_budget_the_reclaimer_frees_what_writers_ask_for() {
+    let (big, _r, _w, _) = store(64);
+    assert!(!big.ahead_on_demand());
+    assert_eq!(big.reclaim_ahead(), 2);
+    let (s, mut r, mut w, woken) = store(16);
+    assert!(s.ahead_on_demand());
+    let wanted = || s.reclaim_state().wanted.load(Relaxed);
+    let free = || s.stats().idle_free_bytes as usize / SEG;
+    let freed = || s.stats().reclaim_background;
+    // Values of 3,000 bytes (under a sixteenth of a segment): once memory
+    // is full, a write waits and asks; one round answers it.
+    let small = vec![b'v'; 3000];
+    let mut next = 0;
+    let k = fill_until_wait(&mut w, &mut next, &small, 2 * 16 * SEG / 3000);
+    assert_eq!(wanted(), 1, "the waiting write asked once");
+    assert!(r.round() || freed() > 0);
+    assert_eq!((freed(), free()), (1, 2), "one freed for it, beside the cleaner's reserve");
+    r.round();
+    assert_eq!(freed(), 1, "nothing more freed unasked");
+    assert_eq!(completions(&mut w), [Ticket::MEMORY]);
+    let key = format!("k{k}");
+    let done = w.set_with(&write(key.as_bytes(), &small), Reading::Resumed(Ticket::MEMORY));
+    assert!(matches!(done, Ok(Flow::Ready(_))), "{done:?}");
+    assert_eq!((wanted(), free()), (0, 1), "taken: the reserve alone is free");
+    r.round();
+    assert_eq!(freed(), 1, "nobody asked");
+    // The writer's new segment fills: at three quarters it asks ahead, a
+    // round frees one, and the write that needs it does not wait.
+    let mut i = 1;
+    while wanted() == 0 {
+        let key = format!("k{}", k + i);
+        let r = w.set_with(&write(key.as_bytes(), &small), Reading::MayWait);
+        assert!(matches!(r, Ok(Flow::Ready(_))), "{key}: {r:?}");
+        i += 1;
+        assert!(i * 3000 < SEG, "asked by the time the segment is full");
+    }
+    let open = w.active.segs.iter().flatten().copied().collect::<Vec<_>>();
+    let used = SEG - s.room(open[0]);
+    assert!(used >= SEG * 3 / 4 && used - used / i < SEG * 3 / 4, "asked at three quarters: {used} of {SEG}");
+    r.round();
+    assert_eq!((freed(), free()), (2, 2));
+    while w.active.segs.iter().flatten().eq(open.iter()) {
+        let key = format!("k{}", k + i);
+        let r = w.set_with(&write(key.as_bytes(), &small), Reading::MayWait);
+        assert!(matches!(r, Ok(Flow::Ready(_))), "the next segment was ready: {key}: {r:?}");
+        i += 1;
+    }
+    assert_eq!((wanted(), free(), s.stats().memory_waits), (0, 1, 1));
+    // Values of 12 KB: no asking ahead, the writer waits when it must.
+    let large = vec![b'l'; 12_000];
+    next = k + i;
+    let k = fill_until_wait(&mut w, &mut next, &large, 2 * 16 * SEG / 12_000);
+    assert_eq!(s.stats().memory_waits, 2);
+    assert_eq!(freed(), 2, "no segment freed ahead for large values");
+    assert_eq!(wanted(), 1);
+    assert!(w.get(format!("k{k}").as_bytes(), |_| ()).is_none());
+    assert_eq!(woken.load(Relaxed), 1);
+    drop(w);
+    assert_eq!(wanted(), 0, "a worker that leaves asks for nothing");
+    s.stop_reclaimer();
+}

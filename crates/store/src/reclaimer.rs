@@ -4,8 +4,10 @@
 //! request's time (memcached's LRU maintainer thread, Segcache's
 //! background eviction).
 //!
-//! It keeps ``Store::reclaim_ahead`` segments free beyond the cleaner's reserve,
-//! and cleans mostly dead segments (step 1) whenever there are some. While
+//! It keeps ``Store::reclaim_ahead`` segments free beyond the cleaner's reserve
+//! (under a small budget only as many as writers ask for: one that waits,
+//! or one of small items whose segment is three quarters full,
+//! `Active::note_fill`), and cleans mostly dead segments (step 1) whenever there are some. While
 //! more than that is free, writers still clean early themselves when they
 //! need a segment (cheaper there: `Store::alloc_segment`); once memory is
 //! tight every step is the reclaimer's. A writer that finds nothing
@@ -90,6 +92,24 @@ impl Store {
         }
     }
 
+    /// A writer (`active`) will need a segment: the reclaimer frees one for
+    /// it where it keeps none ahead unasked ([`Store::reclaim_ahead`]).
+    pub(crate) fn want_segment(&self, active: &mut Active) {
+        if !active.wants {
+            active.wants = true;
+            self.reclaim_state().wanted.fetch_add(1, Relaxed);
+        }
+        self.kick_reclaimer();
+    }
+
+    /// A writer took a segment, or left: what it asked for is no longer
+    /// wanted.
+    pub(crate) fn drop_want(&self, active: &mut Active) {
+        if std::mem::take(&mut active.wants) {
+            self.reclaim_state().wanted.fetch_sub(1, Relaxed);
+        }
+    }
+
     /// Hands a writer's copy credit to the reclaimer, which evicts for it.
     pub(crate) fn give_credit(&self, active: &mut Active) {
         let most = self.credit_cap();
@@ -102,13 +122,13 @@ impl Store {
     /// that: the writer then reclaims itself. A writer that cleaned beside
     /// it would compete for the one reserve segment both copy into, and
     /// the one that lost would evict what cleaning could have kept.
-    pub(crate) fn take_reclaimed(&self) -> Option<u32> {
+    pub(crate) fn take_reclaimed(&self, active: &mut Active) -> Option<u32> {
         let deadline = std::time::Instant::now() + WAIT_FOR_RECLAIMER;
         loop {
             if let Some(s) = self.pop_free(true) {
                 return Some(s);
             }
-            self.kick_reclaimer();
+            self.want_segment(active);
             let mut g = self.reclaim_state().freed_lock.lock();
             if self.reclaim_state().stuck.load(Relaxed)
                 || self.reclaim_state().stop.load(Relaxed)
@@ -222,7 +242,8 @@ impl Reclaimer {
                 Some(Step::Wait) | None => false,
             };
             if !freed {
-                st.reclaim_state().stuck.store(st.spare_ahead() == 0, Relaxed);
+                let wanted = st.reclaim_ahead() > 0;
+                st.reclaim_state().stuck.store(wanted && st.spare_ahead() == 0, Relaxed);
                 st.reclaim_state().freed_cv.notify_all();
                 // Writes waiting off their event loop run again: they take
                 // what is free or reclaim themselves (`memwait.rs`).

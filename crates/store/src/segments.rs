@@ -234,6 +234,9 @@ pub(crate) struct Active {
     pub(crate) seen: crate::seal::Seen,
     /// The background reclaimer's: makes free segments, takes none.
     pub(crate) background: bool,
+    /// This writer asked the reclaimer for a segment and has not taken
+    /// one since (counted once in `reclaim::Shared::wanted`).
+    pub(crate) wants: bool,
     /// A load's [`Restorer`](crate::Restorer): the cleaner takes a segment
     /// however live, before anything is evicted (a load keeps what was live).
     pub(crate) restoring: bool,

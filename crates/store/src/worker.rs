@@ -137,6 +137,7 @@ impl Zip {
 impl Drop for Worker {
     fn drop(&mut self) {
         self.seal_active();
+        self.store.drop_want(&mut self.active);
         self.store.worker_left();
     }
 }

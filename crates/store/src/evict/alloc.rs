@@ -38,7 +38,7 @@ impl Store {
                 }
                 return Ok(s);
             }
-            if let Some(s) = self.take_reclaimed() {
+            if let Some(s) = self.take_reclaimed(active) {
                 bump(&active.counters.reclaim_waited);
                 self.open_segment(s);
                 return Ok(s);
@@ -172,11 +172,19 @@ impl Store {
 
     /// Free segments the reclaimer keeps ahead of the writers.
     pub(crate) fn reclaim_ahead(&self) -> usize {
-        if self.segment_budget() >= AHEAD_FULL_BUDGET {
-            RECLAIM_AHEAD
+        if self.ahead_on_demand() {
+            RECLAIM_AHEAD.min(self.reclaim_state().wanted.load(Relaxed))
         } else {
-            RECLAIM_AHEAD.min(EVICT_AHEAD)
+            RECLAIM_AHEAD
         }
+    }
+
+    /// Whether the reclaimer frees segments only as writers ask for them
+    /// (`Active::note_fill`): under a budget of fewer than
+    /// [`AHEAD_FULL_BUDGET`] segments, where one kept free unasked is 2-6%
+    /// of the memory.
+    pub(crate) fn ahead_on_demand(&self) -> bool {
+        self.reclaiming() && self.segment_budget() < AHEAD_FULL_BUDGET
     }
 
     /// Whether a writer beside the reclaimer cleans early itself while
