@@ -4,6 +4,8 @@ whatever was read, and in any TTL class: memcached evicts to make room, and
 so must strata. Run against memcached too (WIRE_TARGET=memcached): every
 sequence here is one memcached 1.6.18 stores in full."""
 
+import time
+
 import pytest
 
 from binlib import GET, SET, SUCCESS, call, request, store
@@ -129,3 +131,26 @@ def test_writes_that_wait_for_memory_are_stored_and_their_worker_serves_the_othe
         w.send(b"get k%d\r\n" % i)
         want = b"VALUE k%d 0 4000\r\n%s\r\nEND\r\n" % (i, value(i, 4000))
         assert read_n(w, len(want)) == want, f"k{i}"
+
+
+@pytest.mark.strata_only
+@pytest.mark.not_over_flash("items sent to flash leave their segments free")
+def test_under_a_small_memory_no_segment_is_kept_free_unasked(make_server):
+    """Under `-m 16` a segment kept free is 6% of the memory: once large
+    sets stop, the reclaimer keeps only the cleaner's reserve free (it
+    frees more only as writers ask, `docs/design/reclaim.md`)."""
+    srv = make_server(["-m", "16", "-t", "2"])
+    c = srv.connect(timeout=READ_TIMEOUT)
+    sets = b"".join(set_cmd("k%d" % i, value(i, 600_000), noreply=True) for i in range(60))
+    c.send(sets + b"mn\r\n")
+    assert c.read_line() == b"MN\r\n"
+    st = stats(c)
+    seg = int(st["strata_segment_size"])
+    assert int(st["evictions"]) > 0
+    # The reclaimer may still be in the round the last set asked for.
+    deadline = time.monotonic() + 10
+    while int(st["strata_idle_free_bytes"]) != seg and time.monotonic() < deadline:
+        time.sleep(0.01)
+        st = stats(c)
+    assert int(st["strata_idle_free_bytes"]) == seg, st["strata_idle_free_bytes"]
+    c.close()

@@ -6,7 +6,7 @@
 //!
 //! It keeps ``Store::reclaim_ahead`` segments free beyond the cleaner's reserve
 //! (under a small budget only as many as writers ask for: one that waits,
-//! or one of small items whose segment is three quarters full,
+//! or one of small items whose segment is half full,
 //! `Active::note_fill`), and cleans mostly dead segments (step 1) whenever there are some. While
 //! more than that is free, writers still clean early themselves when they
 //! need a segment (cheaper there: `Store::alloc_segment`); once memory is
@@ -102,8 +102,8 @@ impl Store {
         self.kick_reclaimer();
     }
 
-    /// A writer took a segment, or left: what it asked for is no longer
-    /// wanted.
+    /// A writer is about to take a segment, or left: what it asked for is
+    /// no longer wanted.
     pub(crate) fn drop_want(&self, active: &mut Active) {
         if std::mem::take(&mut active.wants) {
             self.reclaim_state().wanted.fetch_sub(1, Relaxed);
@@ -125,6 +125,7 @@ impl Store {
     pub(crate) fn take_reclaimed(&self, active: &mut Active) -> Option<u32> {
         let deadline = std::time::Instant::now() + WAIT_FOR_RECLAIMER;
         loop {
+            self.drop_want(active);
             if let Some(s) = self.pop_free(true) {
                 return Some(s);
             }

@@ -15,6 +15,10 @@ impl Store {
         // Credit banks up to a bound, applied here (once per segment) so
         // that a write only adds to it.
         active.copy_credit = active.copy_credit.min(self.credit_cap());
+        // Withdrawn before a free segment is taken, not after: else the
+        // reclaimer, seeing the ask and none free in between, frees one
+        // more than is wanted (it stays free, holding nothing).
+        self.drop_want(active);
         if self.reclaiming() {
             // The reclaimer keeps segments free ahead of the writers: take
             // one, and only reclaim here (counted) if it fell behind.

@@ -159,8 +159,9 @@ const STARVE_WAIT: std::time::Duration = std::time::Duration::from_secs(1);
 /// than [`AHEAD_FULL_BUDGET`] segments, only as many as writers ask for
 /// (`Store::ahead_on_demand`): each segment kept free is memory holding
 /// no item, 3% of `-m 64` but 6% of `-m 16`. Kept one ahead unasked,
-/// workload 15 (`-m 16`, values to 1 MB) had 72.0% hits against 73.0%
-/// (medians of three), the free memory 1.9 MB on average against 1.5.
+/// workload 15 (`-m 16`, values to 1 MB) had 72.2-72.4% hits against
+/// 72.9-73.3% (medians of three), the free memory 1.9 MB on average
+/// against 1.4.
 const RECLAIM_AHEAD: usize = 2;
 
 /// The segment budget from which the reclaimer keeps [`RECLAIM_AHEAD`].
