@@ -4,20 +4,21 @@
 //! request's time (memcached's LRU maintainer thread, Segcache's
 //! background eviction).
 //!
-//! It keeps ``Store::reclaim_ahead`` segments free beyond the cleaner's reserve
-//! (under a small budget only as many as writers ask for: one that waits,
-//! or one of small items whose segment is half full,
-//! `Active::note_fill`), and cleans mostly dead segments (step 1) whenever there are some. While
-//! more than that is free, writers still clean early themselves when they
-//! need a segment (cheaper there: `Store::alloc_segment`); once memory is
-//! tight every step is the reclaimer's. A writer that finds nothing
-//! free wakes it and waits while it works (on the server a first attempt
-//! waits off its event loop, `memwait.rs`; else up to `WAIT_FOR_RECLAIMER`);
-//! only if it is stuck or slower than that does the writer reclaim itself
-//! as before, counted in `strata_reclaim_inline`. A writer whose take
-//! leaves fewer than ``Store::reclaim_ahead`` free wakes it too. Nothing else changes: which victim, what is
-//! copied forward and what is evicted are the same decisions, made on
-//! another thread into its own copy targets.
+//! It keeps ``Store::reclaim_ahead`` segments free beyond the cleaner's
+//! reserve (under a small budget only as many as writers ask for: one
+//! that waits, or one of small items whose segment is half full,
+//! `Active::note_fill`), and cleans mostly dead segments (step 1)
+//! whenever there are some. While more than that is free, writers still
+//! clean early themselves when they need a segment (cheaper there:
+//! `Store::alloc_segment`); once memory is tight every step is the
+//! reclaimer's. A writer that finds nothing free wakes it and waits while
+//! it works (on the server a first attempt waits off its event loop,
+//! `memwait.rs`; else up to `WAIT_FOR_RECLAIMER`); only if it is stuck or
+//! slower than that does the writer reclaim itself as before, counted in
+//! `strata_reclaim_inline`. A writer whose take leaves fewer than
+//! ``Store::reclaim_ahead`` free wakes it too. Nothing else changes: which
+//! victim, what is copied forward and what is evicted are the same
+//! decisions, made on another thread into its own copy targets.
 //!
 //! With `ext_item_age` it also sends idle items to flash before memory
 //! is full (`tier/`, "Early, by age").
@@ -243,8 +244,10 @@ impl Reclaimer {
                 Some(Step::Wait) | None => false,
             };
             if !freed {
-                let wanted = st.reclaim_ahead() > 0;
-                st.reclaim_state().stuck.store(wanted && st.spare_ahead() == 0, Relaxed);
+                // Stuck only if it had to free one: a round with nothing
+                // asked for would otherwise send writers to reclaim inline.
+                let keeps = st.reclaim_ahead() > 0;
+                st.reclaim_state().stuck.store(keeps && st.spare_ahead() == 0, Relaxed);
                 st.reclaim_state().freed_cv.notify_all();
                 // Writes waiting off their event loop run again: they take
                 // what is free or reclaim themselves (`memwait.rs`).
