@@ -111,6 +111,27 @@ impl Store {
         }
     }
 
+    /// Free segments beyond the cleaner's reserve that no writer asked
+    /// for: what the reclaimer's own passes may take (`rezip.rs`; `active`
+    /// is the reclaimer's, whose own ask does not count).
+    pub(crate) fn spare_unasked(&self, active: &Active) -> usize {
+        if !self.ahead_on_demand() {
+            return self.spare_ahead();
+        }
+        let asked = self.reclaim_state().wanted.load(Relaxed).saturating_sub(usize::from(active.wants));
+        self.spare_ahead().saturating_sub(asked)
+    }
+
+    /// Whether a writer waits, or soon will, for a segment that is not
+    /// free: the reclaimer's own passes yield to freeing one.
+    pub(crate) fn writers_short(&self, active: &Active) -> bool {
+        if !self.ahead_on_demand() {
+            return self.spare_ahead() == 0;
+        }
+        let asked = self.reclaim_state().wanted.load(Relaxed).saturating_sub(usize::from(active.wants));
+        self.spare_ahead() < asked
+    }
+
     /// Hands a writer's copy credit to the reclaimer, which evicts for it.
     pub(crate) fn give_credit(&self, active: &mut Active) {
         let most = self.credit_cap();

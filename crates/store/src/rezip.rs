@@ -24,8 +24,11 @@
 //! takes the segment back as for overwrites (a segment left a quarter live
 //! or less before fresh memory).
 //!
-//! It takes a free segment for a target only beyond the cleaner's reserve,
-//! stops (for a later round) when none is free beyond it, and never runs
+//! It takes a free segment for a target only beyond the cleaner's reserve
+//! and what writers asked for (under a small budget, where the reclaimer
+//! keeps none free unasked, it asks for one as a writer does and goes on
+//! at a later round), stops (for a later round) when a writer is short of
+//! one, and never runs
 //! while a snapshot's cut holds (the segments of the cut take nothing, and
 //! an item moved out of one would be noted dead there; the cleaner's rule,
 //! `cut.rs`); a segment left half-way is gone through again later. The
@@ -95,10 +98,15 @@ impl Store {
             rz.since = self.clock().now().max(1);
         }
         if id == NO_DICT || rz.since == 0 || self.cut_active() {
+            self.drop_want(active);
             return false;
         }
         for _ in 0..REZIP_PER_ROUND {
-            let Some((seg, q)) = self.pick_stale(rz.since) else { return false };
+            let Some((seg, q)) = self.pick_stale(rz.since) else {
+                // Nothing left to go through: no segment wanted for it.
+                self.drop_want(active);
+                return false;
+            };
             let done = self.rezip_segment(seg, q, rz, active);
             if !done {
                 // Left half-way: gone through again at a later round,
@@ -186,8 +194,8 @@ impl Store {
                     }
                 }
                 // Writers come first: the reclaimer frees segments again
-                // once none is free beyond the cleaner's reserve.
-                if self.cut_active() || self.spare_ahead() == 0 {
+                // once a writer is short of one.
+                if self.cut_active() || self.writers_short(active) {
                     done = false;
                     break;
                 }
@@ -235,11 +243,23 @@ impl Store {
                 return Moved::Saved(saved);
             }
             drop(st);
-            // A target is taken only beyond the cleaner's reserve: the
-            // pass is worth no eviction.
-            if fresh_target || self.spare_ahead() == 0 || !self.new_target(active, q) {
+            // A target is taken only beyond the cleaner's reserve and what
+            // writers asked for. Under a small budget nothing more is kept
+            // free unasked: the pass asks, as a writer does, and goes on
+            // once the reclaimer has freed one (its next round).
+            if fresh_target {
                 break;
             }
+            if self.spare_unasked(active) == 0 {
+                if self.ahead_on_demand() {
+                    self.want_segment(active);
+                }
+                break;
+            }
+            if !self.new_target(active, q) {
+                break;
+            }
+            self.drop_want(active);
         }
         Moved::NoRoom
     }
