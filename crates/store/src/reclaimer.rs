@@ -118,8 +118,7 @@ impl Store {
         if !self.ahead_on_demand() {
             return self.spare_ahead();
         }
-        let asked = self.reclaim_state().wanted.load(Relaxed).saturating_sub(usize::from(active.wants));
-        self.spare_ahead().saturating_sub(asked)
+        self.spare_ahead().saturating_sub(self.writers_asked(active))
     }
 
     /// Whether a writer waits, or soon will, for a segment that is not
@@ -128,8 +127,12 @@ impl Store {
         if !self.ahead_on_demand() {
             return self.spare_ahead() == 0;
         }
-        let asked = self.reclaim_state().wanted.load(Relaxed).saturating_sub(usize::from(active.wants));
-        self.spare_ahead() < asked
+        self.spare_ahead() < self.writers_asked(active)
+    }
+
+    /// Segments writers asked for, the reclaimer's own ask (`active`) aside.
+    fn writers_asked(&self, active: &Active) -> usize {
+        self.reclaim_state().wanted.load(Relaxed).saturating_sub(usize::from(active.wants))
     }
 
     /// Hands a writer's copy credit to the reclaimer, which evicts for it.
