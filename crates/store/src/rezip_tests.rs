@@ -125,7 +125,10 @@ fn values_read_before_the_pass_stay_read() {
 
 /// Writers overwrite and delete keys while the pass stores the old values
 /// again on another thread: what a writer did last is what is read after,
-/// however the two interleaved.
+/// however the two interleaved. The writer leaves the even keys alone, so
+/// the pass always has some to store again: writing all of them it could,
+/// on a busy machine, rewrite every key before the pass began (it did
+/// once in `make test`), leaving nothing stale.
 #[test]
 fn a_write_racing_the_pass_wins() {
     let n = 2000u64;
@@ -139,7 +142,7 @@ fn a_write_racing_the_pass_wins() {
             let mut round = 1u64;
             // At least two rounds over every key; on until the pass is done.
             while round <= 2 || !stop.load(Relaxed) {
-                for i in (0..n).filter(|i| (i + round).is_multiple_of(7)) {
+                for i in (0..n).filter(|i| i % 2 == 1 && (i + round).is_multiple_of(7)) {
                     if i % 3 == 0 {
                         w.delete(&key(i));
                         last[i as usize] = None;
@@ -158,7 +161,7 @@ fn a_write_racing_the_pass_wins() {
     let moved = s.rezip_all();
     stop.store(true, Relaxed);
     let last = writer.join().unwrap();
-    assert!(moved > 0, "the pass stored nothing again");
+    assert!(moved >= n / 2, "the pass stored {moved} again: not every key it was left");
     for i in 0..n {
         assert_eq!(get(&mut w, &key(i)).map(|g| g.0), last[i as usize], "key {i}");
     }
