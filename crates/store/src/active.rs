@@ -112,13 +112,11 @@ impl Active {
                 st.bands().out_of_memory(class_len);
             }
         })?;
-        // Taken, reclaimed inline too: nothing more is wanted until the
-        // next ask.
-        st.drop_want(self);
         self.open(st, class, seg);
         st.seg(seg).write_off.store(len as u32, Release);
         st.note_written(seg, 0, time);
-        self.note_fill(st, 0, len);
+        // No ask ahead here: an item that fills half a fresh segment is
+        // not one that asks (`Active::note_fill`).
         Ok((seg, 0))
     }
 

@@ -160,6 +160,9 @@ impl Store {
                 || self.reclaim_state().stop.load(Relaxed)
                 || std::time::Instant::now() >= deadline
             {
+                // It reclaims itself now: nothing is wanted any more.
+                drop(g);
+                self.drop_want(active);
                 return None;
             }
             self.reclaim_state().freed_cv.wait_for(&mut g, Duration::from_millis(1));
