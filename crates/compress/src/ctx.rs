@@ -16,6 +16,11 @@ pub struct Ctx {
     /// context").
     c_dict: Option<(u8, Arc<Dict>)>,
     d_dict: Option<(u8, Arc<Dict>)>,
+    /// A compression context at the cold level with the current
+    /// dictionary loaded ([`Ctx::compress_cold`]), built when first needed,
+    /// for the dictionary it was built from (compared by pointer: ids come
+    /// back), and its bytes as last counted in the codec's memory.
+    cold: Option<(Arc<Dict>, CCtx<'static>, usize)>,
     /// The codec's epoch when these were looked up.
     epoch: u64,
     /// A stored form's frame with its FHD put back, for zstd to decode
@@ -35,13 +40,23 @@ impl Drop for Ctx {
         // into can go (fields drop in order, but make it explicit).
         let _ = self.cctx.disable_dictionary();
         let _ = self.dctx.disable_dictionary();
+        self.drop_cold();
     }
 }
 
 impl Ctx {
     pub fn new(codec: Arc<Codec>) -> Result<Ctx, CompressError> {
         let cctx = new_cctx(codec.cfg.level)?;
-        Ok(Ctx { codec, cctx, dctx: new_dctx()?, c_dict: None, d_dict: None, epoch: 0, scratch: Vec::new() })
+        Ok(Ctx {
+            codec,
+            cctx,
+            dctx: new_dctx()?,
+            c_dict: None,
+            d_dict: None,
+            cold: None,
+            epoch: 0,
+            scratch: Vec::new(),
+        })
     }
 
     pub fn codec(&self) -> &Arc<Codec> {
@@ -54,7 +69,7 @@ impl Ctx {
     /// dictionary ([`dict_id`]): give it back with [`Codec::release`] once
     /// whatever keeps it alive has taken its own.
     pub fn compress(&mut self, value: &[u8], out: &mut Vec<u8>) -> bool {
-        self.compress_as(value, out, true)
+        self.compress_as(value, out, true, false)
     }
 
     /// [`Ctx::compress`] for a value stored before the current dictionary
@@ -63,10 +78,18 @@ impl Ctx {
     /// counted in the drift a retraining is judged on, which are about
     /// what clients write now.
     pub fn compress_again(&mut self, value: &[u8], out: &mut Vec<u8>) -> bool {
-        self.compress_as(value, out, false)
+        self.compress_as(value, out, false, false)
     }
 
-    fn compress_as(&mut self, value: &[u8], out: &mut Vec<u8>, fresh: bool) -> bool {
+    /// [`Ctx::compress_again`] at [`Config::cold_level`], with the current
+    /// dictionary prepared at that level; false without a dictionary or
+    /// without a cold level. The context keeps that prepared dictionary
+    /// (counted in [`Codec::memory`]) until the current one changes.
+    pub fn compress_cold(&mut self, value: &[u8], out: &mut Vec<u8>) -> bool {
+        self.codec.cold_on() && self.compress_as(value, out, false, true)
+    }
+
+    fn compress_as(&mut self, value: &[u8], out: &mut Vec<u8>, fresh: bool, cold: bool) -> bool {
         let (min_size, min_saving) = (self.codec.cfg.min_size, usize::from(self.codec.cfg.min_saving_percent));
         if value.len() < min_size {
             return false;
@@ -79,14 +102,30 @@ impl Ctx {
             self.codec.sample(value);
         }
         let started = Instant::now();
-        let Ok((id, trained)) = self.current_dict() else { return false };
+        let got = if cold { self.cold_dict() } else { self.current_dict() };
+        let Ok((id, trained)) = got else { return false };
+        if cold && id == NO_DICT {
+            return false;
+        }
         let budget = value.len() - value.len() * min_saving / 100;
         // The frame goes straight into `out`; its first byte, the FHD, is
         // then overwritten by the id byte whose header bits imply it (or,
         // for any other FHD, the id byte goes in front).
         out.clear();
         out.reserve(zstd_safe::compress_bound(value.len()) + 1);
-        let res = self.cctx.compress2(out, value);
+        let res = match self.cold.as_mut().filter(|_| cold) {
+            Some((_, cctx, counted)) => {
+                let res = cctx.compress2(out, value);
+                // zstd builds the loaded dictionary's tables on first use.
+                let now = cctx.sizeof();
+                if now != *counted {
+                    self.codec.cold_memory.fetch_add(now, Relaxed);
+                    self.codec.cold_memory.fetch_sub(std::mem::replace(counted, now), Relaxed);
+                }
+                res
+            }
+            None => self.cctx.compress2(out, value),
+        };
         add(&self.codec.counters.compress_ns, started.elapsed().as_nanos() as u64);
         let Ok(len) = res else { return false };
         let code = header_code(&out[..len]);
@@ -114,7 +153,8 @@ impl Ctx {
         // count and then reads the epoch (all SeqCst), so either the freer
         // sees this reference and keeps it, or this sees the epoch moved
         // and stores the value plain.
-        if let Some((_, d)) = self.c_dict.as_ref().filter(|_| id != NO_DICT) {
+        let dict = if cold { self.cold.as_ref().map(|c| &c.0) } else { self.c_dict.as_ref().map(|c| &c.1) };
+        if let Some(d) = dict.filter(|_| id != NO_DICT) {
             d.refs.fetch_add(1, SeqCst);
             if self.codec.epoch.load(SeqCst) != self.epoch {
                 self.codec.release(id);
@@ -137,6 +177,8 @@ impl Ctx {
             self.dctx.disable_dictionary().map_err(zstd_err)?;
             self.c_dict = None;
             self.d_dict = None;
+            // Keeps no dictionary alive that the codec may have dropped.
+            self.drop_cold();
             self.epoch = epoch;
         }
         Ok(())
@@ -162,6 +204,36 @@ impl Ctx {
         let ratio = d.ratio;
         self.c_dict = Some((id, d));
         Ok((id, ratio))
+    }
+
+    /// Makes the cold context ready for the current dictionary; its id and
+    /// trained ratio. The dictionary is loaded into a context of its own
+    /// with tables sized to it ([`cold_cctx`]): prepared at zstd's own
+    /// sizes for the level (`CDict::create`) it took 5.5 MB at level 9
+    /// and 8.7 MB at 19 for a 256 KiB dictionary, counted in `-m`.
+    fn cold_dict(&mut self) -> Result<(u8, f64), CompressError> {
+        self.revalidate()?;
+        let id = self.codec.current.read().0;
+        if id == NO_DICT {
+            return Ok((NO_DICT, 1.0));
+        }
+        let d = self.codec.dicts.read()[id as usize].clone().ok_or(CompressError::UnknownDict(id))?;
+        if !self.cold.as_ref().is_some_and(|(of, _, _)| Arc::ptr_eq(of, &d)) {
+            self.drop_cold();
+            let cctx = cold_cctx(self.codec.cfg.cold_level, &d.raw)?;
+            let bytes = cctx.sizeof();
+            self.codec.cold_memory.fetch_add(bytes, Relaxed);
+            self.cold = Some((d.clone(), cctx, bytes));
+        }
+        Ok((id, d.ratio))
+    }
+
+    /// Lets the dictionary prepared at the cold level go (the context
+    /// references it no longer).
+    fn drop_cold(&mut self) {
+        if let Some((_, _, bytes)) = self.cold.take() {
+            self.codec.cold_memory.fetch_sub(bytes, Relaxed);
+        }
     }
 
     /// The original bytes of a stored compressed value, into `out`
@@ -208,3 +280,21 @@ impl Ctx {
         Ok(())
     }
 }
+
+/// A compression context at `level` with dictionary `raw` loaded, its
+/// tables sized to the dictionary rather than to the level: a window that
+/// holds the dictionary and a value of up to 64 KiB, and hash and chain
+/// tables of one entry per COLD_TABLE_SHARE bytes of it.
+fn cold_cctx(level: i32, raw: &[u8]) -> Result<CCtx<'static>, CompressError> {
+    let mut c = new_cctx(level)?;
+    let window = (raw.len() + (64 << 10)).next_power_of_two().trailing_zeros().clamp(10, 27);
+    let table = (raw.len() / COLD_TABLE_SHARE).max(1 << 10).next_power_of_two().trailing_zeros();
+    for p in [CParameter::WindowLog(window), CParameter::HashLog(table), CParameter::ChainLog(table)] {
+        c.set_parameter(p).map_err(zstd_err)?;
+    }
+    c.load_dictionary(raw).map_err(zstd_err)?;
+    Ok(c)
+}
+
+/// Dictionary bytes per entry of the cold context's hash and chain tables.
+const COLD_TABLE_SHARE: usize = 1;

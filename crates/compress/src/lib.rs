@@ -132,6 +132,14 @@ pub struct Config {
     /// steady streams of objects and pages never retrain at 8
     /// (`docs/benchmarks.md`, "Compression").
     pub retrain_drop_percent: u8,
+    /// zstd level the reclaimer stores values again at once they are in a
+    /// sealed segment of the main queue (`strata_store`'s `rezip.rs`); 0,
+    /// or not above `level`, for none. Decompressing costs the same at any
+    /// level; compressing at 9 costs ~5x level 3, at 19 ~60x.
+    pub cold_level: i32,
+    /// The share of one core, in percent, that storing values again at
+    /// `cold_level` may take on average.
+    pub cold_cpu_percent: u8,
 }
 
 impl Default for Config {
@@ -144,6 +152,8 @@ impl Default for Config {
             train_bytes: 4 << 20,
             sample_one_in: 4,
             retrain_drop_percent: 8,
+            cold_level: 0,
+            cold_cpu_percent: 10,
         }
     }
 }
@@ -158,6 +168,12 @@ impl Config {
         }
         if self.dict_size < 1024 || self.train_bytes < self.dict_size * 8 {
             return Err(CompressError::Config("dictionary size at least 1 KiB, training bytes at least 8x it"));
+        }
+        if !(0..=19).contains(&self.cold_level) {
+            return Err(CompressError::Config("cold level must be 0 (off) to 19"));
+        }
+        if !(1..=100).contains(&self.cold_cpu_percent) {
+            return Err(CompressError::Config("cold CPU share must be 1 to 100%"));
         }
         if self.sample_one_in == 0 {
             return Err(CompressError::Config("sample rate must be at least one in 1"));
@@ -181,6 +197,8 @@ struct Counters {
     decompressed: AtomicU64,
     recompressed: AtomicU64,
     recompress_saved: AtomicU64,
+    cold_recompressed: AtomicU64,
+    cold_saved: AtomicU64,
     trainings: AtomicU64,
     train_us: AtomicU64,
     compress_ns: AtomicU64,
@@ -213,6 +231,12 @@ pub struct CompressStats {
     /// it ([`Codec::note_recompressed`]), and the bytes that saved.
     pub recompressed: u64,
     pub recompress_saved: u64,
+    /// Values stored again at the cold level
+    /// ([`Codec::note_recompressed`]), the bytes that saved, and the bytes
+    /// of the dictionary prepared at that level.
+    pub cold_recompressed: u64,
+    pub cold_saved: u64,
+    pub cold_dict_bytes: u64,
     /// Whether values are being sampled for a training.
     pub sampling: bool,
 }
@@ -271,6 +295,9 @@ pub struct Codec {
     /// Bytes of the loaded dictionaries (raw and prepared), for
     /// [`Codec::memory`].
     dict_memory: AtomicUsize,
+    /// Bytes of dictionaries prepared at the cold level by contexts
+    /// ([`Ctx::compress_cold`]), for [`Codec::memory`].
+    cold_memory: AtomicUsize,
 }
 
 /// A batch of samples handed to the trainer.
@@ -302,6 +329,7 @@ impl Codec {
             trainer: Mutex::new(None),
             counters: Counters::default(),
             dict_memory: AtomicUsize::new(0),
+            cold_memory: AtomicUsize::new(0),
         }))
     }
 
@@ -542,7 +570,7 @@ impl Codec {
     /// the samples kept for the next training. The store counts them in
     /// its memory limit, as it does its index.
     pub fn memory(&self) -> usize {
-        self.dict_memory.load(Relaxed) + self.sampler.lock().data.capacity()
+        self.dict_memory.load(Relaxed) + self.cold_memory.load(Relaxed) + self.sampler.lock().data.capacity()
     }
 
     pub fn stats(&self) -> CompressStats {
@@ -565,6 +593,9 @@ impl Codec {
             current_dict: self.current.read().0,
             recompressed: c.recompressed.load(Relaxed),
             recompress_saved: c.recompress_saved.load(Relaxed),
+            cold_recompressed: c.cold_recompressed.load(Relaxed),
+            cold_saved: c.cold_saved.load(Relaxed),
+            cold_dict_bytes: self.cold_memory.load(Relaxed) as u64,
             sampling: self.sampling.load(Relaxed),
         }
     }
@@ -575,11 +606,21 @@ impl Codec {
         self.current.read().0
     }
 
-    /// Counts a value stored again with the current dictionary, `saved`
-    /// bytes smaller than before (for `stats`).
-    pub fn note_recompressed(&self, saved: u64) {
-        add(&self.counters.recompressed, 1);
-        add(&self.counters.recompress_saved, saved);
+    /// Counts a value stored again with the current dictionary (at the
+    /// cold level if `cold`), `saved` bytes smaller than before (for
+    /// `stats`).
+    pub fn note_recompressed(&self, saved: u64, cold: bool) {
+        let c = &self.counters;
+        let (n, bytes) =
+            if cold { (&c.cold_recompressed, &c.cold_saved) } else { (&c.recompressed, &c.recompress_saved) };
+        add(n, 1);
+        add(bytes, saved);
+    }
+
+    /// Whether values are stored again at a higher level once cold
+    /// ([`Config::cold_level`]).
+    pub fn cold_on(&self) -> bool {
+        self.cfg.cold_level > self.cfg.level
     }
 
     /// Compares the ratio since the current dictionary was installed with

@@ -425,3 +425,45 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn the_cold_level_stores_smaller_forms_that_read_back_the_same() {
+    // A 64 KiB dictionary: with the 4 KiB one of the other tests the
+    // level gains 2.6% on these records, with 64 KiB 9% (level 9 loses 7%).
+    let mut c = ctx(Config { cold_level: 19, dict_size: 64 << 10, train_bytes: 1 << 20, ..small_cfg() });
+    let mut out = Vec::new();
+    assert!(!c.compress_cold(&record(0), &mut out), "nothing at the cold level before a dictionary");
+    let id = train(&mut c, 0);
+    let (mut warm, mut cold) = (0, 0);
+    for i in 10_000..10_200 {
+        let v = record(i);
+        assert!(c.compress_again(&v, &mut out));
+        warm += out.len();
+        c.codec().release(dict_id(&out));
+        assert!(c.compress_cold(&v, &mut out));
+        assert_eq!(dict_id(&out), id);
+        cold += out.len();
+        let mut back = Vec::new();
+        c.decompress(&out, &mut back).unwrap();
+        assert_eq!(back, v);
+        c.codec().release(id);
+    }
+    assert!(cold * 100 < warm * 95, "{warm} bytes at level 3, {cold} at 19");
+    let prepared = c.codec().stats().cold_dict_bytes;
+    assert!(prepared > 0);
+    assert!(c.codec().memory() >= prepared as usize + c.codec().stats().dict_bytes as usize);
+    // A new dictionary: the one prepared for the old goes with it.
+    let codec = c.codec().clone();
+    let id2 = train(&mut c, 20_000);
+    assert_ne!(id2, id);
+    assert!(c.compress_cold(&record(30_000), &mut out));
+    assert_eq!(dict_id(&out), id2);
+    codec.release(id2);
+    assert!(codec.stats().cold_dict_bytes > 0);
+    drop(c);
+    assert_eq!(codec.stats().cold_dict_bytes, 0);
+    // Not above the level new values are stored at: no cold level.
+    let mut c = ctx(Config { level: 9, cold_level: 9, ..small_cfg() });
+    train(&mut c, 0);
+    assert!(!c.compress_cold(&record(1), &mut out));
+}

@@ -37,6 +37,7 @@
 //! with the dictionaries they name.
 
 use std::sync::atomic::Ordering::*;
+use std::time::{Duration, Instant};
 
 use strata_compress::NO_DICT;
 
@@ -66,16 +67,40 @@ pub(crate) struct Rezip {
     /// The second `dict` was first seen current (at least 1): items
     /// written by then are what the pass is for.
     since: u32,
+    /// The cold pass's state; None without a cold level.
+    cold: Option<Cold>,
 }
+
+/// The cold pass: sealed segments gone through once per dictionary, their values stored again at the codec's cold level.
+struct Cold {
+    /// Marks the segments gone through with the current dictionary
+    /// (`SegMeta::cold_gen`): from 1, one more whenever it changes.
+    gen: u32,
+    /// Not before then does the pass take another segment: its share of
+    /// a core (`cold_cpu_percent`), or a look again for new ones.
+    resume: Instant,
+}
+
+/// How long the cold pass waits for more sealed segments once it went
+/// through all it found.
+const COLD_LOOK_AGAIN: Duration = Duration::from_millis(100);
 
 impl Rezip {
     /// None without compression.
     pub(crate) fn new(st: &Store) -> Option<Rezip> {
         let codec = st.codec()?.clone();
         let dict = codec.current_id();
+        let cold = codec.cold_on().then(|| Cold { gen: 1, resume: Instant::now() });
         let zip = Zip::new(codec).ok()?;
-        Some(Rezip { zip, dict, since: 0 })
+        Some(Rezip { zip, dict, since: 0, cold })
     }
+}
+
+/// The pause after `spent` going through a segment at the cold level
+/// that keeps the pass at `percent` of a core.
+pub(crate) fn cold_pause(spent: Duration, percent: u8) -> Duration {
+    let p = u32::from(percent.clamp(1, 100));
+    spent * (100 - p) / p
 }
 
 /// What became of one item.
@@ -96,18 +121,21 @@ impl Store {
         if id != rz.dict {
             rz.dict = id;
             rz.since = self.clock().now().max(1);
+            if let Some(c) = rz.cold.as_mut() {
+                c.gen = c.gen.wrapping_add(1).max(1);
+            }
         }
-        if id == NO_DICT || rz.since == 0 || self.cut_active() {
+        if id == NO_DICT || self.cut_active() {
             self.drop_want(active);
             return false;
         }
         for _ in 0..REZIP_PER_ROUND {
             let Some((seg, q)) = self.pick_stale(rz.since) else {
-                // Nothing left to go through: no segment wanted for it.
-                self.drop_want(active);
-                return false;
+                // Nothing left to go through with the dictionary: the
+                // cold pass, if any, goes on.
+                return self.rezip_cold(rz, active);
             };
-            let done = self.rezip_segment(seg, q, rz, active);
+            let done = self.rezip_segment(seg, q, rz, active, false);
             if !done {
                 // Left half-way: gone through again at a later round,
                 // unless cleared and opened again meanwhile.
@@ -126,6 +154,9 @@ impl Store {
     /// Newest first: the oldest are eviction's next victims, and what
     /// storing them again wins lasts only until then.
     fn pick_stale(&self, since: u32) -> Option<(u32, Queue)> {
+        if since == 0 {
+            return None;
+        }
         let ev = self.lock_evict();
         let queues =
             ev.main.iter().rev().map(|&s| (s, Queue::Main)).chain(ev.small.iter().rev().map(|&s| (s, Queue::Small)));
@@ -151,7 +182,7 @@ impl Store {
     /// Stores again, with the current dictionary, each item of `seg`
     /// (pinned by [`Store::pick_stale`], which it unpins) that is worth it.
     /// False if it stopped half-way (no room, or a snapshot's cut began).
-    fn rezip_segment(&self, seg: u32, q: Queue, rz: &mut Rezip, active: &mut Active) -> bool {
+    fn rezip_segment(&self, seg: u32, q: Queue, rz: &mut Rezip, active: &mut Active, cold: bool) -> bool {
         let end = self.seg(seg).write_off.load(Acquire) as usize;
         let max = self.config().item_size_max;
         let mut off = 0;
@@ -166,7 +197,11 @@ impl Store {
             let step = self.aligned(it.bytes().len());
             // A plain value written after the dictionary came was tried
             // with it then (one copied forward keeps its first time).
-            let stale = if it.compressed() {
+            let stale = if cold {
+                // Whatever the level it was stored at (one stored again at
+                // the cold level saves nothing and counts as tried).
+                it.compressed() || it.value().len() >= rz.zip.codec().config().min_size
+            } else if it.compressed() {
                 strata_compress::dict_id(it.value()) != rz.dict
             } else {
                 it.value().len() >= rz.zip.codec().config().min_size
@@ -177,7 +212,10 @@ impl Store {
             // through): nothing to compress.
             let stale = stale && self.links((seg, off), loc);
             tried += usize::from(stale);
-            if stale && rz.zip.recompress(it.value(), it.compressed(), max) {
+            // A moved item keeps its CAS explicitly: 8 bytes more, unless
+            // it carries one already.
+            let grows = if it.explicit_cas().is_some() { 0 } else { 8 };
+            if stale && rz.zip.recompress(it.value(), it.compressed(), max, cold, grows) {
                 let form_dict = strata_compress::dict_id(&rz.zip.stored);
                 let moved = self.relink((seg, off), loc, q, &rz.zip.stored, active);
                 // The target took its own reference if the form went there.
@@ -185,7 +223,7 @@ impl Store {
                 match moved {
                     Moved::Saved(saved) => {
                         saved_any = true;
-                        rz.zip.codec().note_recompressed(saved as u64);
+                        rz.zip.codec().note_recompressed(saved as u64, cold);
                     }
                     Moved::Gone => {}
                     Moved::NoRoom => {
@@ -204,6 +242,63 @@ impl Store {
         }
         self.unpin(seg);
         done
+    }
+
+    /// The cold pass's round: the newest sealed segment it has not gone
+    /// through with the current dictionary, its values
+    /// stored again at the cold level, if its share of a core allows. True
+    /// if there may be more.
+    fn rezip_cold(&self, rz: &mut Rezip, active: &mut Active) -> bool {
+        let gen = match rz.cold.as_ref() {
+            Some(c) if Instant::now() >= c.resume => c.gen,
+            _ => {
+                self.drop_want(active);
+                return false;
+            }
+        };
+        let Some((seg, q)) = self.pick_cold(gen) else {
+            self.drop_want(active);
+            if let Some(c) = rz.cold.as_mut() {
+                c.resume = Instant::now() + COLD_LOOK_AGAIN;
+            }
+            return false;
+        };
+        let began = Instant::now();
+        let done = self.rezip_segment(seg, q, rz, active, true);
+        let percent = rz.zip.codec().config().cold_cpu_percent;
+        if let Some(c) = rz.cold.as_mut() {
+            c.resume = Instant::now() + cold_pause(began.elapsed(), percent);
+        }
+        if !done {
+            // Gone through again later, unless cleared and reused meanwhile.
+            let _ = self.seg(seg).cold_gen.compare_exchange(gen, 0, Relaxed, Relaxed);
+        }
+        done
+    }
+
+    /// The newest sealed segment not gone through for generation `gen`,
+    /// the main queue's first, pinned and marked (as
+    /// [`Store::pick_stale`]): the main queue holds what was read, and
+    /// the newest stay longest.
+    fn pick_cold(&self, gen: u32) -> Option<(u32, Queue)> {
+        let ev = self.lock_evict();
+        let queues =
+            ev.main.iter().rev().map(|&s| (s, Queue::Main)).chain(ev.small.iter().rev().map(|&s| (s, Queue::Small)));
+        for (s, q) in queues {
+            let m = self.seg(s);
+            if m.cold_gen.load(Relaxed) == gen
+                || m.live_items.load(Relaxed) == 0
+                || self.is_pinned(s)
+                || self.frozen(s)
+                || self.is_flushed(s)
+            {
+                continue;
+            }
+            m.cold_gen.store(gen, Relaxed);
+            self.pin(s);
+            return Some((s, q));
+        }
+        None
     }
 
     /// Whether the index links key `loc` to the item at `off` of `seg`.

@@ -113,6 +113,9 @@ pub(crate) struct SegMeta {
     /// The second of the dictionary change the recompression pass last
     /// looked at it for (`rezip.rs`), 0 never.
     pub(crate) rezipped: AtomicU32,
+    /// The generation of the cold pass (`rezip.rs`) that last went through
+    /// it, 0 never.
+    pub(crate) cold_gen: AtomicU32,
 }
 
 /// [`SegMeta::aged_at`] of a segment the age pass is done with.

@@ -169,7 +169,8 @@ pub struct Args {
     /// Extended options, comma separated: hashpower=N, max_get_line=BYTES, io=auto|uring|epoll, io_buffers=N,
     /// compression=on|off, compression_level=1..19, compression_min_size=BYTES,
     /// compression_min_saving=PERCENT, compression_dict_size=BYTES, compression_train_bytes=BYTES,
-    /// compression_sample=N, compression_retrain_drop=PERCENT (docs/compression.md);
+    /// compression_sample=N, compression_retrain_drop=PERCENT, compression_cold_level=0..19,
+    /// compression_cold_cpu=PERCENT (docs/compression.md);
     /// idle_timeout=SECONDS (close connections that complete no request for that long),
     /// lru_maintainer / no_lru_maintainer (reclaim memory on a background thread, the default, or on writers' time),
     /// read_buf_mem_limit=MB (unread replies across connections; 0: no limit);
@@ -584,6 +585,11 @@ mod tests {
         assert!(parse(&["-o", "compression=on,compression_level=25"]).is_err());
         assert!(parse(&["-o", "compression_sample=0"]).is_err());
         assert!(parse(&["-o", "compression_dict_size=x"]).is_err());
+        let (st, _) = parse(&["-o", "compression=on,compression_cold_level=12,compression_cold_cpu=30"]).unwrap();
+        let z = st.compression.unwrap_or_else(|| panic!("compression is on"));
+        assert_eq!((z.cold_level, z.cold_cpu_percent), (12, 30));
+        assert!(parse(&["-o", "compression=on,compression_cold_level=20"]).is_err());
+        assert!(parse(&["-o", "compression=on,compression_cold_cpu=0"]).is_err());
         let (_, sv) = parse(&["-D", "/"]).unwrap();
         assert_eq!((sv.prefix_delimiter, sv.detail_enabled), (b'/', true));
         let (_, sv) = parse(&[]).unwrap();

@@ -118,6 +118,8 @@ pub(crate) fn parse(extended: &[String]) -> Result<ExtendedOpts, ConfigError> {
             "compression_train_bytes" => zcfg.train_bytes = parse_size(v)?,
             "compression_sample" => zcfg.sample_one_in = number(k, v)?,
             "compression_retrain_drop" => zcfg.retrain_drop_percent = number(k, v)?,
+            "compression_cold_level" => zcfg.cold_level = number(k, v)?,
+            "compression_cold_cpu" => zcfg.cold_cpu_percent = number(k, v)?,
             _ if tls.take(k, v)? => {}
             _ if ext.take(k, v)? => {}
             _ if tuning.take(k, v)? => {}

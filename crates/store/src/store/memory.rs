@@ -29,6 +29,7 @@ impl Store {
         m.bands.store(0, Relaxed);
         m.aged_at.store(0, Relaxed);
         m.rezipped.store(0, Relaxed);
+        m.cold_gen.store(0, Relaxed);
         m.times.lock().clear();
     }
 
