@@ -413,6 +413,8 @@ def test_sealed_values_are_stored_again_at_the_cold_level(make_server):
         ]
     )
     c = srv.connect()
+    st = stats(c, "settings")
+    assert (st["compression_cold_level"], st["compression_cold_cpu"]) == ("19", "100")
     train(c, 3000)
     # 2000 pages of ~2.3 KB, ~570 bytes each stored: the first segment
     # (1 MiB at -m 64) fills and is sealed.

@@ -291,6 +291,12 @@ fn strata(s: &mut Snapshot, shared: &Shared) {
             "Retrain when the ratio falls this many percent.",
             u64::from(z.retrain_drop_percent),
         );
+        s.info(
+            "compression_cold_level",
+            "zstd level sealed values are stored again at (0: none).",
+            u64::try_from(z.cold_level).unwrap_or(0),
+        );
+        s.info("compression_cold_cpu", "Percent of a core storing them again may take.", u64::from(z.cold_cpu_percent));
     }
     let none = shared.tuning.no_effect.is_empty();
     s.info(
