@@ -106,15 +106,25 @@ fn flash_items_come_back_after_a_restart() {
         assert_eq!(Some(got.2), *cas, "CAS of key {i}");
     }
     assert!(missing <= dropped, "{missing} missing");
-    // New writes go on in the flash log without harm to what came back.
+    // New writes go on in the flash log without harm to what came back
+    // but the slots they drop on a tag match (`dropped_by_write`: these
+    // 20,000 writes dropped one in 2 runs of 25, and in one the key was
+    // one this loop reads; key 1561 went missing so in `make test`).
+    let drops = || s.stats().flash.map_or(0, |f| f.dropped_by_write);
+    let dropped = drops();
     for i in 20_000..40_000 {
         assert_eq!(w.set(SetOp::Set, &key(i), 0, 0, &value(i, 2)), Ok(StoreOutcome::Stored));
     }
     assert!(s.stats().flash.map_or(0, |f| f.items) > 20_000);
+    let mut missing = 0;
     for i in (0..40_000).step_by(7) {
         let want = if i < 20_000 { value(i, 1) } else { value(i, 2) };
-        assert_eq!(get(&mut w, &key(i)).map(|g| g.0), Some(want), "key {i}");
+        match get(&mut w, &key(i)) {
+            Some(got) => assert_eq!(got.0, want, "key {i}"),
+            None => missing += 1,
+        }
     }
+    assert!(missing <= drops() - dropped, "{missing} missing, {} dropped", drops() - dropped);
 }
 
 #[test]
