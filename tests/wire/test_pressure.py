@@ -106,9 +106,11 @@ def test_writes_that_wait_for_memory_are_stored_and_their_worker_serves_the_othe
     the event loop (`strata_memory_waits`) and runs again: every reply still
     arrives, in order and exact, the values read back, and a second
     connection of the same (single) worker is answered throughout. The
-    reclaimer sleeps 20 ms before each round (a test hook), so the writer
-    outruns it at once."""
-    srv = make_server(["-m", "8", "-t", "1", "--debug-reclaim-delay", "20"])
+    reclaimer sleeps 200 ms before each round (a test hook), so the writer
+    outruns it at once: at 20 ms, over the flash tier with four busy loops
+    beside it, 7 runs of 15 saw no wait (a writer asks for its next
+    segment at half its open one), none at 200."""
+    srv = make_server(["-m", "8", "-t", "1", "--debug-reclaim-delay", "200"])
     w = srv.connect(timeout=READ_TIMEOUT)
     probe = srv.connect(timeout=READ_TIMEOUT)
     probe.send(set_cmd("probe", b"ok"))
