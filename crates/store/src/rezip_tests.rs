@@ -2,7 +2,9 @@
 //! dictionary are stored again with it, read back as they were (value,
 //! flags, CAS, expiry, read state), take less memory, a client's write
 //! racing the pass always wins, and a snapshot's cut made while it runs
-//! holds each key once, as written. Not under Miri: zstd is C.
+//! holds each key once, as written; the same of the cold pass, which
+//! stores sealed values again at `compression_cold_level`. Not under
+//! Miri: zstd is C.
 
 // Test code: a panic is how a test fails (clippy.toml allows unwrap in
 // #[test] functions; these helpers live beside them).
@@ -142,39 +144,54 @@ fn a_write_racing_the_pass_wins() {
     let n = 2000u64;
     let (s, mut w) = filled(n);
     let stop = Arc::new(AtomicBool::new(false));
-    let writer = {
-        let (s, stop) = (s.clone(), stop.clone());
-        std::thread::spawn(move || {
-            let mut w = s.worker();
-            let mut last: Vec<Option<Vec<u8>>> = (0..n).map(|i| Some(json(i))).collect();
-            let mut round = 1u64;
-            // At least two rounds over every key; on until the pass is
-            // done, or memory would run short.
-            while round <= 2 || (round <= RACING_ROUNDS && !stop.load(Relaxed)) {
-                for i in (0..n).filter(|i| i % 2 == 1 && (i + round).is_multiple_of(7)) {
-                    if i % 3 == 0 {
-                        w.delete(&key(i));
-                        last[i as usize] = None;
-                    } else {
-                        let v = json(i + round * n);
-                        w.set(SetOp::Set, &key(i), 0, 0, &v).unwrap();
-                        last[i as usize] = Some(v);
-                    }
-                }
-                round += 1;
-            }
-            w.seal_active();
-            last
-        })
-    };
+    let writer = racing_writer(&s, n, key, json, &stop);
     let moved = s.rezip_all();
     stop.store(true, Relaxed);
     let last = writer.join().unwrap();
     assert!(moved >= n / 2, "the pass stored {moved} again: not every key it was left");
-    for i in 0..n {
-        assert_eq!(get(&mut w, &key(i)).map(|g| g.0), last[i as usize], "key {i}");
+    the_writer_won(&s, &mut w, key, &last, 0);
+}
+
+/// A thread that overwrites (`value(i + round * n)`) and deletes the odd
+/// keys `key(0..n)`, a seventh a round, at least two rounds, on until
+/// `stop` or [`RACING_ROUNDS`]; what it left last of each key.
+fn racing_writer(
+    s: &Arc<Store>,
+    n: u64,
+    key: fn(u64) -> Vec<u8>,
+    value: fn(u64) -> Vec<u8>,
+    stop: &Arc<AtomicBool>,
+) -> std::thread::JoinHandle<Vec<Option<Vec<u8>>>> {
+    let (s, stop) = (s.clone(), stop.clone());
+    std::thread::spawn(move || {
+        let mut w = s.worker();
+        let mut last: Vec<Option<Vec<u8>>> = (0..n).map(|i| Some(value(i))).collect();
+        let mut round = 1u64;
+        while round <= 2 || (round <= RACING_ROUNDS && !stop.load(Relaxed)) {
+            for i in (0..n).filter(|i| i % 2 == 1 && (i + round).is_multiple_of(7)) {
+                if i % 3 == 0 {
+                    w.delete(&key(i));
+                    last[i as usize] = None;
+                } else {
+                    let v = value(i + round * n);
+                    w.set(SetOp::Set, &key(i), 0, 0, &v).unwrap();
+                    last[i as usize] = Some(v);
+                }
+            }
+            round += 1;
+        }
+        w.seal_active();
+        last
+    })
+}
+
+/// Every key `key(i)` reads as the racing writer left it, and the store
+/// holds those and `others` items, nothing more.
+fn the_writer_won(s: &Store, w: &mut Worker, key: fn(u64) -> Vec<u8>, last: &[Option<Vec<u8>>], others: u64) {
+    for (i, want) in last.iter().enumerate() {
+        assert_eq!(get(w, &key(i as u64)).map(|g| g.0), *want, "key {i}");
     }
-    assert_eq!(s.stats().curr_items, last.iter().flatten().count() as u64);
+    assert_eq!(s.stats().curr_items, others + last.iter().flatten().count() as u64);
 }
 
 /// A snapshot's cut made between two rounds of the pass: the cut holds
@@ -334,4 +351,87 @@ fn the_cold_pass_keeps_to_its_share_of_a_core() {
     assert_eq!(crate::rezip::cold_pause(ms(10), 50), ms(10));
     assert_eq!(crate::rezip::cold_pause(ms(10), 100), ms(0));
     assert_eq!(crate::rezip::cold_pause(ms(10), 0), ms(990), "taken as 1%");
+}
+
+/// Page `i`'s key: beside the objects a dictionary is trained on.
+fn pkey(i: u64) -> Vec<u8> {
+    key(10_000 + i)
+}
+
+/// A cold store with a dictionary trained on 1,000 objects, then pages
+/// `0..n` written with it and sealed: the cold pass's work.
+fn cold_filled(n: u64) -> (Arc<Store>, Worker) {
+    let (s, mut w) = cold_store();
+    for i in 0..1000 {
+        w.set(SetOp::Set, &key(i), 0, 0, &json(i)).unwrap();
+    }
+    assert!(matches!(s.codec().unwrap().train_now(), Ok(true)));
+    for i in 0..n {
+        w.set(SetOp::Set, &pkey(i), 0, 0, &page(i)).unwrap();
+    }
+    w.seal_active();
+    (s, w)
+}
+
+/// The cold pass against a writer overwriting and deleting pages on
+/// another thread: what the writer did last is read after.
+#[test]
+fn a_write_racing_the_cold_pass_wins() {
+    let n = 1500u64;
+    let (s, mut w) = cold_filled(n);
+    let stop = Arc::new(AtomicBool::new(false));
+    let writer = racing_writer(&s, n, pkey, page, &stop);
+    s.rezip_all();
+    stop.store(true, Relaxed);
+    let last = writer.join().unwrap();
+    let moved = zstats(&s).cold_recompressed;
+    assert!(moved >= n / 2, "the cold pass stored {moved} again: not every page it was left");
+    the_writer_won(&s, &mut w, pkey, &last, 1000);
+}
+
+/// A snapshot's cut made between two rounds of the cold pass: each key
+/// once, as written; nothing stored again while the cut holds; the rest
+/// after.
+#[test]
+fn a_cut_made_while_the_cold_pass_runs_holds_each_key_once() {
+    let n = 1500u64;
+    let (s, mut w) = cold_filled(n);
+    let mut rz = crate::rezip::Rezip::now(&s).unwrap();
+    let mut active = crate::segments::Active::new(&s, Arc::new(crate::store::Counters::default()), true);
+    let cold = || zstats(&s).cold_recompressed;
+    // The dictionary pass first (the objects), then the cold one's first
+    // segment.
+    for _ in 0..1000 {
+        if cold() > 0 {
+            break;
+        }
+        s.rezip(&mut rz, &mut active);
+    }
+    let before_cut = cold();
+    assert!(before_cut > 0 && before_cut < n, "{before_cut} stored again before the cut");
+    s.begin_cut();
+    assert!(!s.rezip(&mut rz, &mut active), "the pass waits for the cut");
+    assert_eq!(cold(), before_cut);
+    active.seal_all(&s);
+    w.seal_active();
+    let mut zip = strata_compress::Ctx::new(s.codec().unwrap().clone()).unwrap();
+    let mut got = std::collections::HashMap::new();
+    crate::cut_tests::drain_images(&s, |img| {
+        crate::cut_tests::each_item(img, |it| {
+            let mut v = it.value().to_vec();
+            if it.compressed() {
+                zip.decompress(it.value(), &mut v).unwrap();
+            }
+            assert!(got.insert(it.key().to_vec(), v).is_none(), "a key twice in one cut");
+        })
+    });
+    s.end_cut();
+    assert_eq!(got.len() as u64, 1000 + n, "every key in the cut");
+    while s.rezip(&mut rz, &mut active) {}
+    active.seal_all(&s);
+    assert!(cold() >= n * 9 / 10, "{} stored again in all", cold());
+    for i in 0..n {
+        assert_eq!(got.get(&pkey(i)), Some(&page(i)), "page {i} in the cut");
+        assert_eq!(get(&mut w, &pkey(i)).map(|g| g.0), Some(page(i)), "page {i} after");
+    }
 }
