@@ -341,6 +341,28 @@ def test_retraining_while_readers_check_old_values(server, c):
         expect(c, b"get %s\r\n" % k, b"VALUE %s 0 %d\r\n%s\r\nEND\r\n" % (k, len(v), v))
 
 
+def cas_uniques(c, want):
+    """The CAS unique `gets` gives each key of `want`."""
+    uniques = {}
+    for k in want:
+        c.send(b"gets %s\r\n" % k)
+        head = read_line_or_partial(c)
+        uniques[k] = int(head.split()[4])
+        read_n(c, int(head.split()[3]) + 2)
+        assert c.read_line() == b"END\r\n"
+    return uniques
+
+
+def read_as_written(c, want, uniques):
+    """Every key of `want` ({key: (flags, value)}) reads back exactly, with
+    the CAS unique it had."""
+    for k, (flags, v) in want.items():
+        c.send(b"gets %s\r\n" % k)
+        assert c.read_line() == b"VALUE %s %d %d %d\r\n" % (k, flags, len(v), uniques[k])
+        assert read_n(c, len(v) + 2) == v + b"\r\n"
+        assert c.read_line() == b"END\r\n"
+
+
 @pytest.mark.strata_only
 def test_values_stored_before_the_first_dictionary_are_stored_again_with_it(make_server):
     """The first dictionary comes after 512 KiB of samples: the values
@@ -365,13 +387,7 @@ def test_values_stored_before_the_first_dictionary_are_stored_again_with_it(make
         c.send(b"set k%d %d 0 %d noreply\r\n%s\r\n" % (i, i % 7, len(v), v))
     before = stats(c)
     assert int(before["strata_compress_trainings"]) == 0
-    uniques = {}
-    for k in want:
-        c.send(b"gets %s\r\n" % k)
-        head = read_line_or_partial(c)
-        uniques[k] = int(head.split()[4])
-        read_n(c, int(head.split()[3]) + 2)
-        assert c.read_line() == b"END\r\n"
+    uniques = cas_uniques(c, want)
     # More objects under other keys: the dictionary is trained, and the
     # segment holding the first ones fills and is sealed, for the pass.
     deadline = time.monotonic() + 20
@@ -382,11 +398,7 @@ def test_values_stored_before_the_first_dictionary_are_stored_again_with_it(make
             v = doc(i)
             c.send(b"set k%d 0 0 %d noreply\r\n%s\r\n" % (i, len(v), v))
         i += 1
-    for k, (flags, v) in want.items():
-        c.send(b"gets %s\r\n" % k)
-        assert c.read_line() == b"VALUE %s %d %d %d\r\n" % (k, flags, len(v), uniques[k])
-        assert read_n(c, len(v) + 2) == v + b"\r\n"
-        assert c.read_line() == b"END\r\n"
+    read_as_written(c, want, uniques)
     # With the later keys gone, `bytes` counts the first ones as stored.
     for j in range(n, i):
         c.send(b"delete k%d noreply\r\n" % j)
@@ -424,22 +436,12 @@ def test_sealed_values_are_stored_again_at_the_cold_level(make_server):
         v = page(i)
         want[b"p%d" % i] = (i % 5, v)
         c.send(b"set p%d %d 0 %d noreply\r\n%s\r\n" % (i, i % 5, len(v), v))
-    uniques = {}
-    for k in want:
-        c.send(b"gets %s\r\n" % k)
-        head = read_line_or_partial(c)
-        uniques[k] = int(head.split()[4])
-        read_n(c, int(head.split()[3]) + 2)
-        assert c.read_line() == b"END\r\n"
+    uniques = cas_uniques(c, want)
     deadline = time.monotonic() + 30
     while int(stats(c)["strata_compress_cold_recompressed"]) < n // 2:
         assert time.monotonic() < deadline, stats(c)
         time.sleep(0.05)
-    for k, (flags, v) in want.items():
-        c.send(b"gets %s\r\n" % k)
-        assert c.read_line() == b"VALUE %s %d %d %d\r\n" % (k, flags, len(v), uniques[k])
-        assert read_n(c, len(v) + 2) == v + b"\r\n"
-        assert c.read_line() == b"END\r\n"
+    read_as_written(c, want, uniques)
     st = stats(c)
     assert int(st["strata_compress_cold_saved"]) > 0
     assert int(st["strata_compress_cold_dict_bytes"]) > 0

@@ -36,6 +36,7 @@
 //! back) starts nothing: loaded values were compressed before the restart
 //! with the dictionaries they name.
 
+use std::sync::atomic::AtomicU32;
 use std::sync::atomic::Ordering::*;
 use std::time::{Duration, Instant};
 
@@ -45,7 +46,7 @@ use crate::clock::Clock;
 use crate::image::Queue;
 use crate::index::{slot, Loc};
 use crate::item::{encoded_len, Fields};
-use crate::segments::Active;
+use crate::segments::{Active, SegMeta};
 use crate::store::{add, Store};
 use crate::worker::Zip;
 
@@ -147,22 +148,34 @@ impl Store {
     }
 
     /// The newest sealed segment holding items written by the second
-    /// `since` that the pass has not gone through for it, the main queue's
-    /// first: pinned (under the eviction lock, so nobody takes it as a
-    /// victim meanwhile) and marked. Segments written after are marked as
-    /// they are passed over, so each is looked at once per dictionary.
-    /// Newest first: the oldest are eviction's next victims, and what
-    /// storing them again wins lasts only until then.
+    /// `since` that the pass has not gone through for it (see
+    /// [`Store::pick_newest`]). Segments written after are marked as they
+    /// are passed over, so each is looked at once per dictionary. Newest
+    /// first: the oldest are eviction's next victims, and what storing
+    /// them again wins lasts only until then.
     fn pick_stale(&self, since: u32) -> Option<(u32, Queue)> {
         if since == 0 {
             return None;
         }
+        self.pick_newest(|m| &m.rezipped, since, |m| m.times.lock().earliest().is_some_and(|t| t <= since))
+    }
+
+    /// The newest sealed segment with live items, the main queue's first,
+    /// whose `mark` is not `value`, and that nobody has pinned: marked
+    /// `value`, and if it is `wanted`, pinned (under the eviction lock, so
+    /// nobody takes it as a victim meanwhile) and returned.
+    fn pick_newest(
+        &self,
+        mark: impl Fn(&SegMeta) -> &AtomicU32,
+        value: u32,
+        wanted: impl Fn(&SegMeta) -> bool,
+    ) -> Option<(u32, Queue)> {
         let ev = self.lock_evict();
         let queues =
             ev.main.iter().rev().map(|&s| (s, Queue::Main)).chain(ev.small.iter().rev().map(|&s| (s, Queue::Small)));
         for (s, q) in queues {
             let m = self.seg(s);
-            if m.rezipped.load(Relaxed) == since
+            if mark(m).load(Relaxed) == value
                 || m.live_items.load(Relaxed) == 0
                 || self.is_pinned(s)
                 || self.frozen(s)
@@ -170,8 +183,8 @@ impl Store {
             {
                 continue;
             }
-            m.rezipped.store(since, Relaxed);
-            if m.times.lock().earliest().is_some_and(|t| t <= since) {
+            mark(m).store(value, Relaxed);
+            if wanted(m) {
                 self.pin(s);
                 return Some((s, q));
             }
@@ -277,28 +290,10 @@ impl Store {
     }
 
     /// The newest sealed segment not gone through for generation `gen`,
-    /// the main queue's first, pinned and marked (as
-    /// [`Store::pick_stale`]): the main queue holds what was read, and
-    /// the newest stay longest.
+    /// the main queue's first ([`Store::pick_newest`]): the main queue
+    /// holds what was read, and the newest stay longest.
     fn pick_cold(&self, gen: u32) -> Option<(u32, Queue)> {
-        let ev = self.lock_evict();
-        let queues =
-            ev.main.iter().rev().map(|&s| (s, Queue::Main)).chain(ev.small.iter().rev().map(|&s| (s, Queue::Small)));
-        for (s, q) in queues {
-            let m = self.seg(s);
-            if m.cold_gen.load(Relaxed) == gen
-                || m.live_items.load(Relaxed) == 0
-                || self.is_pinned(s)
-                || self.frozen(s)
-                || self.is_flushed(s)
-            {
-                continue;
-            }
-            m.cold_gen.store(gen, Relaxed);
-            self.pin(s);
-            return Some((s, q));
-        }
-        None
+        self.pick_newest(|m| &m.cold_gen, gen, |_| true)
     }
 
     /// Whether the index links key `loc` to the item at `off` of `seg`.

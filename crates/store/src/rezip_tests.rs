@@ -232,14 +232,37 @@ fn a_cut_made_while_the_pass_runs_holds_each_key_once() {
     assert!(s.rezip(&mut rz, &mut active), "one round leaves more to do");
     let before_cut = zstats(&s).recompressed;
     assert!(before_cut > 0 && before_cut < n, "{before_cut} stored again in one round");
-    s.begin_cut();
-    assert!(!s.rezip(&mut rz, &mut active), "the pass waits for the cut");
-    assert_eq!(zstats(&s).recompressed, before_cut);
+    let got = cut_while_passing(&s, &mut w, &mut rz, &mut active, || zstats(&s).recompressed);
+    assert_eq!(got.len() as u64, n, "every key in the cut ({before_cut} stored again before it)");
+    while s.rezip(&mut rz, &mut active) {}
     active.seal_all(&s);
+    assert_eq!(zstats(&s).recompressed, n, "the rest after the cut");
+    for i in 0..n {
+        assert_eq!(got.get(&key(i)), Some(&json(i)), "key {i} in the cut");
+        assert_eq!(get(&mut w, &key(i)).map(|g| g.0), Some(json(i)), "key {i} after");
+    }
+}
+
+/// A snapshot's cut begun between two rounds of the pass (`rz`, its
+/// targets `active`): no round goes on while it holds (`moved`, a count of
+/// what the pass stored again, stays), and its images, read with every
+/// segment sealed, hold each key once; the keys and plain values.
+fn cut_while_passing(
+    s: &Store,
+    w: &mut Worker,
+    rz: &mut crate::rezip::Rezip,
+    active: &mut crate::segments::Active,
+    moved: impl Fn() -> u64,
+) -> std::collections::HashMap<Vec<u8>, Vec<u8>> {
+    let before = moved();
+    s.begin_cut();
+    assert!(!s.rezip(rz, active), "the pass waits for the cut");
+    assert_eq!(moved(), before);
+    active.seal_all(s);
     w.seal_active();
     let mut zip = strata_compress::Ctx::new(s.codec().unwrap().clone()).unwrap();
     let mut got = std::collections::HashMap::new();
-    crate::cut_tests::drain_images(&s, |img| {
+    crate::cut_tests::drain_images(s, |img| {
         crate::cut_tests::each_item(img, |it| {
             let mut v = it.value().to_vec();
             if it.compressed() {
@@ -249,14 +272,7 @@ fn a_cut_made_while_the_pass_runs_holds_each_key_once() {
         })
     });
     s.end_cut();
-    assert_eq!(got.len() as u64, n, "every key in the cut ({before_cut} stored again before it)");
-    while s.rezip(&mut rz, &mut active) {}
-    active.seal_all(&s);
-    assert_eq!(zstats(&s).recompressed, n, "the rest after the cut");
-    for i in 0..n {
-        assert_eq!(got.get(&key(i)), Some(&json(i)), "key {i} in the cut");
-        assert_eq!(get(&mut w, &key(i)).map(|g| g.0), Some(json(i)), "key {i} after");
-    }
+    got
 }
 
 /// Under a small budget the reclaimer keeps no segment free unasked
@@ -437,23 +453,7 @@ fn a_cut_made_while_the_cold_pass_runs_holds_each_key_once() {
     }
     let before_cut = cold();
     assert!(before_cut > 0 && before_cut < n, "{before_cut} stored again before the cut");
-    s.begin_cut();
-    assert!(!s.rezip(&mut rz, &mut active), "the pass waits for the cut");
-    assert_eq!(cold(), before_cut);
-    active.seal_all(&s);
-    w.seal_active();
-    let mut zip = strata_compress::Ctx::new(s.codec().unwrap().clone()).unwrap();
-    let mut got = std::collections::HashMap::new();
-    crate::cut_tests::drain_images(&s, |img| {
-        crate::cut_tests::each_item(img, |it| {
-            let mut v = it.value().to_vec();
-            if it.compressed() {
-                zip.decompress(it.value(), &mut v).unwrap();
-            }
-            assert!(got.insert(it.key().to_vec(), v).is_none(), "a key twice in one cut");
-        })
-    });
-    s.end_cut();
+    let got = cut_while_passing(&s, &mut w, &mut rz, &mut active, cold);
     assert_eq!(got.len() as u64, 1000 + n, "every key in the cut");
     while s.rezip(&mut rz, &mut active) {}
     active.seal_all(&s);
