@@ -444,6 +444,9 @@ def test_sealed_values_are_stored_again_at_the_cold_level(make_server):
     read_as_written(c, want, uniques)
     st = stats(c)
     assert int(st["strata_compress_cold_saved"]) > 0
-    assert int(st["strata_compress_cold_dict_bytes"]) > 0
     assert int(st["strata_decompress_errors"]) == 0
+    # Caught up, the pass lets its context (and its memory) go.
+    while int(stats(c)["strata_compress_cold_dict_bytes"]) > 0:
+        assert time.monotonic() < deadline, stats(c)
+        time.sleep(0.05)
     c.close()

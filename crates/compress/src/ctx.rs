@@ -40,7 +40,7 @@ impl Drop for Ctx {
         // into can go (fields drop in order, but make it explicit).
         let _ = self.cctx.disable_dictionary();
         let _ = self.dctx.disable_dictionary();
-        self.drop_cold();
+        self.release_cold();
     }
 }
 
@@ -178,7 +178,7 @@ impl Ctx {
             self.c_dict = None;
             self.d_dict = None;
             // Keeps no dictionary alive that the codec may have dropped.
-            self.drop_cold();
+            self.release_cold();
             self.epoch = epoch;
         }
         Ok(())
@@ -219,7 +219,7 @@ impl Ctx {
         }
         let d = self.codec.dicts.read()[id as usize].clone().ok_or(CompressError::UnknownDict(id))?;
         if !self.cold.as_ref().is_some_and(|(of, _, _)| Arc::ptr_eq(of, &d)) {
-            self.drop_cold();
+            self.release_cold();
             let cctx = cold_cctx(self.codec.cfg.cold_level, &d.raw)?;
             let bytes = cctx.sizeof();
             self.codec.cold_memory.fetch_add(bytes, Relaxed);
@@ -228,9 +228,10 @@ impl Ctx {
         Ok((id, d.ratio))
     }
 
-    /// Lets the dictionary prepared at the cold level go (the context
-    /// references it no longer).
-    fn drop_cold(&mut self) {
+    /// Lets the cold context go, and its memory with it
+    /// ([`Ctx::compress_cold`] builds it again when next called: ~18 ms
+    /// at level 19 for a 256 KiB dictionary, 1 ms at 9).
+    pub fn release_cold(&mut self) {
         if let Some((_, _, bytes)) = self.cold.take() {
             self.codec.cold_memory.fetch_sub(bytes, Relaxed);
         }

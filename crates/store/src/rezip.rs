@@ -271,6 +271,9 @@ impl Store {
         };
         let Some((seg, q)) = self.pick_cold(gen) else {
             self.drop_want(active);
+            // Caught up: the context's memory goes back to the items
+            // until more is sealed.
+            rz.zip.release_cold();
             if let Some(c) = rz.cold.as_mut() {
                 c.resume = Instant::now() + COLD_LOOK_AGAIN;
             }

@@ -453,11 +453,13 @@ fn a_cut_made_while_the_cold_pass_runs_holds_each_key_once() {
     }
     let before_cut = cold();
     assert!(before_cut > 0 && before_cut < n, "{before_cut} stored again before the cut");
+    assert!(zstats(&s).cold_dict_bytes > 0, "the pass's context, counted while it works");
     let got = cut_while_passing(&s, &mut w, &mut rz, &mut active, cold);
     assert_eq!(got.len() as u64, 1000 + n, "every key in the cut");
     while s.rezip(&mut rz, &mut active) {}
     active.seal_all(&s);
     assert!(cold() >= n * 9 / 10, "{} stored again in all", cold());
+    assert_eq!(zstats(&s).cold_dict_bytes, 0, "let go once the pass caught up");
     for i in 0..n {
         assert_eq!(got.get(&pkey(i)), Some(&page(i)), "page {i} in the cut");
         assert_eq!(get(&mut w, &pkey(i)).map(|g| g.0), Some(page(i)), "page {i} after");

@@ -139,6 +139,12 @@ impl Zip {
         true
     }
 
+    /// Lets the context of [`Zip::recompress`]'s cold level go, with its
+    /// memory.
+    pub(crate) fn release_cold(&mut self) {
+        self.ctx.release_cold();
+    }
+
     /// The original bytes of a stored form, into `self.plain`; a form that
     /// claims more than `max` bytes is refused before anything is allocated.
     pub(crate) fn decompress(&mut self, stored: &[u8], max: usize) -> Result<(), CompressError> {
