@@ -223,7 +223,8 @@ impl Reclaimer {
     /// victims cleared, while fewer than ``Store::reclaim_ahead`` segments are free
     /// or a mostly dead segment is worth cleaning; then, with compression
     /// and as many segments free as it keeps, a few segments of values
-    /// stored before the current dictionary stored again (`rezip.rs`).
+    /// stored before the current dictionary stored again, or with a cold
+    /// level, stored again at it (`rezip.rs`).
     /// True if it may have more to do.
     pub fn round(&mut self) -> bool {
         #[cfg(feature = "test-hooks")]
