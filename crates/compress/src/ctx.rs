@@ -84,7 +84,8 @@ impl Ctx {
     /// [`Ctx::compress_again`] at [`Config::cold_level`], with the current
     /// dictionary prepared at that level; false without a dictionary or
     /// without a cold level. The context keeps that prepared dictionary
-    /// (counted in [`Codec::memory`]) until the current one changes.
+    /// (counted in [`Codec::memory`]) until the current one changes or
+    /// [`Ctx::release_cold`].
     pub fn compress_cold(&mut self, value: &[u8], out: &mut Vec<u8>) -> bool {
         self.codec.cold_on() && self.compress_as(value, out, false, true)
     }
