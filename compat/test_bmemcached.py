@@ -32,6 +32,7 @@ import os
 import pickle
 import re
 import shutil
+import socket
 import subprocess
 import time
 import warnings
@@ -730,8 +731,19 @@ def test_unix_socket(tmp_path):
     try:
         deadline = time.monotonic() + 10
         c = make_bm([path])
-        while not os.path.exists(path) and time.monotonic() < deadline:
-            time.sleep(0.02)
+        # The socket's file is there from its bind, before the server
+        # listens (over the flash tier, after its file is made): a set in
+        # between fails (once in `make test`). Wait for a connection.
+        while True:
+            probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            try:
+                probe.connect(path)
+                break
+            except OSError:
+                assert time.monotonic() < deadline, f"nothing listens on {path}"
+                time.sleep(0.02)
+            finally:
+                probe.close()
         assert c.set("u", "over unix") is True
         assert c.get("u") == "over unix"
         assert c.get_multi(["u", "v"]) == {"u": "over unix"}

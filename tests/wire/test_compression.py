@@ -410,6 +410,7 @@ def test_values_stored_before_the_first_dictionary_are_stored_again_with_it(make
 
 
 @pytest.mark.strata_only
+@pytest.mark.not_over_flash("items written to flash at once are linked there; the pass stores again what memory holds")
 def test_sealed_values_are_stored_again_at_the_cold_level(make_server):
     """With compression_cold_level, the reclaimer stores the values of
     sealed segments again at that level: a client reads each back as it
