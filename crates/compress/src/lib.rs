@@ -133,8 +133,8 @@ pub struct Config {
     /// (`docs/benchmarks.md`, "Compression").
     pub retrain_drop_percent: u8,
     /// zstd level the reclaimer stores values again at once they are in a
-    /// sealed segment of the main queue (`strata_store`'s `rezip.rs`); 0,
-    /// or not above `level`, for none. Decompressing costs the same at any
+    /// sealed segment (`strata_store`'s `rezip.rs`); 0, or not above
+    /// `level`, for none. Decompressing costs the same at any
     /// level; compressing at 9 costs ~5x level 3, at 19 ~60x.
     pub cold_level: i32,
     /// The share of one core, in percent, that storing values again at
