@@ -451,3 +451,71 @@ def test_sealed_values_are_stored_again_at_the_cold_level(make_server):
         assert time.monotonic() < deadline, stats(c)
         time.sleep(0.05)
     c.close()
+
+
+def held_exactly(c, want):
+    """The keys of `want` ({key: (flags, value)}) the server still holds,
+    each read back exactly."""
+    held = set()
+    for k, (flags, v) in want.items():
+        c.send(b"get %s\r\n" % k)
+        head = c.read_line()
+        if head == b"END\r\n":
+            continue
+        assert head == b"VALUE %s %d %d\r\n" % (k, flags, len(v))
+        assert read_n(c, len(v) + 2) == v + b"\r\n"
+        assert c.read_line() == b"END\r\n"
+        held.add(k)
+    return held
+
+
+def wait_cold_pass(c):
+    """Waits (bounded) until the cold pass has built its context: refused
+    it, or stored values with it."""
+    deadline = time.monotonic() + 30
+    while True:
+        st = stats(c)
+        if int(st["strata_compress_cold_refused"]) + int(st["strata_compress_cold_recompressed"]) > 0:
+            return st
+        assert time.monotonic() < deadline, st
+        time.sleep(0.05)
+
+
+@pytest.mark.strata_only
+@pytest.mark.not_over_flash("items written to flash at once are linked there; the pass stores again what memory holds")
+def test_at_the_smallest_memory_the_cold_level_evicts_nothing_through_restarts(make_server, tmp_path):
+    """At -m 4 the cold level's context (level 19) would take most of the
+    memory: after each restart it evicted every item the snapshot brought
+    back. It is let go once sized, and what the client wrote stays,
+    through restarts."""
+    args = [
+        "-m",
+        "4",
+        "--snapshot-dir",
+        str(tmp_path),
+        "-o",
+        "compression=on,compression_dict_size=32k,compression_train_bytes=512k,compression_sample=1,"
+        "compression_cold_level=19,compression_cold_cpu=100",
+    ]
+    srv = make_server(args)
+    c = srv.connect()
+    train(c, 3000)
+    want = {}
+    for i in range(3000):
+        v = page(i)
+        want[b"p%d" % i] = (i % 5, v)
+        c.send(b"set p%d %d 0 %d noreply\r\n%s\r\n" % (i, i % 5, len(v), v))
+    # What memory holds is in the workers' open segments: nothing sealed
+    # for the pass until a restart brings it back sealed.
+    items = int(stats(c)["curr_items"])
+    held = held_exactly(c, want)
+    assert len(held) > 1000
+    for _ in range(2):
+        assert srv.stop() == 0
+        srv = make_server(args)
+        c = srv.connect()
+        assert int(stats(c)["curr_items"]) == items
+        st = wait_cold_pass(c)
+        assert st["strata_compress_cold_refused"] == "1"
+        assert held_exactly(c, want) == held
+        assert int(stats(c)["curr_items"]) == items

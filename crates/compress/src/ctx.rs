@@ -3,6 +3,7 @@
 //! and decompressing a stored one.
 
 use super::*;
+use std::sync::Weak;
 
 /// One worker's compression state: zstd contexts (not shareable) and the
 /// dictionaries they currently reference.
@@ -21,6 +22,11 @@ pub struct Ctx {
     /// for the dictionary it was built from (compared by pointer: ids come
     /// back), and its bytes as last counted in the codec's memory.
     cold: Option<(Arc<Dict>, CCtx<'static>, usize)>,
+    /// The dictionary whose cold context took more than
+    /// [`Config::cold_memory_max`]: not built again for it. Weak, so that
+    /// it does not keep a retired dictionary's bytes alive (and its
+    /// allocation, so that no other dictionary can come at its address).
+    cold_refused: Weak<Dict>,
     /// The codec's epoch when these were looked up.
     epoch: u64,
     /// A stored form's frame with its FHD put back, for zstd to decode
@@ -54,6 +60,7 @@ impl Ctx {
             c_dict: None,
             d_dict: None,
             cold: None,
+            cold_refused: Weak::new(),
             epoch: 0,
             scratch: Vec::new(),
         })
@@ -127,6 +134,10 @@ impl Ctx {
             }
             None => self.cctx.compress2(out, value),
         };
+        if cold && self.cold.as_ref().is_some_and(|c| c.2 > self.codec.cfg.cold_memory_max) {
+            self.refuse_cold();
+            return false;
+        }
         add(&self.codec.counters.compress_ns, started.elapsed().as_nanos() as u64);
         let Ok(len) = res else { return false };
         let code = header_code(&out[..len]);
@@ -219,6 +230,9 @@ impl Ctx {
             return Ok((NO_DICT, 1.0));
         }
         let d = self.codec.dicts.read()[id as usize].clone().ok_or(CompressError::UnknownDict(id))?;
+        if std::ptr::eq(self.cold_refused.as_ptr(), Arc::as_ptr(&d)) {
+            return Ok((NO_DICT, 1.0));
+        }
         if !self.cold.as_ref().is_some_and(|(of, _, _)| Arc::ptr_eq(of, &d)) {
             self.release_cold();
             let cctx = cold_cctx(self.codec.cfg.cold_level, &d.raw)?;
@@ -227,6 +241,29 @@ impl Ctx {
             self.cold = Some((d.clone(), cctx, bytes));
         }
         Ok((id, d.ratio))
+    }
+
+    /// Whether the cold level may store anything now: a cold level, a
+    /// dictionary, and its context not refused ([`Config::cold_memory_max`]).
+    /// Builds nothing.
+    pub fn cold_possible(&self) -> bool {
+        let id = self.codec.current.read().0;
+        self.codec.cold_on()
+            && id != NO_DICT
+            && self.codec.dicts.read()[id as usize]
+                .as_ref()
+                .is_some_and(|d| !std::ptr::eq(self.cold_refused.as_ptr(), Arc::as_ptr(d)))
+    }
+
+    /// Lets the cold context go for good for its dictionary: it took more
+    /// than [`Config::cold_memory_max`] (zstd sizes its tables on first
+    /// use, so that is known only then).
+    fn refuse_cold(&mut self) {
+        if let Some((d, _, _)) = self.cold.as_ref() {
+            self.cold_refused = Arc::downgrade(d);
+            add(&self.codec.counters.cold_refused, 1);
+        }
+        self.release_cold();
     }
 
     /// Lets the cold context go, and its memory with it

@@ -140,6 +140,13 @@ pub struct Config {
     /// The share of one core, in percent, that storing values again at
     /// `cold_level` may take on average.
     pub cold_cpu_percent: u8,
+    /// The most bytes the cold level's context may take (it is counted in
+    /// `-m`); a context found larger once built is let go and not built
+    /// again for that dictionary ([`CompressStats::cold_refused`]). Not an
+    /// option: the store sets it to a sixteenth of the memory limit, as it
+    /// caps the training's samples, so that under a small `-m` the context
+    /// does not crowd out the items it was to make room for.
+    pub cold_memory_max: usize,
 }
 
 impl Default for Config {
@@ -154,6 +161,7 @@ impl Default for Config {
             retrain_drop_percent: 8,
             cold_level: 0,
             cold_cpu_percent: 10,
+            cold_memory_max: usize::MAX,
         }
     }
 }
@@ -199,6 +207,7 @@ struct Counters {
     recompress_saved: AtomicU64,
     cold_recompressed: AtomicU64,
     cold_saved: AtomicU64,
+    cold_refused: AtomicU64,
     trainings: AtomicU64,
     train_us: AtomicU64,
     compress_ns: AtomicU64,
@@ -237,6 +246,9 @@ pub struct CompressStats {
     pub cold_recompressed: u64,
     pub cold_saved: u64,
     pub cold_dict_bytes: u64,
+    /// Cold contexts let go because they took more than
+    /// [`Config::cold_memory_max`] (at most one per dictionary).
+    pub cold_refused: u64,
     /// Whether values are being sampled for a training.
     pub sampling: bool,
 }
@@ -595,6 +607,7 @@ impl Codec {
             recompress_saved: c.recompress_saved.load(Relaxed),
             cold_recompressed: c.cold_recompressed.load(Relaxed),
             cold_saved: c.cold_saved.load(Relaxed),
+            cold_refused: c.cold_refused.load(Relaxed),
             cold_dict_bytes: self.cold_memory.load(Relaxed) as u64,
             sampling: self.sampling.load(Relaxed),
         }

@@ -468,6 +468,40 @@ fn the_cold_level_stores_smaller_forms_that_read_back_the_same() {
     assert!(!c.compress_cold(&record(1), &mut out));
 }
 
+/// A cold context larger than `cold_memory_max` (the store's sixteenth of
+/// `-m`) is let go once zstd has sized it, and not built again for that
+/// dictionary; a new dictionary gets its chance.
+#[test]
+fn a_cold_context_over_its_share_of_memory_is_let_go_and_not_built_again() {
+    let cfg = Config { cold_level: 19, dict_size: 64 << 10, train_bytes: 1 << 20, ..small_cfg() };
+    let mut c = ctx(Config { cold_memory_max: 64 << 10, ..cfg.clone() });
+    let mut out = Vec::new();
+    assert!(!c.cold_possible(), "no dictionary yet");
+    train(&mut c, 0);
+    assert!(c.cold_possible());
+    assert!(!c.compress_cold(&record(10_000), &mut out), "the context takes more than 64 KiB");
+    let st = c.codec().stats();
+    assert_eq!((st.cold_refused, st.cold_dict_bytes), (1, 0));
+    assert!(!c.cold_possible());
+    for i in 10_001..10_010 {
+        assert!(!c.compress_cold(&record(i), &mut out));
+    }
+    assert_eq!(c.codec().stats().cold_refused, 1, "built once for the dictionary");
+    assert!(c.compress_again(&record(10_000), &mut out), "the level new values use is not affected");
+    c.codec().release(dict_id(&out));
+    train(&mut c, 20_000);
+    assert!(c.cold_possible(), "a new dictionary is tried");
+    assert!(!c.compress_cold(&record(30_000), &mut out));
+    assert_eq!(c.codec().stats().cold_refused, 2);
+    // With room for it, the same context is kept.
+    let mut c = ctx(cfg);
+    train(&mut c, 0);
+    assert!(c.compress_cold(&record(10_000), &mut out));
+    let st = c.codec().stats();
+    assert!(st.cold_refused == 0 && st.cold_dict_bytes > 64 << 10, "{st:?}");
+    c.codec().release(dict_id(&out));
+}
+
 /// A codec with a trained dictionary and a cold level, trained once for
 /// every case of the property below.
 fn cold_codec() -> Arc<Codec> {

@@ -274,7 +274,9 @@ impl Store {
     /// more.
     fn rezip_cold(&self, rz: &mut Rezip, active: &mut Active) -> bool {
         let gen = match rz.cold.as_ref() {
-            Some(c) if Instant::now() >= c.resume => c.gen,
+            // A context refused for its size is not built again until
+            // the dictionary changes.
+            Some(c) if Instant::now() >= c.resume && rz.zip.cold_possible() => c.gen,
             _ => {
                 self.drop_want(active);
                 return false;

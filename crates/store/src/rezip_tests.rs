@@ -384,6 +384,61 @@ fn the_cold_pass_stores_sealed_values_again_smaller() {
     assert_eq!(zstats(&s).cold_recompressed, cold);
 }
 
+/// Under a small `-m` the cold level's context would crowd out the items
+/// it is to make room for (level 19's took 2.6 MB, and at `-m 4` every
+/// item was evicted for it): one over a sixteenth of the limit is let go
+/// once sized and not built again for the dictionary, and nothing is
+/// evicted for it.
+#[test]
+fn under_a_small_budget_the_cold_level_evicts_nothing_for_its_context() {
+    let (s, mut w) = store_of(Config {
+        memory_limit: 2 << 20,
+        segment_size: 64 << 10,
+        item_size_max: 16 << 10,
+        // A dictionary as large as the limit allows (an eighth of a
+        // sixteenth): the context's tables grow with it.
+        compression: Some(strata_compress::Config {
+            cold_level: 19,
+            cold_cpu_percent: 100,
+            dict_size: 16 << 10,
+            train_bytes: 128 << 10,
+            ..zconfig()
+        }),
+        ..Config::default()
+    });
+    let mut i = 0;
+    while zstats(&s).current_dict == 0 {
+        w.set(SetOp::Set, &key(i), 0, 0, &json(i)).unwrap();
+        i += 1;
+        if i % 1000 == 0 {
+            let _ = s.codec().unwrap().train_now();
+        }
+    }
+    // Memory full of pages written with the dictionary.
+    let mut i = 0;
+    while s.stats().evictions == 0 {
+        w.set(SetOp::Set, &pkey(i), 0, 0, &page(i)).unwrap();
+        i += 1;
+    }
+    w.seal_active();
+    drop(w);
+    let (held, evicted) = (s.stats().curr_items, s.stats().evictions);
+    let mut r = s.reclaimer();
+    for _ in 0..200 {
+        if !r.round() && zstats(&s).cold_refused > 0 {
+            break;
+        }
+    }
+    // And on: the context is not built again for this dictionary.
+    for _ in 0..50 {
+        r.round();
+    }
+    let z = zstats(&s);
+    assert_eq!((s.stats().curr_items, s.stats().evictions), (held, evicted));
+    assert_eq!((z.cold_refused, z.cold_dict_bytes, z.cold_recompressed), (1, 0, 0));
+    s.stop_reclaimer();
+}
+
 #[test]
 fn the_cold_pass_keeps_to_its_share_of_a_core() {
     use std::time::Duration;

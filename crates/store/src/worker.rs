@@ -139,6 +139,12 @@ impl Zip {
         true
     }
 
+    /// Whether [`Zip::recompress`] may store anything at the cold level
+    /// now (`strata_compress::Ctx::cold_possible`).
+    pub(crate) fn cold_possible(&self) -> bool {
+        self.ctx.cold_possible()
+    }
+
     /// Lets the context of [`Zip::recompress`]'s cold level go, with its
     /// memory.
     pub(crate) fn release_cold(&mut self) {

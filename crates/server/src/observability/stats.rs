@@ -477,6 +477,11 @@ fn compression(s: &mut Snapshot, st: &strata_store::StoreStats) {
     );
     s.counter("strata_compress_cold_saved", "The bytes that saved.", z.cold_saved);
     s.gauge("strata_compress_cold_dict_bytes", "The dictionary prepared at that level.", z.cold_dict_bytes);
+    s.counter(
+        "strata_compress_cold_refused",
+        "Cold-level contexts let go because they took more than a sixteenth of -m.",
+        z.cold_refused,
+    );
     s.counter("strata_compress_trainings", "Dictionaries trained.", z.trainings);
     s.counter("strata_compress_train_us", "Microseconds spent training them.", z.train_us);
     s.gauge("strata_compress_sampling", "1 while values are sampled for the next training.", u64::from(z.sampling));

@@ -186,6 +186,8 @@ impl Store {
                 z.train_bytes = cap;
                 z.dict_size = z.dict_size.min(cap / 8);
             }
+            // The cold level's context is held to the same share.
+            z.cold_memory_max = cap;
         }
         let codec = match &cfg.compression {
             None => None,
