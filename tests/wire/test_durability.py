@@ -481,7 +481,7 @@ def test_writes_that_waited_for_memory_are_durable_once_acknowledged(tmp_path):
     def value(rnd, i):
         return (b"%d-%d:" % (rnd, i)) * 400
 
-    srv = start(tmp_path, "always", "-m", "8", "--debug-reclaim-delay", "20")
+    srv = start(tmp_path, "always", "-m", "8", "--debug-reclaim-delay", "200")
     c = srv.connect()
     rounds = 0
     for rnd in range(40):
