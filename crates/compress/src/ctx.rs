@@ -325,9 +325,15 @@ impl Ctx {
 /// holds the dictionary and a value of up to 64 KiB, and hash and chain
 /// tables of one entry per COLD_TABLE_SHARE bytes of it.
 fn cold_cctx(level: i32, raw: &[u8]) -> Result<CCtx<'static>, CompressError> {
+    cold_cctx_with(level, raw, COLD_TABLE_SHARE)
+}
+
+/// [`cold_cctx`] with tables of one entry per `share` dictionary bytes
+/// (the measurement: `cold_context_sweep` in the tests).
+pub(crate) fn cold_cctx_with(level: i32, raw: &[u8], share: usize) -> Result<CCtx<'static>, CompressError> {
     let mut c = new_cctx(level)?;
     let window = (raw.len() + (64 << 10)).next_power_of_two().trailing_zeros().clamp(10, 27);
-    let table = (raw.len() / COLD_TABLE_SHARE).max(1 << 10).next_power_of_two().trailing_zeros();
+    let table = (raw.len() / share).max(1 << 10).next_power_of_two().trailing_zeros();
     for p in [CParameter::WindowLog(window), CParameter::HashLog(table), CParameter::ChainLog(table)] {
         c.set_parameter(p).map_err(zstd_err)?;
     }

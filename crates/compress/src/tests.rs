@@ -542,3 +542,55 @@ proptest! {
         prop_assert!(cold >= 1);
     }
 }
+
+/// The measurements behind the cold context's shape (docs/design/
+/// compression.md, "The cold level"): with a 256 KiB dictionary trained
+/// on the records, at levels 9 and 19, the bytes of zstd's own prepared
+/// dictionary (CDict) and of the context `cold_cctx` builds (tables of
+/// one entry per dictionary byte, and of a quarter of that), what each
+/// stores 2,000 other records in, and how long the context takes to build
+/// and size its tables (on its first value).
+#[test]
+#[ignore = "a measurement, seconds in release: cargo test --release -p strata-compress cold_context_sweep -- --ignored --nocapture"]
+fn cold_context_sweep() {
+    let mut samples = Vec::new();
+    let mut i = 0;
+    while samples.iter().map(Vec::len).sum::<usize>() < 4 << 20 {
+        samples.push(record(i));
+        i += 4;
+    }
+    let raw = zstd::dict::from_samples(&samples, 256 << 10).unwrap();
+    let test: Vec<Vec<u8>> = (1_000_000..1_002_000).map(record).collect();
+    let stored = |c: &mut CCtx<'static>| -> usize {
+        let mut out = Vec::with_capacity(4096);
+        test.iter()
+            .map(|v| {
+                out.clear();
+                c.compress2(&mut out, v).unwrap()
+            })
+            .sum()
+    };
+    for level in [9, 19] {
+        let cdict = CDict::create(&raw, level);
+        let mut c = new_cctx(level).unwrap();
+        c.ref_cdict(&cdict).unwrap();
+        let base = stored(&mut c);
+        println!("level {level}, CDict: {} bytes prepared, {base} bytes stored", cdict.sizeof() + c.sizeof());
+        drop(c);
+        for share in [1, 4] {
+            let t = std::time::Instant::now();
+            let mut c = crate::ctx::cold_cctx_with(level, &raw, share).unwrap();
+            let mut out = Vec::with_capacity(4096);
+            c.compress2(&mut out, &test[0]).unwrap();
+            let built = t.elapsed();
+            let bytes = stored(&mut c);
+            println!(
+                "level {level}, tables of 1 entry per {share} dictionary bytes: {} bytes, {bytes} stored \
+                 ({:+.1}% against the CDict), built in {:.1} ms",
+                c.sizeof(),
+                (bytes as f64 / base as f64 - 1.0) * 100.0,
+                built.as_secs_f64() * 1e3
+            );
+        }
+    }
+}

@@ -408,6 +408,7 @@ fn under_a_small_budget_the_cold_level_evicts_nothing_for_its_context() {
     });
     let mut i = 0;
     while zstats(&s).current_dict == 0 {
+        assert!(i < 100_000, "no dictionary trained");
         w.set(SetOp::Set, &key(i), 0, 0, &json(i)).unwrap();
         i += 1;
         if i % 1000 == 0 {
