@@ -257,8 +257,9 @@ impl Ctx {
 
     /// Lets the cold context go for good for its dictionary: it took more
     /// than [`Config::cold_memory_max`] (zstd sizes its tables on first
-    /// use, so that is known only then).
-    fn refuse_cold(&mut self) {
+    /// use, so that is known only then), or its user found it does not
+    /// pay. Counted in [`CompressStats::cold_refused`].
+    pub fn refuse_cold(&mut self) {
         if let Some((d, _, _)) = self.cold.as_ref() {
             self.cold_refused = Arc::downgrade(d);
             add(&self.codec.counters.cold_refused, 1);

@@ -145,6 +145,12 @@ impl Zip {
         self.ctx.cold_possible()
     }
 
+    /// Lets the cold level's context go for good for the current
+    /// dictionary (`strata_compress::Ctx::refuse_cold`).
+    pub(crate) fn refuse_cold(&mut self) {
+        self.ctx.refuse_cold();
+    }
+
     /// Lets the context of [`Zip::recompress`]'s cold level go, with its
     /// memory.
     pub(crate) fn release_cold(&mut self) {

@@ -479,7 +479,7 @@ fn compression(s: &mut Snapshot, st: &strata_store::StoreStats) {
     s.gauge("strata_compress_cold_dict_bytes", "The dictionary prepared at that level.", z.cold_dict_bytes);
     s.counter(
         "strata_compress_cold_refused",
-        "Cold-level contexts let go because they took more than a sixteenth of -m.",
+        "Dictionaries the cold level was given up for: its context over -m/16, or saving too little.",
         z.cold_refused,
     );
     s.counter("strata_compress_trainings", "Dictionaries trained.", z.trainings);
