@@ -326,11 +326,12 @@ impl Store {
     /// Whether the cold level pays for its context: `saved` bytes (net)
     /// on the first [`COLD_JUDGE_SEGMENTS`] segments, as many again on
     /// each segment memory holds, against 1.5 times the context's
-    /// `context` bytes (its copy targets' open room costs too). Measured
-    /// with 1.5 KB pages: saving ~2.3 times the context (level 19 at `-m
-    /// 64`; level 9 at 64) held 5.8% and 1-3% more items; ~1.2 times
-    /// (level 9 at `-m 32`) 5% fewer; small objects, whose moved items
-    /// carry 8 bytes of CAS, save next to nothing and held 5% fewer.
+    /// `context` bytes (its copy targets' open room costs too). Judged
+    /// on strata-bench's values (docs/benchmarks-history.md): pages at
+    /// `-m 64` came out at 2.9 (level 19, 6% more items held) and 3.1
+    /// (level 9); pages at `-m 32`, level 9, at 1.07 and small objects
+    /// at `-m 64`, level 19, at 0.69, both of which held 5% fewer items
+    /// with the level kept.
     fn cold_pays(&self, saved: u64, context: u64) -> bool {
         let over_memory = saved * u64::from(self.segment_budget()) / u64::from(COLD_JUDGE_SEGMENTS);
         let pays = over_memory * 2 >= 3 * context;
