@@ -22,8 +22,8 @@ pub struct Ctx {
     /// for the dictionary it was built from (compared by pointer: ids come
     /// back), and its bytes as last counted in the codec's memory.
     cold: Option<(Arc<Dict>, CCtx<'static>, usize)>,
-    /// The dictionary whose cold context took more than
-    /// [`Config::cold_memory_max`]: not built again for it. Weak, so that
+    /// The dictionary whose cold context was refused ([`Ctx::refuse_cold`]:
+    /// too large, or not paying): not built again for it. Weak, so that
     /// it does not keep a retired dictionary's bytes alive (and its
     /// allocation, so that no other dictionary can come at its address).
     cold_refused: Weak<Dict>,
@@ -244,7 +244,7 @@ impl Ctx {
     }
 
     /// Whether the cold level may store anything now: a cold level, a
-    /// dictionary, and its context not refused ([`Config::cold_memory_max`]).
+    /// dictionary, and its context not refused ([`Ctx::refuse_cold`]).
     /// Builds nothing.
     pub fn cold_possible(&self) -> bool {
         let id = self.codec.current.read().0;

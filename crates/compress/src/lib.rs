@@ -246,8 +246,9 @@ pub struct CompressStats {
     pub cold_recompressed: u64,
     pub cold_saved: u64,
     pub cold_dict_bytes: u64,
-    /// Cold contexts let go because they took more than
-    /// [`Config::cold_memory_max`] (at most one per dictionary).
+    /// Dictionaries the cold level was given up for ([`Ctx::refuse_cold`]):
+    /// its context took more than [`Config::cold_memory_max`], or its user
+    /// found it saves too little to pay for itself.
     pub cold_refused: u64,
     /// Whether values are being sampled for a training.
     pub sampling: bool,
