@@ -230,7 +230,7 @@ impl Ctx {
             return Ok((NO_DICT, 1.0));
         }
         let d = self.codec.dicts.read()[id as usize].clone().ok_or(CompressError::UnknownDict(id))?;
-        if std::ptr::eq(self.cold_refused.as_ptr(), Arc::as_ptr(&d)) {
+        if self.refused(&d) {
             return Ok((NO_DICT, 1.0));
         }
         if !self.cold.as_ref().is_some_and(|(of, _, _)| Arc::ptr_eq(of, &d)) {
@@ -250,9 +250,12 @@ impl Ctx {
         let id = self.codec.current.read().0;
         self.codec.cold_on()
             && id != NO_DICT
-            && self.codec.dicts.read()[id as usize]
-                .as_ref()
-                .is_some_and(|d| !std::ptr::eq(self.cold_refused.as_ptr(), Arc::as_ptr(d)))
+            && self.codec.dicts.read()[id as usize].as_ref().is_some_and(|d| !self.refused(d))
+    }
+
+    /// Whether the cold context was refused for `d` ([`Ctx::refuse_cold`]).
+    fn refused(&self, d: &Arc<Dict>) -> bool {
+        std::ptr::eq(self.cold_refused.as_ptr(), Arc::as_ptr(d))
     }
 
     /// Lets the cold context go for good for its dictionary: it took more

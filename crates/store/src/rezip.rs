@@ -313,7 +313,8 @@ impl Store {
                 judge = (c.judged.0 == COLD_JUDGE_SEGMENTS).then_some(c.judged.1);
             }
         }
-        if judge.is_some_and(|saved| !self.cold_pays(saved, z.cold_dict_bytes)) {
+        // (Not if the context was refused for its size meanwhile.)
+        if judge.is_some_and(|saved| rz.zip.cold_possible() && !self.cold_pays(saved, z.cold_dict_bytes)) {
             rz.zip.refuse_cold();
         }
         if !done {
