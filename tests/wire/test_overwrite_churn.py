@@ -27,15 +27,20 @@ def server():
 
 
 def value(i, version):
+    """A key's versions differ in length, so that strata writes each as a
+    new version (one of the same length goes over the old in place:
+    test_overwrite_in_place.py) and its cleaner has the dead ones to win
+    back."""
     head = b"%d:%d:" % (i, version)
-    return head + b"." * (VALUE_LEN - len(head))
+    return head + b"." * (VALUE_LEN - version % 3 - len(head))
 
 
 def send_sets(c, writes):
     """Pipelined noreply sets, then a round trip to know they were applied."""
     batch = []
     for i, version in writes:
-        batch.append(b"set k%d 0 0 %d noreply\r\n%s\r\n" % (i, VALUE_LEN, value(i, version)))
+        v = value(i, version)
+        batch.append(b"set k%d 0 0 %d noreply\r\n%s\r\n" % (i, len(v), v))
         if len(batch) == 256:
             c.send(b"".join(batch))
             batch = []
@@ -63,7 +68,8 @@ def test_skewed_overwrites_keep_every_live_key(server):
         c.send(b"get " + b" ".join(b"k%d" % i for i in keys) + b"\r\n")
         reply = read_until_end(c)
         for i in keys:
-            want = b"VALUE k%d 0 %d\r\n%s\r\n" % (i, VALUE_LEN, value(i, latest[i]))
+            v = value(i, latest[i])
+            want = b"VALUE k%d 0 %d\r\n%s\r\n" % (i, len(v), v)
             if want not in reply:
                 missing.append(i)
     assert missing == [], "%d of %d keys lost or stale" % (len(missing), KEYS)
@@ -74,7 +80,7 @@ def test_skewed_overwrites_keep_every_live_key(server):
     if target() == "strata":
         assert int(st["strata_segments_cleaned"]) > 0
         stored_bytes, copied = int(st["strata_bytes_stored"]), int(st["strata_bytes_copied"])
-        assert stored_bytes >= (KEYS + OVERWRITES) * VALUE_LEN
+        assert stored_bytes >= (KEYS + OVERWRITES) * (VALUE_LEN - 2)
         assert copied > 0
         assert st["strata_write_amplification"] == "%.2f" % ((stored_bytes + copied) / stored_bytes)
         assert int(st["strata_dead_bytes_reclaimed"]) > 0

@@ -59,6 +59,7 @@ impl Active {
             background,
             wants: false,
             restoring: false,
+            cas_lease: (0, 0),
         }
     }
 

@@ -14,13 +14,18 @@
 //!    so a reader sees the writer's bytes (the lock's release/acquire).
 //! 3. A segment is reused only after every item in it has been unlinked under
 //!    its bucket lock, so no reader can still be looking at it.
-//! 4. The only in-place changes to a published item are its expiry field and
-//!    its state byte, made under the bucket lock; lock-free readers (the
-//!    scanner) never read them.
+//! 4. The only in-place changes to a published item are its expiry field,
+//!    its state byte and, for an overwrite of the same layout
+//!    (`overwrite.rs`), all its fields and its value, made under the bucket
+//!    lock; lock-free readers (the scanner) never read them. An overwrite
+//!    goes in place only where nobody reads the value without the lock (rule
+//!    5's readers, the recompression and flash passes).
 //! 5. A segment with pins is not reused: whoever clears it waits for the
 //!    pins to drop first. A reader that pinned it after finding an item
 //!    linked there under its bucket lock may read that item's key and value
-//!    without the lock until it unpins (never its expiry or state: rule 4).
+//!    without the lock until it unpins (never its expiry or state: rule 4);
+//!    such values (`unlocked_read_min` bytes or more, compressed) are never
+//!    overwritten in place.
 
 use std::alloc::{alloc_zeroed, dealloc, Layout};
 use std::ptr::NonNull;

@@ -43,7 +43,10 @@ fn images_with_versions() -> Versions {
     let mut images = Vec::new();
     for (round, step) in [(0, 1), (1, 3), (2, 5)] {
         for i in (0..n).step_by(step) {
-            let (k, v) = (format!("k{i}"), format!("r{round}-v{i}-").repeat(1 + i % 7));
+            // Each round's value a byte longer: one of the same length would
+            // be written over the version an earlier image holds already
+            // (`overwrite.rs`; a snapshot's cut freezes its segments instead).
+            let (k, v) = (format!("k{i}"), format!("r{round}-v{i}-{}", ".".repeat(round)).repeat(1 + i % 7));
             assert_eq!(w.set(SetOp::Set, k.as_bytes(), 0, 0, v.as_bytes()), Ok(StoreOutcome::Stored));
             want.insert(k.into_bytes(), v.into_bytes());
         }

@@ -9,22 +9,26 @@
 //!  bit 2: client flags present (only when non-zero)
 //!  bit 3: expiry present (relative seconds; only when the item can expire)
 //!  bit 4: explicit CAS present (only on items moved or rewritten in place of
-//!         an older version, or given a CAS by the client; otherwise the CAS
-//!         is derived from the location, see `store`)
+//!         an older version, written over a live version of their key, or
+//!         given a CAS by the client; otherwise the CAS is derived from the
+//!         location, see `store`)
 //!  bit 5: the value is stored compressed (`strata_compress`'s stored form:
 //!         a dictionary id byte, then a zstd frame that carries the original
 //!         length); the value length field is the stored length
 //!  bit 6: state byte present (see [`state`]; only on items that were marked
-//!         stale, handed out a recache token, moved after being read, or
-//!         stored under a base64 key)
+//!         stale, handed out a recache token, moved after being read,
+//!         stored under a base64 key, or written over a live version)
 //! ```
 //! All integers little-endian, no alignment. A 14-byte key with a 100-byte
 //! value, no flags and no expiry costs 3 bytes of header; with a TTL, 7.
 //!
-//! Concurrency: a published item's bytes never change, except the 4 expiry
-//! bytes and the state byte, which are rewritten in place under the item's
-//! bucket lock. Code that reads items without that lock (the segment scanner)
-//! reads only the length fields and the key.
+//! Concurrency: a published item's lengths and key never change. Its
+//! fields (flags, expiry, CAS, state) and value change only in place under
+//! the item's bucket lock: the expiry and the state byte (touch, the meta
+//! protocol's marks), and everything but the lengths and the key when an
+//! overwrite of the same layout is written over it (`overwrite.rs`). Code
+//! that reads items without that lock (the segment scanner) reads only the
+//! length fields and the key.
 
 const WIDTH_MASK: u8 = 0b11;
 const HAS_FLAGS: u8 = 1 << 2;
@@ -44,6 +48,14 @@ pub mod state {
     pub const FETCHED: u8 = 1 << 2;
     /// The key was sent in base64 (`ms b`), so replies show it that way.
     pub const KEY_BINARY: u8 = 1 << 3;
+    /// Written over a live version of its key: laid out (this byte, and an
+    /// explicit CAS) so that the next overwrite of the same size can be
+    /// written over it in place (`overwrite.rs`).
+    pub const OVERWRITTEN: u8 = 1 << 4;
+    /// Its value was written over an older one in place since it was last
+    /// placed: eviction keeps it once, as the new version it stands for would
+    /// have been kept, and its write time is its segment's latest such write.
+    pub const IN_PLACE: u8 = 1 << 5;
 }
 
 /// The longest header: lengths, flags, expiry, CAS and state.
@@ -120,7 +132,8 @@ impl Header {
         Header { klen: b[0], bits, vlen }
     }
 
-    fn flags_at(&self) -> usize {
+    /// Offset of the optional fields (the first is the flags, if present).
+    pub fn flags_at(&self) -> usize {
         Self::lengths_len(self.bits)
     }
 
@@ -160,7 +173,6 @@ pub fn encoded_len(klen: usize, vlen: usize, f: &Fields) -> usize {
 /// goes. `dst` must be at least [`encoded_len`] bytes.
 pub fn write_head(dst: &mut [u8], key: &[u8], vlen: usize, f: &Fields) -> usize {
     let h = Header::new(key.len(), vlen, f);
-    let Fields { flags, expiry, cas, state, .. } = *f;
     dst[0] = h.klen;
     dst[1] = h.bits;
     let mut p = 2;
@@ -170,6 +182,17 @@ pub fn write_head(dst: &mut [u8], key: &[u8], vlen: usize, f: &Fields) -> usize 
         _ => dst[p..p + 4].copy_from_slice(&(vlen as u32).to_le_bytes()),
     }
     p += width_of(h.bits);
+    p += write_fields(&mut dst[p..], f);
+    dst[p..p + key.len()].copy_from_slice(key);
+    p + key.len()
+}
+
+/// Writes the optional fields `f` lays out (flags, expiry, CAS, state: the
+/// header between the lengths and the key) at the start of `dst`; returns
+/// their length. An overwrite in place writes only these and the value.
+pub fn write_fields(dst: &mut [u8], f: &Fields) -> usize {
+    let Fields { flags, expiry, cas, state, .. } = *f;
+    let mut p = 0;
     if flags != 0 {
         dst[p..p + 4].copy_from_slice(&flags.to_le_bytes());
         p += 4;
@@ -186,8 +209,7 @@ pub fn write_head(dst: &mut [u8], key: &[u8], vlen: usize, f: &Fields) -> usize 
         dst[p] = state;
         p += 1;
     }
-    dst[p..p + key.len()].copy_from_slice(key);
-    p + key.len()
+    p
 }
 
 /// A whole item, borrowed from its segment.
@@ -242,13 +264,15 @@ impl<'a> Item<'a> {
         self.header.bits & COMPRESSED != 0
     }
 
-    /// The fields as stored (CAS only if explicit).
+    /// The fields as stored (CAS only if explicit), for a copy or a new
+    /// version of the item: without [`state::IN_PLACE`], which is about
+    /// the place, not the item.
     pub fn fields(&self) -> Fields {
         Fields {
             flags: self.flags(),
             expiry: self.expiry(),
             cas: self.explicit_cas(),
-            state: self.state(),
+            state: self.state() & !state::IN_PLACE,
             compressed: self.compressed(),
         }
     }

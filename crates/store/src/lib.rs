@@ -57,6 +57,7 @@ mod item;
 mod journal;
 mod journaling;
 mod memwait;
+mod overwrite;
 mod read;
 mod reclaim;
 mod reclaimer;
@@ -120,6 +121,8 @@ mod memwait_tests;
 mod model_tests;
 #[cfg(test)]
 mod open_tests;
+#[cfg(test)]
+mod overwrite_tests;
 #[cfg(test)]
 mod policy_tests;
 #[cfg(test)]

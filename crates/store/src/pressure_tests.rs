@@ -259,10 +259,12 @@ fn a_writer_cleans_early_only_under_a_large_budget() {
         // Eight keys overwritten over and over and a new one every sixth
         // write: sealed segments end about a sixth live, worth cleaning
         // early; their live items need a copy target. About 25 segments
-        // written, never more than the budget: nothing is tight.
-        let value = vec![b'v'; 4000];
+        // written, never more than the budget: nothing is tight. A hot key's
+        // next value is another length, so no overwrite goes in place
+        // (`overwrite.rs`) and the old versions die.
         for i in 0..400 {
             let key = if i % 6 == 0 { format!("cold{i}") } else { format!("hot{}", i % 8) };
+            let value = vec![b'v'; 4000 + i % 5];
             assert_eq!(w.set(SetOp::Set, key.as_bytes(), 0, 0, &value), Ok(StoreOutcome::Stored));
         }
         let cleaned = w.active.counters.segments_cleaned.load(std::sync::atomic::Ordering::Relaxed);

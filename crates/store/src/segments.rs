@@ -116,6 +116,9 @@ pub(crate) struct SegMeta {
     /// The generation of the cold pass (`rezip.rs`) that last went through
     /// it, 0 never.
     pub(crate) cold_gen: AtomicU32,
+    /// The latest second an overwrite was written in place over one of its
+    /// items (`overwrite.rs`), 0 never: such an item's write time.
+    pub(crate) rewritten_at: AtomicU32,
 }
 
 /// [`SegMeta::aged_at`] of a segment the age pass is done with.
@@ -243,4 +246,7 @@ pub(crate) struct Active {
     /// A load's [`Restorer`](crate::Restorer): the cleaner takes a segment
     /// however live, before anything is evicted (a load keeps what was live).
     pub(crate) restoring: bool,
+    /// The epoch this worker hands out CAS values of for overwrites in
+    /// place, and the next offset (`overwrite.rs`); epoch 0: none yet.
+    pub(crate) cas_lease: (u64, u64),
 }

@@ -484,6 +484,8 @@ pub struct StoreStats {
     pub evicted_age: u32,
     pub expired_unlinked: u64,
     pub reinserted: u64,
+    /// Overwrites written over the old version of their key in place.
+    pub overwritten_in_place: u64,
     /// Allocations that found no segment the usual way and took the last
     /// resort (sealing half-filled segments, evicting read items, waiting
     /// for pins and the other workers).

@@ -188,6 +188,11 @@ fn strata_memory(s: &mut Snapshot, shared: &Shared, st: &strata_store::StoreStat
     s.counter("strata_segments_reclaimed", "Segments freed without evicting.", st.segments_reclaimed);
     s.counter("strata_items_reinserted", "Items copied forward by eviction or the cleaner.", st.reinserted);
     s.counter(
+        "strata_overwritten_in_place",
+        "Overwrites written over the old version of their key, which left no dead version behind.",
+        st.overwritten_in_place,
+    );
+    s.counter(
         "strata_alloc_last_resort",
         "Segment allocations that had to seal half-filled segments, evict read items or wait for one.",
         st.alloc_last_resort,

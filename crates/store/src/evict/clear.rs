@@ -104,10 +104,15 @@ impl Store {
             let expired = self.is_flushed(victim) || Clock::is_expired(it.expiry(), now);
             let (target_q, freq) = destination(how, s, promote);
             let fetched = if freq == 0 && slot::was_read(s) { state::FETCHED } else { 0 };
-            let f = Fields { cas: Some(self.cas_of(s, &it)), state: it.state() | fetched, ..it.fields() };
+            // Written over in place since it was placed: this copy is the
+            // move its new version would have made (`overwrite.rs`), kept
+            // whatever its reads, free of the credit as that move was.
+            let moved_late = it.state() & state::IN_PLACE != 0 && !matches!(how, Clear::Evict(_, Keep::Nothing));
+            let f = Fields { cas: Some(self.cas_of(s, &it)), state: it.fields().state | fetched, ..it.fields() };
             let len = encoded_len(it.key().len(), it.value().len(), &f);
             let evicting = matches!(how, Clear::Evict(..)) && self.config().evictions;
-            let copied = !expired && (!evicting || self.evicted_keeps(s, loc, how, self.aligned(len), active));
+            let copied =
+                !expired && (!evicting || moved_late || self.evicted_keeps(s, loc, how, self.aligned(len), active));
             let keep = copied && !(matches!(how, Clear::Evict(_, Keep::ReadUnlessFlash)) && self.flash_eligible(&it));
             if keep {
                 // A target in a snapshot's cut takes nothing more (`cut.rs`):
@@ -119,7 +124,7 @@ impl Store {
                     self.account(&mut st, moved);
                     bump(&c.reinserted);
                     cleared.bytes_copied += len as u64;
-                    if evicting {
+                    if evicting && !moved_late {
                         active.copy_credit = active.copy_credit.saturating_sub(self.aligned(len));
                     }
                     return;

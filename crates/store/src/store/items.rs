@@ -60,7 +60,13 @@ impl Store {
 
     /// The CAS derived for an item at `off` of a segment opened at `epoch`.
     pub(crate) fn cas_at(&self, epoch: u64, off: usize) -> u64 {
+        debug_assert!((off as u64) < 1 << self.cas_off_bits);
         (epoch << self.cas_off_bits) | off as u64
+    }
+
+    /// Bits of a CAS below its epoch's: offsets within a segment.
+    pub(crate) fn cas_off_bits(&self) -> u32 {
+        self.cas_off_bits
     }
 
     pub(crate) fn cas_of(&self, s: u64, it: &Item<'_>) -> u64 {

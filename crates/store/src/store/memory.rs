@@ -30,6 +30,7 @@ impl Store {
         m.aged_at.store(0, Relaxed);
         m.rezipped.store(0, Relaxed);
         m.cold_gen.store(0, Relaxed);
+        m.rewritten_at.store(0, Relaxed);
         m.times.lock().clear();
     }
 
@@ -75,7 +76,6 @@ impl Store {
         }
     }
 
-    /// When the item at slot `s` was written.
     /// Seconds since the earliest write in a segment still holding items
     /// (memcached's `age` of a class: its oldest item); 0 when empty.
     pub fn oldest_age(&self) -> u32 {
@@ -88,9 +88,16 @@ impl Store {
         earliest.map_or(0, |t| self.clock().now().saturating_sub(t))
     }
 
+    /// When the item at slot `s` was written; the caller holds its bucket
+    /// lock. One overwritten in place (`overwrite.rs`) was written at its
+    /// segment's latest such write, which is no earlier.
     pub(crate) fn written_at(&self, s: u64) -> u32 {
         let m = self.seg(slot::seg(s));
-        m.times.lock().time_at(self.byte_off(s) as u32).unwrap_or(0)
+        let placed = m.times.lock().time_at(self.byte_off(s) as u32).unwrap_or(0);
+        match self.item_at(s) {
+            Some(it) if it.state() & crate::item::state::IN_PLACE != 0 => placed.max(m.rewritten_at.load(Relaxed)),
+            _ => placed,
+        }
     }
 
     /// Whether `seg` was opened before the latest `flush_all` took effect:

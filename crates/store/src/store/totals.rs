@@ -86,6 +86,7 @@ impl Store {
             s.expired_unfetched += c.expired_unfetched.load(Relaxed);
             s.expired_unlinked += c.expired_unlinked.load(Relaxed);
             s.reinserted += c.reinserted.load(Relaxed);
+            s.overwritten_in_place += c.overwritten_in_place.load(Relaxed);
             s.alloc_last_resort += c.alloc_last_resort.load(Relaxed);
             s.alloc_waited += c.alloc_waited.load(Relaxed);
             s.reclaim_inline += c.reclaim_inline.load(Relaxed);
@@ -139,6 +140,7 @@ impl Store {
                 &c.expired_unfetched,
                 &c.expired_unlinked,
                 &c.reinserted,
+                &c.overwritten_in_place,
                 &c.alloc_last_resort,
                 &c.alloc_waited,
                 &c.reclaim_inline,

@@ -166,6 +166,7 @@ fn add(to: &mut Counts, c: &Counts) {
     to.smaller_loads += c.smaller_loads;
     to.loose_segments += c.loose_segments;
     to.forged_values += c.forged_values;
+    to.in_place += c.in_place;
     to.kills += c.kills;
     to.refused += c.refused;
     to.clock_checked += c.clock_checked;
@@ -227,6 +228,7 @@ fn a_crash_at_any_point_loses_no_acknowledged_write() {
         assert!(c.after_crash >= 2_000 && c.acked_verified >= 20_000 && c.clock_checked >= 2_000, "{c:?}");
         assert!(c.snapshot_writes > 50 && c.smaller_loads > 100 && c.forged_values > 100, "{c:?}");
         assert!(c.loose_segments > 0, "no load went item by item: {c:?}");
+        assert!(c.in_place >= 1_000, "too few overwrites went in place: {c:?}");
     }
 }
 
@@ -252,6 +254,7 @@ fn a_snapshot_restart_shows_the_state_at_its_cut() {
         // copies must not rest on a single event.
         assert!(c.handed_off >= 500, "too few segments of a cut were handed off: {c:?}");
         assert!(c.loose_segments > 100, "too few loads went item by item: {c:?}");
+        assert!(c.in_place >= 1_000, "too few overwrites went in place: {c:?}");
     }
 }
 

@@ -91,6 +91,8 @@ pub struct Counts {
     pub loose_segments: u64,
     /// Values written that hold a whole snapshot or log record.
     pub forged_values: u64,
+    /// Overwrites the store wrote over their old version, in place.
+    pub in_place: u64,
     /// Crashes that were kill -9 (the rest: power loss).
     pub kills: u64,
     /// Changes refused because the log had failed (the disk filled).

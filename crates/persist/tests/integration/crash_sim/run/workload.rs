@@ -37,7 +37,24 @@ impl Sim<'_> {
         let k = key(self.rng.below(KEYS));
         let exp = if self.rng.chance(20) { now + 1 } else { 0 };
         let room = MAX_VALUE - self.hist.now().get(&k).map_or(0, |x| x.v.len());
-        match self.rng.below(100) {
+        // The layout of the key's value now: a set of the same length,
+        // flags and expiry is written over it in place (`overwrite.rs`).
+        // Not in the tight stores: there overwrites must leave dead
+        // versions, which fill memory while a snapshot copies (hand-offs).
+        let layout = self.hist.now().get(&k).map(|x| (x.v.len(), x.flags, x.exp != 0));
+        match (self.rng.below(100), layout) {
+            (33..=39, Some((len, flags, expires))) if !self.mode.tight => {
+                let v = value(self.hist.len() as u64, len);
+                Op::Set { k, v, flags, exp: if expires { now + 1 } else { 0 } }
+            }
+            (r, _) => self.draw_other(r, k, (now, exp), room),
+        }
+    }
+
+    /// The request `r` of [`Sim::draw`] draws, but for an overwrite of the
+    /// same layout.
+    fn draw_other(&mut self, r: u64, k: Vec<u8>, (now, exp): (u32, u32), room: usize) -> Op {
+        match r {
             0..=39 => Op::Set { k, v: self.draw_value(), flags: self.rng.below(1000) as u32, exp },
             40..=44 => Op::Add { k, v: self.draw_value(), flags: 7, exp },
             45..=59 => Op::Delete { k },
@@ -385,6 +402,7 @@ impl Sim<'_> {
             if evicted > 0 {
                 return Err(Failure(format!("{evicted} items were evicted: the check would not be exact")));
             }
+            self.counts.in_place += p.store.stats().overwritten_in_place;
             if !self.fs.is_dead() {
                 self.commit(&p);
             }

@@ -1,0 +1,176 @@
+//! Overwrites written over the old version of their key, in place, when the
+//! new item has the old one's layout: the same value length, the same
+//! optional fields, nothing compressed.
+//!
+//! **Why.** A set of a key that is already cached otherwise writes a new
+//! version at the end of the writer's open segment and leaves the old one
+//! dead where it was. On workloads that overwrite hot keys (workload 6,
+//! zipf overwrites; workload 16, three sets to a get) the dead versions
+//! were about 5 MB of `-m 64`, and the cleaner that wins them back copied
+//! 2.4 bytes per byte stored (write amplification 3.4). Written in place,
+//! an overwrite leaves nothing dead and nothing to copy.
+//!
+//! **What eviction must make up for.** A new version is also a free move to
+//! the head of the queue: it starts its stay in memory again. In place, the
+//! item stays where its first version was, in a segment that eviction
+//! reaches early. Measured with eviction as it was (non-LTO, one round
+//! each, docs/benchmarks-history.md "Issue 42, twelfth step"): hits 74.4%
+//! against 76.2% on workload 6 at ten times the keys, 69.3% against 72.3%
+//! on 16. So an item overwritten in place is marked ([`state::IN_PLACE`])
+//! and eviction keeps it once whatever its reads and the copy credit
+//! (`evict/clear.rs`): the copy it makes then is the move the new version
+//! would have made, paid once however many times the key was written
+//! meanwhile. The mark goes with that copy.
+//!
+//! **Layout.** An item written over a live version of its key with the same
+//! value length is laid out for the next such write: a state byte
+//! ([`state::OVERWRITTEN`]) and, with CAS on, an explicit CAS, 9 bytes more
+//! than a first version. The first overwrite of a key writes its new version
+//! that way (a second try of the write, as when its fields change under the
+//! lock); the ones after it go in place while the value length stays.
+//!
+//! **CAS.** Each write in place takes a CAS no item ever had: the worker
+//! takes an epoch of its own (no segment is opened at it) and hands out its
+//! `2^cas_off_bits` offsets one by one ([`Active::fresh_cas`]). Epochs stay
+//! under the snapshot's epoch lease as segments' do.
+//!
+//! **Write time.** A segment's write times are marks by offset (`timelog.rs`)
+//! that cannot say an item in their middle was written later. An item
+//! written in place reads as written at its segment's latest write in
+//! place (`SegMeta::rewritten_at`): at once after the write, the time of
+//! the write; later, no earlier than it. Right after a set `mg … l` is 0, as
+//! in memcached.
+//!
+//! **Soundness.** The bytes change under the item's bucket lock, as the
+//! expiry and state bytes already did (arena rule 4): every reader of a
+//! value in memory copies it under that lock, but for values read without
+//! it from a pinned segment (`Config::unlocked_read_min` bytes or more,
+//! compressed values) and for the passes that read values of sealed
+//! segments without it (recompression, the flash tier's). So an overwrite
+//! goes in place only for values under `unlocked_read_min`, without
+//! compression, and without the flash tier; never in a segment of a
+//! running snapshot's cut (`cut.rs`: nothing there changes after the cut);
+//! and the lengths and key, which the segment scanner reads without the
+//! lock, are not written at all.
+
+use std::sync::atomic::Ordering::*;
+
+use crate::index::{slot, Pos, Stripe};
+use crate::item::{state, write_fields, Fields, Header};
+use crate::segments::Active;
+use crate::store::{add, bump, Store};
+use crate::types::{StoreOutcome, Stored};
+use crate::write::OVERWRITE_FREQ;
+
+impl Store {
+    /// Whether an overwrite of a `vlen`-byte value may go in place in this
+    /// store at all (see the module doc, "Soundness").
+    pub(crate) fn may_overwrite_in_place(&self, vlen: usize) -> bool {
+        let min = self.config().unlocked_read_min;
+        self.codec().is_none() && self.config().flash.is_none() && (min == 0 || vlen < min)
+    }
+
+    /// Writes fields `f` (the layout `h`, the linked item's at slot `s`) and
+    /// `value` over that item, leaving its lengths and key as they are. The
+    /// caller holds the item's bucket lock and no view of its bytes.
+    fn write_over(&self, s: u64, h: Header, f: &Fields, value: &[u8]) {
+        let (seg, off) = (slot::seg(s), self.byte_off(s));
+        let fields = h.header_len() - h.flags_at();
+        // SAFETY: the item is linked and the caller holds its bucket lock,
+        // under which alone its fields and value are read or written (arena
+        // rule 4); the range is inside the item, after its lengths.
+        let dst = unsafe { self.arena().bytes_mut(seg, off + h.flags_at(), fields) };
+        write_fields(dst, f);
+        let value_at = off + h.header_len() + usize::from(h.klen);
+        // SAFETY: as above; the value is the item's last `vlen` bytes, and
+        // no reader copies it without the lock (`may_overwrite_in_place`).
+        let dst = unsafe { self.arena().bytes_mut(seg, value_at, value.len()) };
+        dst.copy_from_slice(value);
+    }
+}
+
+impl Active {
+    /// A CAS no item had before: the next offset of this worker's own
+    /// epoch, a new epoch once they are used up.
+    pub(crate) fn fresh_cas(&mut self, st: &Store) -> u64 {
+        let (epoch, next) = self.cas_lease;
+        if epoch == 0 || next >= 1u64 << st.cas_off_bits() {
+            self.cas_lease = (st.next_epoch(), 0);
+        }
+        let (epoch, next) = self.cas_lease;
+        self.cas_lease.1 = next + 1;
+        st.cas_at(epoch, next as usize)
+    }
+}
+
+impl Active {
+    /// Writes a set's `value` with fields `w` over the live item the lookup
+    /// found (`found`, under `stripe`) if the store allows it and the
+    /// layouts match: what it stored and its journal position. `None` if
+    /// it did not (the caller writes a new version).
+    pub(crate) fn overwrite_in_place(
+        &mut self,
+        store: &Store,
+        stripe: &mut Stripe,
+        (pos, s): (Pos, u64),
+        (key, value): (&[u8], &[u8]),
+        w: &Fields,
+        now: u32,
+    ) -> Option<(Stored, u64)> {
+        if w.compressed || !store.may_overwrite_in_place(value.len()) || store.frozen(slot::seg(s)) {
+            return None;
+        }
+        let cas_on = store.config().cas;
+        // The CAS's value does not change the layout: it is taken only once
+        // the write is sure to go in place.
+        let mut f = Fields {
+            cas: if cas_on { Some(w.cas.unwrap_or(0)) } else { w.cas },
+            state: w.state | state::OVERWRITTEN | state::IN_PLACE,
+            ..*w
+        };
+        let h = {
+            let it = store.item_at(s)?;
+            let h = Header::new(key.len(), value.len(), &f);
+            if it.compressed() || it.header != h {
+                return None;
+            }
+            h
+        };
+        if cas_on && w.cas.is_none() {
+            f.cas = Some(self.fresh_cas(store));
+        }
+        store.write_over(s, h, &f, value);
+        stripe.set(pos, slot::with_freq(s, OVERWRITE_FREQ));
+        let seg = slot::seg(s);
+        store.note_expiry(seg, f.expiry);
+        store.seg(seg).rewritten_at.fetch_max(now, Relaxed);
+        add(&self.counters.bytes_stored, h.total_len() as u64);
+        bump(&self.counters.total_items);
+        bump(&self.counters.overwritten_in_place);
+        let cas = f.cas.filter(|_| cas_on).unwrap_or(0);
+        Some((Stored { outcome: StoreOutcome::Stored, cas, size: value.len() }, store.journal_item(s)))
+    }
+
+    /// The fields a new version written over the live item at slot `s`
+    /// takes: laid out for the next overwrite to go in place (a state byte,
+    /// an explicit CAS) when this one has the old value's length and could
+    /// have gone in place but for the old item's layout. `tried` are the
+    /// fields the version was written with last, whose CAS is kept.
+    pub(crate) fn laid_out_for_overwrite(
+        &mut self,
+        store: &Store,
+        w: Fields,
+        tried: &Fields,
+        (s, value): (u64, &[u8]),
+    ) -> Fields {
+        let same_length = store.item_at(s).is_some_and(|it| !it.compressed() && it.value().len() == value.len());
+        if w.compressed || !same_length || !store.may_overwrite_in_place(value.len()) {
+            return w;
+        }
+        let cas = match store.config().cas {
+            true => Some(w.cas.or(tried.cas).unwrap_or_else(|| self.fresh_cas(store))),
+            false => w.cas,
+        };
+        Fields { cas, state: w.state | state::OVERWRITTEN, ..w }
+    }
+}
