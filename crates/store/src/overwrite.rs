@@ -29,10 +29,12 @@
 //! that way (a second try of the write, as when its fields change under the
 //! lock); the ones after it go in place while the value length stays.
 //!
-//! **CAS.** Each write in place takes a CAS no item ever had: the worker
-//! takes an epoch of its own (no segment is opened at it) and hands out its
-//! `2^cas_off_bits` offsets one by one ([`Active::fresh_cas`]). Epochs stay
-//! under the snapshot's epoch lease as segments' do.
+//! **CAS.** Each write in place takes a CAS no item ever had, above the
+//! key's CAS before it: the worker takes an epoch of its own (no segment is
+//! opened at it) and hands out its `2^cas_off_bits` offsets one by one
+//! ([`Active::fresh_cas`]), taking a new epoch (above every CAS handed out
+//! yet) when they run out or no longer exceed the key's. Epochs stay under
+//! the snapshot's epoch lease as segments' do.
 //!
 //! **Write time.** A segment's write times are marks by offset (`timelog.rs`)
 //! that cannot say an item in their middle was written later. An item
@@ -90,11 +92,13 @@ impl Store {
 }
 
 impl Active {
-    /// A CAS no item had before: the next offset of this worker's own
-    /// epoch, a new epoch once they are used up.
-    pub(crate) fn fresh_cas(&mut self, st: &Store) -> u64 {
+    /// A CAS no item had before, above `above` (the key's CAS now, so that
+    /// a key's CAS grows from write to write): the next offset of this
+    /// worker's own epoch, a new epoch once they are used up or no longer
+    /// above (a new epoch is above every CAS handed out yet).
+    pub(crate) fn fresh_cas(&mut self, st: &Store, above: u64) -> u64 {
         let (epoch, next) = self.cas_lease;
-        if epoch == 0 || next >= 1u64 << st.cas_off_bits() {
+        if epoch == 0 || next >= 1u64 << st.cas_off_bits() || st.cas_at(epoch, next as usize) <= above {
             self.cas_lease = (st.next_epoch(), 0);
         }
         let (epoch, next) = self.cas_lease;
@@ -128,16 +132,16 @@ impl Active {
             state: w.state | state::OVERWRITTEN | state::IN_PLACE,
             ..*w
         };
-        let h = {
+        let (h, old_cas) = {
             let it = store.item_at(s)?;
             let h = Header::new(key.len(), value.len(), &f);
             if it.compressed() || it.header != h {
                 return None;
             }
-            h
+            (h, store.cas_of(s, &it))
         };
         if cas_on && w.cas.is_none() {
-            f.cas = Some(self.fresh_cas(store));
+            f.cas = Some(self.fresh_cas(store, old_cas));
         }
         store.write_over(s, h, &f, value);
         stripe.set(pos, slot::with_freq(s, OVERWRITE_FREQ));
@@ -163,12 +167,15 @@ impl Active {
         tried: &Fields,
         (s, value): (u64, &[u8]),
     ) -> Fields {
-        let same_length = store.item_at(s).is_some_and(|it| !it.compressed() && it.value().len() == value.len());
-        if w.compressed || !same_length || !store.may_overwrite_in_place(value.len()) {
+        let old_cas = match store.item_at(s) {
+            Some(it) if !it.compressed() && it.value().len() == value.len() => store.cas_of(s, &it),
+            _ => return w,
+        };
+        if w.compressed || !store.may_overwrite_in_place(value.len()) {
             return w;
         }
         let cas = match store.config().cas {
-            true => Some(w.cas.or(tried.cas).unwrap_or_else(|| self.fresh_cas(store))),
+            true => Some(w.cas.or(tried.cas).unwrap_or_else(|| self.fresh_cas(store, old_cas))),
             false => w.cas,
         };
         Fields { cas, state: w.state | state::OVERWRITTEN, ..w }

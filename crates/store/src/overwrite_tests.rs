@@ -41,10 +41,19 @@ fn each_overwrite_in_place_has_a_cas_of_its_own() {
     let (s, mut w) = store(4 << 20, true);
     let mut seen = std::collections::HashSet::new();
     let mut last = 0;
+    // Another worker opens segments meanwhile: newer epochs than the
+    // first worker's own, which its next CAS must still be above.
+    let mut other = s.worker();
     for gen in 0..6 {
         assert_eq!(set(&mut w, SetOp::Set, b"k", &value(gen, 100)), StoreOutcome::Stored);
         let (_, _, c) = get(&mut w, b"k").unwrap_or_else(|| panic!("set"));
         assert!(seen.insert(c), "CAS {c} handed out twice");
+        assert!(c > last, "CAS {c} after {last}");
+        last = c;
+        set(&mut other, SetOp::Set, format!("o{gen}").as_bytes(), &value(gen, 100));
+        assert_eq!(set(&mut other, SetOp::Set, b"k", &value(gen, 100)), StoreOutcome::Stored);
+        let (_, _, c) = get(&mut w, b"k").unwrap_or_else(|| panic!("set"));
+        assert!(c > last, "CAS {c} after {last}");
         last = c;
     }
     assert!(in_place(&s) >= 4, "{}", in_place(&s));
