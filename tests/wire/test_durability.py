@@ -475,11 +475,13 @@ def test_writes_that_waited_for_memory_are_durable_once_acknowledged(tmp_path):
     before their reply: after kill -9 every key holds its last
     acknowledged value. Overwrites of 200 keys at -m 8: memory fills with
     dead versions (which the cleaner takes back), so nothing live is
-    evicted and every key can be checked."""
+    evicted and every key can be checked. Each round's values are another
+    length than the last's: one of the same length would be written over
+    the old in place, leaving nothing dead."""
     keys = 200
 
     def value(rnd, i):
-        return (b"%d-%d:" % (rnd, i)) * 400
+        return (b"%d-%d:" % (rnd, i)) * (400 + rnd % 2)
 
     srv = start(tmp_path, "always", "-m", "8", "--debug-reclaim-delay", "200")
     c = srv.connect()
