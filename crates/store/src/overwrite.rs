@@ -105,13 +105,11 @@ impl Active {
         self.cas_lease.1 = next + 1;
         st.cas_at(epoch, next as usize)
     }
-}
 
-impl Active {
     /// Writes a set's `value` with fields `w` over the live item the lookup
-    /// found (`found`, under `stripe`) if the store allows it and the
-    /// layouts match: what it stored and its journal position. `None` if
-    /// it did not (the caller writes a new version).
+    /// found under `stripe` (at `pos`, slot `s`) if the store allows it and
+    /// the layouts match: what it stored and its journal position. `None`
+    /// if it did not (the caller writes a new version).
     pub(crate) fn overwrite_in_place(
         &mut self,
         store: &Store,
@@ -159,7 +157,8 @@ impl Active {
     /// takes: laid out for the next overwrite to go in place (a state byte,
     /// an explicit CAS) when this one has the old value's length and could
     /// have gone in place but for the old item's layout. `tried` are the
-    /// fields the version was written with last, whose CAS is kept.
+    /// fields the version was written with last, whose CAS is kept if it
+    /// is still above the key's (another write may have come between).
     pub(crate) fn laid_out_for_overwrite(
         &mut self,
         store: &Store,
@@ -175,7 +174,10 @@ impl Active {
             return w;
         }
         let cas = match store.config().cas {
-            true => Some(w.cas.or(tried.cas).unwrap_or_else(|| self.fresh_cas(store, old_cas))),
+            true => {
+                let kept = tried.cas.filter(|&c| c > old_cas);
+                Some(w.cas.or(kept).unwrap_or_else(|| self.fresh_cas(store, old_cas)))
+            }
             false => w.cas,
         };
         Fields { cas, state: w.state | state::OVERWRITTEN, ..w }
