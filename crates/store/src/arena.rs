@@ -19,7 +19,8 @@
 //!    (`overwrite.rs`), all its fields and its value, made under the bucket
 //!    lock; lock-free readers (the scanner) never read them. An overwrite
 //!    goes in place only where nobody reads the value without the lock (rule
-//!    5's readers, the recompression and flash passes).
+//!    5's readers, the recompression pass) and no copy of the item waits to
+//!    be linked in its place (a batch for flash).
 //! 5. A segment with pins is not reused: whoever clears it waits for the
 //!    pins to drop first. A reader that pinned it after finding an item
 //!    linked there under its bucket lock may read that item's key and value

@@ -47,12 +47,15 @@
 //! expiry and state bytes already did (arena rule 4): every reader of a
 //! value in memory copies it under that lock, but for values read without
 //! it from a pinned segment (`Config::unlocked_read_min` bytes or more,
-//! compressed values) and for the passes that read values of sealed
-//! segments without it (recompression, the flash tier's). So an overwrite
-//! goes in place only for values under `unlocked_read_min`, without
-//! compression, and without the flash tier; never in a segment of a
-//! running snapshot's cut (`cut.rs`: nothing there changes after the cut);
-//! and the lengths and key, which the segment scanner reads without the
+//! compressed values) and for the recompression pass, which reads values
+//! of sealed segments without it. So an overwrite goes in place only for
+//! values under `unlocked_read_min` and without compression; never in a
+//! segment of a running snapshot's cut (`cut.rs`: nothing there changes
+//! after the cut), nor in one with items in a batch for flash
+//! (`SegMeta::batched`): the batch copied the item under its bucket lock
+//! and repoints its slot later if it still points at the item, which an
+//! overwrite in place would leave pointing there with the old value on
+//! flash. The lengths and key, which the segment scanner reads without the
 //! lock, are not written at all.
 
 use std::sync::atomic::Ordering::*;
@@ -69,7 +72,13 @@ impl Store {
     /// store at all (see the module doc, "Soundness").
     pub(crate) fn may_overwrite_in_place(&self, vlen: usize) -> bool {
         let min = self.config().unlocked_read_min;
-        self.codec().is_none() && self.config().flash.is_none() && (min == 0 || vlen < min)
+        self.codec().is_none() && (min == 0 || vlen < min)
+    }
+
+    /// Whether items of `seg` wait in a batch for flash (`SegMeta::batched`);
+    /// the caller holds the bucket lock of the item it asks for.
+    fn batched(&self, seg: u32) -> bool {
+        self.seg(seg).batched.load(Relaxed) != 0
     }
 
     /// Writes fields `f` (the layout `h`, the linked item's at slot `s`) and
@@ -119,7 +128,8 @@ impl Active {
         w: &Fields,
         now: u32,
     ) -> Option<(Stored, u64)> {
-        if w.compressed || !store.may_overwrite_in_place(value.len()) || store.frozen(slot::seg(s)) {
+        let seg = slot::seg(s);
+        if w.compressed || !store.may_overwrite_in_place(value.len()) || store.frozen(seg) || store.batched(seg) {
             return None;
         }
         let cas_on = store.config().cas;
@@ -143,7 +153,6 @@ impl Active {
         }
         store.write_over(s, h, &f, value);
         stripe.set(pos, slot::with_freq(s, OVERWRITE_FREQ));
-        let seg = slot::seg(s);
         store.note_expiry(seg, f.expiry);
         store.seg(seg).rewritten_at.fetch_max(now, Relaxed);
         add(&self.counters.bytes_stored, h.total_len() as u64);

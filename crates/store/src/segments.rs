@@ -119,6 +119,10 @@ pub(crate) struct SegMeta {
     /// The latest second an overwrite was written in place over one of its
     /// items (`overwrite.rs`), 0 never: such an item's write time.
     pub(crate) rewritten_at: AtomicU32,
+    /// Its items copied into a batch for flash and not yet repointed there
+    /// (`tier/`): while any is, nothing in it is written over in place,
+    /// which would leave the record stale and the repoint unaware.
+    pub(crate) batched: AtomicU32,
 }
 
 /// [`SegMeta::aged_at`] of a segment the age pass is done with.

@@ -553,3 +553,37 @@ fn every_write_sends_each_written_item_to_flash_at_once() {
     assert!(matches!(t.w.arith(b"counter:with:a:long:key", true, 1), Ok(ArithOutcome::Value(_))));
     assert_eq!(flash_stats(&t.store).moved, 3, "the set and the incr");
 }
+
+/// An item copied into a batch for flash is not written over in place
+/// before its slot is repointed: the overwrite goes to a new version, the
+/// repoint leaves it alone, and the key reads back the value written last
+/// (in place, the repoint would have sent the slot to the old value).
+#[test]
+fn an_item_waiting_in_a_batch_for_flash_is_not_written_over_in_place() {
+    let mut t = tier(16);
+    let (old, new) = (vec![b'o'; 1000], vec![b'n'; 1000]);
+    for v in [&old, &old, &old] {
+        assert_eq!(t.w.set(SetOp::Set, b"k", 0, 0, v), Ok(StoreOutcome::Stored));
+    }
+    let in_place = t.store.stats().overwritten_in_place;
+    assert_eq!(in_place, 1, "laid out, then written over");
+    // Into the worker's batch, under the key's bucket lock, as eviction and
+    // the age pass do; the batch is written later.
+    let loc = t.store.index().locate(b"k");
+    {
+        let st = t.store.index().lock(loc.stripe);
+        let (_, s) = t.store.find(&st, loc, b"k").unwrap();
+        let it = t.store.item_at(s).unwrap();
+        t.store.batch_for_flash(&mut t.w.active, s, &it, loc, true);
+    }
+    assert_eq!(t.w.set(SetOp::Set, b"k", 0, 0, &new), Ok(StoreOutcome::Stored));
+    assert_eq!(t.store.stats().overwritten_in_place, in_place, "written over while it waited for flash");
+    t.store.flush_flash(&mut t.w.active);
+    assert!(in_memory(&t.store, b"k"), "the new version was repointed to flash");
+    assert_eq!(get(&mut t.w, b"k").map(|g| g.0), Some(new.clone()));
+    // Repointed or not, the batch is done: writes go in place again.
+    assert_eq!(t.w.set(SetOp::Set, b"k", 0, 0, &new), Ok(StoreOutcome::Stored));
+    assert_eq!(t.w.set(SetOp::Set, b"k", 0, 0, &old), Ok(StoreOutcome::Stored));
+    assert_eq!(t.store.stats().overwritten_in_place, in_place + 2);
+    assert_eq!(get(&mut t.w, b"k").map(|g| g.0), Some(old));
+}

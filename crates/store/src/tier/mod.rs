@@ -181,6 +181,8 @@ impl Store {
             dst[v..].copy_from_slice(it.value());
         });
         b.items.push(Pending { loc, seg: slot::seg(s), granule_off: slot::off(s), epoch, aged, at });
+        // Under the item's bucket lock, as every write in place checks it.
+        self.seg(slot::seg(s)).batched.fetch_add(1, Relaxed);
         b.buf.len() >= t.write_buffer
     }
 
@@ -208,6 +210,9 @@ impl Store {
         });
         for p in &batch.items {
             let mut st = self.index().lock(p.loc.stripe);
+            // Under the lock: a write in place of this item waits for the
+            // repoint below.
+            self.seg(p.seg).batched.fetch_sub(1, Relaxed);
             let Some((pos, s)) = st.find(p.loc.bucket, |s| slot::seg(s) == p.seg && slot::off(s) == p.granule_off)
             else {
                 continue;
