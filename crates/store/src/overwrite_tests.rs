@@ -17,6 +17,18 @@ fn value(gen: u8, len: usize) -> Vec<u8> {
     vec![b'a' + gen; len]
 }
 
+/// Sixteen segments of `seg` bytes, items up to `item_max`, a small index.
+fn segments(seg: usize, item_max: usize) -> (Arc<Store>, Worker) {
+    let cfg = Config {
+        memory_limit: 16 * seg,
+        segment_size: seg,
+        item_size_max: item_max,
+        hash_power: 8,
+        ..Config::default()
+    };
+    store_of(cfg)
+}
+
 #[test]
 fn the_second_overwrite_of_the_same_length_goes_in_place_and_leaves_nothing_dead() {
     let (s, mut w) = store(4 << 20, true);
@@ -135,15 +147,7 @@ fn an_item_overwritten_in_place_reads_as_written_then() {
 #[test]
 #[cfg_attr(miri, ignore = "thousands of writes; the policy has no unsafe code of its own")]
 fn eviction_keeps_an_item_overwritten_in_place_once() {
-    let seg = 64 << 10;
-    let cfg = Config {
-        memory_limit: 16 * seg,
-        segment_size: seg,
-        item_size_max: 16 << 10,
-        hash_power: 8,
-        ..Config::default()
-    };
-    let (s, mut w) = store_of(cfg);
+    let (s, mut w) = segments(64 << 10, 16 << 10);
     for gen in 0..3 {
         set(&mut w, SetOp::Set, b"hot", &value(gen, 1000));
     }
@@ -163,15 +167,7 @@ fn eviction_keeps_an_item_overwritten_in_place_once() {
 
 #[test]
 fn an_overwrite_after_a_cut_leaves_the_cut_as_it_was() {
-    let seg = 16 << 10;
-    let cfg = Config {
-        memory_limit: 16 * seg,
-        segment_size: seg,
-        item_size_max: 4 << 10,
-        hash_power: 8,
-        ..Config::default()
-    };
-    let (s, mut w) = store_of(cfg);
+    let (s, mut w) = segments(16 << 10, 4 << 10);
     set(&mut w, SetOp::Set, b"k", &value(0, 300));
     set(&mut w, SetOp::Set, b"k", &value(1, 300));
     s.begin_cut();
