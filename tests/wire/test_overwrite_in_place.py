@@ -4,6 +4,7 @@ memcached's (a new unique per write, EXISTS for an older one, `mg l` and `h`
 as for a new item), and nothing dead is left behind."""
 
 import os
+import random
 
 import pytest
 
@@ -76,3 +77,53 @@ def test_hot_overwrites_leave_nothing_dead_and_copy_nothing(make_server):
     reply = read_until_end(c)
     assert reply.count(b"%d" % (rounds - 1) * length) == len(range(0, keys, 7))
     c.close()
+
+
+@pytest.mark.strata_only
+@pytest.mark.not_over_flash("gives its own ext_path")
+def test_overwrites_while_items_go_to_flash_never_read_back_stale(make_server, tmp_path):
+    """More keys than -m holds, over the flash tier: eviction batches items
+    for flash while four connections overwrite them (the same length per
+    key, so most writes go in place). A write in place must never be
+    undone by a batch's repoint to the record it copied before the write:
+    every key reads back the value it was last given."""
+    srv = make_server(["-m", "8", "-t", "2", "-o", f"ext_path={tmp_path}/flash:64M"])
+    conns = [srv.connect(timeout=READ_TIMEOUT) for _ in range(4)]
+    keys, rounds = 12_000, 16
+    latest = [0] * keys
+    rng = random.Random(7)
+
+    def value(i):
+        head = b"%d:%d:" % (i, latest[i])
+        return head + b"." * (700 + i % 200 - len(head))
+
+    for r in range(rounds):
+        for j, c in enumerate(conns):
+            # Each connection its own keys, so a key's writes stay in order;
+            # the first round writes them all, the others mostly the hot ones.
+            mine = range(j, keys, len(conns))
+            picks = mine if r == 0 else [rng.choice(mine[: len(mine) // 10]) if rng.random() < 0.8 else rng.choice(mine) for _ in range(800)]
+            batch = []
+            for i in picks:
+                latest[i] += 1
+                v = value(i)
+                batch.append(b"set k%d 0 0 %d noreply\r\n%s\r\n" % (i, len(v), v))
+            c.send(b"".join(batch))
+        for c in conns:
+            expect(c, b"mn\r\n", b"MN\r\n")
+    c = conns[0]
+    st = stats(c)
+    assert int(st["strata_overwritten_in_place"]) > 1000, st["strata_overwritten_in_place"]
+    assert int(st["extstore_objects_written"]) > 1000, st["extstore_objects_written"]
+    stale, missing = [], 0
+    for start in range(0, keys, 100):
+        ks = range(start, min(start + 100, keys))
+        c.send(b"get " + b" ".join(b"k%d" % i for i in ks) + b"\r\n")
+        reply = read_until_end(c)
+        for i in ks:
+            if b"VALUE k%d " % i not in reply:
+                missing += 1
+            elif b"VALUE k%d 0 %d\r\n%s\r\n" % (i, len(value(i)), value(i)) not in reply:
+                stale.append(i)
+    assert stale == [], "%d keys read back an older value: %s" % (len(stale), stale[:10])
+    assert missing <= int(stats(c)["evictions"]), missing
