@@ -34,7 +34,15 @@
 //! opened at it) and hands out its `2^cas_off_bits` offsets one by one
 //! ([`Active::fresh_cas`]), taking a new epoch (above every CAS handed out
 //! yet) when they run out or no longer exceed the key's. Epochs stay under
-//! the snapshot's epoch lease as segments' do.
+//! the snapshot's epoch lease as segments' do. The new CAS is also what
+//! tells a read-modify-write (incr, append, a touch's relayout:
+//! `Worker::rewrite`), which plans from the item under its lock, reserves
+//! without it and commits under it again, that the item it planned from
+//! changed though it did not move: without it an `incr` planned from the
+//! old value undid a set acknowledged meanwhile (a wire test,
+//! `test_overwrite_in_place.py`, saw it 4 times in 30,000 sets). So there
+//! is nothing in place with CAS off (`-C`), nor for a client's `E` equal
+//! to the old CAS.
 //!
 //! **Write time.** A segment's write times are marks by offset (`timelog.rs`)
 //! that cannot say an item in their middle was written later. An item
@@ -69,10 +77,11 @@ use crate::write::OVERWRITE_FREQ;
 
 impl Store {
     /// Whether an overwrite of a `vlen`-byte value may go in place in this
-    /// store at all (see the module doc, "Soundness").
+    /// store at all (see the module doc, "Soundness" and "CAS": without CAS
+    /// a write in place would leave no trace a read-modify-write sees).
     pub(crate) fn may_overwrite_in_place(&self, vlen: usize) -> bool {
         let min = self.config().unlocked_read_min;
-        self.codec().is_none() && (min == 0 || vlen < min)
+        self.config().cas && self.codec().is_none() && (min == 0 || vlen < min)
     }
 
     /// Whether items of `seg` wait in a batch for flash (`SegMeta::batched`);
@@ -132,14 +141,11 @@ impl Active {
         if w.compressed || !store.may_overwrite_in_place(value.len()) || store.frozen(seg) || store.batched(seg) {
             return None;
         }
-        let cas_on = store.config().cas;
-        // The CAS's value does not change the layout: it is taken only once
-        // the write is sure to go in place.
-        let mut f = Fields {
-            cas: if cas_on { Some(w.cas.unwrap_or(0)) } else { w.cas },
-            state: w.state | state::OVERWRITTEN | state::IN_PLACE,
-            ..*w
-        };
+        // The CAS's value does not change the layout (CAS is on: see
+        // `may_overwrite_in_place`): it is taken only once the write is
+        // sure to go in place.
+        let mut f =
+            Fields { cas: Some(w.cas.unwrap_or(0)), state: w.state | state::OVERWRITTEN | state::IN_PLACE, ..*w };
         let (h, old_cas) = {
             let it = store.item_at(s)?;
             let h = Header::new(key.len(), value.len(), &f);
@@ -148,9 +154,13 @@ impl Active {
             }
             (h, store.cas_of(s, &it))
         };
-        if cas_on && w.cas.is_none() {
-            f.cas = Some(self.fresh_cas(store, old_cas));
+        // A new CAS is what tells a read-modify-write that planned from the
+        // old value that it changed (`Worker::rewrite`): a client's `E`
+        // equal to the old one would not.
+        if w.cas == Some(old_cas) {
+            return None;
         }
+        f.cas = Some(w.cas.unwrap_or_else(|| self.fresh_cas(store, old_cas)));
         store.write_over(s, h, &f, value);
         stripe.set(pos, slot::with_freq(s, OVERWRITE_FREQ));
         store.note_expiry(seg, f.expiry);
@@ -158,7 +168,7 @@ impl Active {
         add(&self.counters.bytes_stored, h.total_len() as u64);
         bump(&self.counters.total_items);
         bump(&self.counters.overwritten_in_place);
-        let cas = f.cas.filter(|_| cas_on).unwrap_or(0);
+        let cas = f.cas.unwrap_or(0);
         Some((Stored { outcome: StoreOutcome::Stored, cas, size: value.len() }, store.journal_item(s)))
     }
 
@@ -182,13 +192,8 @@ impl Active {
         if w.compressed || !store.may_overwrite_in_place(value.len()) {
             return w;
         }
-        let cas = match store.config().cas {
-            true => {
-                let kept = tried.cas.filter(|&c| c > old_cas);
-                Some(w.cas.or(kept).unwrap_or_else(|| self.fresh_cas(store, old_cas)))
-            }
-            false => w.cas,
-        };
+        let kept = tried.cas.filter(|&c| c > old_cas);
+        let cas = Some(w.cas.or(kept).unwrap_or_else(|| self.fresh_cas(store, old_cas)));
         Fields { cas, state: w.state | state::OVERWRITTEN, ..w }
     }
 }

@@ -7,6 +7,7 @@ use std::sync::Arc;
 use crate::cut_tests::drain_images;
 use crate::testing::scaled;
 use crate::tests::{cas, get, set, store, store_of};
+use crate::write::{Plan, Rewritten, Step};
 use crate::*;
 
 fn in_place(s: &Store) -> u64 {
@@ -123,6 +124,72 @@ fn nothing_goes_in_place_with_compression_or_for_values_read_without_the_lock() 
         assert_eq!(get(&mut w, b"k").map(|g| g.0), Some(value(4, 600)));
         assert_eq!(in_place(&s), 0);
     }
+}
+
+#[test]
+fn nothing_goes_in_place_with_cas_off() {
+    // Without CAS a write in place would leave nothing a read-modify-write
+    // could tell from the item it planned from (`overwrite.rs`, "CAS").
+    let (s, mut w) = store_of(Config { memory_limit: 4 << 20, cas: false, ..Config::default() });
+    for gen in 0..5 {
+        set(&mut w, SetOp::Set, b"k", &value(gen, 600));
+    }
+    assert_eq!(get(&mut w, b"k").map(|g| g.0), Some(value(4, 600)));
+    assert_eq!(in_place(&s), 0);
+}
+
+/// A counter's increment as `incr` plans and fills it, run through
+/// `Worker::rewrite_prepared` with `meanwhile` done by another worker
+/// between the plan and the commit, the first time only.
+fn increment_with(w: &mut Worker, key: &[u8], mut meanwhile: impl FnMut()) -> u64 {
+    let mut first = true;
+    let r = w.rewrite_prepared(
+        key,
+        |it, _| {
+            let n: u64 = std::str::from_utf8(it.value()).unwrap().parse().unwrap();
+            Step::<u64, ()>::Write(Plan { fields: it.fields(), vlen: it.value().len(), keep: false }, n + 1)
+        },
+        |_, _, _| {
+            if std::mem::take(&mut first) {
+                meanwhile();
+            }
+            None
+        },
+        |_, n, dst| dst.copy_from_slice(format!("{n:0width$}", width = dst.len()).as_bytes()),
+    );
+    match r {
+        Ok(Rewritten::Written(n, _)) => n,
+        _ => panic!("not written"),
+    }
+}
+
+#[test]
+fn a_read_modify_write_planned_before_a_write_in_place_plans_again() {
+    let (s, mut w) = store(4 << 20, true);
+    let mut other = s.worker();
+    for v in [b"10000000", b"20000000"] {
+        assert_eq!(set(&mut w, SetOp::Set, b"k", v), StoreOutcome::Stored);
+    }
+    let before = in_place(&s);
+    // Planned from 20000000; the set goes in place before the commit,
+    // which must count from it, not undo it.
+    let n = increment_with(&mut w, b"k", || {
+        assert_eq!(set(&mut other, SetOp::Set, b"k", b"70000000"), StoreOutcome::Stored);
+    });
+    assert_eq!(in_place(&s), before + 1, "the set went in place");
+    assert_eq!(n, 70000001);
+    assert_eq!(get(&mut w, b"k").map(|g| g.0), Some(b"70000001".to_vec()));
+}
+
+#[test]
+fn a_read_modify_write_planned_before_a_touch_keeps_the_touch() {
+    let (s, mut w) = store(4 << 20, true);
+    let mut other = s.worker();
+    assert_eq!(w.set(SetOp::Set, b"k", 0, 100, b"10").unwrap(), StoreOutcome::Stored);
+    // The item has an expiry field: the touch writes into it in place.
+    increment_with(&mut w, b"k", || assert!(other.touch(b"k", 5000).unwrap()));
+    assert_eq!(w.inspect(b"k").map(|i| i.expiry), Some(5000));
+    assert_eq!(get(&mut w, b"k").map(|g| g.0), Some(b"11".to_vec()));
 }
 
 #[test]

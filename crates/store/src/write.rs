@@ -320,7 +320,7 @@ impl Worker {
         for _ in 0..MAX_RETRIES {
             let store = &*self.store;
             let now = store.clock().now();
-            let (seen, epoch, mut p, mut extra, written) = {
+            let (seen, epoch, version, mut p, mut extra, written) = {
                 let mut stripe = store.index().lock(loc.stripe);
                 let s = match store.lookup(&mut stripe, loc, key, now, &self.active.counters) {
                     Ok((_, s)) => s,
@@ -328,11 +328,12 @@ impl Worker {
                     Err(_) => return Ok(Rewritten::Missing),
                 };
                 let Some(it) = store.item_at(s) else { return Ok(Rewritten::Missing) };
-                match plan(&it, store.cas_of(s, &it)) {
+                let version = (store.cas_of(s, &it), it.fields());
+                match plan(&it, version.0) {
                     Step::Done(t) => return Ok(Rewritten::Done(t)),
                     Step::Write(p, e) => {
                         let written = if p.keep { store.written_at(s) } else { now };
-                        (slot::location(s), store.seg(slot::seg(s)).epoch.load(Relaxed), p, e, written)
+                        (slot::location(s), store.seg(slot::seg(s)).epoch.load(Relaxed), version, p, e, written)
                     }
                 }
             };
@@ -364,8 +365,14 @@ impl Worker {
                 }
                 Err(_) => None,
             };
+            // The same place is not enough: a set written over the item in
+            // place (`overwrite.rs`, which gives it a new CAS) or a touch or
+            // state change written into it leaves it there, and the plan,
+            // made from what was there before, would undo them.
             let unchanged = found.is_some_and(|(_, s)| {
-                slot::location(s) == seen && store.seg(slot::seg(s)).epoch.load(Relaxed) == epoch
+                slot::location(s) == seen
+                    && store.seg(slot::seg(s)).epoch.load(Relaxed) == epoch
+                    && store.item_at(s).is_some_and(|it| (store.cas_of(s, &it), it.fields()) == version)
             });
             match (found, unchanged) {
                 (Some((pos, s)), true) => {
