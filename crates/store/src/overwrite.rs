@@ -85,8 +85,10 @@ impl Store {
     }
 
     /// Whether items of `seg` wait in a batch for flash (`SegMeta::batched`);
-    /// the caller holds the bucket lock of the item it asks for.
-    fn batched(&self, seg: u32) -> bool {
+    /// the caller holds the bucket lock of the item it asks for. Nothing is
+    /// written into such an item in place (a set here, a touch or recache
+    /// token in `read.rs`): the batch's record keeps the bytes it copied.
+    pub(crate) fn batched(&self, seg: u32) -> bool {
         self.seg(seg).batched.load(Relaxed) != 0
     }
 

@@ -266,8 +266,11 @@ impl Worker {
             let touch = opts.touch.filter(|&e| e != expiry);
             // An item of a running snapshot's cut is not changed in place:
             // the snapshot saves its bytes as they were at the cut, so the
-            // change goes into a new version, after the cut (`cut.rs`).
-            let frozen = (wins || touch.is_some()) && st.frozen(slot::seg(s));
+            // change goes into a new version, after the cut (`cut.rs`). Nor
+            // one waiting in a batch for flash: its record holds the bytes
+            // as batched, and the slot is repointed there (`tier/`).
+            let seg = slot::seg(s);
+            let frozen = (wins || touch.is_some()) && (st.frozen(seg) || st.batched(seg));
             let relayout = frozen
                 || (wins && header.state_at().is_none())
                 || touch.is_some_and(|e| e != 0 && header.expiry_at().is_none());

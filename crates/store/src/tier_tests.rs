@@ -587,3 +587,28 @@ fn an_item_waiting_in_a_batch_for_flash_is_not_written_over_in_place() {
     assert_eq!(t.store.stats().overwritten_in_place, in_place + 2);
     assert_eq!(get(&mut t.w, b"k").map(|g| g.0), Some(old));
 }
+
+/// The same for a touch, which writes a new expiry into the item's field in
+/// place: while the item waits in a batch for flash its record holds the
+/// old expiry, and the repoint would send the slot there, undoing the
+/// acknowledged touch. So the touch writes a new version instead.
+#[test]
+fn an_item_waiting_in_a_batch_for_flash_is_not_touched_in_place() {
+    let mut t = tier(16);
+    assert_eq!(t.w.set(SetOp::Set, b"k", 0, 100, &[b'v'; 1000]), Ok(StoreOutcome::Stored));
+    let loc = t.store.index().locate(b"k");
+    {
+        let st = t.store.index().lock(loc.stripe);
+        let (_, s) = t.store.find(&st, loc, b"k").unwrap();
+        let it = t.store.item_at(s).unwrap();
+        t.store.batch_for_flash(&mut t.w.active, s, &it, loc, true);
+    }
+    assert_eq!(t.w.touch(b"k", 5000), Ok(true));
+    t.store.flush_flash(&mut t.w.active);
+    assert_eq!(t.w.inspect(b"k").map(|i| i.expiry), Some(5000), "the touch was undone by the repoint");
+    // Batch done: a touch goes in place again (no new version).
+    let items = t.store.stats().total_items;
+    assert_eq!(t.w.touch(b"k", 6000), Ok(true));
+    assert_eq!(t.w.inspect(b"k").map(|i| i.expiry), Some(6000));
+    assert_eq!(t.store.stats().total_items, items);
+}

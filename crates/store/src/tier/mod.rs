@@ -8,7 +8,10 @@
 //! once it holds a write buffer's worth, and at the end of the victim, by
 //! the log's one writer ([`strata_flash::Writer`]); then each item's slot
 //! is repointed at its record, if the slot still points at the item (a
-//! write since leaves the record dead). The victim is not reused before
+//! write since leaves the record dead). Nothing is written into a batched
+//! item in place meanwhile (`SegMeta::batched`: a set, a touch, a recache
+//! token each write a new version then), so an item the slot still points
+//! at is what its record holds. The victim is not reused before
 //! that, so a reader finds every item in memory or on flash, never
 //! neither. A failed write evicts the batch's items, as without flash.
 //!
