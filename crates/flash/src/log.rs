@@ -410,18 +410,23 @@ impl Flash {
         self.regions.get(region as usize).map_or(u64::MAX, |r| r.gen.load(Acquire))
     }
 
-    /// Reads and verifies the record at `addr` into `buf`.
-    pub fn read<'a>(&self, addr: u64, buf: &'a mut Vec<u8>) -> Result<Record<'a>, ReadError> {
-        self.read_with(addr, buf, false)
+    /// Reads and verifies the record at `addr` into `buf`, as written in
+    /// generation `gen` of its region: the one the caller saw when it took
+    /// the address (a slot's, under its lock). A record checked against the
+    /// generation loaded here instead was counted damaged when the region
+    /// had been reclaimed and written again between the caller's look and
+    /// the read (`badcrc_from_extstore` on a sound device).
+    pub fn read<'a>(&self, addr: u64, gen: u64, buf: &'a mut Vec<u8>) -> Result<Record<'a>, ReadError> {
+        self.read_with(addr, gen, buf, false)
     }
 
     /// [`Flash::read`] if the record is in memory (the page cache) and
     /// needs no wait for the device; [`ReadError::WouldBlock`] otherwise.
-    pub fn read_cached<'a>(&self, addr: u64, buf: &'a mut Vec<u8>) -> Result<Record<'a>, ReadError> {
-        self.read_with(addr, buf, true)
+    pub fn read_cached<'a>(&self, addr: u64, gen: u64, buf: &'a mut Vec<u8>) -> Result<Record<'a>, ReadError> {
+        self.read_with(addr, gen, buf, true)
     }
 
-    fn read_with<'a>(&self, addr: u64, buf: &'a mut Vec<u8>, nowait: bool) -> Result<Record<'a>, ReadError> {
+    fn read_with<'a>(&self, addr: u64, gen: u64, buf: &'a mut Vec<u8>, nowait: bool) -> Result<Record<'a>, ReadError> {
         let r = self.regions.get(self.region_of(addr) as usize).ok_or(ReadError::Range)?;
         let off = addr % self.region_size;
         let room = (self.region_size - off) as usize;
@@ -429,10 +434,9 @@ impl Flash {
         // Most records fit in one 4 KiB read; a longer one takes a second.
         let first = max.min(4096 - (addr % 4096) as usize).max(HEADER_LEN.min(max));
         let st = &self.stats;
-        // The generation before the bytes: a reclaim in between makes the
-        // record fail its check (a later generation's bytes) or changes
-        // the generation the caller compares after the read.
-        let gen = r.gen.load(Acquire);
+        // A reclaim since the caller's look makes the record fail its
+        // check (a later generation's bytes) and changes the generation the
+        // caller compares after the read.
         let res = (|| {
             buf.resize(first, 0);
             self.read_dev(r, buf, off, nowait)?;
@@ -454,8 +458,8 @@ impl Flash {
                 record::decode(buf, max, gen).map_err(ReadError::from)
             }
             Err(e) => {
-                // A record of the region's next generation (a reclaim raced
-                // the read) fails its check without being damaged: the
+                // A record of a later generation (a reclaim since the
+                // caller's look) fails its check without being damaged: the
                 // caller sees the generation move, and it is not counted.
                 let moved = matches!(e, ReadError::Record(_)) && r.gen.load(Acquire) != gen;
                 let c = if matches!(e, ReadError::Io(_)) { &st.read_errors } else { &st.checksum_errors };

@@ -206,14 +206,17 @@ impl PoolShared {
     fn read(&self, job: &Job, buf: &mut Vec<u8>) -> Done {
         let log = &self.log;
         let region = log.region_of(job.addr);
-        let rec = match log.read(job.addr, buf) {
+        let rec = log.read(job.addr, job.gen, buf);
+        let moved = log.generation(region) != job.gen;
+        let rec = match rec {
             Ok(r) => Some((r.epoch, r.written, r.item.len())),
             Err(e) => {
-                warn_rate_limited("read failed, served as a miss", &e);
+                if !moved {
+                    warn_rate_limited("read failed, served as a miss", &e);
+                }
                 None
             }
         };
-        let moved = log.generation(region) != job.gen;
         let rec = rec.filter(|_| !moved).map(|(epoch, written, len)| {
             // The item's bytes follow the record header; the buffer goes
             // with them and a new one is grown for the next read.

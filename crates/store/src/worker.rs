@@ -26,9 +26,10 @@ pub struct Worker {
     /// The highest journal position this worker's changes reached.
     pub(crate) journaled: u64,
     /// Where flash records are read into, and the flash slots a key's
-    /// read looks at (kept, so a read from flash allocates nothing).
+    /// read looks at, each with its region's generation then (kept, so a
+    /// read from flash allocates nothing).
     pub(crate) flash_buf: Vec<u8>,
-    pub(crate) flash_candidates: Vec<u64>,
+    pub(crate) flash_candidates: Vec<(u64, u64)>,
     /// Reads from flash left before one brings its item back
     /// (`ext_recache_rate`).
     pub(crate) flash_reads: u32,

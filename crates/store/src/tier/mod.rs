@@ -105,6 +105,11 @@ impl Hot {
     }
 }
 
+/// The generation of the region flash slot `s` points into, now.
+fn slot_generation(log: &Flash, s: u64) -> u64 {
+    log.generation(log.region_of(log.from_slot(flash::addr(s))))
+}
+
 /// Whether `s` is a flash slot with `loc`'s 22 tag bits.
 fn is_candidate(s: u64, loc: Loc) -> bool {
     slot::is_flash(s) && slot::tag(s) == loc.tag && flash::ext(s) == loc.ext
@@ -142,12 +147,17 @@ impl Store {
         st.find(loc.bucket, |s| is_candidate(s, loc))
     }
 
-    /// Every such slot, into `out` (cleared first), under `loc`'s lock.
-    fn flash_candidates(&self, loc: Loc, out: &mut Vec<u64>) {
+    /// Every such slot, into `out` (cleared first), under `loc`'s lock,
+    /// each with the generation its record's region has under that lock:
+    /// a reclaim of the region unlinks or repoints the slot under it first,
+    /// so a read checked against this generation tells a record reclaimed
+    /// since from a damaged one ([`Flash::read`]).
+    fn flash_candidates(&self, loc: Loc, out: &mut Vec<(u64, u64)>) {
         out.clear();
+        let Some(log) = self.flash_log() else { return };
         self.index().lock(loc.stripe).for_each_in_chain(loc.bucket, |s| {
             if is_candidate(s, loc) {
-                out.push(s);
+                out.push((s, slot_generation(log, s)));
             }
         });
     }

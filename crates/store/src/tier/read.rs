@@ -84,8 +84,8 @@ impl Worker {
         store.flash_candidates(loc, &mut candidates);
         let mut buf = std::mem::take(&mut self.flash_buf);
         let mut hit = Flow::Ready(None);
-        for &s in &candidates {
-            let (epoch, written, gen) = match self.read_back(log, loc, s, &mut buf, reading) {
+        for &(s, seen) in &candidates {
+            let (epoch, written, gen) = match self.read_back(log, loc, (s, seen), &mut buf, reading) {
                 Back::Record { epoch, written, gen } => (epoch, written, gen),
                 Back::Pending(t) => {
                     hit = Flow::Wait(t);
@@ -196,8 +196,8 @@ impl Worker {
         store.flash_candidates(loc, &mut candidates);
         let mut buf = std::mem::take(&mut self.flash_buf);
         let mut r = Ok(Flow::Ready(()));
-        for &s in &candidates {
-            r = self.bring_back(log, loc, s, &mut buf, reading);
+        for &c in &candidates {
+            r = self.bring_back(log, loc, c, &mut buf, reading);
             if !matches!(r, Ok(Flow::Ready(()))) {
                 break;
             }
@@ -209,11 +209,11 @@ impl Worker {
 
     /// Reads the record flash slot `s` points at, its item's bytes into
     /// `buf`: from the worker's ready records, from the I/O threads (the
-    /// operation then waits: [`Back::Pending`]), or here and now.
-    fn read_back(&mut self, log: &Flash, loc: Loc, s: u64, buf: &mut Vec<u8>, reading: Reading) -> Back {
+    /// operation then waits: [`Back::Pending`]), or here and now. `gen` is
+    /// its region's generation when the slot was seen under its lock.
+    fn read_back(&mut self, log: &Flash, loc: Loc, (s, gen): (u64, u64), buf: &mut Vec<u8>, reading: Reading) -> Back {
         let addr = log.from_slot(flash::addr(s));
         let region = log.region_of(addr);
-        let gen = log.generation(region);
         // A production build always reads a cached record inline; only a
         // test build may send every read to the threads.
         let inline =
@@ -225,7 +225,8 @@ impl Worker {
             Some((Cached::Record { epoch, written }, _)) => (epoch, written),
             Some((Cached::Bad, _)) => return Back::Bad,
             Some((Cached::Absent, false)) => {
-                let read = if inline { log.read_cached(addr, buf).map(fields) } else { Err(ReadError::WouldBlock) };
+                let read =
+                    if inline { log.read_cached(addr, gen, buf).map(fields) } else { Err(ReadError::WouldBlock) };
                 match self.record_read(log, read, region, gen, buf) {
                     Ok(r) => r,
                     Err(Some(back)) => return back,
@@ -238,7 +239,7 @@ impl Worker {
                 }
             }
             None | Some((Cached::Absent, true)) => {
-                let read = log.read(addr, buf).map(fields);
+                let read = log.read(addr, gen, buf).map(fields);
                 match self.record_read(log, read, region, gen, buf) {
                     Ok(r) => r,
                     Err(back) => return back.unwrap_or(Back::Bad),
@@ -272,9 +273,10 @@ impl Worker {
         let (epoch, written, len) = match read {
             Ok(f) => f,
             Err(ReadError::WouldBlock) => return Err(None),
+            Err(_) if log.generation(region) != gen => return Err(Some(Back::Moved)),
             Err(e) => {
                 warn_rate_limited("read failed, served as a miss", &e);
-                return Err(Some(if log.generation(region) == gen { Back::Bad } else { Back::Moved }));
+                return Err(Some(Back::Bad));
             }
         };
         // Keep the item bytes only (the record starts the buffer).
@@ -283,12 +285,13 @@ impl Worker {
         Ok((epoch, written))
     }
 
-    /// Brings the flash slot `s` (in `loc`'s chain) back into memory.
+    /// Brings the flash slot `s` (in `loc`'s chain, its region at
+    /// generation `gen` then) back into memory.
     fn bring_back(
         &mut self,
         log: &Flash,
         loc: Loc,
-        s: u64,
+        (s, gen): (u64, u64),
         buf: &mut Vec<u8>,
         reading: Reading,
     ) -> Result<Flow<()>, StoreError> {
@@ -296,7 +299,7 @@ impl Worker {
         let c = self.active.counters.clone();
         let same = |st: &Stripe| same_slot(st, loc.bucket, s);
         let addr = log.from_slot(flash::addr(s));
-        let read = self.read_back(log, loc, s, buf, reading);
+        let read = self.read_back(log, loc, (s, gen), buf, reading);
         // Whatever happens next, nobody needs the record read for it again.
         if let (Some(r), false) = (self.reads.as_mut(), matches!(read, Back::Pending(_))) {
             r.forget(addr);
@@ -402,13 +405,13 @@ impl Worker {
                 }
                 st.for_each_in_chain(loc.bucket, |s| {
                     if is_candidate(s, loc) {
-                        candidates.push(s);
+                        candidates.push((s, slot_generation(log, s)));
                     }
                 });
             }
-            for &s in &candidates {
+            for &(s, gen) in &candidates {
                 let addr = log.from_slot(flash::addr(s));
-                if !r.known(addr) && r.request(addr, log.generation(log.region_of(addr))) {
+                if !r.known(addr) && r.request(addr, gen) {
                     bump(&c.flash_reads_async);
                 }
             }
