@@ -123,6 +123,8 @@ mod model_tests;
 mod open_tests;
 #[cfg(test)]
 mod overwrite_tests;
+#[cfg(all(test, not(miri)))]
+mod peek_tests;
 #[cfg(test)]
 mod policy_tests;
 #[cfg(test)]

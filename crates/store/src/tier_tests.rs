@@ -36,7 +36,7 @@ fn tier_of(memory_mib: usize, flash_mib: u64) -> Tier {
 
 /// `recache_rate` 1: every read brings its item back (what most tests
 /// here check); 0: reads are served from flash.
-fn tier_with(memory_mib: usize, flash_mib: u64, recache_rate: u32) -> Tier {
+pub(crate) fn tier_with(memory_mib: usize, flash_mib: u64, recache_rate: u32) -> Tier {
     tier_cfg(memory_mib, flash_mib, recache_rate, 0)
 }
 
@@ -71,7 +71,7 @@ fn tier_tuned(
 }
 
 /// Whether `k` is linked in memory (not on flash, not missing).
-fn in_memory(store: &Store, k: &[u8]) -> bool {
+pub(crate) fn in_memory(store: &Store, k: &[u8]) -> bool {
     let loc = store.index().locate(k);
     let st = store.index().lock(loc.stripe);
     store.find(&st, loc, k).is_some()

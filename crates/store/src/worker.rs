@@ -30,6 +30,9 @@ pub struct Worker {
     /// read from flash allocates nothing).
     pub(crate) flash_buf: Vec<u8>,
     pub(crate) flash_candidates: Vec<(u64, u64)>,
+    /// What the running add, replace, cas or delete found of its key on
+    /// flash (`tier/peek.rs`); `None` outside one.
+    pub(crate) flash_peek: Option<crate::tier::peeked::Peek>,
     /// Reads from flash left before one brings its item back
     /// (`ext_recache_rate`).
     pub(crate) flash_reads: u32,
@@ -58,6 +61,7 @@ impl Store {
             journaled: 0,
             flash_buf: Vec::new(),
             flash_candidates: Vec::new(),
+            flash_peek: None,
             flash_reads: 0,
             reads: None,
             memory: None,

@@ -65,7 +65,13 @@ impl Worker {
         if self.must_wait_for_memory(w, reading) {
             return Ok(Flow::Wait(crate::Ticket::MEMORY));
         }
-        let r = self.with_flash(w.key, reading, |wk| wk.set_once(w).map(Flow::Ready));
+        // A write that replaces the key or fails without changing it needs
+        // only a look at its record on flash (`tier/peek.rs`); append and
+        // prepend need its value back in memory.
+        let r = match w.op {
+            SetOp::Append | SetOp::Prepend => self.with_flash(w.key, reading, |wk| wk.set_once(w).map(Flow::Ready)),
+            _ => self.with_flash_peek(w.key, reading, |wk| wk.set_once(w).map(Flow::Ready)),
+        };
         #[cfg(feature = "test-hooks")]
         if matches!(r, Ok(Flow::Ready(Stored { outcome: StoreOutcome::Stored, .. }))) {
             self.flash_every_write(w.key);
@@ -148,6 +154,9 @@ impl Worker {
                 self.active.unreserve(store, seg, off, len);
                 continue;
             }
+            // On flash, the key's live record as a peek read it (an add,
+            // replace or cas: `tier/peek.rs`).
+            let mut peeked = None;
             let found = match store.lookup(&mut stripe, loc, key, now, &self.active.counters) {
                 Ok(found) => Some(found),
                 // A plain set replaces whatever a flash slot holds.
@@ -155,15 +164,22 @@ impl Worker {
                     store.drop_flash_candidates(&mut stripe, loc, &self.active.counters);
                     None
                 }
-                Err(Miss::OnFlash) => {
-                    drop(stripe);
-                    self.active.unreserve(store, seg, off, len);
-                    return Err(Stop::OnFlash);
-                }
+                Err(Miss::OnFlash) => match self.flash_peek.as_ref().filter(|p| store.peek_holds(&stripe, loc, p)) {
+                    Some(p) => {
+                        peeked = p.live;
+                        None
+                    }
+                    None => {
+                        drop(stripe);
+                        self.active.unreserve(store, seg, off, len);
+                        return Err(Stop::OnFlash);
+                    }
+                },
                 Err(_) => None,
             };
-            let have =
-                found.and_then(|(_, s)| store.item_at(s).map(|it| (store.cas_of(s, &it), it.expiry(), it.state())));
+            let have = found
+                .and_then(|(_, s)| store.item_at(s).map(|it| (store.cas_of(s, &it), it.expiry(), it.state())))
+                .or(peeked.map(|p| (p.cas, p.expiry, p.state)));
             let wanted = match (op, have, compare) {
                 (SetOp::Add, Some(_), _) | (SetOp::Replace, None, _) => Err(StoreOutcome::NotStored),
                 (_, None, Some(_)) => Err(StoreOutcome::NotFound),
@@ -217,7 +233,10 @@ impl Worker {
             // bumps an item in memcached's LRU: the new version starts
             // accessed (not read), so that eviction from the small queue
             // keeps it.
-            let freq = found.map_or(0, |_| OVERWRITE_FREQ);
+            let freq = if found.is_some() || peeked.is_some() { OVERWRITE_FREQ } else { 0 };
+            if let Some(p) = &peeked {
+                store.drop_peeked(&mut stripe, loc, p);
+            }
             let at = store.link(&mut stripe, loc, found, Placed { seg, off, len }, freq, &self.active.counters);
             self.journaled = self.journaled.max(at);
             let outcome = StoreOutcome::Stored;
@@ -235,7 +254,11 @@ impl Worker {
     /// marked stale, or keep it with an empty value.
     pub fn delete_with(&mut self, key: &[u8], d: &Delete, reading: Reading) -> Result<Flow<DeleteOutcome>, StoreError> {
         self.store.check_journal()?;
-        self.with_flash(key, reading, |w| w.delete_once(key, d).map(Flow::Ready))
+        if d.invalidate || d.remove_value {
+            // These keep the item, changed: it comes back into memory.
+            return self.with_flash(key, reading, |w| w.delete_once(key, d).map(Flow::Ready));
+        }
+        self.with_flash_peek(key, reading, |w| w.delete_once(key, d).map(Flow::Ready))
     }
 
     fn delete_once(&mut self, key: &[u8], d: &Delete) -> Result<DeleteOutcome, Stop> {
@@ -288,7 +311,21 @@ impl Worker {
                 }
                 Ok(DeleteOutcome::Deleted)
             }
-            Err(Miss::OnFlash) => Err(Stop::OnFlash),
+            // Its record on flash as a peek read it (`tier/peek.rs`).
+            Err(Miss::OnFlash) => {
+                let Some(p) = self.flash_peek.as_ref().filter(|p| st.peek_holds(&stripe, loc, p)) else {
+                    return Err(Stop::OnFlash);
+                };
+                let Some(live) = p.live else { return Ok(DeleteOutcome::NotFound) };
+                if d.compare.is_some_and(|want| !st.config().cas || want != live.cas) {
+                    return Ok(DeleteOutcome::Exists);
+                }
+                st.drop_peeked(&mut stripe, loc, &live);
+                if let Some(j) = st.journal() {
+                    self.journaled = self.journaled.max(j.delete(key));
+                }
+                Ok(DeleteOutcome::Deleted)
+            }
             Err(_) => Ok(DeleteOutcome::NotFound),
         }
     }

@@ -84,6 +84,8 @@ use crate::MAX_RETRIES;
 mod age;
 pub(crate) mod batch;
 mod image;
+mod peek;
+pub(crate) mod peeked;
 mod read;
 
 use batch::Pending;

@@ -20,7 +20,7 @@ fn fields(r: record::Record<'_>) -> (u64, u32, usize) {
 }
 
 /// What reading one flash slot back found.
-enum Back {
+pub(super) enum Back {
     /// The record, verified: its item's key hashes to the slot's tags;
     /// `gen` is its region's generation when it was read.
     Record { epoch: u64, written: u32, gen: u64 },
@@ -211,7 +211,14 @@ impl Worker {
     /// `buf`: from the worker's ready records, from the I/O threads (the
     /// operation then waits: [`Back::Pending`]), or here and now. `gen` is
     /// its region's generation when the slot was seen under its lock.
-    fn read_back(&mut self, log: &Flash, loc: Loc, (s, gen): (u64, u64), buf: &mut Vec<u8>, reading: Reading) -> Back {
+    pub(super) fn read_back(
+        &mut self,
+        log: &Flash,
+        loc: Loc,
+        (s, gen): (u64, u64),
+        buf: &mut Vec<u8>,
+        reading: Reading,
+    ) -> Back {
         let addr = log.from_slot(flash::addr(s));
         let region = log.region_of(addr);
         // A production build always reads a cached record inline; only a
@@ -309,11 +316,7 @@ impl Worker {
             Back::Pending(t) => return Ok(Flow::Wait(t)),
             Back::Moved => return done,
             Back::Bad => {
-                let mut st = store.index().lock(loc.stripe);
-                if let Some((pos, x)) = same(&st) {
-                    store.unlink(&mut st, loc.bucket, pos, x);
-                    bump(&c.flash_misses);
-                }
+                store.unlink_flash_slot(loc, s, &c);
                 return done;
             }
             Back::Record { epoch, written, .. } => (epoch, written),
@@ -321,11 +324,7 @@ impl Worker {
         let Some(it) = parse_item(buf) else { return done };
         let now = store.clock().now();
         if epoch <= store.flush_epoch() || Clock::is_expired(it.expiry(), now) {
-            let mut st = store.index().lock(loc.stripe);
-            if let Some((pos, x)) = same(&st) {
-                store.unlink(&mut st, loc.bucket, pos, x);
-                bump(&c.flash_misses);
-            }
+            store.unlink_flash_slot(loc, s, &c);
             return done;
         }
         let len = it.header.total_len();
