@@ -426,6 +426,13 @@ impl Flash {
         self.read_with(addr, gen, buf, true)
     }
 
+    /// Counts a record the caller read and found damaged: it failed its
+    /// check in the generation the caller saw, and the region was not
+    /// being written over meanwhile (`badcrc_from_extstore`).
+    pub fn note_damaged(&self) {
+        self.stats.checksum_errors.fetch_add(1, Relaxed);
+    }
+
     fn read_with<'a>(&self, addr: u64, gen: u64, buf: &'a mut Vec<u8>, nowait: bool) -> Result<Record<'a>, ReadError> {
         let r = self.regions.get(self.region_of(addr) as usize).ok_or(ReadError::Range)?;
         let off = addr % self.region_size;
@@ -458,13 +465,11 @@ impl Flash {
                 record::decode(buf, max, gen).map_err(ReadError::from)
             }
             Err(e) => {
-                // A record of a later generation (a reclaim since the
-                // caller's look) fails its check without being damaged: the
-                // caller sees the generation move, and it is not counted.
-                let moved = matches!(e, ReadError::Record(_)) && r.gen.load(Acquire) != gen;
-                let c = if matches!(e, ReadError::Io(_)) { &st.read_errors } else { &st.checksum_errors };
-                if !moved {
-                    c.fetch_add(1, Relaxed);
+                // A record that fails its check is not counted here: the
+                // caller knows whether it is damaged or was written over
+                // since it looked ([`Flash::note_damaged`]).
+                if matches!(e, ReadError::Io(_)) {
+                    st.read_errors.fetch_add(1, Relaxed);
                 }
                 Err(e)
             }

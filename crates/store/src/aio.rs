@@ -42,7 +42,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use parking_lot::{Condvar, Mutex};
-use strata_flash::{record, Flash};
+use strata_flash::{record, Flash, ReadError};
 
 use crate::types::Ticket;
 
@@ -73,13 +73,23 @@ pub(crate) struct Rec {
     pub item: Vec<u8>,
 }
 
+/// Why a read brought back no record.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Failed {
+    /// The device failed the read (counted, logged by the I/O thread).
+    Device,
+    /// The bytes read are no record of the generation asked for: damage,
+    /// or the region written over since; the worker tells which.
+    Record,
+}
+
 #[derive(Debug)]
 struct Done {
     addr: u64,
     gen: u64,
     /// The region was reclaimed during the read: nothing to keep.
     moved: bool,
-    rec: Option<Rec>,
+    rec: Result<Rec, Failed>,
 }
 
 /// Where a worker's finished reads land, and how it is woken for them.
@@ -209,15 +219,16 @@ impl PoolShared {
         let rec = log.read(job.addr, job.gen, buf);
         let moved = log.generation(region) != job.gen;
         let rec = match rec {
-            Ok(r) => Some((r.epoch, r.written, r.item.len())),
+            Ok(r) => Ok((r.epoch, r.written, r.item.len())),
+            Err(ReadError::Record(_)) => Err(Failed::Record),
             Err(e) => {
                 if !moved {
                     warn_rate_limited("read failed, served as a miss", &e);
                 }
-                None
+                Err(Failed::Device)
             }
         };
-        let rec = rec.filter(|_| !moved).map(|(epoch, written, len)| {
+        let rec = rec.map(|(epoch, written, len)| {
             // The item's bytes follow the record header; the buffer goes
             // with them and a new one is grown for the next read.
             let mut item = std::mem::take(buf);
@@ -237,14 +248,14 @@ pub(crate) enum Cached {
         epoch: u64,
         written: u32,
     },
-    /// The read failed or the record was damaged.
-    Bad,
+    /// The read failed, or found no record.
+    Bad(Failed),
     Absent,
 }
 
 struct Entry {
     gen: u64,
-    rec: Option<Rec>,
+    rec: Result<Rec, Failed>,
 }
 
 /// One worker's side of the pool: its reads in flight and ready records.
@@ -281,12 +292,12 @@ impl Reads {
             return Cached::Absent;
         }
         match &e.rec {
-            Some(r) => {
+            Ok(r) => {
                 buf.clear();
                 buf.extend_from_slice(&r.item);
                 Cached::Record { epoch: r.epoch, written: r.written }
             }
-            None => Cached::Bad,
+            Err(f) => Cached::Bad(*f),
         }
     }
 
@@ -320,7 +331,7 @@ impl Reads {
     pub fn keep(&mut self, addr: u64, gen: u64, rec: Rec) {
         self.forget(addr);
         self.bytes += rec.item.len();
-        self.ready.insert(addr, Entry { gen, rec: Some(rec) });
+        self.ready.insert(addr, Entry { gen, rec: Ok(rec) });
         self.order.push_back(addr);
     }
 

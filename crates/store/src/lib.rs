@@ -134,6 +134,8 @@ mod rezip_tests;
 #[cfg(test)]
 mod tests;
 #[cfg(all(test, not(miri)))]
+mod tier_race_tests;
+#[cfg(all(test, not(miri)))]
 mod tier_tests;
 
 /// What the unit tests share: sizes for running under Miri, which is about

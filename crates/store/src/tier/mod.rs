@@ -70,7 +70,7 @@ use std::sync::Arc;
 use strata_flash::{record, Flash, ReadError, Reserve, Writer};
 
 pub(crate) use crate::aio::warn_rate_limited;
-use crate::aio::Cached;
+use crate::aio::{Cached, Failed};
 
 use crate::clock::Clock;
 use crate::index::{flash, slot, Loc, Pos, Stripe};

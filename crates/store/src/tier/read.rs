@@ -230,11 +230,12 @@ impl Worker {
         let (epoch, written) = match self.reads.as_mut().map(|r| (r.lookup(addr, gen, buf), reading.synchronous(addr)))
         {
             Some((Cached::Record { epoch, written }, _)) => (epoch, written),
-            Some((Cached::Bad, _)) => return Back::Bad,
+            Some((Cached::Bad(Failed::Device), _)) => return Back::Bad,
+            Some((Cached::Bad(Failed::Record), _)) => return self.confirm_bad(log, loc, (s, gen), &"no record there"),
             Some((Cached::Absent, false)) => {
                 let read =
                     if inline { log.read_cached(addr, gen, buf).map(fields) } else { Err(ReadError::WouldBlock) };
-                match self.record_read(log, read, region, gen, buf) {
+                match self.record_read(log, read, loc, (s, gen), buf) {
                     Ok(r) => r,
                     Err(Some(back)) => return back,
                     Err(None) => {
@@ -247,7 +248,7 @@ impl Worker {
             }
             None | Some((Cached::Absent, true)) => {
                 let read = log.read(addr, gen, buf).map(fields);
-                match self.record_read(log, read, region, gen, buf) {
+                match self.record_read(log, read, loc, (s, gen), buf) {
                     Ok(r) => r,
                     Err(back) => return back.unwrap_or(Back::Bad),
                 }
@@ -256,14 +257,39 @@ impl Worker {
         if log.generation(region) != gen {
             return Back::Moved;
         }
-        let Some(it) = parse_item(buf) else { return Back::Bad };
+        let Some(it) = parse_item(buf) else { return self.confirm_bad(log, loc, (s, gen), &"not an item") };
         let l = self.store.index().locate(it.key());
         if (l.stripe, l.tag, l.ext) != (loc.stripe, slot::tag(s), flash::ext(s)) {
-            // Not what this slot was written for (a slot left behind by
-            // a region that could not be read when it was reclaimed).
-            return Back::Bad;
+            // Not what this slot was written for: a slot left behind by a
+            // region that could not be read when it was reclaimed, or
+            // another record written there since.
+            return self.confirm_bad(log, loc, (s, gen), &"another key's record");
         }
         Back::Record { epoch, written, gen }
+    }
+
+    /// A read of flash slot `s` (its region at generation `gen` when seen)
+    /// that found no record of its key: damage, or the region written
+    /// over since. A region's reclaim holds the log's writer from its
+    /// first unlink to the last repoint of the records it writes again, so
+    /// under the writer (then the bucket lock, the order the reclaim
+    /// takes them in) the slot tells: still there, its region still at
+    /// `gen`, the record is damaged (counted, logged, `Back::Bad`); else
+    /// the operation looks again (`Back::Moved`). A read of a record
+    /// written again at the head, its slot not yet repointed, read as
+    /// damaged and had its slot unlinked before (design/flash.md).
+    fn confirm_bad(&self, log: &Flash, loc: Loc, (s, gen): (u64, u64), why: &dyn std::fmt::Display) -> Back {
+        let writer = log.writer();
+        let still = same_slot(&self.store.index().lock(loc.stripe), loc.bucket, s).is_some();
+        let region = log.region_of(log.from_slot(flash::addr(s)));
+        let moved = !still || log.generation(region) != gen;
+        drop(writer);
+        if moved {
+            return Back::Moved;
+        }
+        log.note_damaged();
+        warn_rate_limited("read failed, served as a miss", why);
+        Back::Bad
     }
 
     /// What a read of a record came to: its epoch and write time (the
@@ -273,14 +299,16 @@ impl Worker {
         &self,
         log: &Flash,
         read: Result<(u64, u32, usize), ReadError>,
-        region: u32,
-        gen: u64,
+        loc: Loc,
+        (s, gen): (u64, u64),
         buf: &mut Vec<u8>,
     ) -> Result<(u64, u32), Option<Back>> {
+        let region = log.region_of(log.from_slot(flash::addr(s)));
         let (epoch, written, len) = match read {
             Ok(f) => f,
             Err(ReadError::WouldBlock) => return Err(None),
             Err(_) if log.generation(region) != gen => return Err(Some(Back::Moved)),
+            Err(ReadError::Record(e)) => return Err(Some(self.confirm_bad(log, loc, (s, gen), &e))),
             Err(e) => {
                 warn_rate_limited("read failed, served as a miss", &e);
                 return Err(Some(Back::Bad));
