@@ -1,5 +1,7 @@
 """gets / cas: unique values and the STORED / EXISTS / NOT_FOUND outcomes."""
 
+import random
+
 import pytest
 
 from wirelib import assert_in_sync, assert_missing, assert_value, expect, get, gets_cas, stored
@@ -151,3 +153,35 @@ def test_disabled_cas_cas_command_is_exists(nocas_conn):
 
 def test_disabled_cas_cas_on_missing_key_is_not_found(nocas_conn):
     expect(nocas_conn, b"cas nokey 0 0 1 0\r\nb\r\n", b"NOT_FOUND\r\n")
+
+
+def test_each_write_takes_a_unique_above_the_last_from_any_connection(make_server):
+    """memcached's uniques come from one counter, so a key's unique only
+    grows, and `ms` with `I` compares a client's by order (an older one
+    stores the value as stale). strata derives a unique from the segment a
+    version lands in; two workers' open segments are of different ages, and
+    1,763 of 40,000 sets from two connections took a unique below the
+    key's last before such a version got an explicit one."""
+    srv = make_server(["-t", "2"])
+    conns = [srv.connect(), srv.connect()]
+    rng = random.Random(3)
+    last, lower = {}, []
+    for i in range(20_000):
+        c = conns[rng.randrange(2)]
+        key = b"k%d" % rng.randrange(500)
+        size = rng.randrange(10, 3000)
+        c.send(b"ms %s %d c\r\n%s\r\n" % (key, size, b"v" * size))
+        reply = c.read_line()
+        assert reply.startswith(b"HD c"), reply
+        unique = int(reply.split()[1][1:])
+        if unique <= last.get(key, 0):
+            lower.append((i, key, last[key], unique))
+        last[key] = unique
+    assert lower == [], "%d writes took a unique not above the key's last: %s" % (len(lower), lower[:3])
+    # The order counts: an older unique with I stores the value as stale.
+    c = conns[0]
+    key = max(last, key=last.get)
+    c.send(b"ms %s 1 I C%d\r\nz\r\n" % (key, last[key] - 1))
+    assert c.read_line() == b"HD\r\n"
+    c.send(b"mg %s v\r\n" % key)
+    assert c.read_line() == b"VA 1 X W\r\n" and c.read_line() == b"z\r\n"

@@ -581,6 +581,22 @@ def test_e_sets_cas_of_stored_item(conn):
 
 
 @pytest.mark.strata_only
+def test_writes_after_an_e_beyond_the_counter_are_stored(conn):
+    # A unique given with E may lie beyond any strata hands out. Each write
+    # after it used to draw a new one above it, fail to, and draw again:
+    # the first set of the same length answered SERVER_ERROR (cb5bc8c).
+    expect(conn, b"ms k 5 E999999999999999\r\naaaaa\r\n", b"HD\r\n")
+    for v in [b"bbbbb", b"ccccc", b"dddddd", b"eeeeee"]:
+        expect(conn, b"ms k %d\r\n%s\r\n" % (len(v), v), b"HD\r\n")
+    expect(conn, b"ma n N0 J5\r\n", b"HD\r\n")
+    expect(conn, b"ms n 2 E999999999999999\r\n10\r\n", b"HD\r\n")
+    expect(conn, b"incr n 1\r\n", b"11\r\n")
+    expect(conn, b"append n 0 0 1\r\n0\r\n", b"STORED\r\n")
+    expect(conn, b"mg k v\r\n", b"VA 6\r\neeeeee\r\n")
+    expect(conn, b"mg n v\r\n", b"VA 3\r\n110\r\n")
+
+
+@pytest.mark.strata_only
 def test_s_returns_stored_size(conn):
     # Newer memcached: "s: return the size of the stored item on success (ie;
     # new size on append)". 1.6.18 accepts s but returns nothing.

@@ -111,11 +111,22 @@ impl Store {
     }
 }
 
+/// Whether a CAS of a new epoch is above `cas`. Not when a client's `E`
+/// gave its key one beyond the epochs (memcached's counter does not jump
+/// over those either), nor, in the crash simulator, which keeps no epoch
+/// lease, for CAS values replayed from before a crash. A CAS then cannot be
+/// made to grow, and a write that tried anew for each retry gave up
+/// (`SERVER_ERROR` for a same-length set after an `E`, at cb5bc8c).
+fn epochs_reach(st: &Store, cas: u64) -> bool {
+    st.cas_at(st.epoch() + 1, 0) > cas
+}
+
 impl Active {
     /// A CAS no item had before, above `above` (the key's CAS now, so that
     /// a key's CAS grows from write to write): the next offset of this
     /// worker's own epoch, a new epoch once they are used up or no longer
-    /// above (a new epoch is above every CAS handed out yet).
+    /// above (a new epoch is above every CAS handed out yet, but not one a
+    /// client gave: see [`epochs_reach`]).
     pub(crate) fn fresh_cas(&mut self, st: &Store, above: u64) -> u64 {
         let (epoch, next) = self.cas_lease;
         if epoch == 0 || next >= 1u64 << st.cas_off_bits() || st.cas_at(epoch, next as usize) <= above {
@@ -174,6 +185,34 @@ impl Active {
         Some((Stored { outcome: StoreOutcome::Stored, cas, size: value.len() }, store.journal_item(s)))
     }
 
+    /// The fields of a new version (`w`; `tried`: those it was written with
+    /// last, at `at`) of a key whose CAS is `old`: its CAS is above `old`,
+    /// as memcached's one counter would make it (`ms` with `I` compares
+    /// CAS values by order). A derived CAS comes from the segment the
+    /// version lands in, which may be older than the last version's (another
+    /// worker's): then an explicit one, the one tried if still above `old`,
+    /// else a fresh one. A client's own CAS (`E`) is taken as given.
+    pub(crate) fn cas_above(
+        &mut self,
+        st: &Store,
+        w: Fields,
+        tried: &Fields,
+        (seg, off): (u32, usize),
+        old: Option<u64>,
+    ) -> Fields {
+        let Some(old) = old.filter(|_| st.config().cas && w.cas.is_none()) else { return w };
+        // Once tried with one, a version keeps it: without, it could go
+        // back to a segment where it needs one, and so on until the write
+        // gave up (the crash simulator's first schedule did).
+        if let Some(c) = tried.cas.filter(|&c| c > old || !epochs_reach(st, old)) {
+            return Fields { cas: Some(c), ..w };
+        }
+        if st.derived_cas(seg, off) > old || !epochs_reach(st, old) {
+            return w;
+        }
+        Fields { cas: Some(self.fresh_cas(st, old)), ..w }
+    }
+
     /// The fields a new version written over the live item at slot `s`
     /// takes: laid out for the next overwrite to go in place (a state byte,
     /// an explicit CAS) when this one has the old value's length and could
@@ -194,7 +233,7 @@ impl Active {
         if w.compressed || !store.may_overwrite_in_place(value.len()) {
             return w;
         }
-        let kept = tried.cas.filter(|&c| c > old_cas);
+        let kept = tried.cas.filter(|&c| c > old_cas || !epochs_reach(store, old_cas));
         let cas = Some(w.cas.or(kept).unwrap_or_else(|| self.fresh_cas(store, old_cas)));
         Fields { cas, state: w.state | state::OVERWRITTEN, ..w }
     }

@@ -5,7 +5,7 @@
 use std::sync::Arc;
 
 use crate::cut_tests::drain_images;
-use crate::testing::scaled;
+use crate::testing::{scaled, Now};
 use crate::tests::{cas, get, set, store, store_of};
 use crate::write::{Plan, Rewritten, Step};
 use crate::*;
@@ -280,4 +280,22 @@ fn readers_see_each_value_whole_while_it_is_written_over() {
         }
     });
     assert!(in_place(&s) >= rounds as u64, "{}", in_place(&s));
+}
+
+#[test]
+fn writes_after_a_client_cas_beyond_the_epochs_are_stored() {
+    // `ms E`: a CAS no epoch reaches. Overwrites of the same length and of
+    // others, counters and appends after it are stored (each retry drew a
+    // new CAS that could not be above it, until the write gave up).
+    let (_s, mut w) = store(4 << 20, true);
+    let huge = Write { new_cas: Some(u64::MAX / 2), ..Write::new(SetOp::Set, b"k", 0, 0, b"aaaaa") };
+    assert_eq!(w.set_now(&huge).map(|s| s.outcome), Ok(StoreOutcome::Stored));
+    for v in [&b"bbbbb"[..], b"ccccc", b"dddddd", b"eeeeee"] {
+        assert_eq!(set(&mut w, SetOp::Set, b"k", v), StoreOutcome::Stored);
+    }
+    assert_eq!(set(&mut w, SetOp::Append, b"k", b"+"), StoreOutcome::Stored);
+    let n = Write { new_cas: Some(u64::MAX / 2), ..Write::new(SetOp::Set, b"n", 0, 0, b"10") };
+    assert_eq!(w.set_now(&n).map(|s| s.outcome), Ok(StoreOutcome::Stored));
+    assert_eq!(w.arith(b"n", true, 1), Ok(ArithOutcome::Value(11)));
+    assert_eq!(get(&mut w, b"k").map(|g| g.0), Some(b"eeeeee+".to_vec()));
 }

