@@ -71,3 +71,22 @@ fn a_dead_record_is_no_item_to_add_replace_or_delete() {
     assert_eq!(get(&mut t.w, &key(3)).map(|g| g.0), Some(b"a".to_vec()));
     assert_eq!(get(&mut t.w, &key(1)), None);
 }
+
+#[test]
+fn a_plain_set_over_a_flash_item_takes_a_cas_above_its_old_one() {
+    // A plain set drops the key's flash slot without reading its record;
+    // its new CAS is still above the old one (memcached's only grow).
+    let mut t = tier_with(8, 64, 0);
+    // Another worker's segment, opened before the keys were written: its
+    // derived CAS values are below theirs.
+    let mut other = t.store.worker();
+    assert_eq!(other.set(SetOp::Set, b"early", 0, 0, b"x"), Ok(StoreOutcome::Stored));
+    fill(&mut t, 20_000);
+    for i in 1..10 {
+        assert!(!in_memory(&t.store, &key(i)), "key {i} on flash");
+        let (_, _, old) = get(&mut t.w, &key(i)).unwrap_or_else(|| panic!("key {i}"));
+        assert_eq!(other.set(SetOp::Set, &key(i), 0, 0, b"new"), Ok(StoreOutcome::Stored));
+        let (_, _, new) = get(&mut t.w, &key(i)).unwrap_or_else(|| panic!("key {i} again"));
+        assert!(new > old, "key {i}: CAS {old} -> {new}");
+    }
+}

@@ -125,6 +125,8 @@ impl Worker {
         // from what was written (a stale store, below), the write is undone
         // and done again with the right fields.
         let mut f = fresh;
+        // Over a flash item it does not read: a bound on the CAS it had.
+        let mut replaced = None;
         for _ in 0..MAX_RETRIES {
             let store = &*self.store;
             let plain = Fields { compressed: false, ..f };
@@ -162,6 +164,11 @@ impl Worker {
                 // A plain set replaces whatever a flash slot holds.
                 Err(Miss::OnFlash) if op == SetOp::Set && compare.is_none() => {
                     store.drop_flash_candidates(&mut stripe, loc, &self.active.counters);
+                    // Its record is not read: the CAS it had is at most the
+                    // top of the epochs so far (unless a client's `E`). Taken
+                    // once: a retry's own new CAS moves that top.
+                    let top = store.cas_at(store.epoch(), (1 << store.cas_off_bits()) - 1);
+                    replaced = replaced.or(Some(top));
                     None
                 }
                 Err(Miss::OnFlash) => match self.flash_peek.as_ref().filter(|p| store.peek_holds(&stripe, loc, p)) {
@@ -221,7 +228,8 @@ impl Worker {
                         }
                         None => wanted,
                     };
-                    let wanted = self.active.cas_above(store, wanted, &f, (seg, off), have.map(|h| h.0));
+                    let old_cas = have.map(|h| h.0).or(replaced);
+                    let wanted = self.active.cas_above(store, wanted, &f, (seg, off), old_cas);
                     if wanted != f {
                         drop(stripe);
                         self.active.unreserve(store, seg, off, len);
