@@ -67,21 +67,9 @@ impl Worker {
         &mut self,
         key: &[u8],
         reading: Reading,
-        mut op: impl FnMut(&mut Worker) -> Result<Flow<T>, Stop>,
+        op: impl FnMut(&mut Worker) -> Result<Flow<T>, Stop>,
     ) -> Result<Flow<T>, StoreError> {
-        let mut r = Err(StoreError::Contended);
-        for _ in 0..MAX_RETRIES {
-            r = match op(self) {
-                Ok(flow) => Ok(flow),
-                Err(Stop::Failed(e)) => Err(e),
-                Err(Stop::OnFlash) => match self.peek_flash(key, reading) {
-                    Ok(Flow::Ready(())) => continue,
-                    Ok(Flow::Wait(t)) => Ok(Flow::Wait(t)),
-                    Err(e) => Err(e),
-                },
-            };
-            break;
-        }
+        let r = self.retry_on_flash(key, reading, op, Worker::peek_flash);
         self.flash_peek = None;
         r
     }

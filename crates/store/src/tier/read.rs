@@ -19,6 +19,10 @@ fn fields(r: record::Record<'_>) -> (u64, u32, usize) {
     (r.epoch, r.written, r.item.len())
 }
 
+/// How an operation stopped at a flash slot gets on: settling the key, or
+/// a peek at its records (`peek.rs`).
+type Resolve = fn(&mut Worker, &[u8], Reading) -> Result<Flow<()>, StoreError>;
+
 /// What reading one flash slot back found.
 pub(super) enum Back {
     /// The record, verified: its item's key hashes to the slot's tags;
@@ -169,14 +173,27 @@ impl Worker {
         &mut self,
         key: &[u8],
         reading: Reading,
+        op: impl FnMut(&mut Worker) -> Result<Flow<T>, Stop>,
+    ) -> Result<Flow<T>, StoreError> {
+        self.retry_on_flash(key, reading, op, Worker::settle)
+    }
+
+    /// Runs `op` until it no longer stops at a flash slot, `resolve`
+    /// (settling `key`, or a peek at its records) in between, or until a
+    /// read must be waited for.
+    pub(super) fn retry_on_flash<T>(
+        &mut self,
+        key: &[u8],
+        reading: Reading,
         mut op: impl FnMut(&mut Worker) -> Result<Flow<T>, Stop>,
+        resolve: Resolve,
     ) -> Result<Flow<T>, StoreError> {
         for _ in 0..MAX_RETRIES {
             match op(self) {
                 Ok(flow) => return Ok(flow),
                 Err(Stop::Failed(e)) => return Err(e),
                 Err(Stop::OnFlash) => {
-                    if let Flow::Wait(t) = self.settle(key, reading)? {
+                    if let Flow::Wait(t) = resolve(self, key, reading)? {
                         return Ok(Flow::Wait(t));
                     }
                 }
