@@ -40,7 +40,7 @@
 //! without it and commits under it again, that the item it planned from
 //! changed though it did not move: without it an `incr` planned from the
 //! old value undid a set acknowledged meanwhile (a wire test,
-//! `test_overwrite_in_place.py`, saw it 4 times in 30,000 sets). So there
+//! `test_read_modify_write_races.py`, saw it 4 times in 30,000 sets). So there
 //! is nothing in place with CAS off (`-C`), nor for a client's `E` equal
 //! to the old CAS.
 //!
@@ -186,7 +186,7 @@ impl Active {
     }
 
     /// The fields of a new version (`w`; `tried`: those it was written with
-    /// last, at `at`) of a key whose CAS is `old`: its CAS is above `old`,
+    /// last, at `seg`, `off`) of a key whose CAS is `old`: its CAS is above `old`,
     /// as memcached's one counter would make it (`ms` with `I` compares
     /// CAS values by order). A derived CAS comes from the segment the
     /// version lands in, which may be older than the last version's (another
