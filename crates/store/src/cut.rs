@@ -29,7 +29,10 @@
 //!   The cut is published without the bucket locks, so a writer or a copy
 //!   that checked its segment just before may link into a segment of `H`
 //!   just after: the version it replaces is then not noted
-//!   (`Store::unaccount_replaced`), and the new one is saved instead.
+//!   (`Store::unaccount_replaced`), and the new one is saved instead; one
+//!   look at the cut decides both. A death is noted under its segment's
+//!   died lock, which the copy and the cut's end take to clear the mark:
+//!   no note outlives its cut into the next.
 //!
 //! **A segment of `H` freed before it is copied** (eviction, the cleaner,
 //! a dead segment reused) is copied by whoever frees it, after its items

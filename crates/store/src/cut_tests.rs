@@ -37,7 +37,7 @@ pub(crate) fn each_item(img: &SegmentImage, mut f: impl FnMut(crate::item::Item<
 fn items_of(img: &SegmentImage) -> HashMap<Vec<u8>, Vec<u8>> {
     let mut out = HashMap::new();
     each_item(img, |it| {
-        out.insert(it.key().to_vec(), it.value().to_vec());
+        assert!(out.insert(it.key().to_vec(), it.value().to_vec()).is_none(), "a key twice in one image");
     });
     out
 }
@@ -202,6 +202,50 @@ fn a_write_that_raced_the_cut_moves_to_a_segment_after_it() {
     assert_eq!(got.get(&b"a"[..]), Some(&b"before".to_vec()));
     assert_eq!(got.get(&b"b"[..]), None, "written after the cut");
     assert_eq!(w.get(b"a", |it| it.value.to_vec()), Some(b"before+later".to_vec()));
+}
+
+/// The cut published between a replacing unlink's look at the new
+/// version's segment and its note of the old version's death: both
+/// versions were saved (the wire test of snapshots with large values, once
+/// in five `make test` runs). One look decides both.
+#[test]
+fn a_cut_that_begins_inside_an_overwrite_holds_one_version() {
+    let (s, mut w) = store(16);
+    w.set(SetOp::Set, b"a", 0, 0, b"before").unwrap();
+    let cutter = s.clone();
+    crate::cutting::AFTER_CUT_LOOK.with(|h| {
+        *h.borrow_mut() = Some(Box::new(move || {
+            cutter.begin_cut();
+        }))
+    });
+    // A different length: not written in place.
+    w.set(SetOp::Set, b"a", 0, 0, b"meanwhile").unwrap();
+    assert!(s.cut_active(), "the hook began the cut");
+    w.seal_active();
+    let (got, _) = drain(&s);
+    s.end_cut();
+    assert_eq!(got.get(&b"a"[..]), Some(&b"meanwhile".to_vec()), "the version linked at the cut");
+}
+
+/// A cut that ended (its snapshot written) between a delete's look at it
+/// and its note of the death: the note stayed in the segment's died list,
+/// and the next cut saved the deleted item.
+#[test]
+fn a_death_noted_as_a_cut_ends_is_not_saved_by_the_next() {
+    let (s, mut w) = store(16);
+    w.set(SetOp::Set, b"a", 0, 0, b"deleted").unwrap();
+    w.set(SetOp::Set, b"b", 0, 0, b"kept").unwrap();
+    w.seal_active();
+    s.begin_cut();
+    let ender = s.clone();
+    crate::cutting::AFTER_CUT_LOOK.with(|h| *h.borrow_mut() = Some(Box::new(move || ender.end_cut())));
+    assert!(w.delete(b"a"));
+    assert!(!s.cut_active(), "the hook ended the cut");
+    s.begin_cut();
+    let (got, _) = drain(&s);
+    s.end_cut();
+    assert_eq!(got.len(), 1, "{got:?}");
+    assert_eq!(got.get(&b"b"[..]), Some(&b"kept".to_vec()));
 }
 
 /// Rounds of overwriting every key: several times memory, so the cut's

@@ -29,8 +29,20 @@ impl Store {
     /// noted (see the module doc).
     #[inline]
     pub(crate) fn frozen(&self, seg: u32) -> bool {
-        let g = self.cut_gen();
+        self.frozen_in(self.cut_gen(), seg)
+    }
+
+    /// [`Store::frozen`] as of cut `g` (0: none), which the caller looked
+    /// at once for several decisions that must agree.
+    #[inline]
+    pub(crate) fn frozen_in(&self, g: u64, seg: u32) -> bool {
         g != 0 && self.seg(seg).snap.load(Relaxed) == g
+    }
+
+    /// The running cut's generation (0: none), for [`Store::frozen_in`].
+    #[inline]
+    pub(crate) fn cut_now(&self) -> u64 {
+        self.cut_gen()
     }
 
     /// Begins a snapshot's cut: marks every segment in use as part of it
@@ -58,6 +70,7 @@ impl Store {
                 in_use[s as usize] = false;
             }
             for (m, used) in self.segs().iter().zip(in_use) {
+                debug_assert!(m.died.lock().offs.is_empty(), "a death noted after its cut");
                 m.snap.store(if used { gen } else { 0 }, Relaxed);
             }
         });
@@ -71,8 +84,10 @@ impl Store {
     pub fn end_cut(&self) {
         self.cut().active.store(0, Release);
         for m in self.segs().iter() {
+            // Under the died lock, as in `copied`.
+            let mut died = m.died.lock();
             m.snap.store(0, Relaxed);
-            *m.died.lock() = Died::default();
+            *died = Died::default();
         }
         self.cut().died.store(0, Relaxed);
         *self.cut().flash.lock() = None;
@@ -174,13 +189,25 @@ impl Store {
     }
 
     /// Notes that the item at `off` of `seg`, linked until now, is being
-    /// unlinked (under its bucket lock), if `seg` is frozen.
+    /// unlinked (under its bucket lock), if `seg` is frozen in cut `g`
+    /// ([`Store::cut_now`], looked at after the unlink).
     #[inline]
-    pub(crate) fn note_death(&self, seg: u32, off: usize) {
-        if !self.frozen(seg) {
+    pub(crate) fn note_death(&self, g: u64, seg: u32, off: usize) {
+        if !self.frozen_in(g, seg) {
             return;
         }
-        self.seg(seg).died.lock().offs.push(off as u32);
+        #[cfg(test)]
+        after_cut_look();
+        let m = self.seg(seg);
+        let mut died = m.died.lock();
+        // Again under the lock, which the copy and the cut's end take to
+        // clear the mark: a note made after them would stay in the list,
+        // and the next cut would save an item that was dead at it.
+        if m.snap.load(Relaxed) != g {
+            return;
+        }
+        died.offs.push(off as u32);
+        drop(died);
         let n = self.cut().died.fetch_add(1, Relaxed) + 1;
         if n * 4 > self.memory_limit() / DIED_MAX_DIV {
             self.fail_cut(format!(
@@ -209,8 +236,10 @@ impl Store {
     /// `seg` is copied: it leaves the cut.
     pub(crate) fn copied(&self, seg: u32) {
         let m = self.seg(seg);
+        let mut died = m.died.lock();
         m.snap.store(0, Relaxed);
-        let d = std::mem::take(&mut *m.died.lock());
+        let d = std::mem::take(&mut *died);
+        drop(died);
         self.cut().died.fetch_sub(d.offs.len(), Relaxed);
     }
 
@@ -290,4 +319,19 @@ impl Store {
 /// The memory a handed-off image holds.
 fn image_bytes(img: &SegmentImage) -> usize {
     img.bytes.len() + 4 * img.live.len() + 8 * img.write_times.len()
+}
+
+#[cfg(test)]
+thread_local! {
+    /// Run once where a replacing unlink has looked at the cut (tests: a
+    /// cut that begins there).
+    pub(crate) static AFTER_CUT_LOOK: std::cell::RefCell<Option<Box<dyn FnOnce()>>> =
+        const { std::cell::RefCell::new(None) };
+}
+
+#[cfg(test)]
+pub(crate) fn after_cut_look() {
+    if let Some(f) = AFTER_CUT_LOOK.with(|h| h.borrow_mut().take()) {
+        f();
+    }
 }

@@ -149,29 +149,29 @@ impl Store {
     /// published without the bucket locks, so it can begin between a
     /// writer's or a copy's check of its segment and this unlink (the wire
     /// test of snapshots with large values saw one key's copy and its
-    /// original both saved, once in ~45 runs). The same holds for a value
-    /// brought back from flash into memory (`tier/read.rs`).
+    /// original both saved, once in ~45 runs), or between two looks at it
+    /// here: so one look decides both (`cut_tests.rs`, a cut that begins
+    /// inside an overwrite). The same holds for a value brought back from
+    /// flash into memory (`tier/read.rs`).
     pub(crate) fn unaccount_replaced(&self, st: &mut Stripe, s: u64, new: u64) {
-        if !slot::is_flash(new) && self.frozen(slot::seg(new)) {
-            self.unaccount_as(st, s, false);
-        } else {
-            self.unaccount_as(st, s, true);
-        }
+        let g = self.cut_now();
+        #[cfg(test)]
+        crate::cutting::after_cut_look();
+        let saved = !slot::is_flash(new) && self.frozen_in(g, slot::seg(new));
+        self.unaccount_as(st, s, if saved { 0 } else { g });
     }
 
     /// Takes the item at slot `s`, no longer linked, out of the totals.
     pub(crate) fn unaccount(&self, st: &mut Stripe, s: u64) {
-        self.unaccount_as(st, s, true);
+        self.unaccount_as(st, s, self.cut_now());
     }
 
-    /// [`Store::unaccount`], noting the death for a running snapshot's cut
-    /// if `note`.
-    fn unaccount_as(&self, st: &mut Stripe, s: u64, note: bool) {
+    /// [`Store::unaccount`], noting the death for cut `g` (0: none) if it
+    /// is running and holds the item.
+    fn unaccount_as(&self, st: &mut Stripe, s: u64, g: u64) {
         if slot::is_flash(s) {
             // Linked at a running snapshot's cut, it is still saved (`cut.rs`).
-            if note {
-                self.note_flash_death(flash::addr(s));
-            }
+            self.note_flash_death(g, flash::addr(s));
             st.items -= 1;
             self.bands.flash_unlinked();
             if let Some(t) = &self.cfg.flash {
@@ -190,9 +190,7 @@ impl Store {
             st.zstored -= stored;
         }
         // Linked at a running snapshot's cut, it is still saved (`cut.rs`).
-        if note {
-            self.note_death(slot::seg(s), self.byte_off(s));
-        }
+        self.note_death(g, slot::seg(s), self.byte_off(s));
         let m = &self.segs[slot::seg(s) as usize];
         // Release: a pin taken on the segment before this item left is
         // seen by whoever finds the segment empty (`clear_segment`).

@@ -75,16 +75,20 @@ impl Store {
     }
 
     /// Notes that the flash record at slot address `addr`, linked until
-    /// now, is being unlinked (under its bucket lock), if a snapshot's cut
-    /// holds and the record is from before it.
-    pub(crate) fn note_flash_death(&self, addr: u64) {
-        if !self.cut_active() {
+    /// now, is being unlinked (under its bucket lock), if cut `g` (0: none)
+    /// is running and the record is from before it.
+    pub(crate) fn note_flash_death(&self, g: u64, addr: u64) {
+        if g == 0 || self.cut_now() != g {
             return;
         }
         let Some(log) = self.flash_log() else { return };
         let before = self.cut().flash.lock().as_ref().is_some_and(|cp| flash_before(log, cp, addr));
-        if before {
-            self.cut().flash_died.lock().push(addr);
+        let mut died = self.cut().flash_died.lock();
+        // Again under the lock, which the cut's end and the next cut's
+        // beginning take to clear the list: a note of the last cut's would
+        // stay in the next.
+        if before && self.cut_now() == g {
+            died.push(addr);
         }
     }
 
