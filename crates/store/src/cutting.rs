@@ -71,7 +71,9 @@ impl Store {
             }
             for (m, used) in self.segs().iter().zip(in_use) {
                 debug_assert!(m.died.lock().offs.is_empty(), "a death noted after its cut");
-                m.snap.store(if used { gen } else { 0 }, Relaxed);
+                // A landing segment holds nothing linked (`landing.rs`).
+                let taken = used && !m.landing.load(Relaxed);
+                m.snap.store(if taken { gen } else { 0 }, Relaxed);
             }
         });
         let image = self.store_image();

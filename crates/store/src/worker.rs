@@ -43,6 +43,8 @@ pub struct Worker {
     pub(crate) memory: Option<std::sync::Arc<crate::reclaim::MemoryWait>>,
     /// Waits for memory in a row by writes run again (`memwait.rs`).
     pub(crate) memory_rewaits: u32,
+    /// The landing on offer to the running write (`landing.rs`).
+    pub(crate) landing: Option<crate::landing::Landing>,
 }
 
 impl Store {
@@ -66,6 +68,7 @@ impl Store {
             reads: None,
             memory: None,
             memory_rewaits: 0,
+            landing: None,
         }
     }
 }
