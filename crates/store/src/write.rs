@@ -271,6 +271,7 @@ impl Worker {
             if landed.is_some() {
                 drop(stripe);
                 self.active.open_landed(store, ttl_class(f.expiry, now), seg);
+                bump(&self.active.counters.values_landed);
             }
             let outcome = StoreOutcome::Stored;
             return Ok(Stored { outcome, cas: store.placed_cas(seg, off, &f), size: w.value.len() });

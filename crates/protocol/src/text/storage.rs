@@ -30,41 +30,38 @@ pub struct Head<'a> {
     pub line_len: usize,
 }
 
-/// The line, checked in memcached's order; `Err` is the request it makes
-/// without its data (an error, or an item over `-I` to swallow).
+/// Why a line takes no data block into a request: an error (and whether
+/// `noreply` suppresses it), or an item over `-I` whose data is swallowed.
+#[derive(Clone, Copy)]
+enum Refused<'a> {
+    Error(ClientError, bool),
+    TooLarge { key: &'a [u8], swallow: usize, noreply: bool },
+}
+
+/// The line, checked in memcached's order; also whether it said `noreply`.
 fn head<'a>(
     l: &Line<'a>,
     mode: Mode,
     cas: bool,
     line_len: usize,
     config: &Config,
-) -> Result<(Head<'a>, bool), Parse<'a>> {
+) -> Result<(Head<'a>, bool), Refused<'a>> {
     let counts = if cas { (7, 8) } else { (6, 7) };
-    let (key, noreply) = match single_key(l, counts) {
-        Ok(k) => k,
-        Err((e, noreply)) => return Err(error(e, noreply, line_len)),
-    };
+    let (key, noreply) = single_key(l, counts).map_err(|(e, noreply)| Refused::Error(e, noreply))?;
+    let bad = Refused::Error(ClientError::BadFormat, noreply);
     let (Some(flags), Some(exptime), Some(vlen)) =
         (parse_u32(l.tokens[2]), parse_i32(l.tokens[3]), parse_i32(l.tokens[4]))
     else {
-        return Err(error(ClientError::BadFormat, noreply, line_len));
+        return Err(bad);
     };
     let compare = match cas {
-        true => match parse_u64(l.tokens[5]) {
-            Some(unique) => Some(unique),
-            None => return Err(error(ClientError::BadFormat, noreply, line_len)),
-        },
+        true => Some(parse_u64(l.tokens[5]).ok_or(bad)?),
         false => None,
     };
     // memcached refuses negative lengths and those that overflow `vlen + 2`.
-    let Ok(vlen) = usize::try_from(vlen) else {
-        return Err(error(ClientError::BadFormat, noreply, line_len));
-    };
-    if vlen > i32::MAX as usize - 2 {
-        return Err(error(ClientError::BadFormat, noreply, line_len));
-    }
+    let vlen = usize::try_from(vlen).ok().filter(|&v| v <= i32::MAX as usize - 2).ok_or(bad)?;
     if key.len() + vlen + config.item_overhead > config.item_size_max {
-        return Err(done(Command::TooLarge { mode, cas, key, swallow: vlen + 2 }, noreply, line_len));
+        return Err(Refused::TooLarge { key, swallow: vlen + 2, noreply });
     }
     Ok((Head { mode, key, flags, exptime, compare, vlen, line_len }, noreply))
 }
@@ -80,7 +77,10 @@ pub(super) fn parse<'a>(
 ) -> Parse<'a> {
     let (h, noreply) = match head(l, mode, cas, line_len, config) {
         Ok(h) => h,
-        Err(request) => return request,
+        Err(Refused::Error(e, noreply)) => return error(e, noreply, line_len),
+        Err(Refused::TooLarge { key, swallow, noreply }) => {
+            return done(Command::TooLarge { mode, cas, key, swallow }, noreply, line_len)
+        }
     };
     let vlen = h.vlen;
     let (data, trailer, total) = match body {
