@@ -119,7 +119,8 @@ impl Worker {
     /// private segment (module doc); `None` where the write is better made
     /// as usual: compression on (the value is stored compressed), an item
     /// over `-I` or a segment (the write refuses it), the durability log
-    /// failed (the write reports it), or no segment to be had now.
+    /// failed (the write reports it), or no segment to be had without
+    /// waiting for one.
     pub fn land(&mut self, key: &[u8], flags: u32, expiry: u32, vlen: usize) -> Option<Landing> {
         let st = &*self.store;
         if st.codec().is_some() || st.check_journal().is_err() {
@@ -131,6 +132,12 @@ impl Worker {
         if len > st.config().item_size_max || aligned > st.arena().segment_size() {
             return None;
         }
+        // Never a wait for memory on the event loop: the write made as usual
+        // waits off it (`memwait.rs`).
+        if !self.segment_at_hand() {
+            return None;
+        }
+        let st = &*self.store;
         let seg = st.alloc_segment(&mut self.active).ok()?;
         st.mark_landing(seg);
         st.seg(seg).write_off.store(aligned as u32, Release);
