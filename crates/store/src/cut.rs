@@ -155,3 +155,18 @@ pub struct Pending {
     /// or a thread is freeing them (and will hand them off).
     pub unsealed: usize,
 }
+
+#[cfg(test)]
+thread_local! {
+    /// Run once where a replacing unlink has looked at the cut (tests: a
+    /// cut that begins there).
+    pub(crate) static AFTER_CUT_LOOK: std::cell::RefCell<Option<Box<dyn FnOnce()>>> =
+        const { std::cell::RefCell::new(None) };
+}
+
+#[cfg(test)]
+pub(crate) fn after_cut_look() {
+    if let Some(f) = AFTER_CUT_LOOK.with(|h| h.borrow_mut().take()) {
+        f();
+    }
+}

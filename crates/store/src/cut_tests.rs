@@ -213,7 +213,7 @@ fn a_cut_that_begins_inside_an_overwrite_holds_one_version() {
     let (s, mut w) = store(16);
     w.set(SetOp::Set, b"a", 0, 0, b"before").unwrap();
     let cutter = s.clone();
-    crate::cutting::AFTER_CUT_LOOK.with(|h| {
+    crate::cut::AFTER_CUT_LOOK.with(|h| {
         *h.borrow_mut() = Some(Box::new(move || {
             cutter.begin_cut();
         }))
@@ -238,7 +238,7 @@ fn a_death_noted_as_a_cut_ends_is_not_saved_by_the_next() {
     w.seal_active();
     s.begin_cut();
     let ender = s.clone();
-    crate::cutting::AFTER_CUT_LOOK.with(|h| *h.borrow_mut() = Some(Box::new(move || ender.end_cut())));
+    crate::cut::AFTER_CUT_LOOK.with(|h| *h.borrow_mut() = Some(Box::new(move || ender.end_cut())));
     assert!(w.delete(b"a"));
     assert!(!s.cut_active(), "the hook ended the cut");
     s.begin_cut();

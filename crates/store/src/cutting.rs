@@ -199,7 +199,7 @@ impl Store {
             return;
         }
         #[cfg(test)]
-        after_cut_look();
+        crate::cut::after_cut_look();
         let m = self.seg(seg);
         let mut died = m.died.lock();
         // Again under the lock, which the copy and the cut's end take to
@@ -321,19 +321,4 @@ impl Store {
 /// The memory a handed-off image holds.
 fn image_bytes(img: &SegmentImage) -> usize {
     img.bytes.len() + 4 * img.live.len() + 8 * img.write_times.len()
-}
-
-#[cfg(test)]
-thread_local! {
-    /// Run once where a replacing unlink has looked at the cut (tests: a
-    /// cut that begins there).
-    pub(crate) static AFTER_CUT_LOOK: std::cell::RefCell<Option<Box<dyn FnOnce()>>> =
-        const { std::cell::RefCell::new(None) };
-}
-
-#[cfg(test)]
-pub(crate) fn after_cut_look() {
-    if let Some(f) = AFTER_CUT_LOOK.with(|h| h.borrow_mut().take()) {
-        f();
-    }
 }

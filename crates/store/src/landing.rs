@@ -30,27 +30,28 @@
 //! in place over the old version) copies from the landing, or nothing, as
 //! from a read buffer, and the segment goes back to the free list when the
 //! connection lets the landing go ([`Landing`]'s `Drop`).
+//!
+//! This file holds the landing and its segment's states; the worker's side
+//! (taking one, offering it to a write) is `land.rs`, the write's is
+//! `write.rs`.
 
 use std::sync::atomic::Ordering::*;
 use std::sync::Arc;
 
-use crate::active::COPY_CREDIT_DIV;
-use crate::item::{encoded_len, write_head, Fields};
 use crate::store::Store;
-use crate::worker::Worker;
 
 /// Room in a private segment for one large value on its way in (see the
 /// module doc). Dropped without being adopted, it frees the segment.
 pub struct Landing {
-    store: Arc<Store>,
-    seg: u32,
+    pub(crate) store: Arc<Store>,
+    pub(crate) seg: u32,
     /// Where the value starts in the segment, and its length.
-    value_at: usize,
-    vlen: usize,
+    pub(crate) value_at: usize,
+    pub(crate) vlen: usize,
     /// The item's length as landed (header, key and value).
-    len: usize,
+    pub(crate) len: usize,
     /// The store linked the item here: the segment is a worker's now.
-    adopted: bool,
+    pub(crate) adopted: bool,
 }
 
 impl std::fmt::Debug for Landing {
@@ -113,72 +114,35 @@ impl Drop for Landing {
     }
 }
 
-impl Worker {
-    /// Room for the `vlen`-byte value of a plain `set`, `add`, `replace`
-    /// or `cas` of `key` with `flags` and server-relative `expiry`, in a
-    /// private segment (module doc); `None` where the write is better made
-    /// as usual: compression on (the value is stored compressed), an item
-    /// over `-I` or a segment (the write refuses it), the durability log
-    /// failed (the write reports it), or no segment to be had without
-    /// waiting for one.
-    pub fn land(&mut self, key: &[u8], flags: u32, expiry: u32, vlen: usize) -> Option<Landing> {
-        let st = &*self.store;
-        if st.codec().is_some() || st.check_journal().is_err() {
-            return None;
-        }
-        let f = Fields { flags, expiry, cas: None, state: 0, compressed: false };
-        let len = encoded_len(key.len(), vlen, &f);
-        let aligned = st.aligned(len);
-        if len > st.config().item_size_max || aligned > st.arena().segment_size() {
-            return None;
-        }
-        // Never a wait for memory on the event loop: the write made as usual
-        // waits off it (`memwait.rs`).
-        if !self.segment_at_hand() {
-            return None;
-        }
-        let st = &*self.store;
-        let seg = st.alloc_segment(&mut self.active).ok()?;
-        st.mark_landing(seg);
-        st.seg(seg).write_off.store(aligned as u32, Release);
-        st.note_written(seg, 0, st.clock().now());
-        // As a reservation of its length adds (`Active::reserve`).
-        self.active.copy_credit += aligned / COPY_CREDIT_DIV;
-        // SAFETY: just taken and private (module doc).
-        let dst = unsafe { st.arena().bytes_mut(seg, 0, len) };
-        let value_at = write_head(dst, key, vlen, &f);
-        Some(Landing { store: self.store.clone(), seg, value_at, vlen, len, adopted: false })
+impl Store {
+    /// `seg`, just taken, lands a value: out of any cut (under the cut's
+    /// lock, which a cut is made under).
+    pub(crate) fn mark_landing(&self, seg: u32) {
+        let _cut = self.cut().lock.lock();
+        let m = self.seg(seg);
+        m.landing.store(true, Relaxed);
+        m.snap.store(0, Relaxed);
     }
 
-    /// Offers `landing` to the next storage request this worker runs,
-    /// whose value is [`Landing::value_detached`]; [`Worker::take_landing`]
-    /// after it.
-    pub fn offer_landing(&mut self, landing: Option<Landing>) {
-        self.landing = landing;
+    /// A new epoch for landing `seg`, as if it were opened now.
+    pub(crate) fn restamp_landing(&self, seg: u32) {
+        let _cut = self.cut().lock.lock();
+        self.seg(seg).epoch.store(self.next_epoch(), Relaxed);
     }
 
-    /// The landing on offer, unless the write adopted it (then `None`: the
-    /// segment holds the item and is the worker's).
-    pub fn take_landing(&mut self) -> Option<Landing> {
-        self.landing.take().filter(|l| !l.adopted)
+    /// `seg` stops landing: a cut made from now on takes it.
+    pub(crate) fn adopt_landing(&self, seg: u32) {
+        let _cut = self.cut().lock.lock();
+        self.seg(seg).landing.store(false, Relaxed);
     }
 
-    /// The segment of the landing on offer if `value` is its value and the
-    /// item, laid out with `f`, is `len` bytes as landed: stamped anew,
-    /// its header rewritten for `f` (`write.rs`).
-    pub(crate) fn landed_for(&mut self, key: &[u8], value: &[u8], f: &Fields, len: usize) -> Option<u32> {
-        let l = self.landing.as_ref().filter(|l| !l.adopted)?;
-        if l.value().as_ptr() != value.as_ptr() || l.vlen != value.len() || l.len != len || f.compressed {
-            return None;
+    /// A landing let go: its segment back on the free list.
+    pub(crate) fn release_landing(&self, seg: u32) {
+        {
+            let _cut = self.cut().lock.lock();
+            self.seg(seg).landing.store(false, Relaxed);
         }
-        let st = &*self.store;
-        st.restamp_landing(l.seg);
-        // SAFETY: private (module doc); the header and key end where the
-        // value begins, so `value` is not overlapped.
-        let dst = unsafe { st.arena().bytes_mut(l.seg, 0, l.value_at) };
-        let at = write_head(dst, key, l.vlen, f);
-        debug_assert_eq!(at, l.value_at, "the same length, the same layout");
-        Some(l.seg)
+        self.unuse(seg);
     }
 }
 
@@ -189,37 +153,5 @@ pub(crate) fn adopt(st: &Store, landing: &mut Option<Landing>) {
     if let Some(l) = landing.as_mut() {
         st.adopt_landing(l.seg);
         l.adopted = true;
-    }
-}
-
-impl Store {
-    /// `seg`, just taken, lands a value: out of any cut (under the cut's
-    /// lock, which a cut is made under).
-    fn mark_landing(&self, seg: u32) {
-        let _cut = self.cut().lock.lock();
-        let m = self.seg(seg);
-        m.landing.store(true, Relaxed);
-        m.snap.store(0, Relaxed);
-    }
-
-    /// A new epoch for landing `seg`, as if it were opened now.
-    fn restamp_landing(&self, seg: u32) {
-        let _cut = self.cut().lock.lock();
-        self.seg(seg).epoch.store(self.next_epoch(), Relaxed);
-    }
-
-    /// `seg` stops landing: a cut made from now on takes it.
-    fn adopt_landing(&self, seg: u32) {
-        let _cut = self.cut().lock.lock();
-        self.seg(seg).landing.store(false, Relaxed);
-    }
-
-    /// A landing let go: its segment back on the free list.
-    fn release_landing(&self, seg: u32) {
-        {
-            let _cut = self.cut().lock.lock();
-            self.seg(seg).landing.store(false, Relaxed);
-        }
-        self.unuse(seg);
     }
 }

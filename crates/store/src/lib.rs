@@ -56,6 +56,7 @@ mod index;
 mod item;
 mod journal;
 mod journaling;
+mod land;
 mod landing;
 mod memwait;
 mod overwrite;

@@ -156,7 +156,7 @@ impl Store {
     pub(crate) fn unaccount_replaced(&self, st: &mut Stripe, s: u64, new: u64) {
         let g = self.cut_now();
         #[cfg(test)]
-        crate::cutting::after_cut_look();
+        crate::cut::after_cut_look();
         let saved = !slot::is_flash(new) && self.frozen_in(g, slot::seg(new));
         self.unaccount_as(st, s, if saved { 0 } else { g });
     }
