@@ -28,9 +28,12 @@ impl Worker {
         if len > st.config().item_size_max || aligned > st.arena().segment_size() {
             return None;
         }
-        // Never a wait for memory on the event loop: the write made as usual
-        // waits off it (`memwait.rs`).
+        // Never a wait for memory on the event loop: the reclaimer is asked
+        // for a segment, and the connection asks again as more of the value
+        // comes (or the write, made as usual, waits off the loop:
+        // `memwait.rs`).
         if !self.segment_at_hand() {
+            self.store.want_segment(&mut self.active);
             return None;
         }
         let st = &*self.store;

@@ -74,6 +74,12 @@ impl Landing {
         unsafe { self.store.arena().bytes_mut(self.seg, self.value_at, self.vlen) }.as_mut_ptr()
     }
 
+    /// Copies `src` into the value from byte `at` on, past the caches (the
+    /// segment's memory is cold, and the bytes are not read again soon).
+    pub fn fill(&mut self, at: usize, src: &[u8]) {
+        crate::arena::copy_cold(&mut self.value_mut()[at..at + src.len()], src);
+    }
+
     /// The value's room.
     pub fn value_mut(&mut self) -> &mut [u8] {
         // SAFETY: as in `value_ptr`; `&mut self` keeps it the only view.

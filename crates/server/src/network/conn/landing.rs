@@ -47,40 +47,51 @@ impl Conn {
     /// has at least `min` bytes left to come (module doc); true if one is
     /// under way. The request's line stays in the buffer.
     pub(super) fn land(&mut self, ctx: &mut dispatch::Ctx<'_>, min: usize) -> bool {
+        self.try_land(ctx, min) == Some(true)
+    }
+
+    /// [`Conn::land`]; `None` when the request could land but no segment
+    /// is at hand now (it may be later: the store never waits for one on
+    /// the event loop).
+    fn try_land(&mut self, ctx: &mut dispatch::Ctx<'_>, min: usize) -> Option<bool> {
         if self.landing.is_some() {
-            return true;
+            return Some(true);
         }
         if self.lent || self.proto != Proto::Text {
-            return false;
+            return Some(false);
         }
         if ctx.shared.cfg.auth_file.is_some() && !self.auth.authenticated {
-            return false;
+            return Some(false);
         }
         let buf = &self.rbuf[self.rpos..self.filled];
-        let Some(h) = text::storage_line(buf, &ctx.parse_config()) else { return false };
+        let Some(h) = text::storage_line(buf, &ctx.parse_config()) else { return Some(false) };
         let have = buf.len() - h.line_len;
         if have + min > h.vlen {
-            return false;
+            return Some(false);
         }
         let expiry = ctx.expiry(h.exptime);
-        let Some(mut landing) = ctx.store.land(h.key, h.flags, expiry, h.vlen) else { return false };
-        landing.value_mut()[..have].copy_from_slice(&buf[h.line_len..]);
+        let mut landing = ctx.store.land(h.key, h.flags, expiry, h.vlen)?;
+        landing.fill(0, &buf[h.line_len..]);
         self.filled = self.rpos + h.line_len;
         self.landing = Some(Landed { landing, got: have, lent: false });
-        true
+        Some(true)
     }
 
     /// io_uring, as a turn's receives come in (before the connection is
     /// served): once a request's first [`PROBE_AT`] bytes are in, starts a
-    /// landing if it is a large value's (once per request), so that the
+    /// landing if it is a large value's (looked at once per request, or
+    /// until a segment is at hand), so that the
     /// rest of the turn's bytes go into it rather than through the read
     /// buffer.
     pub fn land_early(&mut self, ctx: &mut dispatch::Ctx<'_>) {
         if self.landing.is_some() || self.filled - self.rpos < PROBE_AT || self.probed == Some(self.rpos) {
             return;
         }
-        self.probed = Some(self.rpos);
-        self.land(ctx, LAND_MIN);
+        // Looked at again with the next bytes only while it could land
+        // but found no segment at hand.
+        if self.try_land(ctx, LAND_MIN).is_some() {
+            self.probed = Some(self.rpos);
+        }
     }
 
     /// Whether a landing waits for more of its value.
@@ -125,6 +136,17 @@ impl Conn {
         loop {
             let Some(l) = self.landing.as_mut().filter(|l| !l.complete()) else { return Ok(false) };
             let got = l.got;
+            // Bytes already in memory (a receive buffer) go in past the
+            // caches: the segment is cold, and a 500 KB value arrives
+            // mostly so on loopback.
+            if let Some(bytes) = t.buffered() {
+                let n = bytes.len().min(l.landing.value_len() - got);
+                l.landing.fill(got, &bytes[..n]);
+                t.consume(n);
+                l.got += n;
+                self.landed(n);
+                continue;
+            }
             match t.read(&mut l.landing.value_mut()[got..]) {
                 Ok(0) => {
                     self.ended();
