@@ -230,15 +230,6 @@ impl Active {
         self.segs[class] = Some(seg);
     }
 
-    /// Makes `seg`, a landing the write adopted (`landing.rs`) with its
-    /// item written and linked, the open segment of `class`, as a fresh
-    /// segment an item was reserved in is made by [`Active::reserve`].
-    pub(crate) fn open_landed(&mut self, st: &Store, class: usize, seg: u32) {
-        self.seal_if_starved(st);
-        self.seal_filled(st);
-        self.open(st, class, seg);
-    }
-
     /// Puts every segment this worker writes on a queue.
     pub(crate) fn seal_all(&mut self, st: &Store) {
         for seg in self.segs.iter_mut().filter_map(Option::take) {

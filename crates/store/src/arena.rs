@@ -264,17 +264,6 @@ pub(crate) fn copy_value(dst: &mut [u8], src: &[u8]) {
     dst.copy_from_slice(src);
 }
 
-/// Copies `src` into segment bytes `dst` with non-temporal stores whatever
-/// its length: a landing's value arrives in receive-sized pieces
-/// (`landing.rs`), each bound for memory no cache holds.
-pub(crate) fn copy_cold(dst: &mut [u8], src: &[u8]) {
-    debug_assert_eq!(dst.len(), src.len(), "a piece is copied into room of its own length");
-    #[cfg(all(target_arch = "x86_64", not(miri)))]
-    stream_copy(dst, src);
-    #[cfg(not(all(target_arch = "x86_64", not(miri))))]
-    dst.copy_from_slice(src);
-}
-
 /// `dst.copy_from_slice(src)` with 16-byte non-temporal stores where `dst`
 /// is aligned to them, then a store fence.
 #[cfg(all(target_arch = "x86_64", not(miri)))]

@@ -30,8 +30,6 @@ pub(crate) struct Counters {
     pub reinserted: AtomicU64,
     /// Overwrites written over their old version (`overwrite.rs`).
     pub overwritten_in_place: AtomicU64,
-    /// Values linked where they landed (`landing.rs`).
-    pub values_landed: AtomicU64,
     /// Allocations that reached the last resort (`evict/`).
     pub alloc_last_resort: AtomicU64,
     /// Allocation steps that waited for a segment another thread was

@@ -69,12 +69,14 @@ impl Store {
             for &s in free.iter().chain(parked) {
                 in_use[s as usize] = false;
             }
+            // Under each died lock (as `copied` and `end_cut` clear it): a
+            // note for an earlier cut that never ended is dropped or refused.
             for (m, used) in self.segs().iter().zip(in_use) {
-                debug_assert!(m.died.lock().offs.is_empty(), "a death noted after its cut");
-                // A landing segment holds nothing linked (`landing.rs`).
-                let taken = used && !m.landing.load(Relaxed);
-                m.snap.store(if taken { gen } else { 0 }, Relaxed);
+                let mut died = m.died.lock();
+                *died = Died::default();
+                m.snap.store(if used { gen } else { 0 }, Relaxed);
             }
+            self.cut().died.store(0, Relaxed);
         });
         let image = self.store_image();
         self.cut().active.store(gen, Release);

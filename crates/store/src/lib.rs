@@ -56,8 +56,6 @@ mod index;
 mod item;
 mod journal;
 mod journaling;
-mod land;
-mod landing;
 mod memwait;
 mod overwrite;
 mod read;
@@ -84,7 +82,6 @@ pub use cut::Pending;
 pub use image::{Queue, Sealed, SegmentImage, StoreImage};
 pub use index::hash_power_for;
 pub use journal::{Journal, ReplayError};
-pub use landing::Landing;
 pub use read::{Fetch, Found};
 pub use reclaimer::Reclaimer;
 pub use restore::{BulkRestore, RestoreError, Restored, Restorer};
@@ -116,8 +113,6 @@ mod compress_tests;
 mod cut_tests;
 #[cfg(test)]
 mod image_tests;
-#[cfg(test)]
-mod landing_tests;
 #[cfg(test)]
 mod memory_tests;
 #[cfg(test)]

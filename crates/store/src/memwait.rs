@@ -107,15 +107,6 @@ impl Worker {
         !st.free_for_writer()
     }
 
-    /// Whether this worker may take a segment now without waiting on its
-    /// event loop: writes that wait for memory are off, or the reclaimer
-    /// cannot free any, or one is free (a landing takes one only then:
-    /// `landing.rs`; a write that must wait does so off the loop).
-    pub(crate) fn segment_at_hand(&self) -> bool {
-        let st = &*self.store;
-        self.memory.is_none() || !st.reclaimer_working() || st.free_for_writer()
-    }
-
     /// Hands back [`Ticket::MEMORY`] into `out` if this worker was woken
     /// since the last call.
     pub(crate) fn memory_completions(&mut self, out: &mut Vec<crate::Ticket>) {

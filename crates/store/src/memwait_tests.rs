@@ -227,19 +227,3 @@ fn under_a_small_budget_the_reclaimer_frees_what_writers_ask_for() {
     assert_eq!(wanted(), 0, "a worker that leaves asks for nothing");
     s.stop_reclaimer();
 }
-
-/// A large value lands (`landing.rs`) only in a segment at hand: where a
-/// write would wait for memory, no landing waits on the event loop either.
-#[test]
-#[cfg_attr(miri, ignore = "waits for the reclaimer on a clock (20 ms): too slow under Miri")]
-fn no_landing_waits_for_memory() {
-    let (s, mut r, mut w, _woken) = store(16);
-    let value = vec![b'v'; 4000];
-    let mut next = 0;
-    fill_until_wait(&mut w, &mut next, &value, 2 * 16 * SEG / 4000);
-    assert!(w.land(b"big", 0, 0, 12_000).is_none(), "no segment at hand");
-    assert_eq!(s.stats().reclaim_waited + s.stats().reclaim_inline, 0, "nothing waited on this thread");
-    r.round();
-    let landing = w.land(b"big", 0, 0, 12_000).expect("a segment freed: the landing takes it");
-    drop(landing);
-}

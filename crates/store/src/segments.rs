@@ -123,9 +123,6 @@ pub(crate) struct SegMeta {
     /// (`tier/`): while any is, nothing in it is written over in place,
     /// which would leave the record stale and the repoint unaware.
     pub(crate) batched: AtomicU32,
-    /// Private to a connection receiving a large value into it
-    /// (`landing.rs`): no cut takes it (changed under the cut's lock).
-    pub(crate) landing: std::sync::atomic::AtomicBool,
 }
 
 /// [`SegMeta::aged_at`] of a segment the age pass is done with.

@@ -486,9 +486,6 @@ pub struct StoreStats {
     pub reinserted: u64,
     /// Overwrites written over the old version of their key in place.
     pub overwritten_in_place: u64,
-    /// Large values received into the segment they were stored in
-    /// (`landing.rs`): never copied in user space.
-    pub values_landed: u64,
     /// Allocations that found no segment the usual way and took the last
     /// resort (sealing half-filled segments, evicting read items, waiting
     /// for pins and the other workers).

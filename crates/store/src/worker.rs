@@ -43,8 +43,6 @@ pub struct Worker {
     pub(crate) memory: Option<std::sync::Arc<crate::reclaim::MemoryWait>>,
     /// Waits for memory in a row by writes run again (`memwait.rs`).
     pub(crate) memory_rewaits: u32,
-    /// The landing on offer to the running write (`landing.rs`).
-    pub(crate) landing: Option<crate::landing::Landing>,
 }
 
 impl Store {
@@ -68,7 +66,6 @@ impl Store {
             reads: None,
             memory: None,
             memory_rewaits: 0,
-            landing: None,
         }
     }
 }

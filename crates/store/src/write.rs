@@ -14,7 +14,7 @@ use strata_compress::Codec;
 
 use crate::index::slot;
 use crate::item::{encoded_len, parse_counter, state, write_head, Fields, Item};
-use crate::segments::{ttl_class, Active, Placed};
+use crate::segments::{ttl_class, Placed};
 use crate::store::{bump, Miss};
 use crate::types::{
     now, Arith, ArithOutcome, Counted, Delete, DeleteOutcome, Flow, Reading, SetOp, Stop, StoreError, StoreOutcome,
@@ -62,8 +62,7 @@ impl Worker {
     /// free segment (`memwait.rs`), as `reading` allows.
     pub fn set_with(&mut self, w: &Write<'_>, reading: Reading) -> Result<Flow<Stored>, StoreError> {
         self.store.check_journal()?;
-        // A landed value's memory is taken already (`landing.rs`).
-        if self.landing.is_none() && self.must_wait_for_memory(w, reading) {
+        if self.must_wait_for_memory(w, reading) {
             return Ok(Flow::Wait(crate::Ticket::MEMORY));
         }
         // A write that replaces the key or fails without changing it needs
@@ -129,38 +128,22 @@ impl Worker {
         // Over a flash item it does not read: a bound on the CAS it had.
         let mut replaced = None;
         for _ in 0..MAX_RETRIES {
-            let len = encoded_len(key.len(), value.len(), &f);
-            // A value received into its segment is where this item goes
-            // (`landing.rs`): nothing to reserve or copy.
-            let landed = self.landed_for(key, value, &f, len);
             let store = &*self.store;
             let plain = Fields { compressed: false, ..f };
             if encoded_len(key.len(), w.value.len(), &plain) > store.config().item_size_max {
                 return Err(StoreError::TooLarge.into());
             }
+            let len = encoded_len(key.len(), value.len(), &f);
             let now = store.clock().now();
             let class_len = store.bands().class_len(key.len(), w.value.len(), f.flags != 0);
-            let (seg, off) = match landed {
-                Some(seg) => (seg, 0),
-                None => {
-                    let (seg, off) = self.active.reserve(store, ttl_class(f.expiry, now), (len, class_len), now)?;
-                    // SAFETY: freshly reserved by this worker in its active segment.
-                    let dst = unsafe { store.arena().bytes_mut(seg, off, len) };
-                    let v = write_head(dst, key, value.len(), &f);
-                    crate::arena::copy_value(&mut dst[v..], value);
-                    if f.compressed {
-                        store.attach_dict(seg, strata_compress::dict_id(value));
-                    }
-                    (seg, off)
-                }
-            };
-            // Given back where the write does not link it: a landing stays
-            // the connection's (freed when it lets it go).
-            let unreserve = |a: &Active| {
-                if landed.is_none() {
-                    a.unreserve(store, seg, off, len);
-                }
-            };
+            let (seg, off) = self.active.reserve(store, ttl_class(f.expiry, now), (len, class_len), now)?;
+            // SAFETY: freshly reserved by this worker in its active segment.
+            let dst = unsafe { store.arena().bytes_mut(seg, off, len) };
+            let v = write_head(dst, key, value.len(), &f);
+            crate::arena::copy_value(&mut dst[v..], value);
+            if f.compressed {
+                store.attach_dict(seg, strata_compress::dict_id(value));
+            }
             store.note_expiry(seg, f.expiry);
 
             let loc = store.index().locate(key);
@@ -170,7 +153,7 @@ impl Worker {
                 // nothing goes into its segments any more (`cut.rs`); the
                 // next reservation moves to a new segment.
                 drop(stripe);
-                unreserve(&self.active);
+                self.active.unreserve(store, seg, off, len);
                 continue;
             }
             // On flash, the key's live record as a peek read it (an add,
@@ -195,7 +178,7 @@ impl Worker {
                     }
                     None => {
                         drop(stripe);
-                        unreserve(&self.active);
+                        self.active.unreserve(store, seg, off, len);
                         return Err(Stop::OnFlash);
                     }
                 },
@@ -223,7 +206,7 @@ impl Worker {
             };
             match wanted {
                 Err(outcome) => {
-                    unreserve(&self.active);
+                    self.active.unreserve(store, seg, off, len);
                     return Ok(Stored { outcome, cas: 0, size: 0 });
                 }
                 Ok(wanted) => {
@@ -237,7 +220,7 @@ impl Worker {
                                 a.overwrite_in_place(store, &mut stripe, old, (key, value), &wanted, now)
                             {
                                 drop(stripe);
-                                unreserve(a);
+                                a.unreserve(store, seg, off, len);
                                 self.journaled = self.journaled.max(at);
                                 return Ok(stored);
                             }
@@ -249,7 +232,7 @@ impl Worker {
                     let wanted = self.active.cas_above(store, wanted, &f, (seg, off), old_cas);
                     if wanted != f {
                         drop(stripe);
-                        unreserve(&self.active);
+                        self.active.unreserve(store, seg, off, len);
                         f = wanted;
                         continue;
                     }
@@ -263,16 +246,8 @@ impl Worker {
             if let Some(p) = &peeked {
                 store.drop_peeked(&mut stripe, loc, p);
             }
-            if landed.is_some() {
-                crate::landing::adopt(store, &mut self.landing);
-            }
             let at = store.link(&mut stripe, loc, found, Placed { seg, off, len }, freq, &self.active.counters);
             self.journaled = self.journaled.max(at);
-            if landed.is_some() {
-                drop(stripe);
-                self.active.open_landed(store, ttl_class(f.expiry, now), seg);
-                bump(&self.active.counters.values_landed);
-            }
             let outcome = StoreOutcome::Stored;
             return Ok(Stored { outcome, cas: store.placed_cas(seg, off, &f), size: w.value.len() });
         }

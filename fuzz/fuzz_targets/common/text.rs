@@ -14,12 +14,10 @@
 //!   bytes and values at most the item size limit;
 //! - `Close` only for a line without a newline past 2048 bytes (that is
 //!   not a `get` within its own limit) or an HTTP request line;
-//! - a stream of requests decodes request by request to its end;
-//! - a `set`/`add`/`replace`/`cas` whose data block is received apart
-//!   (`storage_line`, then `parse_landed`) decodes as it does inline.
+//! - a stream of requests decodes request by request to its end.
 
 use strata_protocol::ops::Key;
-use strata_protocol::text::{parse, parse_landed, storage_line, Command, Config, Parse, MAX_COMMAND_LINE};
+use strata_protocol::text::{parse, Command, Config, Parse, MAX_COMMAND_LINE};
 use strata_protocol::KEY_MAX_LENGTH;
 
 pub const ITEM_MAX: usize = 4096;
@@ -140,28 +138,8 @@ pub fn check_stream(data: &[u8]) {
                         Parse::Done { consumed: c, .. } => panic!("prefix {cut} of a {consumed}-byte request is one of {c}"),
                     }
                 }
-                check_landed(&rest[..consumed], &request, &cfg);
                 rest = &rest[consumed..];
             }
         }
-    }
-}
-
-/// `req`, all of `buf`: if its line is a storage line with a data block,
-/// the same request comes from the line and what follows the block, with
-/// the block apart.
-fn check_landed(buf: &[u8], req: &strata_protocol::text::Request<'_>, cfg: &Config) {
-    let Some(h) = storage_line(buf, cfg) else { return };
-    assert!(matches!(req.command, Command::Store(_) | Command::Error(_)), "a storage line made {req:?}");
-    let data_end = h.line_len + h.vlen;
-    assert!(data_end + 2 == buf.len(), "the block and its trailer end the request");
-    let mut apart = buf[..h.line_len].to_vec();
-    apart.extend_from_slice(&buf[data_end..]);
-    match parse_landed(&apart, &buf[h.line_len..data_end], cfg) {
-        Parse::Done { request, consumed } => {
-            assert_eq!(consumed, apart.len());
-            assert_eq!(&request, req, "landed apart");
-        }
-        other => panic!("landed apart: {other:?}"),
     }
 }

@@ -357,10 +357,12 @@ pub(crate) fn done(command: Command<'_>, noreply: bool, consumed: usize) -> Pars
     Parse::Done { request: Request { command, noreply }, consumed }
 }
 
-/// The line at the front of `buf`, tokenized, and its length with the
-/// newline; `None` before its newline.
-fn front_line(buf: &[u8]) -> Option<(Line<'_>, usize)> {
-    let nl = memchr::memchr(b'\n', buf)?;
+/// Parses the request at the front of `buf`.
+pub fn parse<'a>(buf: &'a [u8], config: &Config) -> Parse<'a> {
+    let Some(nl) = memchr::memchr(b'\n', buf) else {
+        return no_newline_yet(buf, config);
+    };
+    let consumed = nl + 1;
     let mut line = &buf[..nl];
     if line.len() > 1 && line[line.len() - 1] == b'\r' {
         line = &line[..line.len() - 1];
@@ -369,50 +371,22 @@ fn front_line(buf: &[u8]) -> Option<(Line<'_>, usize)> {
     if let Some(nul) = memchr::memchr(0, line) {
         line = &line[..nul];
     }
-    Some((Line::new(line), nl + 1))
-}
-
-/// The line of a `set`, `add`, `replace` or `cas` at the front of `buf`,
-/// if that is what is there and it will take a data block (the server
-/// may then receive the block apart: [`parse_landed`]).
-pub fn storage_line<'a>(buf: &'a [u8], config: &Config) -> Option<storage::Head<'a>> {
-    let (l, consumed) = front_line(buf)?;
-    (l.ntokens >= 2).then(|| storage::line(&l, consumed, config)).flatten()
-}
-
-/// [`parse`] for a storage command whose data block was received apart,
-/// as `data`: `buf` holds its line (as [`storage_line`] read it) and the
-/// `\r\n` after the data; `consumed` counts those.
-pub fn parse_landed<'a>(buf: &'a [u8], data: &'a [u8], config: &Config) -> Parse<'a> {
-    let Some((l, consumed)) = front_line(buf) else { return Parse::Incomplete { need: 0 } };
-    let Some(h) = (l.ntokens >= 2).then(|| storage::line(&l, consumed, config)).flatten() else {
-        return error(ClientError::Error, false, consumed);
-    };
-    let cas = l.tokens[0] == b"cas";
-    storage::parse(&l, h.mode, cas, storage::Body::Apart { data, buf }, consumed, config)
-}
-
-/// Parses the request at the front of `buf`.
-pub fn parse<'a>(buf: &'a [u8], config: &Config) -> Parse<'a> {
-    let Some((l, consumed)) = front_line(buf) else {
-        return no_newline_yet(buf, config);
-    };
+    let l = Line::new(line);
     if l.ntokens < 2 || l.tokens[0].len() < 2 {
         return error(ClientError::Error, false, consumed);
     }
     let cmd = l.tokens[0];
-    let inline = storage::Body::Inline(buf);
     match cmd {
         b"get" | b"bget" => retrieval::parse(&l, false, false, consumed),
         b"gets" => retrieval::parse(&l, true, false, consumed),
         b"gat" => retrieval::parse(&l, false, true, consumed),
         b"gats" => retrieval::parse(&l, true, true, consumed),
-        b"set" => storage::parse(&l, Mode::Set, false, inline, consumed, config),
-        b"add" => storage::parse(&l, Mode::Add, false, inline, consumed, config),
-        b"replace" => storage::parse(&l, Mode::Replace, false, inline, consumed, config),
-        b"append" => storage::parse(&l, Mode::Append, false, inline, consumed, config),
-        b"prepend" => storage::parse(&l, Mode::Prepend, false, inline, consumed, config),
-        b"cas" => storage::parse(&l, Mode::Set, true, inline, consumed, config),
+        b"set" => storage::parse(&l, Mode::Set, false, buf, consumed, config),
+        b"add" => storage::parse(&l, Mode::Add, false, buf, consumed, config),
+        b"replace" => storage::parse(&l, Mode::Replace, false, buf, consumed, config),
+        b"append" => storage::parse(&l, Mode::Append, false, buf, consumed, config),
+        b"prepend" => storage::parse(&l, Mode::Prepend, false, buf, consumed, config),
+        b"cas" => storage::parse(&l, Mode::Set, true, buf, consumed, config),
         b"delete" => delete::parse(&l, consumed),
         b"incr" => arith::parse(&l, true, consumed),
         b"decr" => arith::parse(&l, false, consumed),

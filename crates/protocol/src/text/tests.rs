@@ -30,35 +30,6 @@ fn data_not_followed_by_crlf_is_a_bad_chunk_consuming_the_block() {
 }
 
 #[test]
-fn a_storage_line_waiting_for_its_data_is_read_apart() {
-    let h = storage_line(b"cas k 5 9 3 77 noreply\r\nab", &cfg()).expect("a cas line");
-    assert_eq!(
-        (h.mode, h.key, h.flags, h.exptime, h.compare, h.vlen, h.line_len),
-        (Mode::Set, &b"k"[..], 5, 9, Some(77), 3, 24)
-    );
-    for no in [&b"append k 0 0 3\r\n"[..], b"set k 0 0\r\n", b"set k 0 0 2000\r\n", b"get k\r\n", b"set k 0 0 3"] {
-        assert_eq!(storage_line(no, &cfg()), None, "{}", String::from_utf8_lossy(no));
-    }
-}
-
-#[test]
-fn a_data_block_received_apart_parses_as_if_inline() {
-    let landed = |buf: &'static [u8], data: &'static [u8]| match parse_landed(buf, data, &cfg()) {
-        Parse::Done { request, consumed } => Some((request.command, request.noreply, consumed)),
-        _ => None,
-    };
-    assert_eq!(parse_landed(b"set k 5 0 3\r\n\r", b"abc", &cfg()), Parse::Incomplete { need: 15 });
-    let (c, noreply, used) = landed(b"set k 5 0 3 noreply\r\n\r\nget k\r\n", b"abc").unwrap();
-    assert_eq!(c, Command::Store(Set::plain(Mode::Set, Key::Raw(b"k"), 5, 0, b"abc")));
-    assert!(noreply);
-    assert_eq!(used, 23, "the line and the data's \\r\\n");
-    let (c, _, used) = landed(b"add k 0 0 3\r\nxy", b"abc").unwrap();
-    assert_eq!((c, used), (Command::Error(ClientError::BadDataChunk), 15));
-    let (c, ..) = landed(b"cas k 0 0 3 8\r\n\r\n", b"abc").unwrap();
-    assert_eq!(c, Command::Store(Set { compare: Some(8), ..Set::plain(Mode::Set, Key::Raw(b"k"), 0, 0, b"abc") }));
-}
-
-#[test]
 fn too_large_reports_how_much_to_swallow() {
     let (c, _, used) = cmd(b"set k 0 0 2000 noreply\r\n");
     assert_eq!(c, Command::TooLarge { mode: Mode::Set, cas: false, key: b"k", swallow: 2002 });
@@ -287,29 +258,6 @@ proptest! {
             }
             Parse::Incomplete { need } => prop_assert!(need == 0 || need > buf.len()),
             Parse::Close => {}
-        }
-    }
-
-    /// A data block received apart makes the same request as inline.
-    #[test]
-    fn landed_sets_parse_as_inline(cmd_i in 0usize..4, key in "[a-z]{1,40}", flags in any::<u32>(),
-            data in proptest::collection::vec(any::<u8>(), 0..300), trailer in proptest::sample::select(vec![&b"\r\n"[..], b"\n\r", b"xx"])) {
-        let name = ["set", "add", "replace", "cas"][cmd_i];
-        let unique = if name == "cas" { " 12" } else { "" };
-        let line = format!("{name} {key} {flags} 0 {}{unique}\r\n", data.len()).into_bytes();
-        let mut inline = line.clone();
-        inline.extend_from_slice(&data);
-        inline.extend_from_slice(trailer);
-        let mut apart = line.clone();
-        apart.extend_from_slice(trailer);
-        let h = storage_line(&line, &cfg()).expect("a storage line");
-        prop_assert_eq!(h.line_len, line.len());
-        match (parse(&inline, &cfg()), parse_landed(&apart, &data, &cfg())) {
-            (Parse::Done { request: a, consumed: ca }, Parse::Done { request: b, consumed: cb }) => {
-                prop_assert_eq!(a, b);
-                prop_assert_eq!(ca, cb + data.len());
-            }
-            (a, b) => prop_assert!(false, "{:?} / {:?}", a, b),
         }
     }
 

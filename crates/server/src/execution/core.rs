@@ -27,7 +27,7 @@ pub(crate) fn store_cmd(mode: ops::Mode, cas: bool) -> &'static str {
 
 impl Ctx<'_> {
     /// Server-relative expiry of a client exptime (memcached's `realtime`).
-    pub(crate) fn expiry(&self, exptime: i32) -> u32 {
+    fn expiry(&self, exptime: i32) -> u32 {
         self.shared.store.clock().expiry(i64::from(exptime))
     }
 

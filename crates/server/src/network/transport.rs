@@ -44,16 +44,6 @@ pub(crate) trait Transport {
     fn exhausted(&self) -> bool {
         false
     }
-
-    /// The bytes a read would hand over now, if they are already in
-    /// memory (io_uring's receive buffers): for a copy of the caller's own
-    /// ([`Transport::consume`] after it).
-    fn buffered(&self) -> Option<&[u8]> {
-        None
-    }
-
-    /// `n` bytes of [`Transport::buffered`] were taken.
-    fn consume(&mut self, _n: usize) {}
 }
 
 impl Transport for Stream {
@@ -101,19 +91,6 @@ impl Transport for Received<'_> {
 
     fn exhausted(&self) -> bool {
         matches!(self, Received::Bytes([]))
-    }
-
-    fn buffered(&self) -> Option<&[u8]> {
-        match self {
-            Received::Bytes(b) if !b.is_empty() => Some(b),
-            _ => None,
-        }
-    }
-
-    fn consume(&mut self, n: usize) {
-        if let Received::Bytes(b) = self {
-            *b = &b[n.min(b.len())..];
-        }
     }
 }
 

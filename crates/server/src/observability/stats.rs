@@ -193,11 +193,6 @@ fn strata_memory(s: &mut Snapshot, shared: &Shared, st: &strata_store::StoreStat
         st.overwritten_in_place,
     );
     s.counter(
-        "strata_values_landed",
-        "Large values received straight into the segment they were stored in, never copied in user space.",
-        st.values_landed,
-    );
-    s.counter(
         "strata_alloc_last_resort",
         "Segment allocations that had to seal half-filled segments, evict read items or wait for one.",
         st.alloc_last_resort,

@@ -87,7 +87,6 @@ impl Store {
             s.expired_unlinked += c.expired_unlinked.load(Relaxed);
             s.reinserted += c.reinserted.load(Relaxed);
             s.overwritten_in_place += c.overwritten_in_place.load(Relaxed);
-            s.values_landed += c.values_landed.load(Relaxed);
             s.alloc_last_resort += c.alloc_last_resort.load(Relaxed);
             s.alloc_waited += c.alloc_waited.load(Relaxed);
             s.reclaim_inline += c.reclaim_inline.load(Relaxed);
@@ -142,7 +141,6 @@ impl Store {
                 &c.expired_unlinked,
                 &c.reinserted,
                 &c.overwritten_in_place,
-                &c.values_landed,
                 &c.alloc_last_resort,
                 &c.alloc_waited,
                 &c.reclaim_inline,

@@ -46,14 +46,6 @@ impl Conn {
         // byte after it grew a buffer that the last bytes filled exactly
         // (a whole large value: 600 KB copied for nothing).
         while !t.exhausted() {
-            // A value landing (`landing.rs`) takes what is its own first.
-            // `t` may report itself drained only by a read (TLS).
-            if self.landing_incomplete() {
-                match self.fill_landing(t) {
-                    Ok(false) if self.input != Input::Ended => continue,
-                    _ => return,
-                }
-            }
             let want = (self.filled - self.rpos + t.available().max(1)).max(need);
             if !self.make_room(want, usize::MAX) {
                 return;
@@ -72,7 +64,7 @@ impl Conn {
     /// The end of input was read: the client closed the connection, which
     /// is a normal close (unless it is already closing for a reason of
     /// its own).
-    pub(super) fn ended(&mut self) {
+    fn ended(&mut self) {
         self.input = Input::Ended;
         if self.phase != Phase::Closing {
             self.info.set_close_reason(CloseReason::Normal);
@@ -83,9 +75,6 @@ impl Conn {
     /// `min` more bytes, enough to receive them in place ([`Conn::lend_rest`])
     /// rather than through the ring's small buffers.
     pub fn wants_rest(&self, min: usize) -> bool {
-        if self.landing_incomplete() {
-            return !self.landing_lent();
-        }
         match self.phase {
             Phase::Waiting { need } => !self.lent && need >= self.filled - self.rpos + min,
             _ => false,
@@ -100,8 +89,7 @@ impl Conn {
     /// [`Conn::returned`] the buffer is not touched past `filled`.
     pub fn lend_rest(&mut self, min: usize) -> Option<(*mut u8, u32)> {
         let Phase::Waiting { need } = self.phase else { return None };
-        // A value landing takes its rest itself (`Conn::lend_landing`).
-        if self.landing.is_some() || !self.wants_rest(min) || !self.make_room(need, usize::MAX) {
+        if !self.wants_rest(min) || !self.make_room(need, usize::MAX) {
             return None;
         }
         let rest = u32::try_from(need - (self.filled - self.rpos)).ok()?;
@@ -115,15 +103,12 @@ impl Conn {
 
     /// io_uring: whether the buffer is lent to a receive.
     pub fn lent(&self) -> bool {
-        self.lent || self.landing_lent()
+        self.lent
     }
 
     /// io_uring: the lent receive came back having written `n` bytes at
     /// `filled` (0: none, it failed or was cancelled).
     pub fn returned(&mut self, n: usize) {
-        if self.landing_returned(n) {
-            return;
-        }
         debug_assert!(self.lent, "returned without a lend");
         self.lent = false;
         let n = n.min(self.rbuf.len() - self.filled);

@@ -58,10 +58,7 @@ use crate::network::transport::Transport;
 use crate::{CloseReason, ConnInfo, ConnState};
 
 mod bytes;
-mod landing;
 mod serve;
-
-pub(crate) use landing::LAND_MIN;
 
 const INITIAL_BUF: usize = crate::network::bufpool::BUF_SIZE;
 
@@ -244,12 +241,6 @@ pub(crate) struct Conn {
     /// rest of a large request there in place ([`Conn::lend_rest`]); the
     /// buffer is neither moved, grown nor given back until it returns.
     lent: bool,
-    /// A large value on its way into the segment it will be stored in
-    /// (`landing.rs`); the read buffer holds its line.
-    landing: Option<landing::Landed>,
-    /// The read buffer position a landing was last looked for at
-    /// ([`Conn::land_early`]).
-    probed: Option<usize>,
     /// `rbuf[..hinted]` has had its keys read ahead.
     hinted: usize,
     replies: Replies,
@@ -302,8 +293,6 @@ impl Conn {
             filled: 0,
             hinted: 0,
             lent: false,
-            landing: None,
-            probed: None,
             replies: Replies::default(),
             phase: Phase::Ready,
             input: Input::Open,

@@ -55,10 +55,7 @@ impl Conn {
             // exactly the bytes just consumed would look like no progress
             // and strand a pipelined batch in the buffer.
             let before = self.bytes_read;
-            // A large value's rest goes straight into its segment (`landing.rs`).
-            let landing = self.land(ctx, LAND_MIN) && self.landing_incomplete();
-            let read = if landing { self.fill_landing(t) } else { self.fill(t, need, limits.rbuf) };
-            match read {
+            match self.fill(t, need, limits.rbuf) {
                 Ok(d) => {
                     drained = d;
                     empty = d;
@@ -187,7 +184,6 @@ impl Conn {
                     self.hold_for_durability(ctx, mark);
                     *served += 1;
                     self.phase = Phase::Ready;
-                    self.probed = None;
                     if !matches!(outcome, Outcome::Resume(_)) {
                         self.logged = false;
                     }
@@ -222,9 +218,6 @@ impl Conn {
                 }
                 Step::Incomplete { need } => {
                     self.phase = Phase::Waiting { need };
-                    // A large value's rest goes straight into its segment
-                    // (`landing.rs`), from the first byte that arrives now.
-                    self.land(ctx, LAND_MIN);
                     return Served::Need(need);
                 }
                 Step::Close => {
@@ -348,9 +341,6 @@ impl Conn {
     /// connection's protocol (chosen here from the first byte).
     fn step(&mut self, ctx: &mut dispatch::Ctx<'_>, pconfig: &text::Config, resume: Option<usize>) -> Step {
         ctx.replies_queued = self.replies.unsent();
-        if self.landing.is_some() {
-            return self.step_landed(ctx, pconfig, resume);
-        }
         let buf = &self.rbuf[self.rpos..self.filled];
         let out = self.replies.buf();
         if ctx.shared.cfg.auth_file.is_some() && !self.auth.authenticated {

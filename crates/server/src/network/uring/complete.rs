@@ -6,15 +6,14 @@
 use io_uring::cqueue;
 
 use super::{Completed, Cqe, Life, Loop, Recv, OP_BITS, OP_RECV, OP_SEND, OP_WAKE};
-use crate::execution::dispatch::Ctx;
 use crate::network::transport::Received;
 
 impl Loop<'_> {
     /// Hands one completion to its connection.
-    pub(super) fn complete(&mut self, (ud, res, flags): Cqe, ctx: Option<&mut Ctx<'_>>) -> Completed {
+    pub(super) fn complete(&mut self, (ud, res, flags): Cqe) -> Completed {
         let i = (ud >> OP_BITS) as usize;
         let serve = match ud & ((1 << OP_BITS) - 1) {
-            OP_RECV => self.received(i, res, flags, ctx),
+            OP_RECV => self.received(i, res, flags),
             OP_SEND => self.sent(i, res),
             OP_WAKE => {
                 self.wake_armed = false;
@@ -31,7 +30,7 @@ impl Loop<'_> {
 
     /// A receive completion: bytes (in a ring buffer), end of input, or the
     /// end of the multishot receive. True if the connection is to be served.
-    fn received(&mut self, i: usize, res: i32, flags: u32, ctx: Option<&mut Ctx<'_>>) -> bool {
+    fn received(&mut self, i: usize, res: i32, flags: u32) -> bool {
         let bid = cqueue::buffer_select(flags);
         let Some(Some(s)) = self.slots.get_mut(i) else {
             if let Some(bid) = bid {
@@ -70,11 +69,6 @@ impl Loop<'_> {
                         (Some(t), Some(server)) => t.received(bytes, &mut s.conn, &server.handshake_errors).is_err(),
                         _ => {
                             s.conn.receive(&mut Received::Bytes(bytes));
-                            // A large value lands from the bytes after this
-                            // on (`conn/landing.rs`); not while stopping.
-                            if let Some(ctx) = ctx {
-                                s.conn.land_early(ctx);
-                            }
                             false
                         }
                     }

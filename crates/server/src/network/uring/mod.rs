@@ -254,9 +254,8 @@ pub(crate) fn run(
         cqes.clear();
         cqes.append(&mut lp.backlog);
         lp.reap_completions(&mut cqes);
-        let mut cctx = Ctx::for_loop(&shared, &mut store, &stats);
         for &cqe in &cqes {
-            match lp.complete(cqe, Some(&mut cctx)) {
+            match lp.complete(cqe) {
                 Completed::Wake => {
                     while let Ok(nc) = rx.try_recv() {
                         sched.adopt(lp.adopt(nc));
@@ -456,10 +455,7 @@ impl Loop<'_> {
         }
         let lend = read && s.tls.is_none();
         if read && s.recv == Recv::Idle {
-            // A large value's rest into its segment (`conn/landing.rs`), else
-            // the request's rest into the read buffer.
-            let lent = lend.then(|| s.conn.lend_landing(ctx, DIRECT_MIN).or_else(|| s.conn.lend_rest(DIRECT_MIN)));
-            if let Some((ptr, len)) = lent.flatten() {
+            if let Some((ptr, len)) = lend.then(|| s.conn.lend_rest(DIRECT_MIN)).flatten() {
                 // MSG_WAITALL: one completion when the whole rest is in.
                 let recv = opcode::Recv::new(types::Fd(fd), ptr, len).flags(libc::MSG_WAITALL);
                 sqes[1] = Some(recv.build().user_data(user_data(i, OP_RECV)));
@@ -559,7 +555,7 @@ impl Loop<'_> {
         let mut done = std::mem::take(&mut self.backlog);
         for _ in 0..100 {
             for cqe in std::mem::take(&mut done) {
-                self.complete(cqe, None);
+                self.complete(cqe);
             }
             for i in 0..self.slots.len() {
                 self.reap(i);
