@@ -31,8 +31,8 @@
 //!   just after: the version it replaces is then not noted
 //!   (`Store::unaccount_replaced`), and the new one is saved instead; one
 //!   look at the cut decides both. A death is noted under its segment's
-//!   died lock, which the copy and the cut's end take to clear the mark:
-//!   no note outlives its cut into the next.
+//!   died lock, which the copy, the cut's end and the next cut's beginning
+//!   take to change the mark: no note outlives its cut into the next.
 //!
 //! **A segment of `H` freed before it is copied** (eviction, the cleaner,
 //! a dead segment reused) is copied by whoever frees it, after its items

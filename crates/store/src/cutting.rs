@@ -13,9 +13,10 @@ use crate::image::{Queue, SegmentImage, StoreImage};
 use crate::store::Store;
 
 impl Store {
-    /// The generation of the running snapshot's cut, 0 if none.
+    /// The generation of the running snapshot's cut, 0 if none: looked at
+    /// once where several decisions must agree ([`Store::frozen_in`]).
     #[inline]
-    fn cut_gen(&self) -> u64 {
+    pub(crate) fn cut_gen(&self) -> u64 {
         self.cut().active.load(Acquire)
     }
 
@@ -37,12 +38,6 @@ impl Store {
     #[inline]
     pub(crate) fn frozen_in(&self, g: u64, seg: u32) -> bool {
         g != 0 && self.seg(seg).snap.load(Relaxed) == g
-    }
-
-    /// The running cut's generation (0: none), for [`Store::frozen_in`].
-    #[inline]
-    pub(crate) fn cut_now(&self) -> u64 {
-        self.cut_gen()
     }
 
     /// Begins a snapshot's cut: marks every segment in use as part of it
@@ -194,7 +189,7 @@ impl Store {
 
     /// Notes that the item at `off` of `seg`, linked until now, is being
     /// unlinked (under its bucket lock), if `seg` is frozen in cut `g`
-    /// ([`Store::cut_now`], looked at after the unlink).
+    /// ([`Store::cut_gen`], looked at after the unlink).
     #[inline]
     pub(crate) fn note_death(&self, g: u64, seg: u32, off: usize) {
         if !self.frozen_in(g, seg) {
@@ -211,8 +206,9 @@ impl Store {
             return;
         }
         died.offs.push(off as u32);
-        drop(died);
+        // Counted under the lock too, as `copied` uncounts it.
         let n = self.cut().died.fetch_add(1, Relaxed) + 1;
+        drop(died);
         if n * 4 > self.memory_limit() / DIED_MAX_DIV {
             self.fail_cut(format!(
                 "{n} items of the snapshot's cut were overwritten or deleted before it copied them \
@@ -243,8 +239,10 @@ impl Store {
         let mut died = m.died.lock();
         m.snap.store(0, Relaxed);
         let d = std::mem::take(&mut *died);
-        drop(died);
+        // Under the lock: a cut's end or beginning, which resets the count,
+        // takes it too, so the count never goes below what is listed.
         self.cut().died.fetch_sub(d.offs.len(), Relaxed);
+        drop(died);
     }
 
     /// Called by the thread that cleared `seg` (taken off queue `q`), before

@@ -154,7 +154,7 @@ impl Store {
     /// inside an overwrite). The same holds for a value brought back from
     /// flash into memory (`tier/read.rs`).
     pub(crate) fn unaccount_replaced(&self, st: &mut Stripe, s: u64, new: u64) {
-        let g = self.cut_now();
+        let g = self.cut_gen();
         #[cfg(test)]
         crate::cut::after_cut_look();
         let saved = !slot::is_flash(new) && self.frozen_in(g, slot::seg(new));
@@ -163,7 +163,7 @@ impl Store {
 
     /// Takes the item at slot `s`, no longer linked, out of the totals.
     pub(crate) fn unaccount(&self, st: &mut Stripe, s: u64) {
-        self.unaccount_as(st, s, self.cut_now());
+        self.unaccount_as(st, s, self.cut_gen());
     }
 
     /// [`Store::unaccount`], noting the death for cut `g` (0: none) if it

@@ -78,7 +78,7 @@ impl Store {
     /// now, is being unlinked (under its bucket lock), if cut `g` (0: none)
     /// is running and the record is from before it.
     pub(crate) fn note_flash_death(&self, g: u64, addr: u64) {
-        if g == 0 || self.cut_now() != g {
+        if g == 0 || self.cut_gen() != g {
             return;
         }
         let Some(log) = self.flash_log() else { return };
@@ -87,7 +87,7 @@ impl Store {
         // Again under the lock, which the cut's end and the next cut's
         // beginning take to clear the list: a note of the last cut's would
         // stay in the next.
-        if before && self.cut_now() == g {
+        if before && self.cut_gen() == g {
             died.push(addr);
         }
     }
