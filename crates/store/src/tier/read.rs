@@ -291,15 +291,17 @@ impl Worker {
     /// first unlink to the last repoint of the records it writes again, so
     /// under the writer (then the bucket lock, the order the reclaim
     /// takes them in) the slot tells: still there, its region still at
-    /// `gen`, the record is damaged (counted, logged, `Back::Bad`); else
-    /// the operation looks again (`Back::Moved`). A read of a record
+    /// `gen`, and the record still failing a read (one written again at
+    /// its own place passes: [`Worker::reads_sound`]), the record is
+    /// damaged (counted, logged, `Back::Bad`); else the operation looks
+    /// again (`Back::Moved`). A read of a record
     /// written again at the head, its slot not yet repointed, read as
     /// damaged and had its slot unlinked before (design/flash.md).
     fn confirm_bad(&self, log: &Flash, loc: Loc, (s, gen): (u64, u64), why: &dyn std::fmt::Display) -> Back {
         let writer = log.writer();
         let still = same_slot(&self.store.index().lock(loc.stripe), loc.bucket, s).is_some();
         let region = log.region_of(log.from_slot(flash::addr(s)));
-        let moved = !still || log.generation(region) != gen;
+        let moved = !still || log.generation(region) != gen || self.reads_sound(log, loc, (s, gen));
         drop(writer);
         if moved {
             return Back::Moved;
@@ -307,6 +309,23 @@ impl Worker {
         log.note_damaged();
         warn_rate_limited("read failed, served as a miss", why);
         Back::Bad
+    }
+
+    /// Whether slot `s`'s record reads whole now, as `loc`'s key's (the
+    /// log's writer held: nothing writes meanwhile). A reclaim gives its
+    /// region a new generation as the head enters it and then writes the
+    /// region's read records again from its start: the first of them land
+    /// where they were, so their slots are repointed to the same value. A
+    /// read between the new generation and that write found the old bytes
+    /// and, the slot and generation as it saw them, was counted damaged
+    /// (`tier_race_tests.rs`, once in 25 runs under load).
+    fn reads_sound(&self, log: &Flash, loc: Loc, (s, gen): (u64, u64)) -> bool {
+        let mut buf = Vec::new();
+        let Ok(rec) = log.read(log.from_slot(flash::addr(s)), gen, &mut buf) else { return false };
+        parse_item(rec.item).is_some_and(|it| {
+            let l = self.store.index().locate(it.key());
+            (l.stripe, l.tag, l.ext) == (loc.stripe, slot::tag(s), flash::ext(s))
+        })
     }
 
     /// What a read of a record came to: its epoch and write time (the
