@@ -337,7 +337,11 @@ impl Store {
             return;
         }
         let written = match w.reserve(hot.buf.len()) {
-            Some(Reserve::At(at)) => w.write(at, &mut hot.buf, hot.items.len() as u64).ok().map(|()| at),
+            Some(Reserve::At(at)) => {
+                #[cfg(test)]
+                race_read_before_write(log, at, hot);
+                w.write(at, &mut hot.buf, hot.items.len() as u64).ok().map(|()| at)
+            }
             _ => None,
         };
         for &(loc, old, off) in &hot.items {
@@ -414,5 +418,33 @@ impl Store {
         s.ram_bytes = index_share + log.metadata_bytes() as u64;
         s.io_queue = self.aio().map_or(0, |p| p.depth() as u64);
         Some(s)
+    }
+}
+
+/// Tests: a read to race the write of a reclaimed region's read records
+/// back where they were (`tier_race_tests.rs`): handed, on the writer's
+/// thread before that write, the key of one such record, once; it returns
+/// once that read has been made.
+#[cfg(test)]
+pub(crate) type RaceRead = Box<dyn FnMut(&[u8]) + Send>;
+
+#[cfg(test)]
+pub(crate) static RACE_READ: parking_lot::Mutex<Option<RaceRead>> = parking_lot::Mutex::new(None);
+
+#[cfg(test)]
+fn race_read_before_write(log: &Flash, at: u64, hot: &Hot) {
+    let mut race = RACE_READ.lock();
+    let Some(read) = race.as_mut() else { return };
+    for &(_, old, off) in &hot.items {
+        if log.to_slot(at + u64::from(off)) != flash::addr(old) {
+            continue;
+        }
+        let r = &hot.buf[off as usize..];
+        let len = u32::from_le_bytes([r[4], r[5], r[6], r[7]]) as usize;
+        if let Some(it) = parse_item(&r[record::HEADER_LEN..len]) {
+            read(it.key());
+            *race = None;
+            return;
+        }
     }
 }
