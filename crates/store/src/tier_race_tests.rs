@@ -9,6 +9,16 @@ use crate::tests::get;
 use crate::tier_tests::{flash_stats, key, tier_with, value};
 use crate::*;
 
+/// Six rounds of setting every key, a new value each; `done` after.
+fn write_rounds(w: &mut Worker, keys: usize, done: &AtomicBool) {
+    for round in 0..6u8 {
+        for i in 0..keys {
+            assert_eq!(w.set(SetOp::Set, &key(i), 0, 0, &value(i, round)), Ok(StoreOutcome::Stored));
+        }
+    }
+    done.store(true, Relaxed);
+}
+
 #[test]
 fn reads_racing_region_reclaims_find_no_damage_on_a_sound_device() {
     // 8 MiB of memory over 8 MiB of flash in 1 MiB regions: a region is
@@ -20,14 +30,7 @@ fn reads_racing_region_reclaims_find_no_damage_on_a_sound_device() {
     let (store, mut w) = (t.store.clone(), t.w);
     let mut reader = store.worker();
     std::thread::scope(|s| {
-        s.spawn(|| {
-            for round in 0..6u8 {
-                for i in 0..keys {
-                    assert_eq!(w.set(SetOp::Set, &key(i), 0, 0, &value(i, round)), Ok(StoreOutcome::Stored));
-                }
-            }
-            done.store(true, Relaxed);
-        });
+        s.spawn(|| write_rounds(&mut w, keys, &done));
         let mut i = 0;
         while !done.load(Relaxed) {
             i = (i + 7919) % keys;
@@ -75,14 +78,7 @@ fn a_read_racing_a_record_written_again_where_it_was_finds_it_whole() {
     let mut raced = None;
     let mut reader = store.worker();
     std::thread::scope(|s| {
-        s.spawn(|| {
-            for round in 0..6u8 {
-                for i in 0..keys {
-                    assert_eq!(w.set(SetOp::Set, &key(i), 0, 0, &value(i, round)), Ok(StoreOutcome::Stored));
-                }
-            }
-            done.store(true, Relaxed);
-        });
+        s.spawn(|| write_rounds(&mut w, keys, &done));
         let mut i = 0;
         while !done.load(Relaxed) {
             if let Ok(k) = key_rx.try_recv() {

@@ -440,8 +440,8 @@ fn race_read_before_write(log: &Flash, at: u64, hot: &Hot) {
             continue;
         }
         let r = &hot.buf[off as usize..];
-        let len = u32::from_le_bytes([r[4], r[5], r[6], r[7]]) as usize;
-        if let Some(it) = parse_item(&r[record::HEADER_LEN..len]) {
+        let item = record::claimed_len(r).and_then(|len| r.get(record::HEADER_LEN..len));
+        if let Some(it) = item.and_then(parse_item) {
             read(it.key());
             *race = None;
             return;

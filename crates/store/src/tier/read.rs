@@ -275,8 +275,7 @@ impl Worker {
             return Back::Moved;
         }
         let Some(it) = parse_item(buf) else { return self.confirm_bad(log, loc, (s, gen), &"not an item") };
-        let l = self.store.index().locate(it.key());
-        if (l.stripe, l.tag, l.ext) != (loc.stripe, slot::tag(s), flash::ext(s)) {
+        if !self.written_for(loc, s, &it) {
             // Not what this slot was written for: a slot left behind by a
             // region that could not be read when it was reclaimed, or
             // another record written there since.
@@ -322,10 +321,14 @@ impl Worker {
     fn reads_sound(&self, log: &Flash, loc: Loc, (s, gen): (u64, u64)) -> bool {
         let mut buf = Vec::new();
         let Ok(rec) = log.read(log.from_slot(flash::addr(s)), gen, &mut buf) else { return false };
-        parse_item(rec.item).is_some_and(|it| {
-            let l = self.store.index().locate(it.key());
-            (l.stripe, l.tag, l.ext) == (loc.stripe, slot::tag(s), flash::ext(s))
-        })
+        parse_item(rec.item).is_some_and(|it| self.written_for(loc, s, &it))
+    }
+
+    /// Whether `it`, read from flash slot `s` in `loc`'s chain, is an item
+    /// of the key that slot was written for (its stripe, tag and index bits).
+    fn written_for(&self, loc: Loc, s: u64, it: &Item<'_>) -> bool {
+        let l = self.store.index().locate(it.key());
+        (l.stripe, l.tag, l.ext) == (loc.stripe, slot::tag(s), flash::ext(s))
     }
 
     /// What a read of a record came to: its epoch and write time (the
