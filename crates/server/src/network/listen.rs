@@ -104,9 +104,16 @@ pub(crate) fn bind(cfg: &ServerConfig) -> Result<Vec<Listener>, ServerError> {
         if std::fs::symlink_metadata(path).is_ok_and(|m| m.file_type().is_socket()) {
             let _ = std::fs::remove_file(path);
         }
-        let l = std::os::unix::net::UnixListener::bind(path).map_err(err)?;
+        // Bound, given its mask, and only then listening: a client cannot
+        // connect while the file still has the umask's mode (memcached
+        // sets the umask around its bind; that is process-wide). `-b`
+        // applies as to TCP.
+        let sock = Socket::new(Domain::UNIX, Type::STREAM, None).map_err(err)?;
+        sock.bind(&socket2::SockAddr::unix(path).map_err(err)?).map_err(err)?;
         std::fs::set_permissions(path, std::fs::Permissions::from_mode(cfg.unix_mask)).map_err(err)?;
-        l.set_nonblocking(true).map_err(err)?;
+        sock.listen(cfg.backlog).map_err(err)?;
+        sock.set_nonblocking(true).map_err(err)?;
+        let l: std::os::unix::net::UnixListener = std::os::fd::OwnedFd::from(sock).into();
         return Ok(vec![Listener::Unix(UnixListener::from_std(l), name)]);
     }
     let mut out = Vec::new();
