@@ -40,6 +40,14 @@ const PRE_ASK_ITEM_DIV: usize = 16;
 /// write amplification from eviction stays at or under 1.2.
 pub(crate) const COPY_CREDIT_DIV: usize = 5;
 
+/// Whether an item of `len` bytes is large: a sixteenth of a segment or
+/// more. A segment holds at most sixteen such: a writer of them does not
+/// ask ahead (`Active::note_fill`), and clears the reclaimer's next victim
+/// itself where that is cheap (`Store::reclaim_cheap`).
+pub(crate) fn large_item(st: &Store, len: usize) -> bool {
+    len >= st.arena().segment_size() / PRE_ASK_ITEM_DIV
+}
+
 impl Active {
     /// A worker's (or, `background`, the reclaimer's): nothing open yet.
     pub(crate) fn new(st: &Store, counters: Arc<Counters>, background: bool) -> Active {
@@ -108,7 +116,7 @@ impl Active {
                 return Ok((seg, off));
             }
         }
-        let seg = st.alloc_segment(self).inspect_err(|e| {
+        let seg = st.alloc_segment(self, len).inspect_err(|e| {
             if *e == StoreError::OutOfMemory {
                 st.bands().out_of_memory(class_len);
             }
@@ -127,8 +135,7 @@ impl Active {
     fn note_fill(&mut self, st: &Store, from: usize, to: usize) {
         let seg_size = st.arena().segment_size();
         let mark = seg_size - seg_size / WANT_AHEAD_DIV;
-        let small = to - from < seg_size / PRE_ASK_ITEM_DIV;
-        if small && from < mark && to >= mark && !self.background && st.ahead_on_demand() {
+        if !large_item(st, to - from) && from < mark && to >= mark && !self.background && st.ahead_on_demand() {
             st.want_segment(self);
         }
     }

@@ -45,6 +45,9 @@ pub(crate) struct Counters {
     pub memory_waits: AtomicU64,
     /// The reclaimer's: segments it freed.
     pub reclaim_background: AtomicU64,
+    /// Victims a writer of a large item cleared in the reclaimer's stead
+    /// (`Store::reclaim_cheap`).
+    pub reclaim_cheap: AtomicU64,
     pub segments_evicted: AtomicU64,
     pub segments_reclaimed: AtomicU64,
     pub decompress_errors: AtomicU64,

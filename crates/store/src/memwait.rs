@@ -20,9 +20,10 @@
 //! and wait again, [`MAX_REWAITS`] times in a row per worker at most:
 //! then it takes a segment as before (the reclaimer's wait on its thread,
 //! or reclaiming itself), so every run of waits ends in progress. A wait
-//! changed and counted nothing but `memory_waits`. Appends and prepends
-//! (whose size is known only once the old value is read) and writes run
-//! again after a read from flash allocate as before.
+//! changed and counted nothing but `memory_waits`. A large write whose
+//! victim is cheap clears it instead of waiting (`Store::reclaim_cheap`).
+//! Appends and prepends (whose size is known only once the old value is
+//! read) and writes run again after a read from flash allocate as before.
 //!
 //! [`Flow::Wait`]: crate::Flow::Wait
 
@@ -92,10 +93,13 @@ impl Worker {
         // this does not; then the write waits once for nothing. Most writes
         // fit an open segment: that is looked at first.
         let f = Fields { flags: w.flags, expiry: w.expiry, cas: w.new_cas, state: 0, compressed: false };
-        if self.active.has_room(st, encoded_len(w.key.len(), w.value.len(), &f))
-            || !st.reclaimer_working()
-            || st.free_for_writer()
-        {
+        let len = encoded_len(w.key.len(), w.value.len(), &f);
+        if self.active.has_room(st, len) || !st.reclaimer_working() || st.free_for_writer() {
+            return false;
+        }
+        // A large write clears a cheap victim itself rather than wait for
+        // the reclaimer to (`Store::reclaim_cheap`).
+        if crate::active::large_item(st, st.aligned(len)) && st.reclaim_cheap(&self.active) {
             return false;
         }
         if !m.listed.swap(true, AcqRel) {

@@ -227,3 +227,68 @@ fn under_a_small_budget_the_reclaimer_frees_what_writers_ask_for() {
     assert_eq!(wanted(), 0, "a worker that leaves asks for nothing");
     s.stop_reclaimer();
 }
+
+/// A writer of large items (12 KB: five to a 64 KiB segment) that finds
+/// nothing free clears the reclaimer's next victim itself, as the
+/// reclaimer would have (`Store::reclaim_cheap`): no write waits, the
+/// reclaimer is never needed, and eviction is what it would have been:
+/// the oldest unread items go, the items read are copied forward.
+#[test]
+#[cfg_attr(miri, ignore = "writes a few megabytes: too slow under Miri")]
+fn a_large_write_clears_a_cheap_victim_itself() {
+    let (s, _r, mut w, woken) = store(16);
+    let large = vec![b'l'; 12_000];
+    let n = 4 * 16 * SEG / 12_000;
+    for i in 0..n {
+        let key = format!("k{i}");
+        let r = w.set_with(&write(key.as_bytes(), &large), Reading::MayWait);
+        assert!(matches!(r, Ok(Flow::Ready(Stored { outcome: StoreOutcome::Stored, .. }))), "{key}: {r:?}");
+        // The first ten are read once each: CLOCK's second chance.
+        if i == 10 {
+            for j in 0..10 {
+                assert!(w.get(format!("k{j}").as_bytes(), |_| ()).is_some(), "k{j}");
+            }
+        }
+    }
+    let st = s.stats();
+    assert!(st.reclaim_cheap >= (n - 16 * SEG / 12_000) as u64 / 5, "{st:?}");
+    assert_eq!((st.memory_waits, st.reclaim_waited, st.reclaim_inline, st.reclaim_background), (0, 0, 0, 0), "{st:?}");
+    assert!(st.evictions > 0, "{st:?}");
+    assert_eq!(woken.load(Relaxed), 0);
+    let mut held = |i: usize| w.get(format!("k{i}").as_bytes(), |_| ()).is_some();
+    for j in 0..10 {
+        assert!(held(j), "k{j} was read: copied forward, not evicted");
+    }
+    let unread: Vec<usize> = (10..n).filter(|&i| held(i)).collect();
+    // FIFO among the unread: what is held is the newest, in one run.
+    let first = unread[0];
+    assert_eq!(unread, (first..n).collect::<Vec<_>>(), "the oldest unread items went first");
+    assert!(first > 10, "{first}");
+    s.stop_reclaimer();
+}
+
+/// A victim of many items is left to the reclaimer: a large write that
+/// would take a segment of 3,000-byte items (twenty-one) waits for it,
+/// having cleared nothing, and no other victim was taken instead.
+#[test]
+#[cfg_attr(miri, ignore = "writes a few megabytes: too slow under Miri")]
+fn a_large_write_leaves_a_costly_victim_to_the_reclaimer() {
+    let (s, mut r, mut w, _) = store(16);
+    let small = vec![b'v'; 3000];
+    let mut next = 0;
+    let k = fill_until_wait(&mut w, &mut next, &small, 2 * 16 * SEG / 3000);
+    // Room for the small one waiting is made by a round; the rest of the
+    // segment then fills, and one more set of large items follows.
+    r.round();
+    let done = w.set_with(&write(format!("k{k}").as_bytes(), &small), Reading::Resumed(Ticket::MEMORY));
+    assert!(matches!(done, Ok(Flow::Ready(_))), "{done:?}");
+    let evicted = s.stats().evictions;
+    let large = vec![b'l'; 12_000];
+    let k = fill_until_wait(&mut w, &mut next, &large, 2 * 16 * SEG / 12_000);
+    let st = s.stats();
+    assert_eq!((st.reclaim_cheap, st.evictions), (0, evicted), "nothing cleared by the writer: {st:?}");
+    assert!(w.get(format!("k{k}").as_bytes(), |_| ()).is_none());
+    r.round();
+    assert!(s.stats().evictions > evicted, "the reclaimer evicts it");
+    s.stop_reclaimer();
+}

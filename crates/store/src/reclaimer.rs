@@ -31,12 +31,17 @@ use std::sync::atomic::Ordering::*;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::evict::Step;
+use crate::evict::{Pass, Step};
 use crate::segments::Active;
 use crate::store::{bump, Counters, Store};
 
 /// Victims one round may clear before it looks at the time again.
 const STEPS_PER_ROUND: usize = 16;
+
+/// Victims a writer may clear in the reclaimer's stead for one segment
+/// (`Store::reclaim_cheap`): each is a few items, and one whose items were
+/// all read frees nothing net (they are copied forward).
+const CHEAP_STEPS: usize = 4;
 
 /// How long a writer that finds no segment free waits for the reclaimer
 /// before it reclaims itself: a few victims' clearing.
@@ -190,6 +195,65 @@ impl Store {
         self.reclaim_state().freed_cv.wait_for(&mut g, d);
     }
 
+    /// The reclaimer's state brought up to date before its steps (`active`
+    /// is its own): a starved writer's or a snapshot's ask to seal answered,
+    /// the credit writers handed over taken.
+    fn before_steps(&self, active: &mut Active) {
+        active.seal_if_starved(self);
+        if self.cut_active() {
+            active.seal_frozen(self);
+        }
+        let credit = self.reclaim_state().credit.swap(0, Relaxed);
+        active.copy_credit = (active.copy_credit + credit).min(self.credit_cap());
+    }
+
+    /// One of the reclaimer's steps on its own `active`: whether it freed a
+    /// segment.
+    fn background_step(&self, active: &mut Active, pass: Pass) -> bool {
+        match self.step(active, pass, false) {
+            Some(Step::Victim(s, how)) => self.free_victim(s, how, active),
+            // Background steps take no fresh memory.
+            Some(Step::Fresh(s)) => {
+                self.unuse(s);
+                false
+            }
+            Some(Step::Wait) | None => false,
+        }
+    }
+
+    /// A writer of a large item (`active::large_item`) that would wait for
+    /// the reclaimer, or wake it, for the segment it takes next: if the
+    /// reclaimer is idle and its next victim is cheap to clear
+    /// ([`Pass::Cheap`]), the writer takes that step itself, with the
+    /// reclaimer's copy targets and credit. Such writes take a segment
+    /// each write or two, and a victim of a few items costs less to clear
+    /// than the two threads woken to have it cleared (1 MB sets: one
+    /// reclaimer round and a third of a wait per set). A victim whose
+    /// items were read is copied forward and frees nothing net: up to
+    /// [`CHEAP_STEPS`] victims, until one more than the reclaimer keeps
+    /// ahead is free. Whether it freed any.
+    ///
+    /// Not with the flash tier (a victim's items go to flash: a write to
+    /// the device on the event loop) nor while a snapshot's cut holds (a
+    /// victim in it is handed to the snapshot, which may wait for it).
+    pub(crate) fn reclaim_cheap(&self, writer: &Active) -> bool {
+        if self.config().flash.is_some() || self.cut_active() {
+            return false;
+        }
+        let Some(mut guard) = self.reclaim_state().active.try_lock() else { return false };
+        let Some(active) = guard.as_mut() else { return false };
+        self.before_steps(active);
+        let mut freed = false;
+        for _ in 0..CHEAP_STEPS {
+            if self.spare_ahead() > self.reclaim_ahead() || !self.background_step(active, Pass::Cheap) {
+                break;
+            }
+            bump(&writer.counters.reclaim_cheap);
+            freed = true;
+        }
+        freed
+    }
+
     /// Stops [`Reclaimer::run`] (at shutdown).
     pub fn stop_reclaimer(&self) {
         self.reclaim_state().stop.store(true, Relaxed);
@@ -246,10 +310,7 @@ impl Reclaimer {
         let st = &*self.store;
         let mut guard = st.reclaim_state().active.lock();
         let Some(active) = guard.as_mut() else { return false };
-        active.seal_if_starved(st);
-        if st.cut_active() {
-            active.seal_frozen(st);
-        }
+        st.before_steps(active);
         let now = st.clock().now();
         let mut aging = false;
         if now != self.aged_at {
@@ -258,20 +319,8 @@ impl Reclaimer {
                 self.aged_at = now;
             }
         }
-        let credit = st.reclaim_state().credit.swap(0, Relaxed);
-        active.copy_credit = (active.copy_credit + credit).min(st.credit_cap());
         for _ in 0..STEPS_PER_ROUND {
-            let step = st.step(active, crate::evict::Pass::Full, false);
-            let freed = match step {
-                Some(Step::Victim(s, how)) => st.free_victim(s, how, active),
-                // Background steps take no fresh memory.
-                Some(Step::Fresh(s)) => {
-                    st.unuse(s);
-                    false
-                }
-                Some(Step::Wait) | None => false,
-            };
-            if !freed {
+            if !st.background_step(active, Pass::Full) {
                 // Stuck only if it had to free one: a round with nothing
                 // asked for would otherwise send writers to reclaim inline.
                 let keeps = st.reclaim_ahead() > 0;

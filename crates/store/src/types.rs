@@ -504,6 +504,9 @@ pub struct StoreStats {
     pub memory_waits: u64,
     /// Segments the background reclaimer freed.
     pub reclaim_background: u64,
+    /// Segments writers of large items freed in the reclaimer's stead:
+    /// victims of a few items, cheaper cleared than the reclaimer woken.
+    pub reclaim_cheap: u64,
     pub segments_evicted: u64,
     pub segments_reclaimed: u64,
     /// Bytes of items written by clients' requests (header, key, value).

@@ -218,6 +218,11 @@ fn strata_memory(s: &mut Snapshot, shared: &Shared, st: &strata_store::StoreStat
         st.memory_waits,
     );
     s.counter("strata_reclaim_background", "Segments the background reclaimer freed.", st.reclaim_background);
+    s.counter(
+        "strata_reclaim_cheap",
+        "Segments writers of large items freed in the background reclaimer's stead (victims of at most 16 items).",
+        st.reclaim_cheap,
+    );
     s.gauge(
         "strata_reply_bytes_charged",
         "Unread reply bytes beyond each connection's 64 KiB, counted against -o read_buf_mem_limit.",

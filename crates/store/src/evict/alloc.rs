@@ -11,7 +11,8 @@ impl Store {
     /// is at most a quarter live (up to [`STEPS_PER_ALLOC`]) before it
     /// takes memory, and a copy target that dipped into the reserve is
     /// refilled first.
-    pub(crate) fn alloc_segment(&self, active: &mut Active) -> Result<u32, StoreError> {
+    /// `len` is the item's that needs it (aligned).
+    pub(crate) fn alloc_segment(&self, active: &mut Active, len: usize) -> Result<u32, StoreError> {
         // Credit banks up to a bound, applied here (once per segment) so
         // that a write only adds to it.
         active.copy_credit = active.copy_credit.min(self.credit_cap());
@@ -23,6 +24,12 @@ impl Store {
             // The reclaimer keeps segments free ahead of the writers: take
             // one, and only reclaim here (counted) if it fell behind.
             self.give_credit(active);
+            // A large write that leaves fewer free than the reclaimer keeps
+            // ahead clears its next victim itself where that is cheap
+            // (`Store::reclaim_cheap`); then there is nothing to wake it for.
+            let cheap = crate::active::large_item(self, len)
+                && self.spare_ahead() <= self.reclaim_ahead()
+                && self.reclaim_cheap(active);
             // While memory is not tight, cleaning early (a mostly dead
             // segment, at most a quarter live) stays the writer's, as
             // without the reclaimer: done when a segment is needed it
@@ -37,7 +44,7 @@ impl Store {
                 self.pop_free(true).inspect(|&s| self.open_segment(s))
             };
             if let Some(s) = early {
-                if self.spare_ahead() < self.reclaim_ahead() {
+                if !cheap && self.spare_ahead() < self.reclaim_ahead() {
                     self.kick_reclaimer();
                 }
                 return Ok(s);

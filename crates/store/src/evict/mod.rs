@@ -170,6 +170,14 @@ const AHEAD_FULL_BUDGET: u32 = 48;
 /// Of those, how many it frees by eviction (the rest only by cleaning).
 pub(crate) const EVICT_AHEAD: usize = 1;
 
+/// A victim with at most this many live items is cheaper cleared by the
+/// writer that needs its segment than by the reclaimer ([`Pass::Cheap`]):
+/// a few unlinks against two threads woken (the reclaimer, then the
+/// writer's worker). Sixteen is a segment of items of a sixteenth of a
+/// segment or more: the writes that do not ask ahead
+/// (`Active::note_fill`) and so find nothing free and wait.
+pub(crate) const CHEAP_ITEMS: u32 = 16;
+
 /// What clearing a victim does with its live items.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Clear {
@@ -180,6 +188,15 @@ pub(crate) enum Clear {
     /// since written, the rest are unlinked. (A dead segment is cleared
     /// this way too: it has nothing to copy.)
     Evict(Queue, Keep),
+}
+
+impl Clear {
+    /// The queue the victim was taken from.
+    fn queue(self) -> Queue {
+        match self {
+            Clear::Clean(q) | Clear::Evict(q, _) => q,
+        }
+    }
 }
 
 /// What eviction keeps of a victim's items read since written.
@@ -219,6 +236,12 @@ pub(crate) enum Pass {
     /// forward, the cleaner's reserve may be taken, and with `held` the
     /// segments of a running snapshot's cut too.
     LastResort { held: bool },
+    /// The reclaimer's own step, taken by a writer of a large item on the
+    /// reclaimer's behalf (`Store::reclaim_cheap`): the same victim, the
+    /// same clear, but only if that victim holds at most [`CHEAP_ITEMS`]
+    /// live items; none else is taken instead, and nothing is waited for.
+    /// One more segment is kept ahead: the writer's own.
+    Cheap,
 }
 
 impl Pass {
@@ -236,8 +259,14 @@ impl Pass {
         match self {
             Pass::ToFlash => Keep::ReadUnlessFlash,
             Pass::LastResort { .. } => Keep::Nothing,
-            Pass::Early | Pass::Full | Pass::Held => Keep::Read,
+            Pass::Early | Pass::Full | Pass::Held | Pass::Cheap => Keep::Read,
         }
+    }
+
+    /// Segments freed beyond what the reclaimer keeps ahead: the one the
+    /// writer taking a [`Pass::Cheap`] step takes next.
+    fn beyond_ahead(self) -> usize {
+        usize::from(self == Pass::Cheap)
     }
 }
 
@@ -381,12 +410,21 @@ impl Store {
     pub(crate) fn step(&self, active: &mut Active, pass: Pass, evict_now: bool) -> Option<Step> {
         let step = self.locked_step(|ev| match self.decide(ev, active, pass) {
             Some(Step::Wait) if evict_now => self.evict_step(ev, active, pass),
+            Some(Step::Victim(s, how)) if pass == Pass::Cheap && !self.cheap(s) => {
+                // Declined, not replaced: the reclaimer takes it.
+                Self::put_back_in(ev, s, how.queue(), |s| self.seg(s).epoch.load(Relaxed));
+                None
+            }
+            Some(Step::Wait) if pass == Pass::Cheap => None,
             step => step,
         });
         match step {
             Some(Step::Victim(s, Clear::Clean(q))) if !self.room_to_clean(s, q, active) => {
                 self.put_back(s, q);
                 self.cleared(false);
+                if pass == Pass::Cheap {
+                    return None;
+                }
                 if evict_now {
                     self.locked_step(|ev| self.evict_step(ev, active, pass))
                 } else {
@@ -421,11 +459,18 @@ impl Store {
 
     /// Puts a victim not cleared back on queue `q`, where its epoch puts it.
     fn put_back(&self, victim: u32, q: Queue) {
-        let epoch = |s: u32| self.seg(s).epoch.load(Relaxed);
-        let mut ev = self.lock_evict();
+        Self::put_back_in(&mut self.lock_evict(), victim, q, |s| self.seg(s).epoch.load(Relaxed));
+    }
+
+    fn put_back_in(ev: &mut Evict, victim: u32, q: Queue, epoch: impl Fn(u32) -> u64) {
         let queue = ev.queue(q);
         let at = queue.iter().position(|&s| epoch(s) > epoch(victim)).unwrap_or(queue.len());
         queue.insert(at, victim);
+    }
+
+    /// Whether clearing `s` is a few unlinks ([`CHEAP_ITEMS`]).
+    fn cheap(&self, s: u32) -> bool {
+        self.seg(s).live_items.load(Relaxed) <= CHEAP_ITEMS
     }
 
     fn decide(&self, ev: &mut Evict, active: &Active, pass: Pass) -> Option<Step> {
@@ -447,7 +492,7 @@ impl Store {
         // 2. Fresh memory (the reclaimer makes free segments, it takes none;
         // it goes on only while fewer than it keeps ahead are free).
         if active.background {
-            if self.spare_ahead() >= self.reclaim_ahead() {
+            if self.spare_ahead() >= self.reclaim_ahead() + pass.beyond_ahead() {
                 return None;
             }
         } else if let Some(s) = self.pop_free(!pass.last_resort()) {
@@ -512,7 +557,7 @@ impl Store {
         // The reclaimer evicts ahead for one segment only: each segment
         // kept free ahead is one less holding items, and the cleaner
         // (which loses nothing) may keep more free.
-        if !self.config().evictions || (active.background && self.spare_ahead() >= EVICT_AHEAD) {
+        if !self.config().evictions || (active.background && self.spare_ahead() >= EVICT_AHEAD + pass.beyond_ahead()) {
             return None;
         }
         let sealed = ev.small.len() + ev.main.len();

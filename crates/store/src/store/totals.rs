@@ -93,6 +93,7 @@ impl Store {
             s.reclaim_waited += c.reclaim_waited.load(Relaxed);
             s.memory_waits += c.memory_waits.load(Relaxed);
             s.reclaim_background += c.reclaim_background.load(Relaxed);
+            s.reclaim_cheap += c.reclaim_cheap.load(Relaxed);
             s.segments_evicted += c.segments_evicted.load(Relaxed);
             s.segments_reclaimed += c.segments_reclaimed.load(Relaxed);
             s.bytes_stored += c.bytes_stored.load(Relaxed);
@@ -147,6 +148,7 @@ impl Store {
                 &c.reclaim_waited,
                 &c.memory_waits,
                 &c.reclaim_background,
+                &c.reclaim_cheap,
                 &c.bytes_stored,
                 &c.bytes_copied,
                 &c.segments_cleaned,
