@@ -16,7 +16,9 @@
 //! `memwait.rs`; else up to `WAIT_FOR_RECLAIMER`); only if it is stuck or
 //! slower than that does the writer reclaim itself as before, counted in
 //! `strata_reclaim_inline`. A writer whose take leaves fewer than
-//! ``Store::reclaim_ahead`` free wakes it too. Nothing else changes: which
+//! ``Store::reclaim_ahead`` free wakes it too. A writer of large items
+//! takes the reclaimer's step itself instead, where its victim is a few
+//! items (`Store::reclaim_cheap`). Nothing else changes: which
 //! victim, what is copied forward and what is evicted are the same
 //! decisions, made on another thread into its own copy targets.
 //!
