@@ -264,6 +264,14 @@ fn a_large_write_clears_a_cheap_victim_itself() {
     let first = unread[0];
     assert_eq!(unread, (first..n).collect::<Vec<_>>(), "the oldest unread items went first");
     assert!(first > 10, "{first}");
+    // While a snapshot's cut holds, victims are the reclaimer's again
+    // (one in the cut is handed to the snapshot, which may wait).
+    s.begin_cut();
+    let cheap = s.stats().reclaim_cheap;
+    let mut next = n;
+    fill_until_wait(&mut w, &mut next, &large, 2 * 16 * SEG / 12_000);
+    assert_eq!(s.stats().reclaim_cheap, cheap);
+    s.end_cut();
     s.stop_reclaimer();
 }
 

@@ -468,9 +468,11 @@ impl Store {
         queue.insert(at, victim);
     }
 
-    /// Whether clearing `s` is a few unlinks ([`CHEAP_ITEMS`]).
+    /// Whether clearing `s` is a few unlinks ([`CHEAP_ITEMS`]) and nothing
+    /// more: not in a snapshot's cut (its image would be handed to the
+    /// snapshot, which may wait for room).
     fn cheap(&self, s: u32) -> bool {
-        self.seg(s).live_items.load(Relaxed) <= CHEAP_ITEMS
+        self.seg(s).live_items.load(Relaxed) <= CHEAP_ITEMS && !self.frozen(s)
     }
 
     fn decide(&self, ev: &mut Evict, active: &Active, pass: Pass) -> Option<Step> {
