@@ -298,3 +298,68 @@ fn an_overwritten_key_outlives_the_small_queue_unread() {
     assert!(w.get(b"once", |_| ()).is_none(), "written once, never read: gone with the small queue");
     assert!(w.get(b"twice", |_| ()).is_some(), "overwritten: kept");
 }
+
+/// Writers of large items beside the running reclaimer, each clearing its
+/// victims itself where they are cheap (`Store::reclaim_cheap`), the other
+/// writer and the reclaimer at work at the same time: every read of a key
+/// returns the last value its writer stored or nothing (evicted), never an
+/// older one nor another key's, under a small budget (the reclaimer frees
+/// what is asked) and a large one (it keeps two ahead). Each writer owns
+/// its keys, so the last value stored is known; some are read, so that
+/// eviction copies them forward.
+#[test]
+#[cfg_attr(miri, ignore = "two writers and the reclaimer for megabytes: too slow under Miri")]
+fn writers_clearing_cheap_victims_beside_the_reclaimer_keep_the_last_value() {
+    for segments in [16, 64] {
+        let (s, first, _) = segments_of_64k(segments);
+        let reclaimer = s.reclaimer();
+        let thread = std::thread::spawn(move || reclaimer.run(std::time::Duration::from_millis(1)));
+        let writers = [first, s.worker()].into_iter().enumerate().map(|(t, mut w)| {
+            std::thread::spawn(move || {
+                // Twice what fits, between the two writers.
+                let keys = segments * 5;
+                let mut last = vec![0u32; keys];
+                let mut rng = 0x9e37_79b9_7f4a_7c15u64 ^ t as u64;
+                let (mut hits, mut misses) = (0, 0);
+                for n in 1..=scaled(3000, 30) as u32 {
+                    crate::testing::xorshift(&mut rng);
+                    let k = (rng >> 16) as usize % keys;
+                    let key = format!("w{t}k{k}");
+                    // 10-13 KB: five or six to a segment, the versions'
+                    // lengths differ so none is written in place.
+                    let len = 10_000 + (n as usize * 7) % 3000;
+                    let mut v = vec![b'.'; len];
+                    let head = format!("{key}:{n}:");
+                    v[..head.len()].copy_from_slice(head.as_bytes());
+                    assert_eq!(w.set(SetOp::Set, key.as_bytes(), 0, 0, &v), Ok(StoreOutcome::Stored));
+                    last[k] = n;
+                    let r = (rng >> 40) as usize % keys;
+                    let rkey = format!("w{t}k{r}");
+                    match w.get(rkey.as_bytes(), |it| it.value.to_vec()) {
+                        Some(got) => {
+                            let want = format!("{rkey}:{}:", last[r]);
+                            assert!(
+                                got.starts_with(want.as_bytes()),
+                                "{rkey}: {:?}",
+                                &got[..want.len().min(got.len())]
+                            );
+                            hits += 1;
+                        }
+                        None => misses += 1,
+                    }
+                }
+                (hits, misses)
+            })
+        });
+        let counts: Vec<_> = writers.collect::<Vec<_>>().into_iter().map(|h| h.join()).collect();
+        s.stop_reclaimer();
+        assert!(thread.join().is_ok());
+        let st = s.stats();
+        for c in counts {
+            let (hits, misses) = c.expect("a writer failed its check");
+            // About a quarter to a half of the reads hit (checked), the rest miss.
+            assert!(hits >= 100 && misses > 0, "{segments} segments: {hits} hits, {misses} misses");
+        }
+        assert!(st.reclaim_cheap > 0 && st.evictions > 0, "{segments} segments: {st:?}");
+    }
+}
