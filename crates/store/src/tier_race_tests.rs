@@ -52,20 +52,40 @@ fn reads_racing_region_reclaims_find_no_damage_on_a_sound_device() {
 /// seen, and was counted damaged and served as a miss (the test above
 /// failed so once in 25 runs under load). Here the read is made in that
 /// window (`tier::RACE_READ`): it must come back with the value.
+///
+/// The writer holds the flash writer in that window, and a read of the
+/// reader's own that fails meanwhile waits for it (`confirm_bad`): the hook
+/// then gives up after a while, lets the write go on and races the next
+/// one. Hand-offs carry a number, so that a late answer is not taken for
+/// the next race's (in `make test` the hook once waited its 5 s for a
+/// reader blocked so, and the reader's late answer found it gone).
 #[test]
 #[cfg_attr(miri, ignore = "thousands of flash writes and reads")]
 fn a_read_racing_a_record_written_again_where_it_was_finds_it_whole() {
     let t = tier_with(8, 8, 0);
     let keys = 30_000;
     let (store, mut w) = (t.store.clone(), t.w);
-    let (key_tx, key_rx) = std::sync::mpsc::channel::<Vec<u8>>();
-    let (ack_tx, ack_rx) = std::sync::mpsc::channel::<()>();
-    let st = store.clone();
+    let (key_tx, key_rx) = std::sync::mpsc::channel::<(u64, Vec<u8>)>();
+    let (ack_tx, ack_rx) = std::sync::mpsc::channel::<u64>();
+    let won = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let (st, hook_won, mut seq) = (store.clone(), won.clone(), 0);
     *crate::tier::RACE_READ.lock() = Some(Box::new(move |k: &[u8]| {
         let reads = || flash_stats(&st).reads;
+        seq += 1;
         // (A test that failed before this leaves no reader: no wait.)
-        if key_tx.send(k.to_vec()).is_err() || ack_rx.recv_timeout(std::time::Duration::from_secs(5)).is_err() {
-            return;
+        if key_tx.send((seq, k.to_vec())).is_err() {
+            return true;
+        }
+        let until = std::time::Instant::now() + std::time::Duration::from_secs(2);
+        let answered = loop {
+            match ack_rx.recv_timeout(until.saturating_duration_since(std::time::Instant::now())) {
+                Ok(s) if s == seq => break true,
+                Ok(_) => continue,
+                Err(_) => break false,
+            }
+        };
+        if !answered {
+            return false;
         }
         // The reader's next read is the racing one: it is made once the
         // count moves (then, if it failed, it waits for this writer).
@@ -73,24 +93,28 @@ fn a_read_racing_a_record_written_again_where_it_was_finds_it_whole() {
         while reads() == before && std::time::Instant::now() < until {
             std::thread::yield_now();
         }
+        hook_won.store(seq, Relaxed);
+        true
     }));
     let done = AtomicBool::new(false);
-    let mut raced = None;
+    let mut raced = Vec::new();
     let mut reader = store.worker();
     std::thread::scope(|s| {
         s.spawn(|| write_rounds(&mut w, keys, &done));
         let mut i = 0;
         while !done.load(Relaxed) {
-            if let Ok(k) = key_rx.try_recv() {
-                ack_tx.send(()).unwrap();
-                raced = Some((k.clone(), get(&mut reader, &k).map(|(v, _, _)| v)));
+            if let Ok((seq, k)) = key_rx.try_recv() {
+                // Gone once a race was made: nobody waits for the answer.
+                let _ = ack_tx.send(seq);
+                raced.push((seq, k.clone(), get(&mut reader, &k).map(|(v, _, _)| v)));
                 continue;
             }
             i = (i + 7919) % keys;
             get(&mut reader, &key(i));
         }
     });
-    let (k, got) = raced.expect("a read raced a record written again where it was");
+    let won = won.load(Relaxed);
+    let (_, k, got) = raced.into_iter().find(|r| r.0 == won).expect("a read raced a record written again where it was");
     let i = u64::from_le_bytes(got.as_ref().expect("the record read whole, not a miss")[..8].try_into().unwrap());
     assert_eq!(key(i as usize), k, "its own key's value");
     assert_eq!(flash_stats(&store).checksum_errors, 0);

@@ -423,10 +423,11 @@ impl Store {
 
 /// Tests: a read to race the write of a reclaimed region's read records
 /// back where they were (`tier_race_tests.rs`): handed, on the writer's
-/// thread before that write, the key of one such record, once; it returns
-/// once that read has been made.
+/// thread before that write, the key of one such record; it returns true
+/// once that read has been made (then it is not called again), false if
+/// the reader did not come in time (it is called again at the next one).
 #[cfg(test)]
-pub(crate) type RaceRead = Box<dyn FnMut(&[u8]) + Send>;
+pub(crate) type RaceRead = Box<dyn FnMut(&[u8]) -> bool + Send>;
 
 #[cfg(test)]
 pub(crate) static RACE_READ: parking_lot::Mutex<Option<RaceRead>> = parking_lot::Mutex::new(None);
@@ -442,8 +443,9 @@ fn race_read_before_write(log: &Flash, at: u64, hot: &Hot) {
         let r = &hot.buf[off as usize..];
         let item = record::claimed_len(r).and_then(|len| r.get(record::HEADER_LEN..len));
         if let Some(it) = item.and_then(parse_item) {
-            read(it.key());
-            *race = None;
+            if read(it.key()) {
+                *race = None;
+            }
             return;
         }
     }
