@@ -41,6 +41,19 @@ use crate::{Progress, SnapshotError};
 /// The largest dictionary record a load reads.
 const MAX_DICT_RECORD: u32 = 64 << 20;
 
+/// Snapshots from this size on are loaded into transparent huge pages
+/// (`Store::huge_pages_for_restore`): fewer faults, and on a virtual machine
+/// whose host takes free memory back, fewer host faults too. A huge page
+/// comes from a free 2 MiB block, though, where ordinary pages come first
+/// from memory freed lately and still backed, and for a small load that is
+/// what counts. Measured on this project's VM (docs/benchmarks-history.md,
+/// "Snapshot load beside 71ef9bc"; seconds, three loads each): 100 MB warm
+/// 0.15-0.23 with huge pages, 0.07 without; cold 0.11-0.20 and 0.09; 5 GB
+/// cold 2.8-3.1 with, 7.4-8.8 without. At 1 GB the host's state decided
+/// more than the pages (cold 0.51-0.73 with and 1.09-2.19 without in one
+/// series, 1.02-1.74 with in the next): kept as it was.
+const HUGE_PAGES_FROM: u64 = 512 << 20;
+
 /// What a load brought back and what it left out.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct LoadReport {
@@ -252,7 +265,10 @@ pub fn load(
     // (median of 5), running free in 2.5 s.
     let bulk = backend.open_bulk(&path).map_err(|e| SnapshotError::io("open", &path, e))?;
     let ahead = store.next_free_segments(segments.len().min(room));
-    store.huge_pages_for_restore(&ahead, true);
+    let huge = file_len >= HUGE_PAGES_FROM;
+    if huge {
+        store.huge_pages_for_restore(&ahead, true);
+    }
     let stop = AtomicBool::new(false);
     // No more readers than records: a small snapshot (a test's, or the
     // crash simulator's thousands of loads) starts no idle threads.
@@ -302,7 +318,9 @@ pub fn load(
         times.crc = readers.into_iter().filter_map(|h| h.join().ok()).sum();
         r
     });
-    store.huge_pages_for_restore(&ahead, false);
+    if huge {
+        store.huge_pages_for_restore(&ahead, false);
+    }
     store.release_dicts(held);
     store.resume(loader.max_epoch, 0, 0);
     result?;
