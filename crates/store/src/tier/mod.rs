@@ -429,13 +429,33 @@ impl Store {
 #[cfg(test)]
 pub(crate) type RaceRead = Box<dyn FnMut(&[u8]) -> bool + Send>;
 
+/// The race hook and the flash log it is for ([`race_id`]): the tests of
+/// one binary run at once, and another test's store must neither call it
+/// nor wait while it runs (in `make test` another tier test's writer once
+/// handed this one a key of its own store).
 #[cfg(test)]
-pub(crate) static RACE_READ: parking_lot::Mutex<Option<RaceRead>> = parking_lot::Mutex::new(None);
+pub(crate) static RACE_READ: parking_lot::Mutex<Option<(usize, RaceRead)>> = parking_lot::Mutex::new(None);
+
+/// Which store's flash log a race hook is for.
+#[cfg(test)]
+pub(crate) fn race_id(log: &Flash) -> usize {
+    std::ptr::from_ref(log) as usize
+}
 
 #[cfg(test)]
 fn race_read_before_write(log: &Flash, at: u64, hot: &Hot) {
-    let mut race = RACE_READ.lock();
-    let Some(read) = race.as_mut() else { return };
+    let id = race_id(log);
+    let mut read = {
+        let mut race = RACE_READ.lock();
+        match race.take() {
+            Some((for_log, read)) if for_log == id => read,
+            other => {
+                *race = other;
+                return;
+            }
+        }
+    };
+    let mut made = false;
     for &(_, old, off) in &hot.items {
         if log.to_slot(at + u64::from(off)) != flash::addr(old) {
             continue;
@@ -443,10 +463,11 @@ fn race_read_before_write(log: &Flash, at: u64, hot: &Hot) {
         let r = &hot.buf[off as usize..];
         let item = record::claimed_len(r).and_then(|len| r.get(record::HEADER_LEN..len));
         if let Some(it) = item.and_then(parse_item) {
-            if read(it.key()) {
-                *race = None;
-            }
-            return;
+            made = read(it.key());
+            break;
         }
+    }
+    if !made {
+        *RACE_READ.lock() = Some((id, read));
     }
 }
