@@ -258,18 +258,24 @@ fn dictionaries_live_while_segments_hold_their_values() {
     assert_eq!(get(&mut w, b"b2999").map(|g| g.0), Some(json(2999)));
 }
 
+/// Four threads read and write while the dictionary is trained again six
+/// times: each makes rounds between every two trainings (waited for: under
+/// a CPU hog a thread once made none before the last), and none reads
+/// bytes other than its value.
 #[test]
 fn retraining_while_threads_read_and_write() {
+    use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
     let (s, mut w) = segmented(24, 256 << 10);
     train(&s, &mut w, 200);
-    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let stop = Arc::new(AtomicBool::new(false));
+    let rounds: Arc<Vec<AtomicU64>> = Arc::new((0..4).map(|_| AtomicU64::new(0)).collect());
     let readers: Vec<_> = (0..4u64)
         .map(|t| {
-            let (s, stop) = (s.clone(), stop.clone());
+            let (s, stop, rounds) = (s.clone(), stop.clone(), rounds.clone());
             std::thread::spawn(move || {
                 let mut w = s.worker();
                 let mut i = t;
-                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                while !stop.load(Relaxed) {
                     let k = i % 500;
                     let key = format!("k{k}");
                     if t % 2 == 0 {
@@ -280,17 +286,26 @@ fn retraining_while_threads_read_and_write() {
                         assert_eq!(v, json(k), "{key}");
                     }
                     i += 4;
+                    rounds[t as usize].fetch_add(1, Relaxed);
                 }
-                i / 4
             })
         })
         .collect();
+    let each_made_more = |than: &[u64]| {
+        let until = std::time::Instant::now() + std::time::Duration::from_secs(20);
+        while rounds.iter().zip(than).any(|(r, &t)| r.load(Relaxed) <= t) {
+            assert!(std::time::Instant::now() < until, "a thread made no round in 20 s");
+            std::thread::yield_now();
+        }
+    };
     for _ in 0..6 {
+        let before: Vec<u64> = rounds.iter().map(|r| r.load(Relaxed)).collect();
+        each_made_more(&before);
         train(&s, &mut w, 200);
     }
-    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    stop.store(true, Relaxed);
     for r in readers {
-        assert!(r.join().unwrap_or_else(|_| panic!("a reader failed")) > 0);
+        r.join().unwrap_or_else(|_| panic!("a reader failed"));
     }
     let (stats, z) = (s.stats(), zstats(&s));
     assert_eq!(stats.decompress_errors, 0);
