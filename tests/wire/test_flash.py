@@ -603,3 +603,42 @@ def test_a_restart_without_the_flash_tier_loads_what_was_in_memory(make_server, 
         c.send(b"get key:%d\r\n" % i)
         got = read_until_end(c)
         assert got in (b"END\r\n", b"VALUE key:%d %d %d\r\n%s\r\nEND\r\n" % (i, i, len(value(i)), value(i)))
+
+
+def test_a_read_to_bring_back_without_memory_for_it_is_served_from_flash(make_server, tmp_path):
+    """With ext_recache_rate=1 every read of a flash item brings it back
+    to memory; with -M and memory full there is no room for it, and the
+    read is served from flash as memcached's recache is (it was a miss)."""
+    srv = make_server(["-m", "8", "-M", "--enable-debug-clock", "-o",
+                       f"ext_path={tmp_path}/f:64M,ext_item_age=100,ext_recache_rate=1"])
+    c = srv.connect()
+    n = 1500  # 2 KB each: three 1 MiB segments
+    for i in range(n):
+        v = value(i) * 3
+        expect(c, b"set old:%d 0 0 %d noreply\r\n%s\r\nmn\r\n" % (i, len(v), v), b"MN\r\n")
+    expect(c, b"debug_advance_clock 101\r\n", b"OK\r\n")
+    deadline = time.monotonic() + 10
+    while True:
+        s = stats(c)
+        done = int(s["extstore_objects_written"]) > n // 3 and s["strata_extstore_aged"] == s["strata_extstore_moved"]
+        if done or time.monotonic() > deadline:
+            break
+        time.sleep(0.05)
+    assert int(s["extstore_objects_written"]) > n // 3, s["extstore_objects_written"]
+    # Newer items fill memory until a set is refused (-M).
+    for i in range(20_000):
+        v = value(i) * 3
+        c.send(b"set new:%d 0 0 %d\r\n%s\r\n" % (i, len(v), v))
+        line = read_line_or_partial(c, timeout=10)
+        if line != b"STORED\r\n":
+            assert line == b"SERVER_ERROR out of memory storing object\r\n", line
+            break
+    else:
+        raise AssertionError("memory never filled")
+    before = stats(c)
+    for i in range(n):
+        v = value(i) * 3
+        expect(c, b"get old:%d\r\n" % i, b"VALUE old:%d 0 %d\r\n%s\r\nEND\r\n" % (i, len(v), v))
+    after = stats(c)
+    assert int(after["get_extstore"]) - int(before["get_extstore"]) >= n // 3, (before["get_extstore"], after["get_extstore"])
+    assert after["evictions"] == "0"

@@ -21,6 +21,7 @@ use std::sync::Arc;
 use crate::index::slot;
 use crate::item::{state, Fields, Item};
 use crate::store::{bump, Miss, Store};
+use crate::tier::FlashRead;
 use crate::types::{now, Flow, Inspect, ItemView, ReadOpts, Reading, SetOp, Stop, StoreError, StoreOutcome, Write};
 use crate::worker::Worker;
 use crate::write::{Plan, Rewritten, Step};
@@ -191,7 +192,7 @@ impl Worker {
         self.store.maybe_flush();
         let loc = self.store.index().locate(key);
         self.store.sketch().touch(loc, &mut self.active.sketch_pending);
-        let mut r = Rounds::default();
+        let (mut r, mut recache) = (Rounds::default(), true);
         for _ in 0..MAX_RETRIES {
             let st = &*self.store;
             let now = st.clock().now();
@@ -215,15 +216,17 @@ impl Worker {
                             // A read that changes nothing is served from
                             // flash, the item left there.
                             let fresh = r.fresh();
+                            let mut recaching = false;
                             if fresh {
-                                let h = match self.read_flash(key, opts, reading) {
+                                match self.read_flash(key, opts, reading, recache) {
                                     Flow::Wait(t) => return Ok(Flow::Wait(t)),
-                                    Flow::Ready(h) => h,
-                                };
-                                if let Some(h) = h {
-                                    let b = &self.flash_buf;
-                                    let view = ItemView { key: &b[h.key], value: &b[h.value], ..h.view };
-                                    return Ok(Flow::Ready(Found::Read(f(view))));
+                                    Flow::Ready(FlashRead::Hit(h)) => {
+                                        let b = &self.flash_buf;
+                                        let view = ItemView { key: &b[h.key], value: &b[h.value], ..h.view };
+                                        return Ok(Flow::Ready(Found::Read(f(view))));
+                                    }
+                                    Flow::Ready(FlashRead::Recache) => recaching = true,
+                                    Flow::Ready(FlashRead::Settle) => {}
                                 }
                             }
                             // Otherwise brought back here rather than by
@@ -232,8 +235,15 @@ impl Worker {
                             // still counts: after such a round the read
                             // cannot stop to wait, and reads here and now.
                             let reading = if fresh { reading } else { Reading::Now };
-                            if let Flow::Wait(t) = self.settle(key, reading)? {
-                                return Ok(Flow::Wait(t));
+                            match self.settle(key, reading) {
+                                Ok(Flow::Wait(t)) => return Ok(Flow::Wait(t)),
+                                Ok(Flow::Ready(())) => {}
+                                // A recache is the read's own choice: without
+                                // the memory for it (-M, memory full), the
+                                // item stays on flash and is served from
+                                // there, as memcached's recache does.
+                                Err(StoreError::OutOfMemory) if recaching => recache = false,
+                                Err(e) => return Err(e.into()),
                             }
                             continue;
                         }

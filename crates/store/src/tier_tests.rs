@@ -45,28 +45,34 @@ pub(crate) fn tier_cfg(memory_mib: usize, flash_mib: u64, recache_rate: u32, io_
     tier_tuned(memory_mib, flash_mib, recache_rate, io_threads, |_| {})
 }
 
+/// The flash tier's settings in a store's configuration.
+fn flash_of(c: &mut Config) -> &mut FlashTier {
+    c.flash.as_mut().unwrap_or_else(|| panic!("a flash tier"))
+}
+
 /// [`tier_cfg`], with `tune` applied to the flash tier's configuration.
 fn tier_tuned(
     memory_mib: usize,
     flash_mib: u64,
     recache_rate: u32,
     io_threads: usize,
-    tune: impl FnOnce(&mut FlashTier),
+    tune: impl FnOnce(&mut Config),
 ) -> Tier {
     let dir = tempfile::tempdir().unwrap();
     let faults = FaultBackend::new(OsBackend);
     let dev = faults.open_device(&dir.path().join("flash"), flash_mib << 20).unwrap();
     let log = Flash::new(&strata_flash::Config { region_size: 1 << 20, max_record: 64 << 10 }, vec![dev]).unwrap();
-    let mut flash =
+    let flash =
         FlashTier { min_item: 16, write_buffer: 256 << 10, recache_rate, io_threads, ..FlashTier::new(Arc::new(log)) };
-    tune(&mut flash);
-    let (store, w) = store_of(Config {
+    let mut config = Config {
         memory_limit: memory_mib << 20,
         item_size_max: 64 << 10,
         hash_power: 10,
         flash: Some(flash),
         ..Config::default()
-    });
+    };
+    tune(&mut config);
+    let (store, w) = store_of(config);
     Tier { store, w, faults, _dir: dir }
 }
 
@@ -251,6 +257,37 @@ fn item_age_sends_old_unread_items_to_flash_before_memory_is_full() {
         while r.round() {}
         assert_eq!(flash_stats(&t.store).aged, fs.aged, "off again");
     }
+}
+
+/// A read that brings its item back (every `ext_recache_rate`th) and
+/// finds no memory for it (`-M`, memory full) is served from flash, as
+/// memcached's recache is: the value is in hand. It was a miss.
+#[test]
+fn a_read_to_bring_back_without_memory_for_it_is_served_from_flash() {
+    let mut t = tier_tuned(8, 32, 1, 0, |c| c.evictions = false);
+    t.store.set_flash_item_age(30);
+    fill(&mut t, 3000);
+    let mut r = t.store.reclaimer();
+    t.store.clock().advance(31);
+    while r.round() {}
+    assert!(flash_stats(&t.store).aged >= 1000, "{:?}", flash_stats(&t.store));
+    t.store.set_flash_item_age(NO_ITEM_AGE);
+    // Memory full of newer items: with -M, a set is refused.
+    let mut i = 3000;
+    while t.w.set(SetOp::Set, &key(i), 0, 0, &value(i, 1)) == Ok(StoreOutcome::Stored) {
+        i += 1;
+    }
+    assert_eq!(t.w.set(SetOp::Set, &key(i), 0, 0, &value(i, 1)), Err(StoreError::OutOfMemory));
+    let on_flash = (0..3000).filter(|&k| !in_memory(&t.store, &key(k))).collect::<Vec<_>>();
+    assert!(on_flash.len() >= 1000);
+    let (oom, hits) = (flash_stats(&t.store).oom, flash_stats(&t.store).hits);
+    for &k in &on_flash {
+        assert_eq!(get(&mut t.w, &key(k)).map(|g| g.0), Some(value(k, 1)), "key {k}");
+    }
+    let fs = flash_stats(&t.store);
+    assert!(fs.oom > oom, "each read tried to bring its item back: {fs:?}");
+    assert_eq!(fs.hits - hits, on_flash.len() as u64, "served from flash: {fs:?}");
+    assert_eq!(t.store.stats().evictions, 0);
 }
 
 /// Whether reading `i` was served from flash (the read counts as one).
@@ -542,7 +579,7 @@ fn a_reclaim_keeps_the_items_read_since_they_went_to_flash() {
 #[cfg(feature = "test-hooks")]
 #[test]
 fn every_write_sends_each_written_item_to_flash_at_once() {
-    let mut t = tier_tuned(8, 32, 0, 0, |f| f.every_write = true);
+    let mut t = tier_tuned(8, 32, 0, 0, |c| flash_of(c).every_write = true);
     assert_eq!(t.w.set(SetOp::Set, &key(1), 1, 0, &value(1, 1)), Ok(StoreOutcome::Stored));
     assert_eq!(flash_stats(&t.store).moved, 1);
     assert_eq!(get(&mut t.w, &key(1)).map(|(v, f, _)| (v, f)), Some((value(1, 1), 1)));

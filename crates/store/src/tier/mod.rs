@@ -91,6 +91,7 @@ mod read;
 use batch::Pending;
 
 pub use image::{FlashImage, FlashRestored};
+pub(crate) use read::FlashRead;
 
 /// A reclaimed region's records that are written again: their bytes, and
 /// for each its key's location, its slot's location and its offset.

@@ -4,6 +4,18 @@
 
 use super::*;
 
+/// What a plain read of a key on flash came to ([`Worker::read_flash`]).
+pub(crate) enum FlashRead {
+    /// Served from flash, the item left there.
+    Hit(FlashHit),
+    /// Every `ext_recache_rate`th read brings its item back: the read's
+    /// own choice, which it may drop if there is no memory for it.
+    Recache,
+    /// To be brought back first (a change to make, a dead or damaged
+    /// record, a region reclaimed meanwhile), or a miss.
+    Settle,
+}
+
 /// A plain read served from flash without bringing the item back: the
 /// reader's view but for its key and value, which are in the worker's
 /// flash buffer (at `key` and `value`).
@@ -60,34 +72,34 @@ impl Worker {
 
     /// Serves a read that changes nothing (no touch, no token to hand out)
     /// straight from flash, leaving the item there, as memcached's extstore
-    /// does: `None` when it must be brought back first (a change to make,
-    /// a dead or damaged record, a region reclaimed meanwhile), or on every
-    /// `ext_recache_rate`th read, which brings hot items back to memory.
+    /// does, but for every `ext_recache_rate`th read (if `recache`), which
+    /// brings hot items back to memory.
     pub(crate) fn read_flash(
         &mut self,
         key: &[u8],
         opts: &crate::types::ReadOpts,
         reading: Reading,
-    ) -> Flow<Option<FlashHit>> {
+        recache: bool,
+    ) -> Flow<FlashRead> {
         let store = self.store.clone();
-        let Some(tier) = store.config().flash.as_ref() else { return Flow::Ready(None) };
+        let Some(tier) = store.config().flash.as_ref() else { return Flow::Ready(FlashRead::Settle) };
         if opts.touch.is_some() {
-            return Flow::Ready(None);
+            return Flow::Ready(FlashRead::Settle);
         }
         // Reading synchronously, a recache is decided before the read (it
         // reads the record itself); with the I/O threads, once the record
         // is in hand, so that a read that waited for it counts once and the
         // recache uses the bytes read.
-        let rate = store.flash_recache_rate();
+        let rate = if recache { store.flash_recache_rate() } else { 0 };
         if self.reads.is_none() && self.recache_due(rate) {
-            return Flow::Ready(None);
+            return Flow::Ready(FlashRead::Recache);
         }
         let log = &tier.log;
         let loc = store.index().locate(key);
         let mut candidates = std::mem::take(&mut self.flash_candidates);
         store.flash_candidates(loc, &mut candidates);
         let mut buf = std::mem::take(&mut self.flash_buf);
-        let mut hit = Flow::Ready(None);
+        let mut hit = Flow::Ready(FlashRead::Settle);
         for &(s, seen) in &candidates {
             let (epoch, written, gen) = match self.read_back(log, loc, (s, seen), &mut buf, reading) {
                 Back::Record { epoch, written, gen } => (epoch, written, gen),
@@ -113,6 +125,7 @@ impl Worker {
                 if let Some(r) = self.reads.as_mut() {
                     r.keep(addr, gen, crate::aio::Rec { epoch, written, item: buf.clone() });
                 }
+                hit = Flow::Ready(FlashRead::Recache);
                 break;
             }
             let mut st = store.index().lock(loc.stripe);
@@ -139,7 +152,7 @@ impl Worker {
                 created: false,
                 binary_key: state & crate::item::state::KEY_BINARY != 0,
             };
-            hit = Flow::Ready(Some(FlashHit {
+            hit = Flow::Ready(FlashRead::Hit(FlashHit {
                 view,
                 key: key_at..value_at,
                 value: value_at..value_at + it.value().len(),
