@@ -21,8 +21,9 @@ use std::sync::Arc;
 use crate::index::slot;
 use crate::item::{state, Fields, Item};
 use crate::store::{bump, Miss, Store};
-use crate::tier::FlashRead;
-use crate::types::{now, Flow, Inspect, ItemView, ReadOpts, Reading, SetOp, Stop, StoreError, StoreOutcome, Write};
+use crate::types::{
+    now, FlashRead, Flow, Inspect, ItemView, ReadOpts, Reading, SetOp, Stop, StoreError, StoreOutcome, Write,
+};
 use crate::worker::Worker;
 use crate::write::{Plan, Rewritten, Step};
 use crate::MAX_RETRIES;

@@ -636,3 +636,24 @@ impl Default for SizeClasses {
         SizeClasses { growth_factor: 1.25, min_size: 48 }
     }
 }
+
+/// What a plain read of a key on flash came to (`Worker::read_flash`, `tier/read.rs`).
+pub(crate) enum FlashRead {
+    /// Served from flash, the item left there.
+    Hit(FlashHit),
+    /// Every `ext_recache_rate`th read brings its item back: the read's
+    /// own choice, which it may drop if there is no memory for it.
+    Recache,
+    /// To be brought back first (a change to make, a dead or damaged
+    /// record, a region reclaimed meanwhile), or a miss.
+    Settle,
+}
+
+/// A plain read served from flash without bringing the item back: the
+/// reader's view but for its key and value, which are in the worker's
+/// flash buffer (at `key` and `value`).
+pub(crate) struct FlashHit {
+    pub view: ItemView<'static>,
+    pub key: std::ops::Range<usize>,
+    pub value: std::ops::Range<usize>,
+}

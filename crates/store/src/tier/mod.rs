@@ -77,7 +77,7 @@ use crate::index::{flash, slot, Loc, Pos, Stripe};
 use crate::item::{Fields, Header, Item};
 use crate::segments::{ttl_class, Active, AGED_DONE};
 use crate::store::{add, bump, Counters, Store};
-use crate::types::{FlashStats, Flow, ItemView, Reading, Stop, StoreError, Ticket};
+use crate::types::{FlashHit, FlashRead, FlashStats, Flow, ItemView, Reading, Stop, StoreError, Ticket};
 use crate::worker::Worker;
 use crate::MAX_RETRIES;
 
@@ -91,7 +91,6 @@ mod read;
 use batch::Pending;
 
 pub use image::{FlashImage, FlashRestored};
-pub(crate) use read::FlashRead;
 
 /// A reclaimed region's records that are written again: their bytes, and
 /// for each its key's location, its slot's location and its offset.

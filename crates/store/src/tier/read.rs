@@ -4,27 +4,6 @@
 
 use super::*;
 
-/// What a plain read of a key on flash came to ([`Worker::read_flash`]).
-pub(crate) enum FlashRead {
-    /// Served from flash, the item left there.
-    Hit(FlashHit),
-    /// Every `ext_recache_rate`th read brings its item back: the read's
-    /// own choice, which it may drop if there is no memory for it.
-    Recache,
-    /// To be brought back first (a change to make, a dead or damaged
-    /// record, a region reclaimed meanwhile), or a miss.
-    Settle,
-}
-
-/// A plain read served from flash without bringing the item back: the
-/// reader's view but for its key and value, which are in the worker's
-/// flash buffer (at `key` and `value`).
-pub(crate) struct FlashHit {
-    pub view: ItemView<'static>,
-    pub key: std::ops::Range<usize>,
-    pub value: std::ops::Range<usize>,
-}
-
 /// A record's epoch, write time and item length (what is kept of it
 /// once the buffer holds only the item).
 fn fields(r: record::Record<'_>) -> (u64, u32, usize) {
