@@ -5,11 +5,17 @@
 
 use super::*;
 
+/// Large values (500 bytes or more) a tight store holds live at once: its
+/// budget is about 15 segments of 4 KiB once the index is counted (`Mode::mem`),
+/// of which three are open (one per worker), one a copy target and one
+/// the cleaner's reserve.
+const TIGHT_LARGE_LIVE: usize = 10;
+
 impl Sim<'_> {
-    /// A value for a set: mostly short, some up to 3.5 KB, and now and
-    /// then one that holds whole snapshot and log records (of a key no
+    /// A value for a set of `k`: mostly short, some up to 3.5 KB, and now
+    /// and then one that holds whole snapshot and log records (of a key no
     /// client sets), alone or among other bytes.
-    fn draw_value(&mut self) -> Vec<u8> {
+    fn draw_value(&mut self, k: &[u8]) -> Vec<u8> {
         let n = self.hist.len() as u64;
         if !self.forged.is_empty() && self.rng.chance(4) {
             self.counts.forged_values += 1;
@@ -26,10 +32,19 @@ impl Sim<'_> {
             }
             return v;
         }
-        // Tight: mostly large values, so that overwrites fill memory.
+        // Tight: mostly large values, so that overwrites fill memory; but
+        // no more live at once than its segments hold, each alone in one
+        // (unbounded, seeds 5009 and 5033 filled them and evicted, which
+        // the model knows nothing of). Forged values are not held to it.
         let large = if self.mode.tight { 60 } else { 15 };
         let len = if self.rng.chance(large) { 500 + self.rng.below(3000) } else { 1 + self.rng.below(40) };
-        value(n, len as usize)
+        let full = self.mode.tight && self.large_live(k) >= TIGHT_LARGE_LIVE;
+        value(n, if full && len >= 500 { 1 + len % 40 } else { len } as usize)
+    }
+
+    /// Values of 500 bytes or more live now, but for `k`'s.
+    fn large_live(&self, k: &[u8]) -> usize {
+        self.hist.now().iter().filter(|(key, x)| key.as_slice() != k && x.v.len() >= 500).count()
     }
 
     /// Draws a request from the model's state now.
@@ -55,8 +70,8 @@ impl Sim<'_> {
     /// same layout.
     fn draw_other(&mut self, r: u64, k: Vec<u8>, (now, exp): (u32, u32), room: usize) -> Op {
         match r {
-            0..=39 => Op::Set { k, v: self.draw_value(), flags: self.rng.below(1000) as u32, exp },
-            40..=44 => Op::Add { k, v: self.draw_value(), flags: 7, exp },
+            0..=39 => Op::Set { v: self.draw_value(&k), k, flags: self.rng.below(1000) as u32, exp },
+            40..=44 => Op::Add { v: self.draw_value(&k), k, flags: 7, exp },
             45..=59 => Op::Delete { k },
             60..=64 => Op::Set { k, v: b"10".to_vec(), flags: 0, exp: 0 },
             65..=69 => Op::Incr { k, delta: 1 + self.rng.below(5) },
@@ -127,6 +142,12 @@ impl Sim<'_> {
                 Err(e) => return Err(Failure(format!("flush_all failed: {e}"))),
             },
         };
+        // Nothing here may be evicted (the model knows no eviction): say
+        // so at the request that evicted, with what memory held then.
+        if *p.evictions.0.lock().unwrap_or_else(|e| e.into_inner()) > 0 {
+            self.stopped_by_eviction = self.mode.tight;
+            return Err(Failure(format!("{} evicted an item ({})", op_name(&op), memory(&p.store))));
+        }
         if log_failed || got == Outcome::Refused {
             let mut scratch = self.hist.now().clone();
             let (_, changed) = apply(&mut scratch, &op, now);
@@ -150,10 +171,11 @@ impl Sim<'_> {
         if got != want {
             let st = p.store.stats();
             return Err(Failure(format!(
-                "{} answered {got:?}; the model says {want:?} (evictions {}, items {})",
+                "{} answered {got:?}; the model says {want:?} (evictions {}, items {}; {})",
                 op_name(&op),
                 st.evictions,
-                st.curr_items
+                st.curr_items,
+                memory(&p.store)
             )));
         }
         if changed && self.mode.durability != Durability::Off && at == 0 {
@@ -400,7 +422,9 @@ impl Sim<'_> {
             }
             let evicted = (*p.evictions.0.lock().unwrap_or_else(|e| e.into_inner())).max(p.store.stats().evictions);
             if evicted > 0 {
-                return Err(Failure(format!("{evicted} items were evicted: the check would not be exact")));
+                let m = memory(&p.store);
+                self.stopped_by_eviction = self.mode.tight;
+                return Err(Failure(format!("{evicted} items were evicted: the check would not be exact ({m})")));
             }
             self.counts.in_place += p.store.stats().overwritten_in_place;
             if !self.fs.is_dead() {
@@ -453,4 +477,23 @@ fn op_name(op: &Op) -> String {
         Op::Touch { k: key, exp } => format!("touch {} e{exp}", k(key)),
         Op::FlushAll => "flush_all".into(),
     }
+}
+
+/// What the store's memory held, for a failure that may be about it.
+fn memory(store: &Store) -> String {
+    let st = store.stats();
+    format!(
+        "{} bytes in {} items, {} dead; segments {} in use, {} free of {}; idle {} (free {}, open {}, sealed {}); last resort {}",
+        st.bytes,
+        st.curr_items,
+        st.dead_bytes,
+        st.segments_in_use,
+        st.segments_free,
+        st.segments_total,
+        st.idle_bytes,
+        st.idle_free_bytes,
+        st.idle_open_bytes,
+        st.idle_sealed_bytes,
+        st.alloc_last_resort
+    )
 }
