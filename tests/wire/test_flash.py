@@ -68,6 +68,22 @@ def settle(c, timeout=5.0):
     raise AssertionError(f"the reclaimer did not settle in {timeout}s: {last}")
 
 
+def wait_aged(c, at_least, timeout=10.0):
+    """Waits until more than `at_least` items are written to flash and
+    nothing aged is still on its way (ext_item_age sends sealed segments
+    out one at a time in the background); returns the last stats."""
+    deadline = time.monotonic() + timeout
+    while True:
+        s = stats(c)
+        done = int(s["extstore_objects_written"]) > at_least and s["strata_extstore_aged"] == s["strata_extstore_moved"]
+        if done or time.monotonic() > deadline:
+            break
+        time.sleep(0.05)
+    assert int(s["extstore_objects_written"]) > at_least, s["extstore_objects_written"]
+    assert s["strata_extstore_aged"] == s["strata_extstore_moved"]
+    return s
+
+
 @pytest.fixture
 def flash_server(make_server, tmp_path):
     srv = start(make_server, tmp_path / "flash")
@@ -273,15 +289,7 @@ def test_item_age_sends_old_items_to_flash_before_memory_is_full(make_server, tm
     # The sealed segments go out one at a time in the background: wait
     # until a quarter of the items are written and nothing aged is still
     # on its way (seen mid-way, 472 of 2,000, on a loaded machine).
-    deadline = time.monotonic() + 10
-    while True:
-        s = stats(c)
-        done = int(s["extstore_objects_written"]) > n // 4 and s["strata_extstore_aged"] == s["strata_extstore_moved"]
-        if done or time.monotonic() > deadline:
-            break
-        time.sleep(0.05)
-    assert int(s["extstore_objects_written"]) > n // 4, s["extstore_objects_written"]
-    assert s["strata_extstore_aged"] == s["strata_extstore_moved"]
+    s = wait_aged(c, n // 4)
     assert s["evictions"] == "0"
     assert int(s["bytes"]) * 4 < int(s["limit_maxbytes"]), "memory is far from full"
     for i in range(n):
@@ -617,14 +625,7 @@ def test_a_read_to_bring_back_without_memory_for_it_is_served_from_flash(make_se
         v = value(i) * 3
         expect(c, b"set old:%d 0 0 %d noreply\r\n%s\r\nmn\r\n" % (i, len(v), v), b"MN\r\n")
     expect(c, b"debug_advance_clock 101\r\n", b"OK\r\n")
-    deadline = time.monotonic() + 10
-    while True:
-        s = stats(c)
-        done = int(s["extstore_objects_written"]) > n // 3 and s["strata_extstore_aged"] == s["strata_extstore_moved"]
-        if done or time.monotonic() > deadline:
-            break
-        time.sleep(0.05)
-    assert int(s["extstore_objects_written"]) > n // 3, s["extstore_objects_written"]
+    wait_aged(c, n // 3)
     # Newer items fill memory until a set is refused (-M).
     for i in range(20_000):
         v = value(i) * 3

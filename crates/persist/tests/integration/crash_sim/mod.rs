@@ -230,6 +230,15 @@ fn one_seed() -> bool {
     std::env::var("STRATA_SIM_SEED").is_ok()
 }
 
+/// Whether the default seeds run, which the coverage floors below are
+/// measured on (other seeds draw other mixes: 7000-7039 made 543
+/// overwrites in place under `always`, against a floor of 1,000).
+fn default_seeds() -> bool {
+    ["STRATA_SIM_SEED", "STRATA_SIM_SEEDS", "STRATA_SIM_FROM", "STRATA_SIM_AT"]
+        .iter()
+        .all(|v| std::env::var_os(v).is_none())
+}
+
 // Named to sort first: libtest starts tests in name order on two threads,
 // so the longest (3,497 schedules) runs beside the other two (2,518 and
 // 1,398) instead of after `interval`'s on the same thread (the binary:
@@ -237,7 +246,7 @@ fn one_seed() -> bool {
 #[test]
 fn a_crash_at_any_point_loses_no_acknowledged_write() {
     let c = simulate_seeds(Durability::Always, ALWAYS_SEEDS);
-    if !one_seed() {
+    if default_seeds() {
         assert!(c.schedules >= 2_500, "only {} schedules", c.schedules);
         assert!(c.after_crash >= 2_000 && c.acked_verified >= 20_000 && c.clock_checked >= 2_000, "{c:?}");
         assert!(c.snapshot_writes > 50 && c.smaller_loads > 100 && c.forged_values > 100, "{c:?}");
@@ -249,7 +258,7 @@ fn a_crash_at_any_point_loses_no_acknowledged_write() {
 #[test]
 fn interval_loses_nothing_written_at_a_kill_and_at_most_the_unsynced_at_a_power_loss() {
     let c = simulate_seeds(Durability::Interval, INTERVAL_SEEDS);
-    if !one_seed() {
+    if default_seeds() {
         assert!(c.schedules >= 800, "only {} schedules", c.schedules);
         assert!(c.after_crash >= 600 && c.kills >= 100 && c.acked_verified >= 5_000 && c.clock_checked >= 600, "{c:?}");
     }
@@ -258,7 +267,7 @@ fn interval_loses_nothing_written_at_a_kill_and_at_most_the_unsynced_at_a_power_
 #[test]
 fn a_snapshot_restart_shows_the_state_at_its_cut() {
     let c = simulate(Durability::Off);
-    if !one_seed() {
+    if default_seeds() {
         assert!(c.schedules >= 1_500, "only {} schedules", c.schedules);
         assert!(
             c.after_crash >= 1_000 && c.snapshots >= 200 && c.snapshot_writes > 50 && c.clock_checked >= 500,
