@@ -56,7 +56,7 @@ impl Mode {
     /// keeps its large values within them, `TIGHT_LARGE_LIVE`), where up
     /// to three workers keep one open each
     /// (`Store::open_cap`), so that overwrites during a snapshot make the
-    /// cleaner take segments of its cut (hand-offs: 1,961 in the
+    /// cleaner take segments of its cut (hand-offs: 2,938 in the
     /// snapshot-only schedules; at 128 KiB, with the room one more open
     /// segment per worker took under the old floor of two, none).
     fn mem(&self) -> usize {
@@ -111,7 +111,7 @@ pub struct Counts {
     /// Schedules stopped where a tight store evicted (three workers' open
     /// segments and copy targets leave little of 15 segments): the model
     /// knows no eviction, so what came before was checked and the rest is
-    /// not run. Held to a few in a hundred by the tests.
+    /// not run. Held to one schedule in 20 by the tests.
     pub evicted_stops: u64,
 }
 
