@@ -4,9 +4,9 @@
 (free segments, the unwritten room of open ones), over the samples taken
 once memory is full (`evictions` > 0). Issue 42's workload 15, for one:
 
-    strata -p 11401 -m 16 -t 2 &
+    strata -p 11401 -m 16 -t 2 & S=$!
     .venv/bin/python bench/idle.py --port 11401 --secs 6 &
-    strata-bench run --addr 127.0.0.1:11401 --pid $! --mode hit-ratio --key-dist zipf:0.9 \\
+    strata-bench run --addr 127.0.0.1:11401 --pid $S --mode hit-ratio --key-dist zipf:0.9 \\
         --keys 100 --value-size 100-1000000 --ttls 0,600,3600,86400 -c 8 -t 2 --pipeline 2 \\
         --warmup-ops 10000 --ops 20000
 """

@@ -6,9 +6,9 @@ the worker of every other connection, so what a request does on the event
 loop (a write clearing a victim itself, `Store::reclaim_cheap`) shows in
 its waits. Issue 45's large sets:
 
-    strata -p 11402 -m 48 -t 1 &
+    strata -p 11402 -m 48 -t 1 & S=$!
     python3 bench/probe.py --port 11402 --secs 4 &
-    strata-bench run -q --addr 127.0.0.1:11402 --pid $! --mode load --ratio 1:0 \\
+    strata-bench run -q --addr 127.0.0.1:11402 --pid $S --mode load --ratio 1:0 \\
         --value-size 409600-614400 --keys 60000 --ops 60000 --key-dist sequential \\
         --connections 4 --threads 2 --pipeline 1
 """

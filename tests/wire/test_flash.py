@@ -613,12 +613,15 @@ def test_a_restart_without_the_flash_tier_loads_what_was_in_memory(make_server, 
         assert got in (b"END\r\n", b"VALUE key:%d %d %d\r\n%s\r\nEND\r\n" % (i, i, len(value(i)), value(i)))
 
 
-def test_a_read_to_bring_back_without_memory_for_it_is_served_from_flash(make_server, tmp_path):
+@pytest.mark.parametrize("threads", ["", ",ext_threads=0"], ids=["io-threads", "on-the-worker"])
+def test_a_read_to_bring_back_without_memory_for_it_is_served_from_flash(make_server, tmp_path, threads):
     """With ext_recache_rate=1 every read of a flash item brings it back
     to memory; with -M and memory full there is no room for it, and the
-    read is served from flash as memcached's recache is (it was a miss)."""
+    read is served from flash as memcached's recache is (it was a miss).
+    Read by the I/O threads the recache is decided with the record in
+    hand; on the worker, before it is read: both ways."""
     srv = make_server(["-m", "8", "-M", "--enable-debug-clock", "-o",
-                       f"ext_path={tmp_path}/f:64M,ext_item_age=100,ext_recache_rate=1"])
+                       f"ext_path={tmp_path}/f:64M,ext_item_age=100,ext_recache_rate=1{threads}"])
     c = srv.connect()
     n = 1500  # 2 KB each: three 1 MiB segments
     for i in range(n):
