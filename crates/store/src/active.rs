@@ -7,23 +7,12 @@
 use std::sync::atomic::Ordering::*;
 use std::sync::Arc;
 
+use crate::copies::KEEP_OPEN_DIV;
 use crate::counters::Counters;
 use crate::image::Queue;
-use crate::segments::{Active, SPARE_TARGETS, TTL_CLASSES};
+use crate::segments::{Active, TTL_CLASSES};
 use crate::store::Store;
 use crate::types::StoreError;
-
-/// A segment a worker set aside stays open only while it has at least
-/// this share of a segment's room (`Active::open`; a copy target set
-/// aside as a spare, `Store::set_aside`).
-pub(crate) const KEEP_OPEN_DIV: usize = 8;
-
-/// Copy-forward credit a worker may bank: a quarter of the segments, and
-/// at least this many. Read items come in runs (a burst of reads, the
-/// segments the cleaner filled with them), and a run evicted back to back
-/// is kept whole if the writes before it paid for it; over a fill many
-/// times memory the bound holds all the same.
-pub(crate) const COPY_CREDIT_SEGMENTS: usize = 2;
 
 /// Under a small budget a writer asks for its next segment once its open
 /// one is all but this share full (`Active::note_fill`): half. Asked at
@@ -35,10 +24,6 @@ const WANT_AHEAD_DIV: usize = 2;
 /// segment of large items fills in a write or two, and asked ahead for it
 /// the reclaimer keeps one free all along, as it did unasked.
 const PRE_ASK_ITEM_DIV: usize = 16;
-
-/// Eviction copies forward at most one byte per this many bytes written:
-/// write amplification from eviction stays at or under 1.2.
-pub(crate) const COPY_CREDIT_DIV: usize = 5;
 
 /// Whether an item of `len` bytes is large: a sixteenth of a segment or
 /// more. A segment holds at most sixteen such: a writer of them does not
@@ -53,19 +38,14 @@ impl Active {
     pub(crate) fn new(st: &Store, counters: Arc<Counters>, background: bool) -> Active {
         Active {
             segs: [None; TTL_CLASSES],
-            targets: [None; 2],
-            spares: [None; SPARE_TARGETS],
-            claimed: None,
             filled: None,
             counters,
+            copies: Default::default(),
             flash: Default::default(),
-            copy_credit: 0,
-            density: Default::default(),
-            sketch_pending: 0,
-            misses_pending: 0,
+            pending: Default::default(),
             seen: st.seals().now(),
             background,
-            wants: false,
+            asked: Default::default(),
             restoring: false,
             cas_lease: (0, 0),
         }
@@ -88,7 +68,7 @@ impl Active {
         self.seal_if_starved(st);
         self.seal_filled(st);
         // Capped where segments are taken (`Store::alloc_segment`).
-        self.copy_credit += len / COPY_CREDIT_DIV;
+        self.copies.earn(len);
         // The class's own segment first, then any other open one with the
         // room: a TTL class is where an item prefers to go (so that
         // segments expire whole), not a wall that leaves a tail unused.
@@ -239,18 +219,7 @@ impl Active {
 
     /// Puts every segment this worker writes on a queue.
     pub(crate) fn seal_all(&mut self, st: &Store) {
-        for seg in self.segs.iter_mut().filter_map(Option::take) {
-            st.seal(seg, Queue::Small);
-        }
-        for t in self.spares.iter_mut().filter_map(Option::take) {
-            st.seal(t, Queue::Main);
-        }
-        let [small, main] = &mut self.targets;
-        for (t, q) in [(small.take(), Queue::Small), (main.take(), Queue::Main)] {
-            if let Some(t) = t {
-                st.seal(t, q);
-            }
-        }
+        self.seal_where(st, |_| true);
     }
 
     /// Seals what the store asked to since this worker last looked
@@ -282,15 +251,7 @@ impl Active {
         for seg in self.segs.iter_mut().filter(|s| s.is_some_and(&pick)).filter_map(Option::take) {
             st.seal(seg, Queue::Small);
         }
-        for t in self.spares.iter_mut().filter(|s| s.is_some_and(&pick)).filter_map(Option::take) {
-            st.seal(t, Queue::Main);
-        }
-        for (i, q) in [(0, Queue::Small), (1, Queue::Main)] {
-            if let Some(t) = self.targets[i].filter(|&t| pick(t)) {
-                self.targets[i] = None;
-                st.seal(t, q);
-            }
-        }
+        self.copies.seal_where(st, pick);
     }
 
     /// Gives back the latest reservation (nothing was linked there).

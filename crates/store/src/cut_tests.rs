@@ -141,7 +141,7 @@ fn segments_of_the_cut_freed_before_their_copy_are_handed_off() {
 }
 
 /// Eviction copies read items of a quarter of a segment into its main
-/// target and the spares it keeps open beside it (`Store::set_aside`):
+/// target and the spares it keeps open beside it (`Copies::new_target`):
 /// a cut made while spares hold items has each of them, as written before
 /// the cut, though writes that go on evicting and copying fill the store
 /// several times over before the snapshot copies anything.
@@ -159,12 +159,12 @@ fn a_cut_holds_what_the_spare_copy_targets_held() {
         }
     };
     let mut rounds = 0;
-    while w.active.spares.iter().flatten().next().is_none() {
+    while w.active.copies.spares().next().is_none() {
         write_round(&mut w, 0);
         rounds += 1;
         assert!(rounds < 20, "no spare kept: {:?}", s.stats());
     }
-    let spares: Vec<u32> = w.active.spares.iter().flatten().copied().collect();
+    let spares: Vec<u32> = w.active.copies.spares().collect();
     let in_spares: usize = spares.iter().map(|&t| s.seg(t).live_items.load(Relaxed) as usize).sum();
     assert!(in_spares > 0, "the spares hold items");
     let live = s.stats().curr_items as usize;
@@ -447,10 +447,10 @@ fn a_clean_claims_the_room_for_its_victim_before_it_starts() {
     else {
         panic!("a nearly dead segment is cleaned");
     };
-    assert!(active.claimed.is_some(), "a segment claimed for its live items");
+    assert!(active.copies.claimed().is_some(), "a segment claimed for its live items");
     assert_eq!(s.spare(), 0, "the reserve is claimed now");
     assert!(s.free_victim(victim, how, &mut active));
-    assert_eq!(active.claimed, None);
+    assert_eq!(active.copies.claimed(), None);
     assert_eq!(active.counters.evictions.load(Relaxed), 0, "its live item was copied");
     assert_eq!(s.spare(), 1, "and the victim refilled the reserve");
 }

@@ -155,7 +155,7 @@ impl Density {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::active::COPY_CREDIT_DIV;
+    use crate::copies::COPY_CREDIT_DIV;
 
     #[test]
     fn classes_order_by_accesses_per_byte() {

@@ -44,6 +44,7 @@ mod bulk_link;
 mod capture;
 mod climb;
 pub mod clock;
+mod copies;
 mod counters;
 mod crawl;
 mod cut;

@@ -79,7 +79,7 @@ fn open_segments_stay_under_the_cap_and_none_is_lost() {
             let ev = s.lock_evict();
             ev.small.len() + ev.main.len()
         };
-        let targets = w.active.targets.iter().chain(&w.active.spares).flatten().count();
+        let targets = w.active.copies.held().count();
         assert_eq!(
             s.budget().in_use() as usize,
             queued + open(&w).len() + targets,

@@ -223,7 +223,7 @@ fn eviction_keeps_an_item_overwritten_in_place_once() {
     assert_eq!(in_place(&s), 1);
     // Twice what fits, never read, with no credit for copies.
     for i in 0..2000 {
-        w.active.copy_credit = 0;
+        w.active.copies.take_credit();
         set(&mut w, SetOp::Set, format!("cold{i}").as_bytes(), &value(0, 1000));
     }
     let st = s.stats();

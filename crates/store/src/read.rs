@@ -192,7 +192,7 @@ impl Worker {
     ) -> Result<Flow<Found<R>>, Stop> {
         self.store.maybe_flush();
         let loc = self.store.index().locate(key);
-        self.store.sketch().touch(loc, &mut self.active.sketch_pending);
+        self.store.sketch().touch(loc, &mut self.active.pending);
         let (mut r, mut recache) = (Rounds::default(), true);
         for _ in 0..MAX_RETRIES {
             let st = &*self.store;
@@ -251,7 +251,7 @@ impl Worker {
                     }
                     drop(stripe);
                     if r.fresh() {
-                        st.sketch().missed(&mut self.active.misses_pending);
+                        st.sketch().missed(&mut self.active.pending);
                         st.ghost().missed(loc);
                     }
                     let Some(expiry) = opts.vivify else { return Ok(Flow::Ready(Found::Missing)) };

@@ -34,7 +34,7 @@ pub(crate) struct Shared {
     /// Workers with a write waiting for a segment off their event loop
     /// (`memwait.rs`), woken when one is freed or the reclaimer gives up.
     pub(crate) waiting: Mutex<Vec<std::sync::Arc<MemoryWait>>>,
-    /// Segments writers have asked for and not taken yet (`Active::wants`):
+    /// Segments writers have asked for and not taken yet (`Asked`):
     /// under a small budget the reclaimer keeps that many free, not more
     /// (`Store::reclaim_ahead`).
     pub(crate) wanted: AtomicUsize,

@@ -103,19 +103,14 @@ impl Store {
     /// A writer (`active`) will need a segment: the reclaimer frees one for
     /// it where it keeps none ahead unasked ([`Store::reclaim_ahead`]).
     pub(crate) fn want_segment(&self, active: &mut Active) {
-        if !active.wants {
-            active.wants = true;
-            self.reclaim_state().wanted.fetch_add(1, Relaxed);
-        }
+        active.asked.ask(&self.reclaim_state().wanted);
         self.kick_reclaimer();
     }
 
     /// A writer is about to take a segment, or left: what it asked for is
     /// no longer wanted.
     pub(crate) fn drop_want(&self, active: &mut Active) {
-        if std::mem::take(&mut active.wants) {
-            self.reclaim_state().wanted.fetch_sub(1, Relaxed);
-        }
+        active.asked.withdraw(&self.reclaim_state().wanted);
     }
 
     /// Free segments beyond the cleaner's reserve that no writer asked
@@ -139,13 +134,13 @@ impl Store {
 
     /// Segments writers asked for, the reclaimer's own ask (`active`) aside.
     fn writers_asked(&self, active: &Active) -> usize {
-        self.reclaim_state().wanted.load(Relaxed).saturating_sub(usize::from(active.wants))
+        active.asked.others(&self.reclaim_state().wanted)
     }
 
     /// Hands a writer's copy credit to the reclaimer, which evicts for it.
     pub(crate) fn give_credit(&self, active: &mut Active) {
         let most = self.credit_cap();
-        let credit = std::mem::take(&mut active.copy_credit);
+        let credit = active.copies.take_credit();
         let _ = self.reclaim_state().credit.fetch_update(Relaxed, Relaxed, |c| Some((c + credit).min(most)));
     }
 
@@ -206,7 +201,7 @@ impl Store {
             active.seal_frozen(self);
         }
         let credit = self.reclaim_state().credit.swap(0, Relaxed);
-        active.copy_credit = (active.copy_credit + credit).min(self.credit_cap());
+        active.copies.bank_credit(credit, self.credit_cap());
     }
 
     /// One of the reclaimer's steps on its own `active`: whether it freed a

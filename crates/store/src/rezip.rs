@@ -379,8 +379,8 @@ impl Store {
             }
             let f = Fields { cas: Some(self.cas_of(s, &it)), compressed: true, ..it.fields() };
             let len = encoded_len(it.key().len(), form.len(), &f);
-            // A target in a snapshot's cut takes nothing (`copy_target_for`).
-            if let Some(t) = self.copy_target_for(active, q, self.aligned(len)) {
+            // A target in a snapshot's cut takes nothing (`Copies::target_for`).
+            if let Some(t) = active.copies.target_for(self, q, self.aligned(len)) {
                 let moved = self.copy_into(t, s, (it.key(), form), &f, slot::freq(s));
                 // Net of the header's growth (the explicit CAS).
                 let saved = it.bytes().len().saturating_sub(len);
@@ -404,7 +404,7 @@ impl Store {
                 }
                 break;
             }
-            if !self.new_target(active, q) {
+            if !active.copies.new_target(self, q) {
                 break;
             }
             self.drop_want(active);

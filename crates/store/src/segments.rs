@@ -195,62 +195,64 @@ pub(crate) struct Placed {
     pub(crate) len: usize,
 }
 
-/// Main-queue copy targets a worker keeps open beside its target
-/// (`Active::spares`). Eviction copies read items forward into the main
-/// target; with one target, an item that did not fit sealed it, and items
-/// up to `-I` in segments barely larger left a quarter of each segment
-/// unwritten (next fit): on workload 14 (`-m 64`, values to 1 MB) the
-/// sealed main segments' tails were 12.2 MB. With two spares, best fit over
-/// three: 3.4 MB, and 72.4% -> 75.7% hits (`docs/benchmarks-history.md`,
-/// "Issue 42, sixth step").
-pub(crate) const SPARE_TARGETS: usize = 2;
-
 /// A worker's active segments (one per TTL class), copy targets and
 /// counters, apart from the `Arc<Store>` so both can be borrowed at once
 /// without touching the store's reference count on every write.
 pub(crate) struct Active {
     pub(crate) segs: [Option<u32>; TTL_CLASSES],
-    /// Where the live items of the segments this worker cleans or evicts
-    /// are copied, one per queue (indexed by [`Queue`]).
-    pub(crate) targets: [Option<u32>; 2],
-    /// Main-queue copy targets an item did not fit but that have room for
-    /// more: copies go where they fit best among these and the target
-    /// (`evict/clear.rs`, `Store::set_aside`).
-    pub(crate) spares: [Option<u32>; SPARE_TARGETS],
-    /// A free segment taken for the victim being cleaned, for when its
-    /// target fills half-way (`evict/`, `Store::step`); given back if
-    /// unused once the victim is cleared.
-    pub(crate) claimed: Option<u32>,
     /// An open segment the last reservation left nearly full, in a slot
     /// of another TTL class: sealed at the next reservation, when the item
     /// written there is linked or given back ([`Active::reserve`]).
     pub(crate) filled: Option<u32>,
     pub(crate) counters: Arc<Counters>,
+    /// Where the live items of the segments this worker cleans or evicts
+    /// are copied, and what eviction may copy (`copies.rs`).
+    pub(crate) copies: crate::copies::Copies,
     /// Items of the victim being evicted, on their way to flash.
     pub(crate) flash: crate::tier::batch::FlashBatch,
-    /// Bytes eviction may still copy forward: a fifth of what this worker
-    /// writes, a quarter of the segments at most banked (`evict/`,
-    /// "What eviction copies").
-    pub(crate) copy_credit: usize,
-    /// The read items this worker's evictions met, by reads per byte: which
-    /// of them the credit goes to (`density.rs`).
-    pub(crate) density: crate::density::Density,
-    /// This worker's reads not yet added to the sketch's total
-    /// (`sketch.rs`).
-    pub(crate) sketch_pending: u32,
-    /// Its misses not yet added to the sketch's total.
-    pub(crate) misses_pending: u32,
+    /// This worker's reads and misses not yet added to the sketch's
+    /// totals (`sketch.rs`).
+    pub(crate) pending: crate::sketch::Pending,
     /// The store's requests to seal this worker last acted on (`seal.rs`).
     pub(crate) seen: crate::seal::Seen,
     /// The background reclaimer's: makes free segments, takes none.
     pub(crate) background: bool,
-    /// This writer asked the reclaimer for a segment and has not taken
-    /// one since (counted once in `reclaim::Shared::wanted`).
-    pub(crate) wants: bool,
+    /// Whether this writer asked the reclaimer for a segment and has not
+    /// taken one since (`reclaim.rs`).
+    pub(crate) asked: Asked,
     /// A load's [`Restorer`](crate::Restorer): the cleaner takes a segment
     /// however live, before anything is evicted (a load keeps what was live).
     pub(crate) restoring: bool,
     /// The epoch this worker hands out CAS values of for overwrites in
     /// place, and the next offset (`overwrite.rs`); epoch 0: none yet.
     pub(crate) cas_lease: (u64, u64),
+}
+
+/// Whether a writer asked the reclaimer for a segment and has not taken
+/// one since: its share of the count of segments writers want
+/// (`reclaim::Shared::wanted`), counted once however often it asks. Its
+/// own to each writer (`Active`); only these methods touch it.
+#[derive(Debug, Default)]
+pub(crate) struct Asked(bool);
+
+impl Asked {
+    /// Asks for a segment (counted in `wanted` once until withdrawn).
+    pub(crate) fn ask(&mut self, wanted: &AtomicUsize) {
+        if !std::mem::replace(&mut self.0, true) {
+            wanted.fetch_add(1, Relaxed);
+        }
+    }
+
+    /// About to take a segment, or leaving: what was asked for is no
+    /// longer wanted.
+    pub(crate) fn withdraw(&mut self, wanted: &AtomicUsize) {
+        if std::mem::take(&mut self.0) {
+            wanted.fetch_sub(1, Relaxed);
+        }
+    }
+
+    /// Segments the others asked for, of `wanted` in all.
+    pub(crate) fn others(&self, wanted: &AtomicUsize) -> usize {
+        wanted.load(Relaxed).saturating_sub(usize::from(self.0))
+    }
 }

@@ -56,6 +56,15 @@ const MIN_SAMPLE: u64 = 1 << 10;
 /// that workers do not share a cache line on every read.
 const BATCH: u32 = 32;
 
+/// A worker's reads and misses not yet added to the sketch's totals (they
+/// are added a [`BATCH`] at a time, so that workers do not share a counter
+/// per read). Its own to each worker (`Active`); only the sketch reads it.
+#[derive(Debug, Default)]
+pub(crate) struct Pending {
+    reads: u32,
+    misses: u32,
+}
+
 /// The shared counters.
 pub(crate) struct Sketch {
     /// Blocks of [`ROWS`] words, a row's [`PER_WORD`] counters in each.
@@ -149,9 +158,9 @@ impl Sketch {
         }
     }
 
-    /// Counts a read of the key at `loc`. `pending` is the worker's reads
+    /// Counts a read of the key at `loc`. `pending` holds the worker's reads
     /// not yet added to the shared total.
-    pub(crate) fn touch(&self, loc: Loc, pending: &mut u32) {
+    pub(crate) fn touch(&self, loc: Loc, pending: &mut Pending) {
         // Conservative update (Estan and Varghese 2002): only the counters
         // at the key's current minimum go up, so the other keys that share
         // a counter inflate the key's estimate far less.
@@ -168,9 +177,9 @@ impl Sketch {
                 }
             }
         }
-        *pending += 1;
-        if *pending >= BATCH {
-            *pending = 0;
+        pending.reads += 1;
+        if pending.reads >= BATCH {
+            pending.reads = 0;
             let sample = self.sample.load(Relaxed);
             self.all_reads.fetch_add(u64::from(BATCH), Relaxed);
             let reads = self.reads.fetch_add(u64::from(BATCH), Relaxed) + u64::from(BATCH);
@@ -184,10 +193,10 @@ impl Sketch {
     }
 
     /// Counts a read that missed; `pending` as for [`Sketch::touch`].
-    pub(crate) fn missed(&self, pending: &mut u32) {
-        *pending += 1;
-        if *pending >= BATCH {
-            *pending = 0;
+    pub(crate) fn missed(&self, pending: &mut Pending) {
+        pending.misses += 1;
+        if pending.misses >= BATCH {
+            pending.misses = 0;
             self.misses.fetch_add(u64::from(BATCH), Relaxed);
         }
     }
@@ -246,7 +255,7 @@ mod tests {
         let b = (2..1_000_000).map(loc).find(|&l| s.slots(l)[0] == (wa, next));
         let b = b.expect("a key whose counter neighbours a's");
         let (a0, b0) = (s.slots(a)[0], s.slots(b)[0]);
-        let mut pending = 0;
+        let mut pending = Pending::default();
         for _ in 0..16 {
             s.touch(a, &mut pending);
         }
@@ -261,7 +270,7 @@ mod tests {
     #[test]
     fn counts_reads_up_to_its_ceiling() {
         let s = Sketch::new(1 << 20);
-        let mut pending = 0;
+        let mut pending = Pending::default();
         assert_eq!(s.estimate(loc(1)), 0);
         for n in 1..=20u8 {
             s.touch(loc(1), &mut pending);
@@ -275,7 +284,7 @@ mod tests {
     #[cfg_attr(miri, ignore = "12,000 counts: minutes under Miri; no unsafe code of its own")]
     fn popular_keys_stand_out_among_many_and_old_counts_fade() {
         let s = Sketch::new(1 << 20);
-        let mut pending = 0;
+        let mut pending = Pending::default();
         // Keys 0..16 read eight times each, 2,000 other keys once.
         for round in 0..8 {
             for k in 0..16 {

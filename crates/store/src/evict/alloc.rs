@@ -15,7 +15,7 @@ impl Store {
     pub(crate) fn alloc_segment(&self, active: &mut Active, len: usize) -> Result<u32, StoreError> {
         // Credit banks up to a bound, applied here (once per segment) so
         // that a write only adds to it.
-        active.copy_credit = active.copy_credit.min(self.credit_cap());
+        active.copies.bound_credit(self.credit_cap());
         // Withdrawn before a free segment is taken, not after: else the
         // reclaimer, seeing the ask and none free in between, frees one
         // more than is wanted (it stays free, holding nothing).
@@ -56,7 +56,7 @@ impl Store {
             }
             bump(&active.counters.reclaim_inline);
             // It evicts on its own time: with the credit writers handed over.
-            active.copy_credit += self.reclaim_state().credit.swap(0, Relaxed);
+            active.copies.bank_credit(self.reclaim_state().credit.swap(0, Relaxed), usize::MAX);
         }
         if let Some(s) = self.alloc_steps(active, Pass::Full) {
             return Ok(s);
@@ -160,9 +160,7 @@ impl Store {
     pub(crate) fn free_victim(&self, victim: u32, how: Clear, active: &mut Active) -> bool {
         let q = if let Clear::Clean(q) = how { q } else { Queue::Small };
         let freed = self.clear_segment(victim, how, active);
-        if let Some(c) = active.claimed.take() {
-            self.unuse(c);
-        }
+        active.copies.unclaim(self);
         if freed {
             // In a running snapshot's cut and not copied yet: copied now,
             // with every item that was live at the cut (`cut.rs`).

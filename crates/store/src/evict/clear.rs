@@ -51,10 +51,10 @@ impl Store {
             let items = self.segs().iter().map(|m| u64::from(m.live_items.load(Relaxed))).sum();
             self.sketch().set_items(items);
             self.ghost().set_items(items);
-            active.density.victim(end, self.arena().segment_size(), self.copy_divisor(items));
+            active.copies.density().victim(end, self.arena().segment_size(), self.copy_divisor(items));
             let m = self.seg(victim);
             let live = m.live_items.load(Relaxed) as usize;
-            active.density.victim_mean((m.live_bytes.load(Relaxed) as usize).checked_div(live).unwrap_or(0));
+            active.copies.density().victim_mean((m.live_bytes.load(Relaxed) as usize).checked_div(live).unwrap_or(0));
         }
         let now = self.clock().now();
         let mut cleared = Cleared::default();
@@ -117,7 +117,7 @@ impl Store {
             if keep {
                 // A target in a snapshot's cut takes nothing more (`cut.rs`):
                 // a new one is opened below.
-                if let Some(t) = self.copy_target_for(active, target_q, self.aligned(len)) {
+                if let Some(t) = active.copies.target_for(self, target_q, self.aligned(len)) {
                     let moved = self.copy_into(t, s, (it.key(), it.value()), &f, freq);
                     st.set(pos, moved);
                     self.unaccount_replaced(&mut st, s, moved);
@@ -125,7 +125,7 @@ impl Store {
                     bump(&c.reinserted);
                     cleared.bytes_copied += len as u64;
                     if evicting && !moved_late {
-                        active.copy_credit = active.copy_credit.saturating_sub(self.aligned(len));
+                        active.copies.pay(self.aligned(len));
                     }
                     return;
                 }
@@ -141,7 +141,7 @@ impl Store {
                     promote = false;
                     continue;
                 }
-                if !made_target && self.new_target(active, target_q) {
+                if !made_target && active.copies.new_target(self, target_q) {
                     made_target = true;
                     continue;
                 }
@@ -265,12 +265,12 @@ impl Store {
         } else if slot::freq(s) == 0 && returned() {
             1
         } else {
-            active.density.accesses(slot::freq(s), aligned)
+            active.copies.density().accesses(slot::freq(s), aligned)
         };
         score >= 1
             && !matches!(how, Clear::Evict(_, Keep::Nothing))
-            && active.density.admits(score, aligned)
-            && active.copy_credit >= aligned
+            && active.copies.density().admits(score, aligned)
+            && active.copies.can_pay(aligned)
     }
 
     /// Writes the item at slot `s` (its `key` and stored `value`, laid out
@@ -294,67 +294,6 @@ impl Store {
         self.note_written(t, new_off, self.written_at(s));
         self.note_expiry(t, f.expiry);
         slot::pack(slot::tag(s), freq, t, self.granules(new_off))
-    }
-
-    /// The worker's copy target for queue `q` where `aligned` bytes fit
-    /// best: its target, or for the main queue also a spare (the fullest
-    /// that has the room).
-    pub(crate) fn copy_target_for(&self, active: &Active, q: Queue, aligned: usize) -> Option<u32> {
-        let spares = if q == Queue::Main { active.spares } else { [None; SPARE_TARGETS] };
-        std::iter::once(active.targets[q as usize])
-            .chain(spares)
-            .flatten()
-            .filter(|&t| self.open_for_copies(t) && aligned <= self.room(t))
-            .min_by_key(|&t| self.room(t))
-    }
-
-    /// Seals the worker's target for `q` (if any) and takes a fresh one,
-    /// from the reserve if need be; false if no segment is free.
-    pub(crate) fn new_target(&self, active: &mut Active, q: Queue) -> bool {
-        if let Some(t) = active.targets[q as usize].take() {
-            self.set_aside(active, q, t);
-        }
-        let Some(t) = active.claimed.take().or_else(|| self.pop_free(false)) else { return false };
-        self.open_segment(t);
-        active.targets[q as usize] = Some(t);
-        true
-    }
-
-    /// A copy target for `q` that an item did not fit. A main one with
-    /// room for more than a few items stays open as a spare
-    /// ([`SPARE_TARGETS`]): eviction copies read items of any size up to
-    /// `-I`, and sealing the target at the first that did not fit left
-    /// tails a quarter of a segment long. Past the spares the fullest of
-    /// them and `t` is sealed, and so is a spare nearly full by now or one
-    /// that takes nothing more (flushed, in a snapshot's cut). Small-queue
-    /// targets take what the cleaner moves within that queue, and their
-    /// tails were small (0.6 MB of workload 14's 12.8): sealed as before.
-    fn set_aside(&self, active: &mut Active, q: Queue, t: u32) {
-        let worth = |s: u32| self.open_for_copies(s) && self.room(s) >= self.arena().segment_size() / KEEP_OPEN_DIV;
-        if q == Queue::Small || !worth(t) {
-            self.seal(t, q);
-            return;
-        }
-        for slot in &mut active.spares {
-            if let Some(s) = slot.filter(|&s| !worth(s)) {
-                *slot = None;
-                self.seal(s, q);
-            }
-        }
-        // `keep` ends as the fullest of `t` and the spares, unless a slot
-        // was free.
-        let mut keep = t;
-        for slot in &mut active.spares {
-            match slot {
-                None => {
-                    *slot = Some(keep);
-                    return;
-                }
-                Some(s) if self.room(*s) < self.room(keep) => std::mem::swap(s, &mut keep),
-                Some(_) => {}
-            }
-        }
-        self.seal(keep, q);
     }
 
     /// Bytes written to segments but no longer linked, over the sealed

@@ -87,12 +87,12 @@
 use std::sync::atomic::Ordering::*;
 use std::time::{Duration, Instant};
 
-use crate::active::{COPY_CREDIT_SEGMENTS, KEEP_OPEN_DIV};
 use crate::clock::Clock;
+use crate::copies::{TargetSegments, COPY_CREDIT_SEGMENTS};
 use crate::image::Queue;
 use crate::index::{slot, Loc};
 use crate::item::{encoded_len, state, write_head, Fields};
-use crate::segments::{Active, Evict, NEVER, RESERVE_SEGMENTS, SPARE_TARGETS};
+use crate::segments::{Active, Evict, NEVER, RESERVE_SEGMENTS};
 use crate::store::{add, bump, Counters, Store};
 use crate::types::StoreError;
 
@@ -300,13 +300,38 @@ struct Cleared {
     stuck: bool,
 }
 
-impl Store {
-    /// Whether copy target `t` may take more items: not if it predates the
-    /// last `flush_all`, nor while it is in a running snapshot's cut.
-    fn open_for_copies(&self, t: u32) -> bool {
+/// The store's segments as a worker's copy targets see them (`copies.rs`).
+impl TargetSegments for Store {
+    fn segment_bytes(&self) -> usize {
+        self.arena().segment_size()
+    }
+
+    fn room_in(&self, t: u32) -> usize {
+        self.room(t)
+    }
+
+    fn takes_copies(&self, t: u32) -> bool {
         !self.is_flushed(t) && !self.frozen(t)
     }
 
+    fn seal_onto(&self, t: u32, q: Queue) {
+        self.seal(t, q);
+    }
+
+    fn take_free(&self) -> Option<u32> {
+        self.pop_free(false)
+    }
+
+    fn open_target(&self, t: u32) {
+        self.open_segment(t);
+    }
+
+    fn give_back_unused(&self, t: u32) {
+        self.unuse(t);
+    }
+}
+
+impl Store {
     /// Seals a worker's full segment onto a queue.
     pub(crate) fn seal(&self, seg: u32, q: Queue) {
         self.lock_evict().queue(q).push_back(seg);
@@ -449,12 +474,7 @@ impl Store {
     /// items fit in one).
     fn room_to_clean(&self, victim: u32, q: Queue, active: &mut Active) -> bool {
         let need = self.copy_need(victim, self.clock().now());
-        let room = active.targets[q as usize].filter(|&t| self.open_for_copies(t)).map_or(0, |t| self.room(t));
-        if need <= room || active.claimed.is_some() {
-            return true;
-        }
-        active.claimed = self.pop_free(false);
-        active.claimed.is_some()
+        need <= active.copies.room(self, q) || active.copies.claim(self)
     }
 
     /// Puts a victim not cleared back on queue `q`, where its epoch puts it.
@@ -483,7 +503,7 @@ impl Store {
         // free list (a victim's items fit in one segment).
         // The last resort cleans nothing: it makes room by evicting.
         let best = survey.best.filter(|_| !pass.last_resort()).filter(|&(_, q)| {
-            let room = active.targets[q as usize].filter(|&t| self.open_for_copies(t)).map_or(0, |t| self.room(t));
+            let room = active.copies.room(self, q);
             survey.best_need < seg_size && (survey.best_need <= room || self.spare() > 0)
         });
         // 1. A mostly dead segment before fresh memory.
@@ -527,8 +547,7 @@ impl Store {
         let cut = self.cut_active() && !pass.takes_held() && !pass.last_resort();
         let all = if cut { self.survey(ev, true, active.restoring) } else { survey };
         if cut {
-            let room =
-                |q: Queue| active.targets[q as usize].filter(|&t| self.open_for_copies(t)).map_or(0, |t| self.room(t));
+            let room = |q: Queue| active.copies.room(self, q);
             let fits =
                 |&(_, q): &(u32, Queue)| all.best_need < seg_size && (all.best_need <= room(q) || self.spare() > 0);
             if let Some((s, q)) = all.best.filter(fits).filter(|_| self.worth_cleaning(&all)) {
