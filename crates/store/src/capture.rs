@@ -39,8 +39,8 @@ impl Store {
     pub fn store_image(&self) -> StoreImage {
         StoreImage {
             epoch: self.epoch(),
-            flush_epoch: self.flush_epoch(),
-            flush_at: self.flush_at(),
+            flush_epoch: self.epochs().flushed(),
+            flush_at: self.epochs().flush_at(),
             now: self.clock().now(),
             unix_now: self.clock().unix_now(),
             segment_size: self.arena().segment_size(),

@@ -1,8 +1,11 @@
 //! Per-worker counters: each worker (and the reclaimer) writes its own,
 //! with no locked instruction, and `stats` sums them over every worker
-//! (`Store::stats`).
+//! (`Store::stats`); and the roster of who writes them ([`Roster`]).
 
-use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering::Relaxed};
+use std::sync::Arc;
+
+use parking_lot::{Mutex, MutexGuard};
 
 /// Per-worker counters, written only by their worker, summed for `stats`.
 #[derive(Debug, Default)]
@@ -75,4 +78,55 @@ pub(crate) fn bump(c: &AtomicU64) {
 /// Adds to a counter only its worker writes (no locked instruction).
 pub(crate) fn add(c: &AtomicU64, n: u64) {
     c.store(c.load(Relaxed) + n, Relaxed);
+}
+
+/// Who works on the store: every worker's and the reclaimer's counters
+/// (kept in the totals after they leave), the workers there now, and
+/// whether a background reclaimer runs.
+#[derive(Debug, Default)]
+pub(crate) struct Roster {
+    counters: Mutex<Vec<Arc<Counters>>>,
+    /// Workers now (each keeps segments open: `Store::open_cap`).
+    workers: AtomicUsize,
+    reclaiming: AtomicBool,
+}
+
+impl Roster {
+    /// A worker starts: its counters join the totals.
+    pub(crate) fn worker_started(&self, counters: &Arc<Counters>) {
+        self.joined(counters);
+        self.workers.fetch_add(1, Relaxed);
+    }
+
+    /// A worker ended (its counters stay in the totals).
+    pub(crate) fn worker_left(&self) {
+        self.workers.fetch_sub(1, Relaxed);
+    }
+
+    /// The background reclaimer starts: its counters join the totals and
+    /// writers leave reclaiming to it.
+    pub(crate) fn reclaimer_started(&self, counters: &Arc<Counters>) {
+        self.joined(counters);
+        self.reclaiming.store(true, Relaxed);
+    }
+
+    /// Counters that are no worker's (a load's restorer) join the totals.
+    pub(crate) fn joined(&self, counters: &Arc<Counters>) {
+        self.counters.lock().push(counters.clone());
+    }
+
+    /// Workers now.
+    pub(crate) fn workers(&self) -> usize {
+        self.workers.load(Relaxed)
+    }
+
+    /// Whether a background reclaimer runs: writers leave reclaiming to it.
+    pub(crate) fn reclaiming(&self) -> bool {
+        self.reclaiming.load(Relaxed)
+    }
+
+    /// Every set of counters, locked (for totals).
+    pub(crate) fn counters(&self) -> MutexGuard<'_, Vec<Arc<Counters>>> {
+        self.counters.lock()
+    }
 }

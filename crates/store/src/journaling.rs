@@ -130,7 +130,7 @@ impl Worker {
     /// what the log wrote after it once the server runs).
     pub fn replay_flush(&mut self) {
         self.store.flush_now();
-        self.store.set_flush_at(0);
+        self.store.epochs().set_flush_at(0);
         // Writes that follow in the log go to segments opened after it.
         self.seal_active();
     }
@@ -139,7 +139,7 @@ impl Worker {
     /// effect on the first request: had it taken effect before the crash,
     /// its `Flush` record would follow and cancel it.
     pub fn replay_flush_at(&mut self, at: u32) {
-        self.store.set_flush_at(at);
+        self.store.epochs().set_flush_at(at);
     }
 }
 

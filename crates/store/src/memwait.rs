@@ -135,6 +135,6 @@ impl Store {
     /// The reclaimer runs and can free segments: a writer may wait for it.
     fn reclaimer_working(&self) -> bool {
         let r = self.reclaim_state();
-        self.reclaiming() && !r.stuck.load(Relaxed) && !r.stop.load(Relaxed)
+        self.roster().reclaiming() && !r.stuck.load(Relaxed) && !r.stop.load(Relaxed)
     }
 }

@@ -130,7 +130,7 @@ impl Active {
     pub(crate) fn fresh_cas(&mut self, st: &Store, above: u64) -> u64 {
         let (epoch, next) = self.cas_lease;
         if epoch == 0 || next >= 1u64 << st.cas_off_bits() || st.cas_at(epoch, next as usize) <= above {
-            self.cas_lease = (st.next_epoch(), 0);
+            self.cas_lease = (st.epochs().next(), 0);
         }
         let (epoch, next) = self.cas_lease;
         self.cas_lease.1 = next + 1;

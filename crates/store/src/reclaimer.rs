@@ -66,7 +66,7 @@ impl Store {
     /// reclaim themselves if it falls behind). One per store.
     pub fn reclaimer(self: &Arc<Self>) -> Reclaimer {
         let counters = Arc::new(Counters::default());
-        self.reclaimer_joined(&counters);
+        self.roster().reclaimer_started(&counters);
         let active = Active::new(self, counters, true);
         *self.reclaim_state().active.lock() = Some(active);
         Reclaimer { store: self.clone(), aged_at: 0, rezip: crate::rezip::Rezip::new(self) }

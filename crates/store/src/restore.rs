@@ -53,12 +53,12 @@ impl Store {
     /// every CAS derived before), and a `flush_all` done or scheduled
     /// before the snapshot stays in effect. Call before any write.
     pub fn resume(&self, epoch: u64, flush_epoch: u64, flush_at: u32) {
-        self.raise_epochs(epoch, flush_epoch);
+        self.epochs().raise(epoch, flush_epoch);
         if flush_at == 0 {
             return;
         }
         if flush_at > self.clock().now() {
-            self.set_flush_at(flush_at);
+            self.epochs().set_flush_at(flush_at);
         } else {
             // It came due while the server was down: everything the
             // snapshot holds was written before it.
@@ -236,7 +236,7 @@ impl BulkRestore<'_> {
         }
         let now = st.clock().now();
         let mut r = Restored::default();
-        let whole_gone = img.epoch <= st.flush_epoch()
+        let whole_gone = img.epoch <= st.epochs().flushed()
             || (img.max_expire != crate::segments::NEVER && Clock::is_expired(img.max_expire, now));
         if whole_gone || img.live.is_empty() {
             r.dropped = img.live.len() as u64;
@@ -334,7 +334,7 @@ impl Store {
     /// A [`Restorer`] for the rest of a load.
     pub fn restorer(&self) -> Restorer<'_> {
         let counters = Arc::new(Counters::default());
-        self.worker_joined(&counters);
+        self.roster().joined(&counters);
         let mut active = Active::new(self, counters, false);
         active.restoring = true;
         Restorer { store: self, active }
@@ -348,7 +348,7 @@ impl Restorer<'_> {
         let st = self.store;
         let now = st.clock().now();
         let mut r = Restored::default();
-        if img.epoch <= st.flush_epoch()
+        if img.epoch <= st.epochs().flushed()
             || (img.max_expire != crate::segments::NEVER && Clock::is_expired(img.max_expire, now))
         {
             r.dropped = img.live.len() as u64;

@@ -256,3 +256,56 @@ impl Asked {
         wanted.load(Relaxed).saturating_sub(usize::from(self.0))
     }
 }
+
+/// The store's epochs: every segment opened takes the next one, a
+/// `flush_all` marks every segment opened so far flushed, and a delayed
+/// one waits for its time here. Epochs only go up, and a flush never
+/// reaches past the epochs handed out.
+#[derive(Debug, Default)]
+pub(crate) struct Epochs {
+    /// Epochs handed out so far.
+    opened: AtomicU64,
+    /// Segments opened at or before this epoch hold only flushed items.
+    flushed: AtomicU64,
+    /// A delayed `flush_all`'s time (0: none scheduled).
+    flush_at: AtomicU32,
+}
+
+impl Epochs {
+    /// Epochs handed out so far.
+    pub(crate) fn now(&self) -> u64 {
+        self.opened.load(Relaxed)
+    }
+
+    /// A new epoch, for a segment opened for writing.
+    pub(crate) fn next(&self) -> u64 {
+        self.opened.fetch_add(1, Relaxed) + 1
+    }
+
+    /// Segments opened at or before this epoch hold only flushed items.
+    #[inline]
+    pub(crate) fn flushed(&self) -> u64 {
+        self.flushed.load(Relaxed)
+    }
+
+    /// Every segment opened so far is flushed.
+    pub(crate) fn flush_now(&self) {
+        self.flushed.store(self.opened.load(Relaxed), Relaxed);
+    }
+
+    /// A delayed `flush_all`'s time (0: none scheduled).
+    pub(crate) fn flush_at(&self) -> u32 {
+        self.flush_at.load(Relaxed)
+    }
+
+    /// Schedules a delayed `flush_all` at `at` (0 cancels it).
+    pub(crate) fn set_flush_at(&self, at: u32) {
+        self.flush_at.store(at, Relaxed);
+    }
+
+    /// Raises the epochs to at least a snapshot's (a load).
+    pub(crate) fn raise(&self, opened: u64, flushed: u64) {
+        self.opened.fetch_max(opened, Relaxed);
+        self.flushed.fetch_max(flushed, Relaxed);
+    }
+}

@@ -49,7 +49,7 @@ impl Store {
     /// A handle for one worker thread.
     pub fn worker(self: &Arc<Self>) -> Worker {
         let counters = Arc::new(Counters::default());
-        self.worker_started(&counters);
+        self.roster().worker_started(&counters);
         // Without a context (zstd could not allocate one) this worker
         // stores values plain and reads compressed ones as misses.
         let zip = self.codec().and_then(|c| Zip::new(c.clone()).ok());
@@ -180,7 +180,7 @@ impl Drop for Worker {
     fn drop(&mut self) {
         self.seal_active();
         self.store.drop_want(&mut self.active);
-        self.store.worker_left();
+        self.store.roster().worker_left();
     }
 }
 

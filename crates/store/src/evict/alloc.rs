@@ -20,7 +20,7 @@ impl Store {
         // reclaimer, seeing the ask and none free in between, frees one
         // more than is wanted (it stays free, holding nothing).
         self.drop_want(active);
-        if self.reclaiming() {
+        if self.roster().reclaiming() {
             // The reclaimer keeps segments free ahead of the writers: take
             // one, and only reclaim here (counted) if it fell behind.
             self.give_credit(active);
@@ -193,7 +193,7 @@ impl Store {
     /// [`AHEAD_FULL_BUDGET`] segments, where one kept free unasked is 2-6%
     /// of the memory.
     pub(crate) fn ahead_on_demand(&self) -> bool {
-        self.reclaiming() && self.segment_budget() < AHEAD_FULL_BUDGET
+        self.roster().reclaiming() && self.segment_budget() < AHEAD_FULL_BUDGET
     }
 
     /// Whether a writer beside the reclaimer cleans early itself while

@@ -22,7 +22,7 @@ impl Store {
             // segment is in it; opened after, it is not, and its writer
             // sees the cut (`cut.rs`).
             let _cut = self.cut().lock.lock();
-            m.epoch.store(self.next_epoch(), Relaxed);
+            m.epoch.store(self.epochs().next(), Relaxed);
             m.snap.store(0, Relaxed);
         }
         m.last_mark.store(0, Relaxed);
@@ -104,7 +104,7 @@ impl Store {
     /// then everything in it is invalid (memcached's `oldest_live`, kept per
     /// segment instead of per item).
     pub(crate) fn is_flushed(&self, seg: u32) -> bool {
-        self.seg(seg).epoch.load(Relaxed) <= self.flush_epoch()
+        self.seg(seg).epoch.load(Relaxed) <= self.epochs().flushed()
     }
 
     pub(crate) fn note_expiry(&self, seg: u32, expiry: u32) {
@@ -273,7 +273,7 @@ impl Store {
     /// against 71.3% (63.4 / 61.7% of bytes; medians of five), the room
     /// held open falling from 2.0-3.4 MB to 0.9-2.0.
     pub(crate) fn open_cap(&self) -> usize {
-        let workers = self.worker_count().max(1);
+        let workers = self.roster().workers().max(1);
         (self.segment_budget() as usize / (8 * workers)).clamp(1, TTL_CLASSES)
     }
 

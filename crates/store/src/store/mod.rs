@@ -19,7 +19,7 @@
 //! `totals.rs` (`flush_all`, `stats`, their counters) and `parts.rs` (the
 //! store's parts as the crate's other modules reach them).
 
-use std::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering::*};
+use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering::*};
 use std::sync::Arc;
 
 use parking_lot::Mutex;
@@ -61,14 +61,11 @@ pub struct Store {
     /// (`segments.rs` owns it).
     budget: Budget,
     evict: Mutex<Evict>,
-    epoch: AtomicU64,
-    /// Segments opened at or before this epoch hold only flushed items.
-    flush_epoch: AtomicU64,
-    flush_at: AtomicU32,
+    /// Segments' epochs and the flushes (`segments.rs`).
+    epochs: crate::segments::Epochs,
     flush_lock: Mutex<()>,
-    counters: Mutex<Vec<Arc<Counters>>>,
-    /// Workers now (each keeps segments open: [`Store::open_cap`]).
-    workers: AtomicUsize,
+    /// Every worker's counters, and who works (`counters.rs`).
+    roster: crate::counters::Roster,
     /// Compression's shared half (dictionaries), with compression on.
     codec: Option<Arc<Codec>>,
     /// With `--durability`: where client changes are reported.
@@ -99,8 +96,6 @@ pub struct Store {
     /// starved, the age pass wants idle ones) and what wakes them
     /// (`seal.rs`).
     seals: crate::seal::Seals,
-    /// A background reclaimer runs (`reclaimer.rs`).
-    reclaiming: std::sync::atomic::AtomicBool,
     reclaim: crate::reclaim::Shared,
     /// The flash tier's settings that change at run time (`extstore
     /// item_age`, `item_size`, `recache_rate`); their start values are in
@@ -213,12 +208,9 @@ impl Store {
             cas_off_bits: seg_bits,
             budget: Budget::new(limit as u32, nsegs as u32, cfg.memory_limit),
             evict: Mutex::new(Evict::default()),
-            epoch: AtomicU64::new(0),
-            flush_epoch: AtomicU64::new(0),
-            flush_at: AtomicU32::new(0),
+            epochs: Default::default(),
             flush_lock: Mutex::new(()),
-            counters: Mutex::new(Vec::new()),
-            workers: AtomicUsize::new(0),
+            roster: Default::default(),
             evicted_age: AtomicU32::new(0),
             bands: crate::bands::Bands::new(cfg.size_classes, cfg.cas),
             sketch: crate::sketch::Sketch::new(cfg.memory_limit),
@@ -228,7 +220,6 @@ impl Store {
             evict_hook: std::sync::OnceLock::new(),
             cut: Default::default(),
             seals: Default::default(),
-            reclaiming: std::sync::atomic::AtomicBool::new(false),
             reclaim: Default::default(),
             codec,
             journal: std::sync::OnceLock::new(),

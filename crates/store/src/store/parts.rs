@@ -73,11 +73,6 @@ impl Store {
         &self.reclaim
     }
 
-    /// A background reclaimer runs: writers leave reclaiming to it.
-    pub(crate) fn reclaiming(&self) -> bool {
-        self.reclaiming.load(Relaxed)
-    }
-
     /// The I/O threads that read from flash, if any.
     pub(crate) fn aio(&self) -> Option<&crate::aio::Pool> {
         self.aio.as_ref()
@@ -104,35 +99,13 @@ impl Store {
     /// Epochs handed out so far (the snapshot keeps a lease above it, see
     /// `strata-persist`).
     pub fn epoch(&self) -> u64 {
-        self.epoch.load(Relaxed)
+        self.epochs.now()
     }
 
-    /// A new epoch, for a segment opened for writing.
-    pub(crate) fn next_epoch(&self) -> u64 {
-        self.epoch.fetch_add(1, Relaxed) + 1
-    }
-
-    /// Segments opened at or before this epoch hold only flushed items.
+    /// Segments' epochs, and the flushes by them (`segments.rs`).
     #[inline]
-    pub(crate) fn flush_epoch(&self) -> u64 {
-        self.flush_epoch.load(Relaxed)
-    }
-
-    /// A delayed `flush_all`'s time (0: none scheduled).
-    pub(crate) fn flush_at(&self) -> u32 {
-        self.flush_at.load(Relaxed)
-    }
-
-    /// Schedules a delayed `flush_all` at `at` (0 cancels it), as a
-    /// restart or the log's replay finds it.
-    pub(crate) fn set_flush_at(&self, at: u32) {
-        self.flush_at.store(at, Relaxed);
-    }
-
-    /// Raises the epochs to a snapshot's (see [`Store::resume`]).
-    pub(crate) fn raise_epochs(&self, epoch: u64, flush_epoch: u64) {
-        self.epoch.fetch_max(epoch, Relaxed);
-        self.flush_epoch.fetch_max(flush_epoch, Relaxed);
+    pub(crate) fn epochs(&self) -> &crate::segments::Epochs {
+        &self.epochs
     }
 
     /// The running snapshot's cut (`cut.rs`).
@@ -164,37 +137,9 @@ impl Store {
         self.evicted_age.store(age, Relaxed);
     }
 
-    /// A worker (or the reclaimer) starts: its counters join the totals.
-    pub(crate) fn worker_joined(&self, counters: &Arc<Counters>) {
-        self.counters.lock().push(counters.clone());
-    }
-
-    /// The background reclaimer starts: its counters join the totals and
-    /// writers leave reclaiming to it.
-    pub(crate) fn reclaimer_joined(&self, counters: &Arc<Counters>) {
-        self.worker_joined(counters);
-        self.reclaiming.store(true, Relaxed);
-    }
-
-    /// A worker starts ([`Store::worker`]): its counters join the totals.
-    pub(crate) fn worker_started(&self, counters: &Arc<Counters>) {
-        self.worker_joined(counters);
-        self.workers.fetch_add(1, Relaxed);
-    }
-
-    /// Workers now.
-    pub(crate) fn worker_count(&self) -> usize {
-        self.workers.load(Relaxed)
-    }
-
-    /// A worker ended (its counters stay in the totals).
-    pub(crate) fn worker_left(&self) {
-        self.workers.fetch_sub(1, Relaxed);
-    }
-
-    /// Every worker's counters, locked (for totals).
-    pub(crate) fn worker_counters(&self) -> parking_lot::MutexGuard<'_, Vec<Arc<Counters>>> {
-        self.counters.lock()
+    /// Who works on the store, and their counters (`counters.rs`).
+    pub(crate) fn roster(&self) -> &crate::counters::Roster {
+        &self.roster
     }
 
     /// The flash tier's `ext_item_size` now.

@@ -16,11 +16,11 @@ impl Store {
         self.check_journal()?;
         Ok(match at {
             Some(t) if t > self.clock.now() => {
-                self.flush_at.store(t, Relaxed);
+                self.epochs.set_flush_at(t);
                 self.journal().map_or(0, |j| j.flush_at(t))
             }
             _ => {
-                self.flush_at.store(0, Relaxed);
+                self.epochs.set_flush_at(0);
                 self.flush_now();
                 self.journal().map_or(0, |j| j.flush())
             }
@@ -35,12 +35,12 @@ impl Store {
     /// now only marks the moment for the records that follow, and none
     /// follow a failed log).
     pub(crate) fn maybe_flush(&self) {
-        let at = self.flush_at.load(Relaxed);
+        let at = self.epochs.flush_at();
         if at != 0 && self.clock.now() >= at {
             let _g = self.flush_lock.lock();
-            if self.flush_at.load(Relaxed) == at {
+            if self.epochs.flush_at() == at {
                 self.flush_now();
-                self.flush_at.store(0, Relaxed);
+                self.epochs.set_flush_at(0);
                 // The moment it took effect: writes journaled after this
                 // record were made after the flush.
                 if let Some(j) = self.journal() {
@@ -54,7 +54,7 @@ impl Store {
     /// up to now is flushed. Writers move off flushed segments before their
     /// next write, and lookups and eviction drop flushed items lazily.
     pub(crate) fn flush_now(&self) {
-        self.flush_epoch.store(self.epoch.load(Relaxed), Relaxed);
+        self.epochs.flush_now();
     }
 
     pub fn stats(&self) -> StoreStats {
@@ -76,7 +76,7 @@ impl Store {
             s.compressed_plain_bytes += st.zplain;
             s.compressed_stored_bytes += st.zstored;
         }
-        for c in self.counters.lock().iter() {
+        for c in self.roster.counters().iter() {
             s.total_items += c.total_items.load(Relaxed);
             s.get_expired += c.get_expired.load(Relaxed);
             s.get_flushed += c.get_flushed.load(Relaxed);
@@ -118,7 +118,7 @@ impl Store {
     /// every stripe.
     #[cfg(test)]
     pub(crate) fn evictions(&self) -> u64 {
-        self.counters.lock().iter().map(|c| c.evictions.load(Relaxed)).sum()
+        self.roster.counters().iter().map(|c| c.evictions.load(Relaxed)).sum()
     }
 
     /// Sets who is told of items evicted from memory (once; later calls
@@ -130,7 +130,7 @@ impl Store {
     /// Zeroes the counters `stats reset` resets.
     pub fn reset_stats(&self) {
         self.bands.reset();
-        for c in self.counters.lock().iter() {
+        for c in self.roster.counters().iter() {
             let all = [
                 &c.total_items,
                 &c.get_expired,

@@ -127,7 +127,7 @@ impl Store {
         };
         let c = Counters::default();
         let now = self.clock().now();
-        let flush_epoch = self.flush_epoch();
+        let flush_epoch = self.epochs().flushed();
         let region_of = |e: &u64| log.region_of(log.from_slot(e & ENTRY_ADDR));
         let mut buf = Vec::new();
         let mut at = 0;

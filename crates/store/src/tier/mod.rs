@@ -303,7 +303,7 @@ impl Store {
     ) -> std::io::Result<()> {
         let Some(log) = self.flash_log() else { return Ok(()) };
         let now = self.clock().now();
-        let flush_epoch = self.flush_epoch();
+        let flush_epoch = self.epochs().flushed();
         w.scan(r, buf, |addr, rec| {
             let Some(it) = parse_item(rec.item) else { return };
             let loc = self.index().locate(it.key());
@@ -395,7 +395,7 @@ impl Store {
             checksum_errors: f.checksum_errors.load(Relaxed),
             ..FlashStats::default()
         };
-        for c in self.worker_counters().iter() {
+        for c in self.roster().counters().iter() {
             s.hits += c.flash_hits.load(Relaxed);
             s.recached += c.flash_recached.load(Relaxed);
             s.misses += c.flash_misses.load(Relaxed);

@@ -112,7 +112,7 @@ impl Worker {
                 peek.seen.push(flash::location(s));
                 continue;
             }
-            if epoch <= store.flush_epoch() || Clock::is_expired(it.expiry(), store.clock().now()) {
+            if epoch <= store.epochs().flushed() || Clock::is_expired(it.expiry(), store.clock().now()) {
                 store.unlink_flash_slot(loc, s, &c);
                 continue;
             }

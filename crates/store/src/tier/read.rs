@@ -94,7 +94,9 @@ impl Worker {
                 continue;
             }
             let now = store.clock().now();
-            if epoch <= store.flush_epoch() || Clock::is_expired(it.expiry(), now) || crate::read::wins_token(opts, &it)
+            if epoch <= store.epochs().flushed()
+                || Clock::is_expired(it.expiry(), now)
+                || crate::read::wins_token(opts, &it)
             {
                 break;
             }
@@ -382,7 +384,7 @@ impl Worker {
         };
         let Some(it) = parse_item(buf) else { return done };
         let now = store.clock().now();
-        if epoch <= store.flush_epoch() || Clock::is_expired(it.expiry(), now) {
+        if epoch <= store.epochs().flushed() || Clock::is_expired(it.expiry(), now) {
             store.unlink_flash_slot(loc, s, &c);
             return done;
         }
