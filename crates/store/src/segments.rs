@@ -1,7 +1,8 @@
 //! Segments and the memory budget: the memory limit cut into fixed-size
 //! segments, their metadata (kept apart from their data), the free and
-//! parked lists, TTL classes, and a worker's reservations in its active
-//! segments.
+//! parked lists, TTL classes, the epochs segments are opened in and
+//! flushed by ([`Epochs`]), and a worker's state ([`Active`]: its open
+//! segments, its copy targets in `copies.rs`, what it asked the reclaimer).
 //!
 //! Each worker appends items to its own active segment for the item's TTL
 //! class, so items of similar expiry share segments and a whole segment can
