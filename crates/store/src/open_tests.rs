@@ -12,7 +12,7 @@ const SEG: usize = 64 << 10;
 
 fn store() -> (std::sync::Arc<crate::Store>, crate::Worker) {
     store_of(Config {
-        memory_limit: 32 * SEG,
+        memory_limit: 64 * SEG,
         segment_size: SEG,
         item_size_max: SEG,
         hash_power: 8,
@@ -28,7 +28,7 @@ fn open(w: &crate::Worker) -> Vec<u32> {
 #[test]
 fn a_large_item_leaves_its_segment_open_for_smaller_ones() {
     let (s, mut w) = store();
-    assert!(s.open_cap() >= 2, "one worker, 31 segments: {}", s.open_cap());
+    assert!(s.open_cap() >= 2, "one worker, 63 segments: {}", s.open_cap());
     assert_eq!(set(&mut w, SetOp::Set, b"a", &[b'a'; 40 << 10]), StoreOutcome::Stored);
     let first = open(&w);
     assert_eq!(first.len(), 1);
@@ -65,8 +65,9 @@ fn a_large_item_leaves_its_segment_open_for_smaller_ones() {
 fn open_segments_stay_under_the_cap_and_none_is_lost() {
     let (s, mut w) = store();
     let cap = s.open_cap();
+    assert!(cap >= 2, "one worker, 63 segments: {cap}");
     let mut rng = 0x2545_f491_4f6c_dd1du64;
-    let n = crate::testing::scaled(3000, 200) as u32;
+    let n = crate::testing::scaled(3000, 400) as u32;
     for i in 0..n {
         crate::testing::xorshift(&mut rng);
         let len = 100 + (rng % (48 << 10)) as usize;
@@ -91,7 +92,7 @@ fn open_segments_stay_under_the_cap_and_none_is_lost() {
 }
 
 /// Under a small budget a worker keeps one segment open, not two: all
-/// workers' open segments together stay about an eighth of the budget
+/// workers' open segments together stay about a sixteenth of the budget
 /// (two workers, sixteen segments: two open, where two each held a
 /// quarter of `-m 16` half written). Items of every TTL class share it.
 #[test]

@@ -5,6 +5,19 @@
 use super::*;
 use crate::segments::{NEVER, RESERVE_SEGMENTS, TTL_CLASSES};
 
+/// All workers' open segments together are at most about this share of
+/// the segment budget ([`Store::open_cap`]). At an eighth, `-m 64` let each
+/// of two workers keep three open (one per TTL class in use): on workload
+/// 14 (values to 1 MB, four TTL classes) 3.9 MB of room held open against
+/// 3.1 MB at a sixteenth (one each), and 78.6-78.9% hits against
+/// 79.1-79.5%; on a workload whose TTLs expire as it runs (half the keys
+/// 3 s, half none, values 500-4000 B, `-m 64`) keeping classes apart
+/// saved nothing: 71.1-73.2% hits (median 72.6) against 72.6-73.7% (72.8),
+/// write amplification 1.16-1.21 both (five rounds each; history, "Issue
+/// 42: where workload 14's idle memory is"). Budgets of 128 segments per
+/// worker and more still keep one per class.
+pub(crate) const OPEN_SHARE_DIV: usize = 16;
+
 impl Store {
     pub(crate) fn aligned(&self, len: usize) -> usize {
         (len + self.granule() - 1) & !(self.granule() - 1)
@@ -264,17 +277,18 @@ impl Store {
 
     /// Segments a worker keeps open for writes: one per TTL class when
     /// segments are many, down to one under a small `-m` (all workers'
-    /// together about an eighth of the budget). An open segment holds
-    /// items in part and cannot be cleaned or evicted; eight per worker
-    /// under `-m 16` left almost no segment sealed. Above one, a second is
-    /// where smaller items fill the room a large one left; but two each
-    /// for two workers are a quarter of `-m 16`'s fifteen segments, and
-    /// with one workload 15 (values to 1 MB, four TTL classes) hit 72.9%
-    /// against 71.3% (63.4 / 61.7% of bytes; medians of five), the room
-    /// held open falling from 2.0-3.4 MB to 0.9-2.0.
+    /// together about a sixteenth of the budget, [`OPEN_SHARE_DIV`]). An
+    /// open segment holds items in part and cannot be cleaned or evicted;
+    /// eight per worker under `-m 16` left almost no segment sealed. Above
+    /// one, a second is where smaller items fill the room a large one
+    /// left; but two each for two workers are a quarter of `-m 16`'s
+    /// fifteen segments, and with one workload 15 (values to 1 MB, four
+    /// TTL classes) hit 72.9% against 71.3% (63.4 / 61.7% of bytes;
+    /// medians of five), the room held open falling from 2.0-3.4 MB to
+    /// 0.9-2.0.
     pub(crate) fn open_cap(&self) -> usize {
         let workers = self.roster().workers().max(1);
-        (self.segment_budget() as usize / (8 * workers)).clamp(1, TTL_CLASSES)
+        (self.segment_budget() as usize / (OPEN_SHARE_DIV * workers)).clamp(1, TTL_CLASSES)
     }
 
     pub(crate) fn room(&self, seg: u32) -> usize {
