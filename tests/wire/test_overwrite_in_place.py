@@ -86,7 +86,11 @@ def test_overwrites_while_items_go_to_flash_never_read_back_stale(make_server, t
     for flash while four connections overwrite them (the same length per
     key, so most writes go in place). A write in place must never be
     undone by a batch's repoint to the record it copied before the write:
-    every key reads back the value it was last given."""
+    every key reads back the value it was last given, and a key goes
+    missing only by eviction. (A set of a key not in memory drops the flash
+    slots whose 28 hash bits match its own unread: once in 268 million
+    slots another key's, which would fail this about once in 6,000 runs;
+    on 22 bits it did about once in a hundred.)"""
     srv = make_server(["-m", "8", "-t", "2", "-o", f"ext_path={tmp_path}/flash:64M"])
     conns = [srv.connect(timeout=READ_TIMEOUT) for _ in range(4)]
     keys, rounds = 12_000, 16
@@ -115,15 +119,18 @@ def test_overwrites_while_items_go_to_flash_never_read_back_stale(make_server, t
     st = stats(c)
     assert int(st["strata_overwritten_in_place"]) > 1000, st["strata_overwritten_in_place"]
     assert int(st["extstore_objects_written"]) > 1000, st["extstore_objects_written"]
-    stale, missing = [], 0
+    stale, missing = [], []
     for start in range(0, keys, 100):
         ks = range(start, min(start + 100, keys))
         c.send(b"get " + b" ".join(b"k%d" % i for i in ks) + b"\r\n")
         reply = read_until_end(c)
         for i in ks:
             if b"VALUE k%d " % i not in reply:
-                missing += 1
+                missing.append(i)
             elif b"VALUE k%d 0 %d\r\n%s\r\n" % (i, len(value(i)), value(i)) not in reply:
                 stale.append(i)
-    assert stale == [], "%d keys read back an older value: %s" % (len(stale), stale[:10])
-    assert missing <= int(stats(c)["evictions"]), missing
+    st = stats(c)
+    told = {k: v for k, v in st.items() if any(w in k for w in ("flash", "extstore", "memory", "oom", "alloc", "wait", "evict", "items", "cmd_set", "expired", "reclaimed", "copied", "in_place"))}
+    assert stale == [], "%d keys read back an older value: %s (%s)" % (len(stale), stale[:10], told)
+    gone = [(i, latest[i]) for i in missing[:10]]
+    assert len(missing) <= int(st["evictions"]), "%d keys missing (key, writes): %s; %s" % (len(missing), gone, told)

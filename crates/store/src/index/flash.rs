@@ -14,10 +14,11 @@
 //!   not in RAM. A slot with none left is dropped by the seventh doubling
 //!   (the stripe then holds 64 times the items it held when the item went
 //!   to flash).
-//! - ext tag: 10 more bits of the key's hash. With the tag, 22 bits: a
-//!   write that finds no key in memory drops the flash slots whose 22 bits
-//!   match without reading them, so a false match costs another key a miss
-//!   about once in 4 million such slots.
+//! - ext tag: 10 more bits of the key's hash. With the tag and the `more`
+//!   bits left (`more_matches`), up to 28 bits: a write that finds no key
+//!   in memory drops the flash slots that match without reading them, so
+//!   a false match costs another key a miss about once in 268 million such
+//!   slots (once in 4 million when a slot's six growth bits are used up).
 //! - address: where the record is, in the log's granules.
 
 pub const FLAG: u64 = super::slot::FLASH;
@@ -46,6 +47,14 @@ pub fn ext(s: u64) -> u16 {
 }
 pub fn more(s: u64) -> u8 {
     ((payload(s) >> 43) & 0x7f) as u8
+}
+/// Whether a slot's `more` bits (its growth bits after their leading 1)
+/// are the low bits of `above`, the key's hash bits above the stripe's
+/// table now. A slot with none left matches any.
+pub fn more_matches(more: u8, above: u32) -> bool {
+    let k = 7u32.saturating_sub(more.leading_zeros());
+    let mask = (1u32 << k) - 1;
+    u32::from(more) & mask == above & mask
 }
 pub fn with_more(s: u64, more: u8) -> u64 {
     let p = (payload(s) & !(0x7f << 43)) | (u64::from(more & 0x7f) << 43);

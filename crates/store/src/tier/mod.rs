@@ -112,9 +112,20 @@ fn slot_generation(log: &Flash, s: u64) -> u64 {
     log.generation(log.region_of(log.from_slot(flash::addr(s))))
 }
 
-/// Whether `s` is a flash slot with `loc`'s 22 tag bits.
-fn is_candidate(s: u64, loc: Loc) -> bool {
-    slot::is_flash(s) && slot::tag(s) == loc.tag && flash::ext(s) == loc.ext
+/// Whether `s` is a flash slot that may hold `loc`'s key, in a stripe whose
+/// table has `2^table_bits` buckets: its 22 tag bits are the key's, and so
+/// are the hash bits above the table it still carries for growth
+/// ([`flash::more`]: six when it was placed at this size, one fewer per
+/// doubling since). A plain set drops its key's candidates unread
+/// (`drop_flash_candidates`): with the 22 bits alone another key's slot
+/// matched once in 4 million, and lost that key without an eviction (a
+/// wire test over flash did, about one run in a hundred); with the growth
+/// bits too, once in 268 million where none was used up.
+fn is_candidate(s: u64, loc: Loc, table_bits: u32) -> bool {
+    slot::is_flash(s)
+        && slot::tag(s) == loc.tag
+        && flash::ext(s) == loc.ext
+        && flash::more_matches(flash::more(s), loc.bucket.checked_shr(table_bits).unwrap_or(0))
 }
 
 /// The flash slot still pointing where `s` did (its `more` bits and read
@@ -146,7 +157,7 @@ impl Store {
     /// A flash slot in `loc`'s chain with the key's 22 tag bits, if any.
     pub(crate) fn flash_candidate(&self, st: &Stripe, loc: Loc) -> Option<(Pos, u64)> {
         self.config().flash.as_ref()?;
-        st.find(loc.bucket, |s| is_candidate(s, loc))
+        st.find(loc.bucket, |s| is_candidate(s, loc, st.table_bits()))
     }
 
     /// Every such slot, into `out` (cleared first), under `loc`'s lock,
@@ -157,8 +168,9 @@ impl Store {
     fn flash_candidates(&self, loc: Loc, out: &mut Vec<(u64, u64)>) {
         out.clear();
         let Some(log) = self.flash_log() else { return };
-        self.index().lock(loc.stripe).for_each_in_chain(loc.bucket, |s| {
-            if is_candidate(s, loc) {
+        let st = self.index().lock(loc.stripe);
+        st.for_each_in_chain(loc.bucket, |s| {
+            if is_candidate(s, loc, st.table_bits()) {
                 out.push((s, slot_generation(log, s)));
             }
         });
@@ -469,5 +481,51 @@ fn race_read_before_write(log: &Flash, at: u64, hot: &Hot) {
     }
     if !made {
         *RACE_READ.lock() = Some((id, read));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::index::replace_flash;
+
+    /// A flash slot placed for `loc` in a table of `2^bits` buckets.
+    fn placed(loc: Loc, bits: u32) -> u64 {
+        flash::pack(loc.tag, loc.ext, loc.more(bits), 77)
+    }
+
+    #[test]
+    fn a_key_is_a_candidate_for_its_own_slot_through_every_doubling() {
+        let key = Loc { stripe: 3, bucket: 0x2d5b_a9c7, tag: 0xabc, ext: 0x155 };
+        let mut s = placed(key, 4);
+        let mut b = key.bucket & 0xf;
+        for bits in 4..10 {
+            assert!(is_candidate(s, key, bits), "at 2^{bits}");
+            (b, s) = replace_flash(s, b, bits).unwrap_or_else(|| panic!("a bit left at 2^{bits}"));
+            assert_eq!(b, key.bucket & ((2 << bits) - 1), "re-placed where the key's hash says");
+        }
+        assert!(is_candidate(s, key, 10), "no bit left: any key with its tags");
+    }
+
+    #[test]
+    fn another_key_with_the_same_22_tag_bits_is_told_apart_by_the_growth_bits() {
+        let a = Loc { stripe: 3, bucket: 0x2d5b_a9c7, tag: 0xabc, ext: 0x155 };
+        let s = placed(a, 4);
+        // The same bucket in a table of 2^4, the same tags: a set of `b`
+        // that took `a`'s slot for its own would drop it unread.
+        for bit in 4..10 {
+            let b = Loc { bucket: a.bucket ^ (1 << bit), ..a };
+            assert!(!is_candidate(s, b, 4), "hash bit {bit} differs");
+        }
+        // Above the six growth bits, nothing tells them apart.
+        let far = Loc { bucket: a.bucket ^ (1 << 10), ..a };
+        assert!(is_candidate(s, far, 4));
+        // One doubling later the slot has five bits left, and still tells
+        // a key apart by the ones it has.
+        let (_, grown) = replace_flash(s, a.bucket & 0xf, 4).unwrap_or_else(|| panic!("bits left"));
+        assert!(is_candidate(grown, a, 5));
+        assert!(!is_candidate(grown, Loc { bucket: a.bucket ^ (1 << 7), ..a }, 5));
+        assert!(!is_candidate(s, Loc { tag: a.tag ^ 1, ..a }, 4));
+        assert!(!is_candidate(s, Loc { ext: a.ext ^ 1, ..a }, 4));
     }
 }

@@ -29,7 +29,7 @@ impl Store {
     pub(crate) fn peek_holds(&self, st: &Stripe, loc: Loc, peek: &Peek) -> bool {
         let (mut unseen, mut live) = (false, peek.live.is_none());
         st.for_each_in_chain(loc.bucket, |s| {
-            if is_candidate(s, loc) {
+            if is_candidate(s, loc, st.table_bits()) {
                 let at = flash::location(s);
                 unseen |= !peek.seen.contains(&at);
                 live |= peek.live.is_some_and(|p| flash::location(p.slot) == at);

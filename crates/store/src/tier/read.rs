@@ -464,7 +464,7 @@ impl Worker {
                     continue;
                 }
                 st.for_each_in_chain(loc.bucket, |s| {
-                    if is_candidate(s, loc) {
+                    if is_candidate(s, loc, st.table_bits()) {
                         candidates.push((s, slot_generation(log, s)));
                     }
                 });
