@@ -219,7 +219,7 @@ pub(crate) struct Active {
     /// The background reclaimer's: makes free segments, takes none.
     pub(crate) background: bool,
     /// Whether this writer asked the reclaimer for a segment and has not
-    /// taken one since (`reclaim.rs`).
+    /// taken one since ([`Asked`]).
     pub(crate) asked: Asked,
     /// A load's [`Restorer`](crate::Restorer): the cleaner takes a segment
     /// however live, before anything is evicted (a load keeps what was live).

@@ -55,7 +55,8 @@ impl Store {
                 return Ok(s);
             }
             bump(&active.counters.reclaim_inline);
-            // It evicts on its own time: with the credit writers handed over.
+            // It evicts on its own time: with the credit writers handed over
+            // (bounded when it next takes a segment, as a write's is).
             active.copies.bank_credit(self.reclaim_state().credit.swap(0, Relaxed), usize::MAX);
         }
         if let Some(s) = self.alloc_steps(active, Pass::Full) {
