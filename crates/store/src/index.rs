@@ -62,6 +62,19 @@ const BLOCK: usize = 4;
 /// then average under two buckets, and the index about 11 bytes per item.
 pub const GROW_LOAD: u64 = 12;
 
+/// log2 of the buckets an index starts with unless told (`-o hashpower`):
+/// one per stripe, 208 KiB in all with the stripes' locks. The index grows
+/// with the items, a stripe at a time, and counts inside `-m`: sized from
+/// `-m` up front (2^14 buckets at `-m 64`, 2^16 from `-m 256`) it held
+/// 1.2 MB for workload 14's 170 items of up to 1 MB, and 1.45 MB for
+/// workload 5's 60,000 (1.17 MB grown from here). Five rounds each, the
+/// rest alike (CPU per request and p99 within the rounds' spread): 10
+/// (100 B-64 KB) 83.1 / 71.6% hits (medians) against 83.4 / 71.8, 14 79.3
+/// against 79.5; items held at `-m 1024` after the same 850,000 sets of
+/// 32-4000 B the same, 551 k (docs/benchmarks-history.md, "Issue 42: where
+/// workload 14's idle memory is").
+pub const START_HASH_POWER: u32 = 10;
+
 /// log2 of the buckets that hold `items` without growing: a restore that
 /// knows how many items it brings sizes the index for them up front,
 /// rather than rehashing every stripe as it fills (each rehash reads every

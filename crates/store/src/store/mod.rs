@@ -164,13 +164,7 @@ impl Store {
         }
         let seg_bits = usize::BITS - (seg_size - 1).leading_zeros();
         let granule_shift = seg_bits.saturating_sub(slot::OFF_BITS);
-        let hash_power = if cfg.hash_power != 0 {
-            cfg.hash_power.clamp(4, 32)
-        } else {
-            // The index grows with the items (see `index.rs`), so it starts
-            // small: memcached's 2^16 buckets, fewer for a small `-m`.
-            (usize::BITS - (cfg.memory_limit / 4096).max(16).leading_zeros() - 1).clamp(10, 16)
-        };
+        let hash_power = if cfg.hash_power != 0 { cfg.hash_power.clamp(4, 32) } else { crate::index::START_HASH_POWER };
         if let Some(z) = cfg.compression.as_mut() {
             // Samples and dictionaries count in the memory limit: under a
             // small `-m` a training's worth would crowd out the items
