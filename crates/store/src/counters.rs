@@ -130,3 +130,24 @@ impl Roster {
         self.counters.lock()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_roster_keeps_the_counters_of_whoever_left() {
+        let r = Roster::default();
+        let (a, b, reclaimer) = (Arc::new(Counters::default()), Arc::default(), Arc::default());
+        r.worker_started(&a);
+        r.worker_started(&b);
+        assert_eq!((r.workers(), r.reclaiming()), (2, false));
+        r.reclaimer_started(&reclaimer);
+        assert_eq!((r.workers(), r.reclaiming()), (2, true), "the reclaimer is no worker");
+        a.evictions.store(5, Relaxed);
+        r.worker_left();
+        assert_eq!(r.workers(), 1);
+        let evictions: u64 = r.counters().iter().map(|c| c.evictions.load(Relaxed)).sum();
+        assert_eq!((r.counters().len(), evictions), (3, 5), "a worker's counters stay in the totals");
+    }
+}

@@ -310,3 +310,41 @@ impl Epochs {
         self.flushed.fetch_max(flushed, Relaxed);
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn epochs_only_go_up_and_a_flush_reaches_the_epochs_handed_out() {
+        let e = Epochs::default();
+        assert_eq!((e.now(), e.flushed(), e.flush_at()), (0, 0, 0));
+        assert_eq!((e.next(), e.next()), (1, 2));
+        e.flush_now();
+        assert_eq!(e.flushed(), 2, "every segment opened so far");
+        assert_eq!(e.next(), 3, "a segment opened after the flush is not flushed");
+        // A snapshot's epochs raise them, never lower them.
+        e.raise(10, 1);
+        assert_eq!((e.now(), e.flushed()), (10, 2));
+        e.raise(4, 7);
+        assert_eq!((e.now(), e.flushed()), (10, 7));
+        e.set_flush_at(500);
+        assert_eq!(e.flush_at(), 500);
+        e.set_flush_at(0);
+        assert_eq!(e.flush_at(), 0);
+    }
+
+    #[test]
+    fn a_writer_is_counted_once_among_those_who_want_a_segment() {
+        let wanted = AtomicUsize::new(0);
+        let (mut a, mut b) = (Asked::default(), Asked::default());
+        a.ask(&wanted);
+        a.ask(&wanted);
+        b.ask(&wanted);
+        assert_eq!(wanted.load(Relaxed), 2, "a asked twice, counted once");
+        assert_eq!((a.others(&wanted), Asked::default().others(&wanted)), (1, 2));
+        a.withdraw(&wanted);
+        a.withdraw(&wanted);
+        assert_eq!(wanted.load(Relaxed), 1, "withdrawn once");
+    }
+}
