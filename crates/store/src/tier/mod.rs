@@ -154,7 +154,8 @@ impl Store {
         }
     }
 
-    /// A flash slot in `loc`'s chain with the key's 22 tag bits, if any.
+    /// A flash slot in `loc`'s chain that may hold the key (its 22 tag bits
+    /// and the growth bits it still has match: `is_candidate`), if any.
     pub(crate) fn flash_candidate(&self, st: &Stripe, loc: Loc) -> Option<(Pos, u64)> {
         self.config().flash.as_ref()?;
         st.find(loc.bucket, |s| is_candidate(s, loc, st.table_bits()))
